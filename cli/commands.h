@@ -1,0 +1,9 @@
+/* The subcommands of `poseidon`. Each takes the arguments after its name (argv[0] is the
+ * subcommand) and returns the process exit code. cli/ stays thin: parse flags, call into
+ * core/, sim/ or runtime/, print. */
+#ifndef POSEIDON_COMMANDS_H
+#define POSEIDON_COMMANDS_H
+
+int cmd_model(int argc, char **argv);
+
+#endif

@@ -1,0 +1,33 @@
+/* log: leveled messages to stderr, and the banner every program prints first (seed, inputs,
+ * git commit), so that any output can be traced back to what produced it.
+ *
+ * The level is the one piece of global mutable state the project allows.
+ */
+#ifndef POSEIDON_LOG_H
+#define POSEIDON_LOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG } log_level_t;
+
+void log_set_level(log_level_t level);
+log_level_t log_get_level(void);
+void log_msg(log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+
+/* The git commit the binary was built from ("unknown" outside a checkout). */
+const char *log_commit(void);
+
+/* First line of every program, on stderr:
+ *   "# poseidon <commit> | seed 42 | <argv...>" */
+void log_banner(int argc, char **argv, uint64_t seed);
+
+/* true when stderr is a terminal: progress lines are shown only then. */
+bool log_is_tty(void);
+
+#endif

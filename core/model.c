@@ -1,0 +1,1323 @@
+/* model: parser of the .net format (models/README.md) and shape/cost inference.
+ *
+ * Parsing runs in three steps: the text is cut into lines of tokens (rejecting binary data),
+ * block definitions are collected, and the top level is expanded — blocks and repeats
+ * become plain layers with full names and their inputs still as names. Names are then
+ * resolved (inputs may be forward references), the layers sorted topologically (a cycle is
+ * an error), and model_infer() computes shapes and costs.
+ */
+#include "model.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+#define TOKENS_MAX 64
+#define BLOCK_DEPTH_MAX 16
+#define REPEAT_MAX 100000
+
+typedef struct {
+    int lineno;
+    int n_tok;
+    char *tok[TOKENS_MAX];
+} line_t;
+
+typedef struct {
+    char *name;
+    int n_params;
+    char *param[TOKENS_MAX];
+    char *param_default[TOKENS_MAX]; /* NULL: required */
+    int first, last;                 /* body: lines[first..last) */
+    int lineno;
+    int n_locals;
+    char **locals;                   /* names defined in the body */
+} block_t;
+
+/* A layer as expanded, before its inputs are resolved. */
+typedef struct {
+    layer_t layer;
+    int n_inputs;
+    char *input_name[MODEL_MAX_INPUTS];
+} raw_layer_t;
+
+typedef struct {
+    char *name;   /* full name of a block use */
+    char *target; /* full name of its last layer */
+    int lineno;
+} alias_t;
+
+/* Where expansion stands: the block being expanded and its bindings. */
+typedef struct scope {
+    const struct scope *parent;
+    const block_t *block;          /* NULL at top level */
+    const char *prefix;            /* "" or "use/" */
+    const char *input;             /* full name bound to $in (NULL at top level) */
+    int use_line;                  /* line of the use that opened the scope */
+    int n_bind;
+    const char *bind_key[TOKENS_MAX + 1];
+    const char *bind_val[TOKENS_MAX + 1];
+} scope_t;
+
+typedef struct {
+    const char *path;
+    char *err;
+    size_t errlen;
+    int failed;
+
+    line_t *lines;
+    int n_lines;
+    block_t *blocks;
+    int n_blocks;
+    raw_layer_t *raw;
+    int n_raw, cap_raw;
+    alias_t *aliases;
+    int n_alias, cap_alias;
+    char *last_name; /* full name of the last layer made (previous-line input) */
+    int depth;
+} parser_t;
+
+static const char *const s_type_names[LAYER_TYPE_COUNT] = {
+    [LAYER_INPUT] = "input",         [LAYER_CONV] = "conv",     [LAYER_FC] = "fc",
+    [LAYER_RELU] = "relu",           [LAYER_POOL] = "pool",     [LAYER_LRN] = "lrn",
+    [LAYER_DROPOUT] = "dropout",     [LAYER_BATCHNORM] = "batchnorm",
+    [LAYER_CONCAT] = "concat",       [LAYER_ADD] = "add",
+    [LAYER_SOFTMAX_LOSS] = "softmax_loss",
+};
+
+const char *layer_type_name(layer_type_t t)
+{
+    return (t >= 0 && t < LAYER_TYPE_COUNT) ? s_type_names[t] : "?";
+}
+
+static int type_from_name(const char *s)
+{
+    if (!strcmp(s, "bn")) return LAYER_BATCHNORM;
+    for (int t = 0; t < LAYER_TYPE_COUNT; t++)
+        if (!strcmp(s, s_type_names[t])) return t;
+    return -1;
+}
+
+bool layer_has_params(const layer_t *l) { return l->params > 0; }
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+/* Records the first error as "path:line: message" plus, inside blocks, where the block was
+ * used. Returns -1 so callers can `return perr(...)`. */
+static int perr_scope(parser_t *p, const scope_t *sc, int lineno, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int perr_scope(parser_t *p, const scope_t *sc, int lineno, const char *fmt, ...)
+{
+    if (p->failed) return -1;
+    p->failed = 1;
+    int n = snprintf(p->err, p->errlen, "%s:%d: ", p->path, lineno);
+    if (n < 0 || (size_t)n >= p->errlen) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(p->err + n, p->errlen - n, fmt, ap);
+    va_end(ap);
+    if (m < 0 || (size_t)(n + m) >= p->errlen) return -1;
+    n += m;
+    if (sc && sc->block)
+        snprintf(p->err + n, p->errlen - n, " (in block '%s' used at line %d)", sc->block->name,
+                 sc->use_line);
+    return -1;
+}
+#define perr(p, lineno, ...) perr_scope((p), NULL, (lineno), __VA_ARGS__)
+
+/* ---- lexing ---------------------------------------------------------------------------- */
+
+/* Length of the UTF-8 sequence starting at s (n bytes left), or 0 if invalid. */
+static int utf8_len(const unsigned char *s, size_t n)
+{
+    int len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
+                                 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (len == 0 || (size_t)len > n) return 0;
+    if (len == 2 && s[0] < 0xc2) return 0;
+    for (int i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    return len;
+}
+
+static int lex(parser_t *p, const char *text, size_t len)
+{
+    int cap = 64, lineno = 1;
+    p->lines = xcalloc(cap, sizeof *p->lines);
+    size_t i = 0;
+    while (i < len) {
+        size_t start = i;
+        while (i < len && text[i] != '\n') i++;
+        size_t end = i;
+        if (i < len) i++; /* the newline */
+
+        for (size_t k = start; k < end;) {
+            unsigned char c = (unsigned char)text[k];
+            if (c >= 0x80) {
+                int u = utf8_len((const unsigned char *)text + k, end - k);
+                if (!u) return perr(p, lineno, "binary data (byte 0x%02x): expected text", c);
+                k += u;
+                continue;
+            }
+            if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
+                return perr(p, lineno, "binary data (byte 0x%02x): expected text", c);
+            k++;
+        }
+
+        size_t cut = start;
+        while (cut < end && text[cut] != '#') cut++;
+        line_t ln = {.lineno = lineno};
+        size_t k = start;
+        while (k < cut) {
+            while (k < cut && isspace((unsigned char)text[k])) k++;
+            if (k >= cut) break;
+            size_t t0 = k;
+            while (k < cut && !isspace((unsigned char)text[k])) k++;
+            if (ln.n_tok == TOKENS_MAX)
+                return perr(p, lineno, "too many fields (at most %d)", TOKENS_MAX);
+            char *tok = xmalloc(k - t0 + 1);
+            memcpy(tok, text + t0, k - t0);
+            tok[k - t0] = '\0';
+            ln.tok[ln.n_tok++] = tok;
+        }
+        if (ln.n_tok > 0) {
+            if (p->n_lines == cap) {
+                cap *= 2;
+                p->lines = xrealloc(p->lines, cap * sizeof *p->lines);
+            }
+            p->lines[p->n_lines++] = ln;
+        }
+        lineno++;
+    }
+    return 0;
+}
+
+/* ---- names ----------------------------------------------------------------------------- */
+
+static bool valid_name(const char *s)
+{
+    if (!*s) return false;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_' || *s == '-' || *s == '.')) return false;
+    return true;
+}
+
+static const block_t *find_block(const parser_t *p, const char *name)
+{
+    for (int i = 0; i < p->n_blocks; i++)
+        if (!strcmp(p->blocks[i].name, name)) return &p->blocks[i];
+    return NULL;
+}
+
+static bool is_keyword(const char *s)
+{
+    return !strcmp(s, "block") || !strcmp(s, "end") || !strcmp(s, "repeat") ||
+           type_from_name(s) >= 0;
+}
+
+/* Line where a full name (layer or block use) was defined, or 0. */
+static int name_defined_at(const parser_t *p, const char *full)
+{
+    for (int i = 0; i < p->n_raw; i++)
+        if (!strcmp(p->raw[i].layer.name, full)) return p->raw[i].layer.src_line;
+    for (int i = 0; i < p->n_alias; i++)
+        if (!strcmp(p->aliases[i].name, full)) return p->aliases[i].lineno;
+    return 0;
+}
+
+/* true if name is a local of the scope's block, or "local.N" made by a repeat there. */
+static bool scope_has_local(const scope_t *sc, const char *name)
+{
+    if (!sc->block) return false;
+    for (int i = 0; i < sc->block->n_locals; i++) {
+        const char *loc = sc->block->locals[i];
+        size_t n = strlen(loc);
+        if (!strncmp(loc, name, n) && (name[n] == '\0' || name[n] == '.')) return true;
+    }
+    return false;
+}
+
+/* Full name of a reference made in scope sc: "$in" is the scope's input, a local name of
+ * the block gets the scope's prefix, anything else is taken as a full name. */
+static char *resolve_ref(const scope_t *sc, const char *ref)
+{
+    if (!strcmp(ref, "$in") && sc->input) return xstrdup(sc->input);
+    if (scope_has_local(sc, ref)) {
+        size_t n = strlen(sc->prefix) + strlen(ref) + 1;
+        char *s = xmalloc(n);
+        snprintf(s, n, "%s%s", sc->prefix, ref);
+        return s;
+    }
+    return xstrdup(ref);
+}
+
+/* ---- substitution of $params ------------------------------------------------------------ */
+
+static const char *scope_lookup(const scope_t *sc, const char *key)
+{
+    for (int i = 0; i < sc->n_bind; i++)
+        if (!strcmp(sc->bind_key[i], key)) return sc->bind_val[i];
+    return NULL;
+}
+
+/* Copy of tok with every $name replaced by its binding ("$in" is left for resolve_ref).
+ * Returns NULL (error recorded) on an unknown parameter. */
+static char *substitute(parser_t *p, const scope_t *sc, int lineno, const char *tok)
+{
+    size_t cap = strlen(tok) + 64, n = 0;
+    char *out = xmalloc(cap);
+    for (const char *s = tok; *s;) {
+        if (*s != '$') {
+            if (n + 2 > cap) out = xrealloc(out, cap *= 2);
+            out[n++] = *s++;
+            continue;
+        }
+        const char *v = s + 1;
+        while (isalnum((unsigned char)*v) || *v == '_') v++;
+        char key[128];
+        size_t klen = (size_t)(v - s - 1);
+        if (klen == 0 || klen >= sizeof key) {
+            free(out);
+            perr_scope(p, sc, lineno, "bad parameter reference in '%s': expected $name", tok);
+            return NULL;
+        }
+        memcpy(key, s + 1, klen);
+        key[klen] = '\0';
+        const char *val = scope_lookup(sc, key);
+        if (!val && !strcmp(key, "in") && sc->input) val = "$in";
+        if (!val) {
+            free(out);
+            if (!sc->block)
+                perr(p, lineno, "'$%s' outside a block: parameters exist only in block bodies",
+                     key);
+            else
+                perr_scope(p, sc, lineno, "unknown parameter '$%s' of block '%s'", key,
+                           sc->block->name);
+            return NULL;
+        }
+        size_t vlen = strlen(val);
+        while (n + vlen + 2 > cap) out = xrealloc(out, cap *= 2);
+        memcpy(out + n, val, vlen);
+        n += vlen;
+        s = v;
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* ---- key=value arguments --------------------------------------------------------------- */
+
+typedef struct {
+    int n;
+    char *key[TOKENS_MAX];
+    char *val[TOKENS_MAX];
+    bool used[TOKENS_MAX];
+} kv_t;
+
+static void kv_free(kv_t *kv)
+{
+    for (int i = 0; i < kv->n; i++) {
+        free(kv->key[i]);
+        free(kv->val[i]);
+    }
+    kv->n = 0;
+}
+
+/* Splits tokens [first, n_tok) of a line (after substitution) into key=value pairs. */
+static int kv_parse(parser_t *p, const scope_t *sc, const line_t *ln, int first, kv_t *kv)
+{
+    memset(kv, 0, sizeof *kv);
+    for (int i = first; i < ln->n_tok; i++) {
+        char *t = substitute(p, sc, ln->lineno, ln->tok[i]);
+        if (!t) return -1;
+        char *eq = strchr(t, '=');
+        if (!eq || eq == t) {
+            perr_scope(p, sc, ln->lineno, "expected key=value, got '%s'", t);
+            free(t);
+            return -1;
+        }
+        *eq = '\0';
+        for (int j = 0; j < kv->n; j++)
+            if (!strcmp(kv->key[j], t)) {
+                perr_scope(p, sc, ln->lineno, "key '%s' given twice", t);
+                free(t);
+                return -1;
+            }
+        kv->key[kv->n] = xstrdup(t);
+        kv->val[kv->n] = xstrdup(eq + 1);
+        kv->used[kv->n] = false;
+        kv->n++;
+        free(t);
+    }
+    return 0;
+}
+
+static const char *kv_get(kv_t *kv, const char *key)
+{
+    for (int i = 0; i < kv->n; i++)
+        if (!strcmp(kv->key[i], key)) {
+            kv->used[i] = true;
+            return kv->val[i];
+        }
+    return NULL;
+}
+
+/* The typed getters below take a context for messages and return 0 / -1. */
+typedef struct {
+    parser_t *p;
+    const scope_t *sc;
+    int lineno;
+    const char *what; /* "conv 'conv1'" */
+    kv_t *kv;
+} args_t;
+
+static int parse_long(const char *s, long *out)
+{
+    if (!*s) return -1;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || errno) return -1;
+    *out = v;
+    return 0;
+}
+
+static int arg_int(args_t *a, const char *key, bool required, int def, int min, int *out)
+{
+    const char *v = kv_get(a->kv, key);
+    if (!v) {
+        if (required)
+            return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key '%s'", a->what,
+                              key);
+        *out = def;
+        return 0;
+    }
+    long x;
+    if (parse_long(v, &x) || x < min || x > INT_MAX)
+        return perr_scope(a->p, a->sc, a->lineno,
+                          "%s: bad value '%s' for %s: expected an integer >= %d", a->what, v,
+                          key, min);
+    *out = (int)x;
+    return 0;
+}
+
+/* "K" or "HxW". */
+static int arg_pair(args_t *a, const char *key, bool required, int def, int min, int *h, int *w)
+{
+    const char *v = kv_get(a->kv, key);
+    if (!v) {
+        if (required)
+            return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key '%s'", a->what,
+                              key);
+        *h = *w = def;
+        return 0;
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", v);
+    char *x = strchr(buf, 'x');
+    long vh, vw;
+    int bad;
+    if (x) {
+        *x = '\0';
+        bad = parse_long(buf, &vh) || parse_long(x + 1, &vw);
+    } else {
+        bad = parse_long(buf, &vh);
+        vw = vh;
+    }
+    if (bad || vh < min || vw < min || vh > INT_MAX || vw > INT_MAX)
+        return perr_scope(a->p, a->sc, a->lineno,
+                          "%s: bad value '%s' for %s: expected N or HxW, integers >= %d", a->what,
+                          v, key, min);
+    *h = (int)vh;
+    *w = (int)vw;
+    return 0;
+}
+
+static int arg_bool(args_t *a, const char *key, bool def, bool *out)
+{
+    const char *v = kv_get(a->kv, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (strcmp(v, "0") && strcmp(v, "1"))
+        return perr_scope(a->p, a->sc, a->lineno, "%s: bad value '%s' for %s: expected 0 or 1",
+                          a->what, v, key);
+    *out = v[0] == '1';
+    return 0;
+}
+
+static int arg_double(args_t *a, const char *key, double def, double min, double max,
+                      bool max_open, double *out)
+{
+    const char *v = kv_get(a->kv, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    errno = 0;
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || errno || !isfinite(x) || x < min || x > max || (max_open && x >= max))
+        return perr_scope(a->p, a->sc, a->lineno,
+                          "%s: bad value '%s' for %s: expected a number in [%g, %g%s", a->what, v,
+                          key, min, max, max_open ? ")" : "]");
+    *out = x;
+    return 0;
+}
+
+/* Every key given must have been read by the layer's parser. */
+static int args_check_unused(args_t *a, const char *expected)
+{
+    for (int i = 0; i < a->kv->n; i++)
+        if (!a->kv->used[i])
+            return perr_scope(a->p, a->sc, a->lineno, "%s: unknown key '%s' (expected: %s)",
+                              a->what, a->kv->key[i], expected);
+    return 0;
+}
+
+/* Reads the type's keys from kv into l; "in" has been consumed already. */
+static int parse_layer_keys(args_t *a, layer_t *l)
+{
+    int rc = 0;
+    switch (l->type) {
+    case LAYER_INPUT: {
+        const char *v = kv_get(a->kv, "shape");
+        if (!v)
+            return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'shape'",
+                              a->what);
+        long d[3];
+        int nd = 0;
+        char buf[96];
+        snprintf(buf, sizeof buf, "%s", v);
+        for (char *s = buf, *tok; nd < 4 && (tok = strsep(&s, "x")) != NULL; nd++)
+            if (nd == 3 || parse_long(tok, &d[nd]) || d[nd] < 1 || d[nd] > INT_MAX) {
+                nd = -1;
+                break;
+            }
+        if (nd != 3)
+            return perr_scope(a->p, a->sc, a->lineno,
+                              "%s: bad value '%s' for shape: expected CxHxW, integers >= 1",
+                              a->what, v);
+        l->out_shape = (shape_t){(int)d[0], (int)d[1], (int)d[2]};
+        return args_check_unused(a, "shape, in");
+    }
+    case LAYER_CONV:
+        rc |= arg_int(a, "out", true, 0, 1, &l->out);
+        if (!rc) rc |= arg_pair(a, "kernel", true, 0, 1, &l->kernel_h, &l->kernel_w);
+        if (!rc) rc |= arg_pair(a, "stride", false, 1, 1, &l->stride_h, &l->stride_w);
+        if (!rc) rc |= arg_pair(a, "pad", false, 0, 0, &l->pad_h, &l->pad_w);
+        if (!rc) rc |= arg_int(a, "groups", false, 1, 1, &l->groups);
+        if (!rc) rc |= arg_bool(a, "bias", true, &l->bias);
+        return rc ? -1 : args_check_unused(a, "out, kernel, stride, pad, groups, bias, in");
+    case LAYER_FC:
+        rc |= arg_int(a, "out", true, 0, 1, &l->out);
+        if (!rc) rc |= arg_bool(a, "bias", true, &l->bias);
+        return rc ? -1 : args_check_unused(a, "out, bias, in");
+    case LAYER_POOL: {
+        const char *op = kv_get(a->kv, "op");
+        if (!op)
+            return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'op'", a->what);
+        if (!strcmp(op, "max")) l->pool = POOL_MAX;
+        else if (!strcmp(op, "avg") || !strcmp(op, "ave")) l->pool = POOL_AVG;
+        else
+            return perr_scope(a->p, a->sc, a->lineno,
+                              "%s: bad value '%s' for op: expected max or avg", a->what, op);
+        rc |= arg_bool(a, "global", false, &l->global);
+        if (!rc) rc |= arg_pair(a, "kernel", !l->global, 1, 1, &l->kernel_h, &l->kernel_w);
+        if (!rc) rc |= arg_pair(a, "stride", false, 1, 1, &l->stride_h, &l->stride_w);
+        if (!rc) rc |= arg_pair(a, "pad", false, 0, 0, &l->pad_h, &l->pad_w);
+        if (!rc) rc |= arg_bool(a, "ceil", false, &l->ceil_mode);
+        return rc ? -1 : args_check_unused(a, "op, kernel, stride, pad, ceil, global, in");
+    }
+    case LAYER_LRN:
+        rc |= arg_int(a, "size", false, 5, 1, &l->lrn_size);
+        if (!rc) rc |= arg_double(a, "alpha", 1e-4, 0, 1e9, false, &l->lrn_alpha);
+        if (!rc) rc |= arg_double(a, "beta", 0.75, 0, 1e9, false, &l->lrn_beta);
+        if (!rc) rc |= arg_double(a, "k", 1.0, 0, 1e9, false, &l->lrn_k);
+        if (!rc && l->lrn_size % 2 == 0)
+            return perr_scope(a->p, a->sc, a->lineno, "%s: bad value %d for size: expected odd",
+                              a->what, l->lrn_size);
+        return rc ? -1 : args_check_unused(a, "size, alpha, beta, k, in");
+    case LAYER_DROPOUT:
+        rc |= arg_double(a, "ratio", 0.5, 0, 1, true, &l->dropout_ratio);
+        return rc ? -1 : args_check_unused(a, "ratio, in");
+    case LAYER_BATCHNORM:
+        rc |= arg_double(a, "eps", 1e-5, 0, 1, false, &l->bn_eps);
+        if (!rc) rc |= arg_double(a, "momentum", 0.1, 0, 1, false, &l->bn_momentum);
+        return rc ? -1 : args_check_unused(a, "eps, momentum, in");
+    case LAYER_SOFTMAX_LOSS:
+        rc |= arg_double(a, "weight", 1.0, 0, 1e9, false, &l->loss_weight);
+        return rc ? -1 : args_check_unused(a, "weight, in");
+    case LAYER_RELU:
+    case LAYER_CONCAT:
+    case LAYER_ADD:
+        return args_check_unused(a, "in");
+    case LAYER_TYPE_COUNT:
+        break;
+    }
+    ASSERT(0, "unhandled layer type %d", l->type);
+    return -1;
+}
+
+/* ---- expansion ------------------------------------------------------------------------- */
+
+static void set_last(parser_t *p, const char *full)
+{
+    free(p->last_name);
+    p->last_name = xstrdup(full);
+}
+
+static int add_alias(parser_t *p, const scope_t *sc, int lineno, const char *full,
+                     const char *target)
+{
+    int prev = name_defined_at(p, full);
+    if (prev) return perr_scope(p, sc, lineno, "duplicate name '%s' (first at line %d)", full, prev);
+    if (p->n_alias == p->cap_alias) {
+        p->cap_alias = p->cap_alias ? 2 * p->cap_alias : 64;
+        p->aliases = xrealloc(p->aliases, p->cap_alias * sizeof *p->aliases);
+    }
+    p->aliases[p->n_alias++] = (alias_t){xstrdup(full), xstrdup(target), lineno};
+    return 0;
+}
+
+static int expand_lines(parser_t *p, const scope_t *sc, int first, int last);
+
+/* Expands one use of block b named `name` (full name full), its input full name `input`. */
+static int expand_use(parser_t *p, const scope_t *sc, const line_t *ln, const block_t *b,
+                      const char *full, const char *input, kv_t *kv, int rep)
+{
+    if (p->depth >= BLOCK_DEPTH_MAX)
+        return perr_scope(p, sc, ln->lineno, "blocks nested deeper than %d (a block using itself?)",
+                          BLOCK_DEPTH_MAX);
+    scope_t inner = {.parent = sc, .block = b, .input = input, .use_line = ln->lineno};
+    size_t plen = strlen(full) + 2;
+    char *prefix = xmalloc(plen);
+    snprintf(prefix, plen, "%s/", full);
+    inner.prefix = prefix;
+    char repbuf[16];
+    for (int i = 0; i < b->n_params; i++) {
+        const char *v = kv_get(kv, b->param[i]);
+        if (!v) v = b->param_default[i];
+        if (!v) {
+            free(prefix);
+            return perr_scope(p, sc, ln->lineno, "block '%s' use '%s': missing parameter '%s'",
+                              b->name, full, b->param[i]);
+        }
+        inner.bind_key[inner.n_bind] = b->param[i];
+        inner.bind_val[inner.n_bind++] = v;
+    }
+    if (rep > 0) {
+        snprintf(repbuf, sizeof repbuf, "%d", rep);
+        inner.bind_key[inner.n_bind] = "i";
+        inner.bind_val[inner.n_bind++] = repbuf;
+    }
+    for (int i = 0; i < kv->n; i++)
+        if (!kv->used[i]) {
+            free(prefix);
+            return perr_scope(p, sc, ln->lineno, "block '%s' use '%s': unknown key '%s'",
+                              b->name, full, kv->key[i]);
+        }
+    set_last(p, input ? input : "");
+    p->depth++;
+    int rc = expand_lines(p, &inner, b->first, b->last);
+    p->depth--;
+    free(prefix);
+    if (rc) return -1;
+    return add_alias(p, sc, ln->lineno, full, p->last_name);
+}
+
+/* Full name for a name written in scope sc. */
+static char *full_name(const scope_t *sc, const char *name)
+{
+    size_t n = strlen(sc->prefix) + strlen(name) + 1;
+    char *s = xmalloc(n);
+    snprintf(s, n, "%s%s", sc->prefix, name);
+    return s;
+}
+
+/* The input given by in= (one name) or the previous layer, as a full name (owned). */
+static char *single_input(parser_t *p, const scope_t *sc, kv_t *kv)
+{
+    const char *in = kv_get(kv, "in");
+    if (in) return resolve_ref(sc, in);
+    if (p->last_name && p->last_name[0]) return xstrdup(p->last_name);
+    return NULL;
+}
+
+static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int type)
+{
+    if (ln->n_tok < 2)
+        return perr_scope(p, sc, ln->lineno, "%s: expected a name after the type", ln->tok[0]);
+    const char *name = ln->tok[1];
+    if (!valid_name(name))
+        return perr_scope(p, sc, ln->lineno,
+                          "bad name '%s': expected letters, digits, '_', '-' or '.'", name);
+    char *full = full_name(sc, name);
+    if (strlen(full) >= MODEL_NAME_MAX) {
+        perr_scope(p, sc, ln->lineno, "name '%s' longer than %d characters", full,
+                   MODEL_NAME_MAX - 1);
+        free(full);
+        return -1;
+    }
+    int prev = name_defined_at(p, full);
+    if (prev) {
+        perr_scope(p, sc, ln->lineno, "duplicate name '%s' (first at line %d)", full, prev);
+        free(full);
+        return -1;
+    }
+    kv_t kv;
+    if (kv_parse(p, sc, ln, 2, &kv)) {
+        free(full);
+        kv_free(&kv);
+        return -1;
+    }
+
+    raw_layer_t r = {0};
+    layer_t *l = &r.layer;
+    snprintf(l->name, sizeof l->name, "%s", full);
+    l->type = type;
+    l->src_line = ln->lineno;
+    char what[MODEL_NAME_MAX + 32];
+    snprintf(what, sizeof what, "%s '%s'", s_type_names[type], name);
+    args_t a = {p, sc, ln->lineno, what, &kv};
+
+    int rc = 0;
+    if (type == LAYER_INPUT) {
+        if (kv_get(&kv, "in")) rc = perr_scope(p, sc, ln->lineno, "%s: an input takes no in=", what);
+    } else if (type == LAYER_CONCAT || type == LAYER_ADD) {
+        const char *in = kv_get(&kv, "in");
+        if (!in) {
+            rc = perr_scope(p, sc, ln->lineno, "%s: missing required key 'in' (A,B,...)", what);
+        } else {
+            char buf[4096];
+            snprintf(buf, sizeof buf, "%s", in);
+            for (char *s = buf, *tok; !rc && (tok = strsep(&s, ",")) != NULL;) {
+                if (!*tok) rc = perr_scope(p, sc, ln->lineno, "%s: empty name in in=%s", what, in);
+                else if (r.n_inputs == MODEL_MAX_INPUTS)
+                    rc = perr_scope(p, sc, ln->lineno, "%s: more than %d inputs", what,
+                                    MODEL_MAX_INPUTS);
+                else r.input_name[r.n_inputs++] = resolve_ref(sc, tok);
+            }
+            if (!rc && r.n_inputs < 2)
+                rc = perr_scope(p, sc, ln->lineno, "%s: expected at least two inputs in in=",
+                                what);
+        }
+    } else {
+        const char *in = kv_get(&kv, "in");
+        char *input = NULL;
+        if (in && strchr(in, ','))
+            rc = perr_scope(p, sc, ln->lineno, "%s: takes one input, got in=%s", what, in);
+        else if (in)
+            input = resolve_ref(sc, in);
+        else if (p->last_name && p->last_name[0])
+            input = xstrdup(p->last_name);
+        else
+            rc = perr_scope(p, sc, ln->lineno,
+                            "%s: missing input: expected in=NAME or a layer on an earlier line",
+                            what);
+        if (input) r.input_name[r.n_inputs++] = input;
+    }
+    if (!rc) rc = parse_layer_keys(&a, l);
+    kv_free(&kv);
+    if (rc) {
+        for (int i = 0; i < r.n_inputs; i++) free(r.input_name[i]);
+        free(full);
+        return -1;
+    }
+    if (p->n_raw == p->cap_raw) {
+        p->cap_raw = p->cap_raw ? 2 * p->cap_raw : 64;
+        p->raw = xrealloc(p->raw, p->cap_raw * sizeof *p->raw);
+    }
+    p->raw[p->n_raw++] = r;
+    set_last(p, full);
+    free(full);
+    return 0;
+}
+
+/* `BLOCK NAME k=v...` or `repeat N BLOCK NAME k=v...` */
+static int expand_block_line(parser_t *p, const scope_t *sc, const line_t *ln)
+{
+    bool is_repeat = !strcmp(ln->tok[0], "repeat");
+    int at = is_repeat ? 2 : 0;
+    long count = 1;
+    if (is_repeat) {
+        if (ln->n_tok < 4)
+            return perr_scope(p, sc, ln->lineno, "expected 'repeat N BLOCK NAME key=value...'");
+        char *n = substitute(p, sc, ln->lineno, ln->tok[1]);
+        if (!n) return -1;
+        int bad = parse_long(n, &count) || count < 1 || count > REPEAT_MAX;
+        if (bad) perr_scope(p, sc, ln->lineno, "bad repeat count '%s': expected 1..%d", n, REPEAT_MAX);
+        free(n);
+        if (bad) return -1;
+    }
+    const block_t *b = find_block(p, ln->tok[at]);
+    if (!b) {
+        if (is_repeat)
+            return perr_scope(p, sc, ln->lineno, "repeat: unknown block '%s'", ln->tok[at]);
+        return perr_scope(p, sc, ln->lineno,
+                          "unknown layer type '%s' (expected a layer type or a block: input, "
+                          "conv, fc, relu, pool, lrn, dropout, batchnorm, concat, add, "
+                          "softmax_loss)",
+                          ln->tok[at]);
+    }
+    if (ln->n_tok < at + 2)
+        return perr_scope(p, sc, ln->lineno, "block '%s': expected a name after it", b->name);
+    const char *name = ln->tok[at + 1];
+    if (!valid_name(name))
+        return perr_scope(p, sc, ln->lineno,
+                          "bad name '%s': expected letters, digits, '_', '-' or '.'", name);
+    kv_t kv;
+    if (kv_parse(p, sc, ln, at + 2, &kv)) {
+        kv_free(&kv);
+        return -1;
+    }
+    char *input = single_input(p, sc, &kv);
+    char *base = full_name(sc, name);
+    int rc = 0;
+    for (long rep = 1; !rc && rep <= count; rep++) {
+        char full[MODEL_NAME_MAX * 2];
+        if (is_repeat) snprintf(full, sizeof full, "%s.%ld", base, rep);
+        else snprintf(full, sizeof full, "%s", base);
+        for (int i = 0; i < kv.n; i++) kv.used[i] = !strcmp(kv.key[i], "in");
+        char *rep_input = rep == 1 ? (input ? xstrdup(input) : NULL) : xstrdup(p->last_name);
+        rc = expand_use(p, sc, ln, b, full, rep_input, &kv, is_repeat ? (int)rep : 0);
+        free(rep_input);
+    }
+    if (!rc && is_repeat) rc = add_alias(p, sc, ln->lineno, base, p->last_name);
+    free(base);
+    free(input);
+    kv_free(&kv);
+    return rc;
+}
+
+static int expand_lines(parser_t *p, const scope_t *sc, int first, int last)
+{
+    for (int i = first; i < last; i++) {
+        const line_t *ln = &p->lines[i];
+        if (!strcmp(ln->tok[0], "block")) {
+            /* Skip a definition (collected already); only at top level. */
+            if (sc->block)
+                return perr_scope(p, sc, ln->lineno, "block definitions cannot be nested");
+            while (i < last && strcmp(p->lines[i].tok[0], "end")) i++;
+            continue;
+        }
+        if (!strcmp(ln->tok[0], "end"))
+            return perr_scope(p, sc, ln->lineno, "'end' without a block");
+        int type = type_from_name(ln->tok[0]);
+        int rc = type >= 0 ? expand_layer(p, sc, ln, type) : expand_block_line(p, sc, ln);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* Collects `block NAME params... / body / end` definitions. */
+static int collect_blocks(parser_t *p)
+{
+    int cap = 0;
+    for (int i = 0; i < p->n_lines; i++) {
+        line_t *ln = &p->lines[i];
+        if (strcmp(ln->tok[0], "block")) continue;
+        if (ln->n_tok < 2) return perr(p, ln->lineno, "expected 'block NAME [param[=default]...]'");
+        const char *name = ln->tok[1];
+        if (!valid_name(name) || strchr(name, '.'))
+            return perr(p, ln->lineno, "bad block name '%s': expected letters, digits, '_', '-'",
+                        name);
+        if (is_keyword(name))
+            return perr(p, ln->lineno, "block name '%s' is a layer type or keyword", name);
+        const block_t *dup = find_block(p, name);
+        if (dup) return perr(p, ln->lineno, "duplicate block '%s' (first at line %d)", name, dup->lineno);
+        if (p->n_blocks == cap) {
+            cap = cap ? 2 * cap : 16;
+            p->blocks = xrealloc(p->blocks, cap * sizeof *p->blocks);
+        }
+        block_t *b = &p->blocks[p->n_blocks];
+        memset(b, 0, sizeof *b);
+        b->name = ln->tok[1];
+        b->lineno = ln->lineno;
+        for (int k = 2; k < ln->n_tok; k++) {
+            char *eq = strchr(ln->tok[k], '=');
+            if (eq) *eq = '\0';
+            const char *pn = ln->tok[k];
+            bool ok = *pn != '\0' && strcmp(pn, "in") && strcmp(pn, "i");
+            for (const char *c = pn; ok && *c; c++) ok = isalnum((unsigned char)*c) || *c == '_';
+            if (!ok) return perr(p, ln->lineno, "bad block parameter '%s': expected a name (not in or i)", pn);
+            b->param[b->n_params] = ln->tok[k];
+            b->param_default[b->n_params++] = eq ? eq + 1 : NULL;
+        }
+        b->first = i + 1;
+        int j = i + 1;
+        while (j < p->n_lines && strcmp(p->lines[j].tok[0], "end")) {
+            if (!strcmp(p->lines[j].tok[0], "block"))
+                return perr(p, p->lines[j].lineno,
+                            "block definitions cannot be nested (missing 'end' for block '%s' "
+                            "of line %d?)", b->name, b->lineno);
+            j++;
+        }
+        if (j == p->n_lines) return perr(p, ln->lineno, "block '%s' has no 'end'", name);
+        if (p->lines[j].n_tok != 1) return perr(p, p->lines[j].lineno, "expected 'end' alone");
+        b->last = j;
+        if (b->first == b->last) return perr(p, ln->lineno, "block '%s' is empty", name);
+        b->locals = xcalloc(b->last - b->first, sizeof *b->locals);
+        for (int k = b->first; k < b->last; k++) {
+            const line_t *bl = &p->lines[k];
+            int at = !strcmp(bl->tok[0], "repeat") ? 2 : 0;
+            if (bl->n_tok > at + 1) b->locals[b->n_locals++] = bl->tok[at + 1];
+        }
+        p->n_blocks++;
+        i = j;
+    }
+    return 0;
+}
+
+/* ---- resolution and ordering ----------------------------------------------------------- */
+
+static int find_raw(const parser_t *p, const char *full)
+{
+    for (int i = 0; i < p->n_raw; i++)
+        if (!strcmp(p->raw[i].layer.name, full)) return i;
+    return -1;
+}
+
+static int resolve_input(const parser_t *p, const char *name)
+{
+    for (int hops = 0; hops <= p->n_alias; hops++) {
+        int r = find_raw(p, name);
+        if (r >= 0) return r;
+        const alias_t *a = NULL;
+        for (int i = 0; i < p->n_alias && !a; i++)
+            if (!strcmp(p->aliases[i].name, name)) a = &p->aliases[i];
+        if (!a) return -1;
+        name = a->target;
+    }
+    return -1;
+}
+
+/* Orders the raw layers topologically (stable: definition order among ready layers) into
+ * m->layers. */
+static int order_layers(parser_t *p, model_t *m)
+{
+    int n = p->n_raw;
+    int *in_idx = xcalloc((size_t)n * MODEL_MAX_INPUTS, sizeof *in_idx);
+    for (int i = 0; i < n; i++) {
+        raw_layer_t *r = &p->raw[i];
+        for (int k = 0; k < r->n_inputs; k++) {
+            int j = resolve_input(p, r->input_name[k]);
+            if (j < 0) {
+                free(in_idx);
+                return perr(p, r->layer.src_line, "%s '%s': missing input '%s' (no such layer)",
+                            s_type_names[r->layer.type], r->layer.name, r->input_name[k]);
+            }
+            if (j == i) {
+                free(in_idx);
+                return perr(p, r->layer.src_line, "cycle: layer '%s' is its own input",
+                            r->layer.name);
+            }
+            in_idx[i * MODEL_MAX_INPUTS + k] = j;
+        }
+    }
+    int *pos = xmalloc(n * sizeof *pos); /* raw index -> position in the order, -1: not yet */
+    for (int i = 0; i < n; i++) pos[i] = -1;
+    m->layers = xcalloc(n, sizeof *m->layers);
+    int placed = 0;
+    while (placed < n) {
+        int progress = 0;
+        for (int i = 0; i < n; i++) {
+            if (pos[i] >= 0) continue;
+            raw_layer_t *r = &p->raw[i];
+            bool ready = true;
+            for (int k = 0; k < r->n_inputs && ready; k++)
+                ready = pos[in_idx[i * MODEL_MAX_INPUTS + k]] >= 0;
+            if (!ready) continue;
+            layer_t *l = &m->layers[placed];
+            *l = r->layer;
+            l->n_inputs = r->n_inputs;
+            for (int k = 0; k < r->n_inputs; k++) l->inputs[k] = pos[in_idx[i * MODEL_MAX_INPUTS + k]];
+            pos[i] = placed++;
+            progress = 1;
+        }
+        if (!progress) {
+            /* Walk inputs among the unplaced until a layer repeats: that is a cycle. */
+            int start = 0;
+            while (pos[start] >= 0) start++;
+            int *seen = xcalloc(n, sizeof *seen);
+            int cur = start, step = 1;
+            while (!seen[cur]) {
+                seen[cur] = step++;
+                raw_layer_t *r = &p->raw[cur];
+                int next = -1;
+                for (int k = 0; k < r->n_inputs && next < 0; k++)
+                    if (pos[in_idx[cur * MODEL_MAX_INPUTS + k]] < 0) next = in_idx[cur * MODEL_MAX_INPUTS + k];
+                cur = next;
+            }
+            const raw_layer_t *r = &p->raw[cur];
+            char path[512] = "";
+            size_t used = 0;
+            int c = cur;
+            do {
+                used += snprintf(path + used, used < sizeof path ? sizeof path - used : 0, "%s <- ",
+                                 p->raw[c].layer.name);
+                int next = -1;
+                for (int k = 0; k < p->raw[c].n_inputs && next < 0; k++) {
+                    int j = in_idx[c * MODEL_MAX_INPUTS + k];
+                    if (pos[j] < 0 && seen[j]) next = j;
+                }
+                c = next;
+            } while (c != cur && c >= 0 && used < sizeof path);
+            snprintf(path + (used < sizeof path ? used : sizeof path - 1),
+                     used < sizeof path ? sizeof path - used : 1, "%s", r->layer.name);
+            free(seen);
+            free(pos);
+            free(in_idx);
+            return perr(p, r->layer.src_line, "cycle: %s (expected a DAG)", path);
+        }
+    }
+    m->n_layers = n;
+    free(pos);
+    free(in_idx);
+    if (m->layers[0].type != LAYER_INPUT)
+        return perr(p, m->layers[0].src_line, "'%s' has no input: expected an input layer first",
+                    m->layers[0].name);
+    return 0;
+}
+
+static void parser_free(parser_t *p)
+{
+    for (int i = 0; i < p->n_lines; i++)
+        for (int k = 0; k < p->lines[i].n_tok; k++) free(p->lines[i].tok[k]);
+    free(p->lines);
+    for (int i = 0; i < p->n_blocks; i++) free(p->blocks[i].locals);
+    free(p->blocks);
+    for (int i = 0; i < p->n_raw; i++)
+        for (int k = 0; k < p->raw[i].n_inputs; k++) free(p->raw[i].input_name[k]);
+    free(p->raw);
+    for (int i = 0; i < p->n_alias; i++) {
+        free(p->aliases[i].name);
+        free(p->aliases[i].target);
+    }
+    free(p->aliases);
+    free(p->last_name);
+}
+
+int model_parse(model_t *m, const char *path, const char *text, size_t len, char *err,
+                size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->path, sizeof m->path, "%s", path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(m->name, sizeof m->name, "%s", base);
+    char *dot = strstr(m->name, ".net");
+    if (dot && dot[4] == '\0') *dot = '\0';
+
+    parser_t p = {.path = path, .err = err, .errlen = errlen};
+    scope_t top = {.prefix = ""};
+    int rc = lex(&p, text, len);
+    if (!rc) rc = collect_blocks(&p);
+    if (!rc) rc = expand_lines(&p, &top, 0, p.n_lines);
+    if (!rc && p.n_raw == 0)
+        rc = perr(&p, p.n_lines ? p.lines[p.n_lines - 1].lineno : 1,
+                  "empty model: expected layer lines such as 'input data shape=3x224x224'");
+    if (!rc) rc = order_layers(&p, m);
+    parser_free(&p);
+    if (!rc) rc = model_infer(m, err, errlen);
+    if (rc) model_fini(m);
+    return rc;
+}
+
+int model_load(model_t *m, const char *path, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 16, n = 0, r;
+    char *buf = xmalloc(cap);
+    while ((r = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) buf = xrealloc(buf, cap *= 2);
+    }
+    int ioerr = ferror(f);
+    fclose(f);
+    if (ioerr) {
+        free(buf);
+        snprintf(err, errlen, "%s: read error", path);
+        return -1;
+    }
+    int rc = model_parse(m, path, buf, n, err, errlen);
+    free(buf);
+    return rc;
+}
+
+void model_fini(model_t *m)
+{
+    if (!m) return;
+    free(m->layers);
+    m->layers = NULL;
+    m->n_layers = 0;
+}
+
+int model_find(const model_t *m, const char *name)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (!strcmp(m->layers[i].name, name)) return i;
+    return -1;
+}
+
+/* ---- inference ------------------------------------------------------------------------- */
+
+static int ierr(const model_t *m, const layer_t *l, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int ierr(const model_t *m, const layer_t *l, char *err, size_t errlen, const char *fmt, ...)
+{
+    int n = snprintf(err, errlen, "%s:%d: %s '%s': ", m->path, l->src_line,
+                     layer_type_name(l->type), l->name);
+    if (n >= 0 && (size_t)n < errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + n, errlen - n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+const char *shape_str(shape_t s, char *buf, size_t len)
+{
+    if (s.h == 1 && s.w == 1) snprintf(buf, len, "%d", s.c);
+    else snprintf(buf, len, "%dx%dx%d", s.c, s.h, s.w);
+    return buf;
+}
+
+/* Output size of a pooling window along one axis; Caffe's rule in ceil mode (the last
+ * window must start inside the input or its left padding). */
+static int pool_out(int in, int k, int s, int pad, bool ceil_mode)
+{
+    int span = in + 2 * pad - k;
+    if (span < 0) return 0;
+    int out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && pad > 0 && (out - 1) * s >= in + pad) out--;
+    return out;
+}
+
+int model_infer(model_t *m, char *err, size_t errlen)
+{
+    m->total_params = m->total_fwd_flops = m->total_bwd_flops = m->total_act_bytes = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        layer_t *l = &m->layers[i];
+        char b1[48], b2[48];
+        for (int k = 0; k < l->n_inputs; k++)
+            ASSERT(l->inputs[k] >= 0 && l->inputs[k] < i, "layer %s: input %d not before it",
+                   l->name, l->inputs[k]);
+        if (l->type != LAYER_INPUT && l->n_inputs == 0)
+            return ierr(m, l, err, errlen, "missing input");
+        shape_t in = l->n_inputs ? m->layers[l->inputs[0]].out_shape : l->out_shape;
+        int64_t in_count = shape_count(in);
+        l->in_shape = in;
+        l->weights = l->biases = 0;
+        l->fwd_flops = l->bwd_flops = 0;
+        shape_t out = in;
+        switch (l->type) {
+        case LAYER_INPUT:
+            out = l->out_shape;
+            break;
+        case LAYER_CONV: {
+            if (in.c % l->groups || l->out % l->groups)
+                return ierr(m, l, err, errlen,
+                            "shape mismatch: %d input and %d output channels must both divide "
+                            "into groups=%d",
+                            in.c, l->out, l->groups);
+            int ph = in.h + 2 * l->pad_h, pw = in.w + 2 * l->pad_w;
+            if (l->kernel_h > ph || l->kernel_w > pw)
+                return ierr(m, l, err, errlen,
+                            "shape mismatch: kernel %dx%d larger than the padded input %dx%d",
+                            l->kernel_h, l->kernel_w, ph, pw);
+            out = (shape_t){l->out, (ph - l->kernel_h) / l->stride_h + 1,
+                            (pw - l->kernel_w) / l->stride_w + 1};
+            int64_t k_size = (int64_t)(in.c / l->groups) * l->kernel_h * l->kernel_w;
+            l->weights = (int64_t)l->out * k_size;
+            l->biases = l->bias ? l->out : 0;
+            int64_t macs = shape_count(out) * k_size;
+            l->fwd_flops = 2 * macs + (l->bias ? shape_count(out) : 0);
+            l->bwd_flops = 4 * macs + (l->bias ? shape_count(out) : 0);
+            break;
+        }
+        case LAYER_FC:
+            out = (shape_t){l->out, 1, 1};
+            l->weights = (int64_t)l->out * in_count;
+            l->biases = l->bias ? l->out : 0;
+            l->fwd_flops = 2 * l->weights + l->biases;
+            l->bwd_flops = 4 * l->weights + l->biases;
+            break;
+        case LAYER_RELU:
+        case LAYER_DROPOUT:
+            l->fwd_flops = l->bwd_flops = in_count;
+            break;
+        case LAYER_POOL: {
+            if (l->global) {
+                l->kernel_h = in.h;
+                l->kernel_w = in.w;
+                l->stride_h = l->stride_w = 1;
+                l->pad_h = l->pad_w = 0;
+            }
+            if (l->pad_h >= l->kernel_h || l->pad_w >= l->kernel_w)
+                return ierr(m, l, err, errlen, "pad %dx%d must be smaller than the kernel %dx%d",
+                            l->pad_h, l->pad_w, l->kernel_h, l->kernel_w);
+            int oh = pool_out(in.h, l->kernel_h, l->stride_h, l->pad_h, l->ceil_mode);
+            int ow = pool_out(in.w, l->kernel_w, l->stride_w, l->pad_w, l->ceil_mode);
+            if (oh < 1 || ow < 1)
+                return ierr(m, l, err, errlen,
+                            "shape mismatch: kernel %dx%d larger than the padded input %dx%d",
+                            l->kernel_h, l->kernel_w, in.h + 2 * l->pad_h, in.w + 2 * l->pad_w);
+            out = (shape_t){in.c, oh, ow};
+            l->fwd_flops = shape_count(out) * l->kernel_h * l->kernel_w;
+            l->bwd_flops = l->fwd_flops;
+            break;
+        }
+        case LAYER_LRN:
+            /* square, window sum, scale, power, divide: ~(size + 4) per element */
+            l->fwd_flops = in_count * (l->lrn_size + 4);
+            l->bwd_flops = 2 * l->fwd_flops;
+            break;
+        case LAYER_BATCHNORM:
+            l->weights = in.c;
+            l->biases = in.c;
+            l->fwd_flops = 5 * in_count; /* mean, variance, normalise, scale, shift */
+            l->bwd_flops = 8 * in_count;
+            break;
+        case LAYER_CONCAT: {
+            int c = 0;
+            for (int k = 0; k < l->n_inputs; k++) {
+                const layer_t *src = &m->layers[l->inputs[k]];
+                shape_t s = src->out_shape;
+                if (s.h != in.h || s.w != in.w)
+                    return ierr(m, l, err, errlen,
+                                "shape mismatch: input '%s' is %s but '%s' is %s (planes must agree)",
+                                src->name, shape_str(s, b1, sizeof b1),
+                                m->layers[l->inputs[0]].name, shape_str(in, b2, sizeof b2));
+                c += s.c;
+            }
+            out.c = c;
+            break;
+        }
+        case LAYER_ADD:
+            for (int k = 1; k < l->n_inputs; k++) {
+                const layer_t *src = &m->layers[l->inputs[k]];
+                shape_t s = src->out_shape;
+                if (s.c != in.c || s.h != in.h || s.w != in.w)
+                    return ierr(m, l, err, errlen,
+                                "shape mismatch: input '%s' is %s but '%s' is %s",
+                                src->name, shape_str(s, b1, sizeof b1),
+                                m->layers[l->inputs[0]].name, shape_str(in, b2, sizeof b2));
+            }
+            l->fwd_flops = in_count * (l->n_inputs - 1);
+            l->bwd_flops = in_count;
+            break;
+        case LAYER_SOFTMAX_LOSS:
+            out = (shape_t){1, 1, 1};
+            l->fwd_flops = 4 * in_count; /* max, exp, sum, divide */
+            l->bwd_flops = in_count;
+            break;
+        case LAYER_TYPE_COUNT:
+            ASSERT(0, "bad layer type");
+        }
+        l->out_shape = out;
+        l->params = l->weights + l->biases;
+        l->param_bytes = 4 * l->params;
+        l->act_bytes = 4 * shape_count(out);
+        m->total_params += l->params;
+        m->total_fwd_flops += l->fwd_flops;
+        m->total_bwd_flops += l->bwd_flops;
+        m->total_act_bytes += l->act_bytes;
+    }
+    return 0;
+}
+
+/* ---- printing -------------------------------------------------------------------------- */
+
+static void inputs_str(const model_t *m, const layer_t *l, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < l->n_inputs && n < len; k++)
+        n += snprintf(buf + n, len - n, "%s%s", k ? "+" : "", m->layers[l->inputs[k]].name);
+}
+
+void model_print_csv(const model_t *m, FILE *f)
+{
+    fprintf(f, "layer,type,output,params,fwd_flops,bwd_flops,param_bytes,act_bytes,inputs\n");
+    char sh[48], ins[1024];
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        inputs_str(m, l, ins, sizeof ins);
+        fprintf(f, "%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%s\n", l->name, layer_type_name(l->type),
+                shape_str(l->out_shape, sh, sizeof sh), (long long)l->params,
+                (long long)l->fwd_flops, (long long)l->bwd_flops, (long long)l->param_bytes,
+                (long long)l->act_bytes, ins);
+    }
+    fprintf(f, "total,,,%lld,%lld,%lld,%lld,%lld,\n", (long long)m->total_params,
+            (long long)m->total_fwd_flops, (long long)m->total_bwd_flops,
+            (long long)(4 * m->total_params), (long long)m->total_act_bytes);
+}
+
+/* 1234567 -> "1,234,567" */
+static const char *grouped(int64_t v, char *buf, size_t len)
+{
+    char raw[32];
+    snprintf(raw, sizeof raw, "%lld", (long long)v);
+    size_t n = strlen(raw), o = 0;
+    for (size_t i = 0; i < n && o + 2 < len; i++) {
+        if (i && (n - i) % 3 == 0 && raw[i - 1] != '-') buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+static const char *human(double v, const char *unit, char *buf, size_t len)
+{
+    const char *pre[] = {"", "K", "M", "G", "T", "P"};
+    int k = 0;
+    while (fabs(v) >= 1000 && k < 5) {
+        v /= 1000;
+        k++;
+    }
+    snprintf(buf, len, k ? "%.2f %s%s" : "%.0f %s%s", v, pre[k], unit);
+    return buf;
+}
+
+void model_print_table(const model_t *m, FILE *f)
+{
+    int w = 5;
+    for (int i = 0; i < m->n_layers; i++) {
+        int n = (int)strlen(m->layers[i].name);
+        if (n > w) w = n;
+    }
+    if (w > 48) w = 48;
+    fprintf(f, "%s (%s): %d layers\n\n", m->name, m->path, m->n_layers);
+    fprintf(f, "%-*s  %-12s  %-14s  %13s  %12s  %12s  %11s\n", w, "layer", "type", "output",
+            "params", "fwd FLOPs", "bwd FLOPs", "activations");
+    char sh[48], p[32], fw[32], bw[32], ab[32];
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        fprintf(f, "%-*s  %-12s  %-14s  %13s  %12s  %12s  %11s\n", w, l->name,
+                layer_type_name(l->type), shape_str(l->out_shape, sh, sizeof sh),
+                grouped(l->params, p, sizeof p), human((double)l->fwd_flops, "", fw, sizeof fw),
+                human((double)l->bwd_flops, "", bw, sizeof bw),
+                human((double)l->act_bytes, "B", ab, sizeof ab));
+    }
+    fprintf(f, "%-*s  %-12s  %-14s  %13s  %12s  %12s  %11s\n", w, "total", "", "",
+            grouped(m->total_params, p, sizeof p),
+            human((double)m->total_fwd_flops, "", fw, sizeof fw),
+            human((double)m->total_bwd_flops, "", bw, sizeof bw),
+            human((double)m->total_act_bytes, "B", ab, sizeof ab));
+    fprintf(f, "\nparameters: %s (%s fp32); per sample: forward %s, backward %sFLOP\n",
+            grouped(m->total_params, p, sizeof p), human(4.0 * m->total_params, "B", ab, sizeof ab),
+            human((double)m->total_fwd_flops, "FLOP", fw, sizeof fw),
+            human((double)m->total_bwd_flops, "", bw, sizeof bw));
+}

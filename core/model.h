@@ -1,0 +1,128 @@
+/* model: a network description (models/NAME.net) parsed into a DAG of layers with inferred
+ * shapes and per-layer costs (parameters, FLOPs, bytes).
+ *
+ * The simulator and the runtime both build from a model_t, so everything either side needs
+ * to know about a layer lives here. A model_t is plain data: tests may build one literally
+ * and call model_infer() to fill in the derived fields.
+ *
+ * Invariants after a successful model_load()/model_parse():
+ *   - layers[] is in topological order: every input index of layer i is < i;
+ *   - layers[0] is the (first) input layer;
+ *   - every derived field (shape, params, flops, bytes) is filled in;
+ *   - names are unique full names ("mixed_5b/b1/conv" for layers made by blocks).
+ *
+ * Shapes are per sample (C, H, W); FC outputs are (N, 1, 1). Costs are per sample: multiply
+ * by the batch for a batch. FLOPs count a multiply-add as 2.
+ *
+ * The text format is documented in models/README.md.
+ */
+#ifndef POSEIDON_MODEL_H
+#define POSEIDON_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define MODEL_NAME_MAX 96
+#define MODEL_MAX_INPUTS 8
+
+typedef enum {
+    LAYER_INPUT,
+    LAYER_CONV,
+    LAYER_FC,
+    LAYER_RELU,
+    LAYER_POOL,
+    LAYER_LRN,
+    LAYER_DROPOUT,
+    LAYER_BATCHNORM,
+    LAYER_CONCAT,
+    LAYER_ADD,        /* eltwise sum of its inputs (residual) */
+    LAYER_SOFTMAX_LOSS,
+    LAYER_TYPE_COUNT
+} layer_type_t;
+
+typedef enum { POOL_MAX, POOL_AVG } pool_op_t;
+
+typedef struct {
+    int c, h, w;
+} shape_t;
+
+typedef struct {
+    char name[MODEL_NAME_MAX];
+    layer_type_t type;
+    int n_inputs;
+    int inputs[MODEL_MAX_INPUTS]; /* indexes into model_t.layers, each < own index */
+
+    /* Hyper-parameters; only those of the layer's type are meaningful. */
+    int out;                       /* conv: output channels; fc: output units */
+    int kernel_h, kernel_w;        /* conv, pool */
+    int stride_h, stride_w;        /* conv, pool */
+    int pad_h, pad_w;              /* conv, pool */
+    int groups;                    /* conv */
+    bool bias;                     /* conv, fc */
+    pool_op_t pool;                /* pool */
+    bool ceil_mode;                /* pool: Caffe's ceil rounding of the output size */
+    bool global;                   /* pool: kernel = whole input plane */
+    int lrn_size;                  /* lrn: channels in the window */
+    double lrn_alpha, lrn_beta, lrn_k;
+    double dropout_ratio;          /* dropout: probability of dropping */
+    double bn_eps, bn_momentum;    /* batchnorm */
+    double loss_weight;            /* softmax_loss: weight in the total objective */
+
+    /* Derived by model_infer(). */
+    shape_t in_shape;              /* shape of inputs[0] */
+    shape_t out_shape;
+    int64_t weights;               /* learnable weights (conv/fc kernel, BN scale) */
+    int64_t biases;                /* learnable biases (conv/fc bias, BN shift) */
+    int64_t params;                /* weights + biases */
+    int64_t fwd_flops;             /* per sample */
+    int64_t bwd_flops;             /* per sample: input and parameter gradients */
+    int64_t param_bytes;           /* fp32 */
+    int64_t act_bytes;             /* fp32 output activations, per sample */
+
+    int src_line;                  /* line in the .net file that defined the layer */
+} layer_t;
+
+typedef struct {
+    char name[MODEL_NAME_MAX];     /* file name without directory and ".net" */
+    char path[512];
+    int n_layers;
+    layer_t *layers;               /* owned */
+    int64_t total_params;
+    int64_t total_fwd_flops;
+    int64_t total_bwd_flops;
+    int64_t total_act_bytes;
+} model_t;
+
+/* Parse a model file. Returns 0, or -1 with a one-line message "file:line: what was
+ * expected" in err (errlen bytes). On success *m owns its layers; free with model_fini(). */
+int model_load(model_t *m, const char *path, char *err, size_t errlen);
+
+/* Parse model text held in memory; `path` is only used in messages and for the name. */
+int model_parse(model_t *m, const char *path, const char *text, size_t len, char *err,
+                size_t errlen);
+
+/* Fill in the derived fields of every layer and the totals. Layers must already be in
+ * topological order. Returns 0, or -1 with "file:line: ..." in err on a shape mismatch. */
+int model_infer(model_t *m, char *err, size_t errlen);
+
+void model_fini(model_t *m);
+
+/* Index of the layer with this full name, or -1. */
+int model_find(const model_t *m, const char *name);
+
+const char *layer_type_name(layer_type_t t);
+
+/* true for layers whose parameters are synchronised (conv, fc, batchnorm). */
+bool layer_has_params(const layer_t *l);
+
+/* "CxHxW" (or "N" for a 1x1 plane) into buf; returns buf. */
+const char *shape_str(shape_t s, char *buf, size_t len);
+
+static inline int64_t shape_count(shape_t s) { return (int64_t)s.c * s.h * s.w; }
+
+/* Print the per-layer table (human) or CSV to f. */
+void model_print_table(const model_t *m, FILE *f);
+void model_print_csv(const model_t *m, FILE *f);
+
+#endif

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# deps.sh [--install]: one ✓/✗ line per dependency. With --install, as root, installs the
+# missing Debian packages (apt-get update first); otherwise prints the apt-get line to run.
+set -u
+install=0
+[ "${1:-}" = "--install" ] && install=1
+
+missing=()
+probe() { # probe PACKAGE DESCRIPTION TEST-COMMAND...
+    local pkg=$1 what=$2; shift 2
+    if "$@" >/dev/null 2>&1; then
+        printf '  \342\234\223 %-24s %s\n' "$pkg" "$what"
+    else
+        printf '  \342\234\227 %-24s %s\n' "$pkg" "$what"
+        missing+=("$pkg")
+    fi
+}
+have_header() { for d in /usr/include /usr/include/x86_64-linux-gnu /usr/include/aarch64-linux-gnu /usr/local/include; do [ -e "$d/$1" ] && return 0; done; return 1; }
+
+run_probes() {
+    missing=()
+    probe gcc                   "C compiler"                    command -v cc
+    probe make                  "GNU make"                      command -v make
+    probe pkg-config            "library flags"                 command -v pkg-config
+    probe libgsl-dev            "GSL: RNG, distributions, fits" have_header gsl/gsl_rng.h
+    probe libopenblas-dev       "OpenBLAS: CPU GEMM"            have_header openblas_config.h
+    probe libzmq3-dev           "ZeroMQ: messaging"             have_header zmq.h
+    probe zlib1g-dev            "zlib: gzip data files"         have_header zlib.h
+    probe gnuplot-nox           "gnuplot: plots"                command -v gnuplot
+    probe dataset-fashion-mnist "Fashion-MNIST data"            test -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+    probe openmpi-bin           "mpirun: multi-node launch"     command -v mpirun
+    probe iproute2              "ip/tc: emulated clusters"      command -v ip
+}
+
+echo "dependencies:"
+run_probes
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+    printf '  \342\234\223 %-24s %s\n' "cuda (optional)" "nvcc + cuBLAS: GPU backend"
+else
+    printf '  \342\234\227 %-24s %s\n' "cuda (optional)" "nvcc + cuBLAS: GPU backend (CPU-only build)"
+fi
+
+[ ${#missing[@]} -eq 0 ] && exit 0
+line="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ $install -eq 1 ] && [ "$(id -u)" = 0 ]; then
+    echo "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq || { echo "apt-get update failed" >&2; exit 1; }
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || { echo "failed: $line" >&2; exit 1; }
+    run_probes
+    [ ${#missing[@]} -eq 0 ] || { echo "still missing after install: ${missing[*]}" >&2; exit 1; }
+    exit 0
+fi
+echo "missing; run as root:  $line" >&2
+[ $install -eq 1 ] && exit 1
+exit 0

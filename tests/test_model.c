@@ -1,0 +1,239 @@
+/* The network format: parameter counts of the paper's networks (POSEIDON.md §6), shape
+ * inference, blocks, and one test per class of bad input with its line number. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/model.h"
+#include "test.h"
+
+static void check_params(const char *path, int64_t expected)
+{
+    model_t m;
+    char err[1024];
+    if (model_load(&m, path, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "%s", err);
+        return;
+    }
+    CHECK_EQ_I64(m.total_params, expected);
+    CHECK(m.layers[0].type == LAYER_INPUT, "first layer of %s is not the input", path);
+    for (int i = 0; i < m.n_layers; i++)
+        for (int k = 0; k < m.layers[i].n_inputs; k++)
+            CHECK(m.layers[i].inputs[k] < i, "%s: %s not in topological order", path,
+                  m.layers[i].name);
+    model_fini(&m);
+}
+
+/* POSEIDON.md §6, biases and BN scale/shift included. */
+TEST(model_params_cifar10_quick) { check_params("models/cifar10-quick.net", 145578); }
+TEST(model_params_alexnet) { check_params("models/alexnet.net", 60965224); }
+TEST(model_params_googlenet) { check_params("models/googlenet.net", 6998552); }
+TEST(model_params_googlenet_aux) { check_params("models/googlenet-aux.net", 13378280); }
+TEST(model_params_vgg19) { check_params("models/vgg19.net", 143667240); }
+TEST(model_params_vgg19_22k) { check_params("models/vgg19-22k.net", 229052817); }
+TEST(model_params_inception_v3) { check_params("models/inception-v3.net", 23834568); }
+TEST(model_params_inception_v3_aux) { check_params("models/inception-v3-aux.net", 27161264); }
+TEST(model_params_resnet152) { check_params("models/resnet-152.net", 60192808); }
+
+TEST(model_fashion_mnist_nets_take_28x28_and_give_10_classes)
+{
+    const char *paths[] = {"models/lenet.net", "models/mlp.net"};
+    for (int i = 0; i < 2; i++) {
+        model_t m;
+        char err[1024];
+        REQUIRE(model_load(&m, paths[i], err, sizeof err) == 0, "%s", err);
+        shape_t in = m.layers[0].out_shape;
+        CHECK(in.c == 1 && in.h == 28 && in.w == 28, "%s input", paths[i]);
+        const layer_t *last = &m.layers[m.n_layers - 1];
+        CHECK(last->type == LAYER_SOFTMAX_LOSS, "%s ends with a loss", paths[i]);
+        CHECK_EQ_I64(shape_count(last->in_shape), 10);
+        model_fini(&m);
+    }
+}
+
+static int parse_str(model_t *m, const char *text, char *err, size_t len)
+{
+    return model_parse(m, "t.net", text, strlen(text), err, len);
+}
+
+TEST(model_shapes_and_costs_closed_form)
+{
+    const char *text = "input data shape=3x32x32\n"
+                       "conv c1 out=8 kernel=3 pad=1 stride=2\n"       /* 8x16x16 */
+                       "pool p1 op=max kernel=3 stride=2 ceil=1\n"     /* 8x8x8 (floor: 7) */
+                       "conv g out=4 kernel=1 groups=2 bias=0\n"       /* 4x8x8 */
+                       "fc f out=10\n";
+    model_t m;
+    char err[512];
+    REQUIRE(parse_str(&m, text, err, sizeof err) == 0, "%s", err);
+    const layer_t *c1 = &m.layers[1], *p1 = &m.layers[2], *g = &m.layers[3], *f = &m.layers[4];
+    CHECK(c1->out_shape.c == 8 && c1->out_shape.h == 16 && c1->out_shape.w == 16);
+    CHECK_EQ_I64(c1->params, 8 * 3 * 3 * 3 + 8);
+    CHECK_EQ_I64(c1->fwd_flops, 2LL * 8 * 16 * 16 * 27 + 8 * 16 * 16);
+    CHECK(p1->out_shape.h == 8 && p1->out_shape.w == 8, "ceil rounding: got %d", p1->out_shape.h);
+    CHECK_EQ_I64(g->params, 4 * 4 * 1 * 1);
+    CHECK_EQ_I64(f->params, 10 * 4 * 8 * 8 + 10);
+    CHECK_EQ_I64(f->fwd_flops, 2LL * 10 * 256 + 10);
+    CHECK_EQ_I64(m.total_params, c1->params + g->params + f->params);
+    model_fini(&m);
+}
+
+TEST(model_blocks_repeat_and_forward_references)
+{
+    const char *text = "block unit out\n"
+                       "  conv a out=$out kernel=3 pad=1 bias=0\n"
+                       "  relu r\n"
+                       "  add s in=r,$in\n"
+                       "end\n"
+                       "input data shape=4x8x8\n"
+                       "repeat 3 unit u out=4\n"
+                       "concat cat in=u.1,late\n"
+                       "relu late in=u\n";
+    model_t m;
+    char err[512];
+    REQUIRE(parse_str(&m, text, err, sizeof err) == 0, "%s", err);
+    CHECK(model_find(&m, "u.2/a") >= 0, "block layers are named use/local");
+    int cat = model_find(&m, "cat"), late = model_find(&m, "late");
+    REQUIRE(cat >= 0 && late >= 0);
+    CHECK(late < cat, "forward reference ordered before its user");
+    CHECK_EQ_I64(m.layers[cat].out_shape.c, 8);
+    CHECK(m.layers[late].inputs[0] == model_find(&m, "u.3/s"), "a use stands for its last layer");
+    CHECK(m.layers[model_find(&m, "u.1/s")].inputs[1] == 0, "$in is the block's input");
+    CHECK_EQ_I64(m.total_params, 3 * 4 * 4 * 9);
+    model_fini(&m);
+}
+
+/* One bad file per class: the message starts "t.net:LINE:" and says what was expected. */
+static void expect_error(const char *text, size_t len, int line, const char *needle)
+{
+    model_t m;
+    char err[1024] = "";
+    int rc = model_parse(&m, "t.net", text, len, err, sizeof err);
+    CHECK(rc == -1, "accepted a bad model (expected '%s')", needle);
+    if (rc == 0) {
+        model_fini(&m);
+        return;
+    }
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "t.net:%d: ", line);
+    CHECK(strncmp(err, prefix, strlen(prefix)) == 0, "expected '%s...', got '%s'", prefix, err);
+    CHECK(strstr(err, needle) != NULL, "expected '%s' in '%s'", needle, err);
+    CHECK(strchr(err, '\n') == NULL, "one line: '%s'", err);
+}
+#define EXPECT_ERROR(text, line, needle) expect_error((text), strlen(text), (line), (needle))
+
+TEST(model_error_unknown_layer_type)
+{
+    EXPECT_ERROR("input d shape=1x4x4\nconvv c out=2 kernel=1\n", 2, "unknown layer type 'convv'");
+}
+TEST(model_error_unknown_key)
+{
+    EXPECT_ERROR("input d shape=1x4x4\n\nconv c out=2 kernle=1 kernel=1\n", 3, "unknown key 'kernle'");
+    EXPECT_ERROR("input d shape=1x4x4\nrelu r inplace=1\n", 2, "unknown key 'inplace'");
+}
+TEST(model_error_bad_value)
+{
+    EXPECT_ERROR("input d shape=1x4x4\nconv c out=two kernel=1\n", 2, "bad value 'two' for out");
+    EXPECT_ERROR("input d shape=1x4x4\nconv c out=2 kernel=0\n", 2, "bad value '0' for kernel");
+    EXPECT_ERROR("input d shape=1x4\n", 1, "expected CxHxW");
+    EXPECT_ERROR("input d shape=1x4x4\ndropout x ratio=1.5\n", 2, "bad value '1.5' for ratio");
+    EXPECT_ERROR("input d shape=1x4x4\npool p op=median kernel=2\n", 2, "expected max or avg");
+    EXPECT_ERROR("input d shape=1x4x4\nconv c out=2 kernel=1 bias=yes\n", 2, "expected 0 or 1");
+    EXPECT_ERROR("input d shape=1x4x4\nrelu r garbage\n", 2, "expected key=value");
+}
+TEST(model_error_missing_value)
+{
+    EXPECT_ERROR("input d shape=1x4x4\nconv c kernel=3\n", 2, "missing required key 'out'");
+    EXPECT_ERROR("input d\n", 1, "missing required key 'shape'");
+    EXPECT_ERROR("input d shape=1x4x4\nfc f out=\n", 2, "bad value '' for out");
+}
+TEST(model_error_shape_mismatch)
+{
+    EXPECT_ERROR("input d shape=1x4x4\nconv c out=2 kernel=5\n", 2, "kernel 5x5 larger");
+    EXPECT_ERROR("input d shape=3x4x4\nconv c out=4 kernel=1 groups=2\n", 2, "groups=2");
+    EXPECT_ERROR("input d shape=1x8x8\npool p op=max kernel=2 stride=2\nconcat c in=d,p\n", 3,
+                 "shape mismatch");
+    EXPECT_ERROR("input d shape=1x8x8\nconv c out=2 kernel=1\nadd s in=d,c\n", 3,
+                 "shape mismatch");
+}
+TEST(model_error_missing_input)
+{
+    EXPECT_ERROR("input d shape=1x4x4\nrelu r in=nowhere\n", 2, "missing input 'nowhere'");
+    EXPECT_ERROR("relu r\n", 1, "missing input");
+}
+TEST(model_error_cycle)
+{
+    EXPECT_ERROR("input d shape=1x4x4\nrelu a in=b\nrelu b in=a\nconcat c in=a,d\n", 2, "cycle");
+    EXPECT_ERROR("input d shape=1x4x4\nrelu a in=a\n", 2, "cycle");
+}
+TEST(model_error_duplicate_name)
+{
+    EXPECT_ERROR("input d shape=1x4x4\nrelu r\n# comment\nrelu r\n", 4, "duplicate name 'r' (first at line 2)");
+}
+TEST(model_error_empty_file)
+{
+    EXPECT_ERROR("", 1, "empty model");
+    EXPECT_ERROR("# only a comment\n\n", 1, "empty model");
+    EXPECT_ERROR("block b\n relu r\nend\n", 3, "empty model");
+}
+TEST(model_error_binary_garbage)
+{
+    static const char bin[] = "input d shape=1x4x4\nrelu r\n\x7f" "ELF\x02\x01\x01\0\0\0";
+    expect_error(bin, sizeof bin - 1, 3, "binary data");
+    expect_error("input d shape=1x4x4\n\xff\xfe\n", 23, 2, "binary data (byte 0xff)");
+}
+TEST(model_error_blocks)
+{
+    EXPECT_ERROR("block b x\n conv c out=$x kernel=1\nend\ninput d shape=1x4x4\nb u\n", 5,
+                 "missing parameter 'x'");
+    EXPECT_ERROR("block b x\n conv c out=$y kernel=1\nend\ninput d shape=1x4x4\nb u x=1\n", 2,
+                 "unknown parameter '$y'");
+    EXPECT_ERROR("block b x\n conv c out=$x kernel=1\nend\ninput d shape=1x4x4\nb u x=1 z=2\n", 5,
+                 "unknown key 'z'");
+    EXPECT_ERROR("block b\n relu r\ninput d shape=1x4x4\n", 1, "no 'end'");
+    EXPECT_ERROR("input d shape=1x4x4\nend\n", 2, "'end' without a block");
+    EXPECT_ERROR("block b x\n conv c out=$x kernel=1 strid=2\nend\ninput d shape=1x4x4\nb u x=1\n", 2,
+                 "unknown key 'strid' (expected: out, kernel, stride, pad, groups, bias, in) (in block 'b' used at line 5)");
+    EXPECT_ERROR("block b x\n conv c out=$x kernel=9\nend\ninput d shape=1x4x4\nb u x=1\n", 2,
+                 "conv 'u/c': shape mismatch");
+}
+
+/* The checker itself: a wrong expectation must be reported. */
+TEST(model_error_checker_can_fail)
+{
+    model_t m;
+    char err[256] = "";
+    int rc = parse_str(&m, "input d shape=1x4x4\nrelu r in=nowhere\n", err, sizeof err);
+    REQUIRE(rc == -1);
+    CHECK(strncmp(err, "t.net:1: ", 9) != 0, "a wrong line number would pass: '%s'", err);
+}
+
+TEST(model_cli_csv_ends_with_total)
+{
+    char out[1 << 16];
+    int rc = test_run(out, sizeof out, "%s/poseidon model show models/vgg19.net --csv 2>/dev/null",
+                      test_build_dir());
+    REQUIRE(rc == 0, "exit %d: %s", rc, out);
+    const char *header = "layer,type,output,params,fwd_flops,bwd_flops";
+    CHECK(strncmp(out, header, strlen(header)) == 0, "header: %.80s", out);
+    char *last = out + strlen(out) - 1;
+    while (last > out && last[-1] != '\n') last--;
+    CHECK(strncmp(last, "total,,,143667240,", 18) == 0, "last row: %s", last);
+}
+
+TEST(model_cli_bad_file_exits_nonzero_with_line)
+{
+    char path[512], out[4096];
+    snprintf(path, sizeof path, "%s/bad.net", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    fputs("input data shape=3x8x8\nconv c1 out=4 kernel=3 strid=2\n", f);
+    fclose(f);
+    int rc = test_run(out, sizeof out, "%s/poseidon model show %s 2>&1 >/dev/null | grep -v '^#'",
+                      test_build_dir(), path);
+    (void)rc;
+    CHECK(strstr(out, "bad.net:2: conv 'c1': unknown key 'strid'") != NULL, "got: %s", out);
+    rc = test_run(out, sizeof out, "%s/poseidon model show %s", test_build_dir(), path);
+    CHECK(rc == 1, "exit code %d", rc);
+    rc = test_run(out, sizeof out, "%s/poseidon model show /nonexistent.net", test_build_dir());
+    CHECK(rc == 1 && strstr(out, "/nonexistent.net: cannot open"), "exit %d: %s", rc, out);
+}
