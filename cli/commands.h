@@ -5,5 +5,12 @@
 #define POSEIDON_COMMANDS_H
 
 int cmd_model(int argc, char **argv);
+int cmd_commtest(int argc, char **argv);
+
+int cmd_train(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
+
+int cmd_plan(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
 
 #endif

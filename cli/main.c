@@ -13,6 +13,11 @@ typedef struct {
 
 static const command_t s_commands[] = {
     {"model", cmd_model, "describe a network: per-layer shapes, parameters, FLOPs, bytes"},
+    {"plan", cmd_plan, "per-layer sync scheme chosen and the cost of each alternative"},
+    {"sim", cmd_sim, "simulate an experiment's configurations in virtual time"},
+    {"comm-test", cmd_commtest, "check the PS / all-reduce / coordinator substrate across processes"},
+    {"train", cmd_train, "train a network on one worker (CPU): loss, accuracy, images/s"},
+    {"profile", cmd_profile, "per-layer forward/backward time -> the CSV the simulator reads"},
 };
 static const int s_n_commands = (int)(sizeof s_commands / sizeof s_commands[0]);
 

@@ -1,0 +1,91 @@
+/* poseidon plan EXPERIMENT [--csv] [--set KEY=VALUE]... */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "core/experiment.h"
+#include "core/log.h"
+#include "core/model.h"
+#include "core/plan.h"
+
+static void plan_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: poseidon plan EXPERIMENT [--csv] [--set KEY=VALUE]...\n\n"
+            "Build the plan of an experiment (experiments/*.exp) for each configuration of its\n"
+            "sweep and print, per layer with parameters, the sync method chosen and every\n"
+            "alternative's bytes per node (sent + received, busiest node) and predicted time\n"
+            "alone on the network (core/cost.h).\n\n"
+            "  --csv            one CSV table per configuration (header: unit,layer,type,params,\n"
+            "                   method,ps_bytes,ps_ns,sfb_bytes,sfb_ns,allreduce_bytes,\n"
+            "                   allreduce_ns; -1: method not allowed)\n"
+            "  --set KEY=VALUE  override an experiment key, or a cluster key as cluster.KEY\n\n"
+            "experiment keys:\n%s\ncluster keys:\n%s",
+            experiment_keys_help(), cluster_keys_help());
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    const char *path = NULL;
+    int csv = 0;
+    const char *sets[64];
+    int n_sets = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            plan_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--csv")) csv = 1;
+        else if (!strcmp(argv[i], "--set") && i + 1 < argc && n_sets < 64) sets[n_sets++] = argv[++i];
+        else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "poseidon plan: unknown option '%s'\n", argv[i]);
+            return 2;
+        } else if (path) {
+            fprintf(stderr, "poseidon plan: one EXPERIMENT expected\n");
+            return 2;
+        } else path = argv[i];
+    }
+    if (!path) {
+        plan_usage(stderr);
+        return 2;
+    }
+    experiment_t e;
+    char err[2048];
+    if (experiment_load(&e, path, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    for (int i = 0; i < n_sets; i++)
+        if (experiment_override(&e, sets[i], err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+    log_banner(argc, argv, e.seed);
+    model_t m;
+    if (model_load(&m, e.model_path, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    for (int i = 0; i < experiment_config_count(&e) && rc == 0; i++) {
+        cluster_t c;
+        scheme_t s;
+        experiment_config(&e, i, &c, &s);
+        plan_t p;
+        if (plan_build(&p, &m, &c, s, e.staleness, e.batch, e.kv_block_bytes, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            rc = 1;
+            break;
+        }
+        if (i > 0) fputc('\n', stdout);
+        if (csv) {
+            char sb[64];
+            printf("# %s nodes=%d gbps=%g scheme=%s\n", m.name, c.nodes, c.nic_Bps * 8 / 1e9,
+                   scheme_name(s, sb, sizeof sb));
+        }
+        plan_print(&p, stdout, csv);
+        plan_fini(&p);
+    }
+    model_fini(&m);
+    if (fflush(stdout)) rc = 1;
+    return rc;
+}

@@ -1,0 +1,115 @@
+/* poseidon profile: per-layer forward/backward time on this machine -> the CSV the simulator
+ * reads (runtime/profile.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/model.h"
+#include "runtime/compute.h"
+#include "runtime/profile.h"
+
+static void profile_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: poseidon profile --model FILE --batch K [options]\n\n"
+            "Time every layer's forward and backward pass on this machine (median over\n"
+            "repeats after warm-up, synthetic data) and write the CSV the simulator reads:\n"
+            "layer,batch,fwd_ns,bwd_ns,type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns\n"
+            "(gemm_*: the bare sgemm calls of a conv/fc layer's shapes, for comparison).\n\n"
+            "  --model FILE   network description\n"
+            "  --batch K      samples per pass\n"
+            "  --repeats R    timed passes (default 10)\n"
+            "  --warmup W     untimed passes first (default 2)\n"
+            "  --out FILE     CSV destination (default: stdout)\n"
+            "  --threads T    BLAS threads (default: OPENBLAS_NUM_THREADS, else all CPUs)\n"
+            "  --device D     cpu (default) or cuda\n"
+            "  --seed S       synthetic data and initialisation (default 1)\n");
+}
+
+static int parse_int(const char *opt, const char *v, int lo, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > 1 << 30) {
+        fprintf(stderr, "poseidon profile: %s expects an integer >= %d, got '%s'\n", opt, lo, v);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+    const char *model_path = NULL, *out_path = NULL, *device = "cpu";
+    int batch = 0, repeats = 10, warmup = 2, threads = 0, seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            profile_usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "poseidon profile: unknown option or missing value: '%s'\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int rc = 0;
+        if (!strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "--out")) out_path = v;
+        else if (!strcmp(a, "--device")) device = v;
+        else if (!strcmp(a, "--batch")) rc = parse_int(a, v, 1, &batch);
+        else if (!strcmp(a, "--repeats")) rc = parse_int(a, v, 1, &repeats);
+        else if (!strcmp(a, "--warmup")) rc = parse_int(a, v, 0, &warmup);
+        else if (!strcmp(a, "--threads")) rc = parse_int(a, v, 0, &threads);
+        else if (!strcmp(a, "--seed")) rc = parse_int(a, v, 0, &seed);
+        else {
+            fprintf(stderr, "poseidon profile: unknown option '%s' (--help lists them)\n", a);
+            return 2;
+        }
+        if (rc) return 2;
+    }
+    if (!model_path || batch < 1) {
+        profile_usage(stderr);
+        return 2;
+    }
+    log_banner(argc, argv, (uint64_t)seed);
+    compute_kind_t kind;
+    if (compute_kind_parse(device, &kind)) {
+        fprintf(stderr, "poseidon profile: --device is cpu or cuda, not '%s'\n", device);
+        return 2;
+    }
+    char err[1024];
+    model_t m;
+    if (model_load(&m, model_path, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    int rc = 1;
+    profile_row_t *rows = xcalloc((size_t)m.n_layers, sizeof *rows);
+    compute_t *c = compute_new(kind, threads, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "poseidon profile: --device %s: %s\n", device, err);
+        goto out;
+    }
+    if (profile_run(&m, batch, warmup, repeats, c, (uint64_t)seed, rows, err, sizeof err)) {
+        fprintf(stderr, "poseidon profile: %s\n", err);
+        goto out;
+    }
+    FILE *f = out_path ? fopen(out_path, "w") : stdout;
+    if (!f) {
+        fprintf(stderr, "poseidon profile: %s: cannot create: %s\n", out_path, strerror(errno));
+        goto out;
+    }
+    profile_write_csv(f, &m, batch, rows);
+    rc = (f == stdout ? fflush(f) : fclose(f)) ? 1 : 0;
+out:
+    compute_destroy(&c);
+    free(rows);
+    model_fini(&m);
+    return rc;
+}

@@ -1,0 +1,283 @@
+#include "cluster.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+/* Device presets. Peak fp32 and memory bandwidth are the vendors' data sheets (Titan X
+ * Maxwell GM200: 3072 cores x 1.075 GHz boost x 2 = 6.6 TFLOP/s, 336.5 GB/s; Tesla K20:
+ * 3.52 TFLOP/s, 208 GB/s; H100 SXM5: 67 TFLOP/s fp32 without tensor cores, 3.35 TB/s).
+ * The efficiencies are assumptions, not measurements: cuDNN-era convolutions reach a large
+ * fraction of peak on 3x3 kernels (Winograd even exceeds the direct-convolution FLOP count),
+ * FC GEMMs at batch 32 somewhat less; replace them with a measured profile
+ * (`poseidon profile`) whenever one exists. */
+static const device_t s_devices[] = {
+    {"titanx-maxwell", 6.6e12, 336.5e9, 0.75, 0.70, 20000},
+    {"k20", 3.52e12, 208e9, 0.60, 0.60, 20000},
+    {"h100", 67e12, 3.35e12, 0.60, 0.60, 10000},
+};
+
+int device_preset(device_t *d, const char *name)
+{
+    for (size_t i = 0; i < sizeof s_devices / sizeof s_devices[0]; i++)
+        if (!strcmp(s_devices[i].name, name)) {
+            *d = s_devices[i];
+            return 0;
+        }
+    return -1;
+}
+
+void cluster_init(cluster_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->nodes = 1;
+    c->devices_per_node = 1;
+    c->nic_Bps = 40e9 / 8;
+    c->nic_efficiency = 1.0;
+    c->lat_ns = 20000;
+    int rc = device_preset(&c->device, "titanx-maxwell");
+    ASSERT(rc == 0, "missing default device preset");
+}
+
+const char *cluster_keys_help(void)
+{
+    return "  nodes = N                 machines, one worker each (1)\n"
+           "  devices_per_node = D      devices per node, acting as one worker (1)\n"
+           "  nic_gbps = G              NIC bandwidth per direction, Gbit/s (40)\n"
+           "  nic_efficiency = E        usable fraction of nic_gbps (1)\n"
+           "  latency_us = U            one-way message latency (20)\n"
+           "  core_gbps = G             switch core capacity, 0 = non-blocking (0)\n"
+           "  ps_shards = P2            PS shards on nodes 0..P2-1, 0 = one per node (0)\n"
+           "  server_gbps = G           PS shard apply throughput, 0 = free (0)\n"
+           "  device = NAME             titanx-maxwell | k20 | h100 (titanx-maxwell)\n"
+           "  peak_tflops, mem_gbps, eff_conv, eff_fc, launch_us   device overrides\n"
+           "  straggler_sigma = S       lognormal sigma of per-node speed (0)\n"
+           "  jitter_sigma = S          lognormal sigma of per-op compute noise (0)\n"
+           "  speed = NODE:FACTOR       fixed speed of one node, repeatable (1)\n";
+}
+
+/* ---- key = value reading ---- */
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+    return s;
+}
+
+int kv_split(char *line, char **key, char **val)
+{
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    char *s = trim(line);
+    if (!*s) return 0;
+    char *eq = strchr(s, '=');
+    if (!eq) return -1;
+    *eq = 0;
+    *key = trim(s);
+    *val = trim(eq + 1);
+    return **key ? 1 : -1;
+}
+
+int kv_int(const char *s, long long *out)
+{
+    if (!*s) return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+int kv_double(const char *s, double *out)
+{
+    if (!*s) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+char *kv_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = xmalloc(cap);
+    size_t r;
+    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (cap - n - 1 == 0) buf = xrealloc(buf, cap *= 2);
+    }
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+/* ---- cluster keys ---- */
+
+static int bad(char *err, size_t errlen, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int bad(char *err, size_t errlen, const char *where, const char *fmt, ...)
+{
+    int n = snprintf(err, errlen, "%s: ", where);
+    if (n < 0 || (size_t)n >= errlen) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int get_pos(const char *key, const char *val, double lo, double *out, const char *where,
+                   char *err, size_t errlen)
+{
+    if (kv_double(val, out) || *out < lo)
+        return bad(err, errlen, where, "expected %s = a number >= %g, got '%s'", key, lo, val);
+    return 0;
+}
+
+int cluster_set(cluster_t *c, const char *key, const char *val, const char *where, char *err,
+                size_t errlen)
+{
+    double d;
+    long long i;
+    if (!strcmp(key, "nodes") || !strcmp(key, "devices_per_node") || !strcmp(key, "ps_shards")) {
+        long long lo = strcmp(key, "ps_shards") ? 1 : 0;
+        if (kv_int(val, &i) || i < lo || i > 10000000)
+            return bad(err, errlen, where, "expected %s = an integer >= %lld, got '%s'", key, lo,
+                       val);
+        if (!strcmp(key, "nodes")) c->nodes = (int)i;
+        else if (!strcmp(key, "devices_per_node")) c->devices_per_node = (int)i;
+        else c->ps_shards = (int)i;
+    } else if (!strcmp(key, "nic_gbps")) {
+        if (get_pos(key, val, 1e-9, &d, where, err, errlen)) return -1;
+        c->nic_Bps = d * 1e9 / 8;
+    } else if (!strcmp(key, "nic_efficiency")) {
+        if (kv_double(val, &d) || d <= 0 || d > 1)
+            return bad(err, errlen, where, "expected nic_efficiency = a number in (0, 1], got '%s'",
+                       val);
+        c->nic_efficiency = d;
+    } else if (!strcmp(key, "latency_us")) {
+        if (get_pos(key, val, 0, &d, where, err, errlen)) return -1;
+        c->lat_ns = llround(d * 1e3);
+    } else if (!strcmp(key, "core_gbps")) {
+        if (get_pos(key, val, 0, &d, where, err, errlen)) return -1;
+        c->core_Bps = d * 1e9 / 8;
+    } else if (!strcmp(key, "server_gbps")) {
+        if (get_pos(key, val, 0, &d, where, err, errlen)) return -1;
+        c->server_Bps = d * 1e9 / 8;
+    } else if (!strcmp(key, "device")) {
+        if (device_preset(&c->device, val))
+            return bad(err, errlen, where,
+                       "expected device = titanx-maxwell | k20 | h100, got '%s'", val);
+    } else if (!strcmp(key, "peak_tflops")) {
+        if (get_pos(key, val, 1e-9, &d, where, err, errlen)) return -1;
+        c->device.peak_flops = d * 1e12;
+    } else if (!strcmp(key, "mem_gbps")) {
+        if (get_pos(key, val, 1e-9, &d, where, err, errlen)) return -1;
+        c->device.mem_Bps = d * 1e9;
+    } else if (!strcmp(key, "eff_conv") || !strcmp(key, "eff_fc")) {
+        if (kv_double(val, &d) || d <= 0 || d > 2)
+            return bad(err, errlen, where, "expected %s = a number in (0, 2], got '%s'", key, val);
+        if (!strcmp(key, "eff_conv")) c->device.eff_conv = d;
+        else c->device.eff_fc = d;
+    } else if (!strcmp(key, "launch_us")) {
+        if (get_pos(key, val, 0, &d, where, err, errlen)) return -1;
+        c->device.launch_ns = llround(d * 1e3);
+    } else if (!strcmp(key, "straggler_sigma") || !strcmp(key, "jitter_sigma")) {
+        if (get_pos(key, val, 0, &d, where, err, errlen)) return -1;
+        if (!strcmp(key, "straggler_sigma")) c->straggler_sigma = d;
+        else c->jitter_sigma = d;
+    } else if (!strcmp(key, "speed")) {
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", val);
+        char *colon = strchr(buf, ':');
+        if (!colon) return bad(err, errlen, where, "expected speed = NODE:FACTOR, got '%s'", val);
+        *colon = 0;
+        if (kv_int(buf, &i) || i < 0 || kv_double(colon + 1, &d) || d <= 0)
+            return bad(err, errlen, where,
+                       "expected speed = NODE:FACTOR (node >= 0, factor > 0), got '%s'", val);
+        if (c->n_speed == CLUSTER_MAX_SPEED)
+            return bad(err, errlen, where, "expected at most %d speed lines", CLUSTER_MAX_SPEED);
+        c->speed_node[c->n_speed] = (int)i;
+        c->speed_factor[c->n_speed++] = d;
+    } else {
+        return bad(err, errlen, where, "expected a cluster key (nodes, nic_gbps, latency_us, ...), "
+                                       "got unknown key '%s'", key);
+    }
+    return 0;
+}
+
+int cluster_parse(cluster_t *c, const char *path, const char *text, char *err, size_t errlen)
+{
+    cluster_init(c);
+    snprintf(c->path, sizeof c->path, "%s", path);
+    char *copy = xstrdup(text);
+    int line_no = 0, rc = 0;
+    char *save = NULL;
+    /* strtok_r would skip empty lines and break the numbering: walk by hand. */
+    for (char *line = copy; line && rc == 0; line = save) {
+        char *nl = strchr(line, '\n');
+        save = nl ? nl + 1 : NULL;
+        if (nl) *nl = 0;
+        if (!nl && !*line) break; /* the end of a file that ends with a newline */
+        line_no++;
+        char where[600], *key, *val;
+        snprintf(where, sizeof where, "%s:%d", path, line_no);
+        int k = kv_split(line, &key, &val);
+        if (k < 0) rc = bad(err, errlen, where, "expected key = value");
+        else if (k > 0) rc = cluster_set(c, key, val, where, err, errlen);
+    }
+    free(copy);
+    if (rc) return -1;
+    char where[600];
+    snprintf(where, sizeof where, "%s:%d", path, line_no);
+    if (c->ps_shards > c->nodes)
+        return bad(err, errlen, where, "expected ps_shards <= nodes (%d), got %d", c->nodes,
+                   c->ps_shards);
+    for (int i = 0; i < c->n_speed; i++)
+        if (c->speed_node[i] >= c->nodes)
+            return bad(err, errlen, where, "expected speed node < nodes (%d), got %d", c->nodes,
+                       c->speed_node[i]);
+    return 0;
+}
+
+int cluster_load(cluster_t *c, const char *path, char *err, size_t errlen)
+{
+    char *text = kv_read_file(path);
+    if (!text) {
+        cluster_init(c);
+        snprintf(err, errlen, "%s:0: expected a readable cluster file (%s)", path,
+                 strerror(errno));
+        return -1;
+    }
+    int rc = cluster_parse(c, path, text, err, errlen);
+    free(text);
+    return rc;
+}
+
+int cluster_shards(const cluster_t *c)
+{
+    return c->ps_shards > 0 && c->ps_shards < c->nodes ? c->ps_shards : c->nodes;
+}
+
+double cluster_node_speed(const cluster_t *c, int node)
+{
+    double s = 1.0;
+    for (int i = 0; i < c->n_speed; i++)
+        if (c->speed_node[i] == node) s = c->speed_factor[i];
+    return s;
+}
+
+double cluster_nic_Bps(const cluster_t *c) { return c->nic_Bps * c->nic_efficiency; }

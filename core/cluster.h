@@ -1,0 +1,92 @@
+/* cluster: the machines a plan runs on — node count, devices per node, NIC bandwidth (full
+ * duplex, per direction) and latency, an optional switch core limit, parameter-server
+ * placement, the compute device, and per-node speed factors for stragglers.
+ *
+ * A cluster file is text, one `key = value` per line, '#' starts a comment (keys listed in
+ * cluster_keys_help()). Errors are "file:line: expected ...", never ignored.
+ *
+ * Invariants after cluster_load()/cluster_parse(): nodes >= 1, nic_Bps > 0, lat_ns >= 0,
+ * 0 <= ps_shards <= nodes (0 means one shard per node, colocated: Poseidon's default),
+ * speed[] has `nodes` entries (owned) or is NULL (all 1.0).
+ *
+ * The key=value line reader (kv_*) is shared with experiment files.
+ */
+#ifndef POSEIDON_CLUSTER_H
+#define POSEIDON_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CLUSTER_NAME_MAX 64
+#define CLUSTER_MAX_SPEED 256 /* explicit `speed = NODE:FACTOR` lines */
+
+/* A compute device model: time of a layer = max(FLOPs / (peak * efficiency of its type),
+ * bytes touched / memory bandwidth) + a fixed launch overhead. */
+typedef struct {
+    char name[CLUSTER_NAME_MAX];
+    double peak_flops;     /* FLOP/s, fp32 */
+    double mem_Bps;        /* device memory bandwidth, bytes/s */
+    double eff_conv;       /* fraction of peak reached by convolutions */
+    double eff_fc;         /* fraction of peak reached by GEMMs of FC layers */
+    int64_t launch_ns;     /* per layer and pass: kernel launch and framework overhead */
+} device_t;
+
+typedef struct {
+    char path[512];
+    int nodes;                 /* machines; every node runs a worker */
+    int devices_per_node;      /* a node's devices act as one worker with devices x batch */
+    double nic_Bps;            /* line rate of each NIC per direction, bytes/s */
+    double nic_efficiency;     /* usable fraction of the line rate (TCP/IP and framing) */
+    int64_t lat_ns;            /* one-way per-message latency */
+    double core_Bps;           /* aggregate switch core capacity; 0 = non-blocking */
+    int ps_shards;             /* P2; shards live on nodes 0..P2-1; 0 = one per node */
+    double server_Bps;         /* bytes/s a PS shard applies; 0 = instantaneous */
+    device_t device;
+    double straggler_sigma;    /* lognormal sigma of a per-node speed drawn at start */
+    double jitter_sigma;       /* lognormal sigma of per-op compute noise */
+    int n_speed;               /* explicit speed lines */
+    int speed_node[CLUSTER_MAX_SPEED];
+    double speed_factor[CLUSTER_MAX_SPEED]; /* 0.5 = node computes at half speed */
+} cluster_t;
+
+/* Defaults: 1 node, 1 device, 40 GbE, 20 us, colocated shards, titanx-maxwell. */
+void cluster_init(cluster_t *c);
+
+/* Parse a cluster file. Returns 0, or -1 with "file:line: expected ..." in err. */
+int cluster_load(cluster_t *c, const char *path, char *err, size_t errlen);
+int cluster_parse(cluster_t *c, const char *path, const char *text, char *err, size_t errlen);
+
+/* Apply one key=value (the same keys as the file; `where` names it in messages). */
+int cluster_set(cluster_t *c, const char *key, const char *val, const char *where, char *err,
+                size_t errlen);
+
+/* Usable NIC bandwidth per direction, bytes/s: nic_Bps x nic_efficiency. */
+double cluster_nic_Bps(const cluster_t *c);
+
+/* Number of PS shards actually used (ps_shards or nodes). */
+int cluster_shards(const cluster_t *c);
+
+/* The configured speed factor of a node (1.0 unless a `speed` line names it). */
+double cluster_node_speed(const cluster_t *c, int node);
+
+/* Fill a device model from a preset name (titanx-maxwell, k20, h100). Returns 0 or -1. */
+int device_preset(device_t *d, const char *name);
+
+/* One line per key, for --help texts. */
+const char *cluster_keys_help(void);
+
+/* --- key = value line reading, shared by cluster and experiment files --- */
+
+/* Split one line in place: strips a '#' comment and blanks. Returns 0 for an empty line,
+ * 1 with *key and *val set, -1 when the line has no '='. */
+int kv_split(char *line, char **key, char **val);
+
+/* Strict number parsing: the whole string must be the number. Return 0 or -1. */
+int kv_int(const char *s, long long *out);
+int kv_double(const char *s, double *out);
+
+/* Read a whole file into a NUL-terminated heap buffer; NULL (errno set) on failure. */
+char *kv_read_file(const char *path);
+
+#endif

@@ -1,0 +1,192 @@
+#include "cost.h"
+
+#include <math.h>
+
+#include "check.h"
+
+static const char *const s_names[SYNC_METHOD_COUNT] = {"none", "ps", "sfb", "allreduce"};
+
+const char *sync_method_name(sync_method_t m)
+{
+    ASSERT(m >= 0 && m < SYNC_METHOD_COUNT, "bad sync method %d", m);
+    return s_names[m];
+}
+
+static int64_t xfer_ns(const cost_params_t *p, int64_t bytes)
+{
+    ASSERT(p->bw_Bps > 0, "bandwidth must be positive");
+    return bytes > 0 ? llround((double)bytes / p->bw_Bps * 1e9) : 0;
+}
+
+int64_t cost_ps_blocks(const cost_params_t *p, int64_t bytes)
+{
+    if (bytes <= 0) return 0;
+    if (p->kv_block_bytes > 0) return (bytes + p->kv_block_bytes - 1) / p->kv_block_bytes;
+    int64_t elems = (bytes + 3) / 4;
+    return elems < p->shards ? elems : p->shards;
+}
+
+int cost_ps_holders(const cost_params_t *p, int64_t bytes)
+{
+    int64_t nb = cost_ps_blocks(p, bytes);
+    return (int)(nb < p->shards ? nb : p->shards);
+}
+
+int64_t cost_ps_shard_bytes(const cost_params_t *p, int64_t bytes, int64_t block0, int shard)
+{
+    ASSERT(shard >= 0 && shard < p->shards, "shard %d of %d", shard, p->shards);
+    if (bytes <= 0) return 0;
+    int64_t P2 = p->shards;
+    int64_t r = ((shard - block0) % P2 + P2) % P2; /* this shard's position in the rotation */
+    if (p->kv_block_bytes <= 0) {
+        /* Even split in fp32 elements; the first (elems % P2) positions hold one more. */
+        int64_t elems = bytes / 4;
+        int64_t mine = elems / P2 + (r < elems % P2 ? 1 : 0);
+        int64_t b = mine * 4;
+        if (r == 0) b += bytes % 4; /* odd byte counts never occur for fp32; keep the sum exact */
+        return b;
+    }
+    int64_t B = p->kv_block_bytes;
+    int64_t nb = (bytes + B - 1) / B;
+    if (r >= nb) return 0;
+    int64_t count = (nb - 1 - r) / P2 + 1;
+    int64_t b = count * B;
+    if ((nb - 1) % P2 == r) b -= nb * B - bytes; /* the last, shorter block is here */
+    return b;
+}
+
+cost_t cost_ps(const cost_params_t *p, int64_t bytes, int64_t block0)
+{
+    cost_t c = {0};
+    int P1 = p->workers, P2 = p->shards;
+    ASSERT(P1 >= 1 && P2 >= 1 && P2 <= P1, "P1 %d, P2 %d", P1, P2);
+    if (P1 == 1 || bytes <= 0) return c;
+    int64_t push = 0, bmax = 0;
+    if (P1 > P2) {
+        c.worker_sent = c.worker_recv = bytes;
+        push = bytes;
+    }
+    /* Only holders differ from zero; a non-holder colocated node just sends its gradient. */
+    int holders = cost_ps_holders(p, bytes);
+    if (holders < P2) {
+        if (bytes > c.node_sent) c.node_sent = c.node_recv = bytes;
+        if (bytes > push) push = bytes;
+    }
+    for (int i = 0; i < holders; i++) {
+        int s = (int)(((block0 + i) % P2 + P2) % P2);
+        int64_t b = cost_ps_shard_bytes(p, bytes, block0, s);
+        if (b > bmax) bmax = b;
+        int64_t node = (bytes - b) + (int64_t)(P1 - 1) * b;
+        if (node > c.node_sent) c.node_sent = c.node_recv = node;
+        int64_t ph = bytes - b > (int64_t)(P1 - 1) * b ? bytes - b : (int64_t)(P1 - 1) * b;
+        if (ph > push) push = ph;
+    }
+    c.server_sent = c.server_recv = (int64_t)P1 * bmax;
+    int64_t apply = p->server_Bps > 0 ? llround((double)P1 * bmax / p->server_Bps * 1e9) : 0;
+    c.time_ns = 2 * (p->lat_ns + xfer_ns(p, push)) + apply;
+    return c;
+}
+
+int64_t cost_sfb_peer_bytes(int batch, int64_t m, int64_t n)
+{
+    return (int64_t)batch * (m + n) * 4;
+}
+
+cost_t cost_sfb(const cost_params_t *p, int64_t m, int64_t n)
+{
+    cost_t c = {0};
+    int P1 = p->workers;
+    if (P1 == 1) return c;
+    int64_t b = (int64_t)(P1 - 1) * cost_sfb_peer_bytes(p->batch, m, n);
+    c.worker_sent = c.worker_recv = b;
+    c.node_sent = c.node_recv = b;
+    int64_t recon = 0;
+    if (p->gemm_flops > 0)
+        recon = llround(2.0 * p->batch * (double)m * (double)n * (P1 - 1) / p->gemm_flops * 1e9);
+    c.time_ns = p->lat_ns + xfer_ns(p, b) + recon;
+    return c;
+}
+
+int64_t cost_allreduce_bytes(int nodes, int64_t bytes)
+{
+    if (nodes <= 1 || bytes <= 0) return 0;
+    int64_t chunk = (bytes + nodes - 1) / nodes;
+    return 2 * (int64_t)(nodes - 1) * chunk;
+}
+
+cost_t cost_allreduce(const cost_params_t *p, int64_t bytes)
+{
+    cost_t c = {0};
+    int P = p->workers;
+    if (P == 1 || bytes <= 0) return c;
+    int64_t b = cost_allreduce_bytes(P, bytes);
+    c.worker_sent = c.worker_recv = c.node_sent = c.node_recv = b;
+    c.time_ns = 2 * (int64_t)(P - 1) * p->lat_ns + xfer_ns(p, b);
+    return c;
+}
+
+bool cost_method_allowed(const cost_params_t *p, const cost_tensor_t *t, sync_method_t m)
+{
+    if (p->workers == 1) return m == SYNC_NONE;
+    switch (m) {
+    case SYNC_NONE: return false;
+    case SYNC_PS:
+    case SYNC_ALLREDUCE: return true;
+    case SYNC_SFB: return t->m > 0 && t->n > 0;
+    default: return false;
+    }
+}
+
+static cost_t add_max(cost_t a, cost_t b)
+{
+    cost_t c = {a.worker_sent + b.worker_sent, a.worker_recv + b.worker_recv,
+                a.server_sent + b.server_sent, a.server_recv + b.server_recv,
+                a.node_sent + b.node_sent,     a.node_recv + b.node_recv,
+                a.time_ns > b.time_ns ? a.time_ns : b.time_ns};
+    return c;
+}
+
+cost_t cost_layer(const cost_params_t *p, const cost_tensor_t *t, sync_method_t m)
+{
+    cost_t zero = {0};
+    int64_t all = t->weight_bytes + t->bias_bytes;
+    switch (m) {
+    case SYNC_NONE: return zero;
+    case SYNC_PS: return cost_ps(p, all, t->block0);
+    case SYNC_ALLREDUCE: return cost_allreduce(p, all);
+    case SYNC_SFB: {
+        cost_t s = cost_sfb(p, t->m, t->n);
+        return t->bias_bytes > 0 ? add_max(s, cost_ps(p, t->bias_bytes, t->block0)) : s;
+    }
+    default: ASSERT(0, "bad sync method %d", m);
+    }
+    return zero;
+}
+
+sync_method_t cost_choose(const cost_params_t *p, const cost_tensor_t *t, unsigned mask)
+{
+    if (p->workers == 1) return SYNC_NONE;
+    /* Preference order for ties: SFB, PS, all-reduce. */
+    static const sync_method_t order[] = {SYNC_SFB, SYNC_PS, SYNC_ALLREDUCE};
+    sync_method_t best = SYNC_NONE;
+    int64_t best_ns = INT64_MAX;
+    for (int i = 0; i < 3; i++) {
+        sync_method_t m = order[i];
+        if (!(mask & (1u << m)) || !cost_method_allowed(p, t, m)) continue;
+        int64_t ns = cost_layer(p, t, m).time_ns;
+        if (ns < best_ns) {
+            best = m;
+            best_ns = ns;
+        }
+    }
+    if (best == SYNC_NONE) best = SYNC_PS; /* nothing in the mask fits: PS always can */
+    return best;
+}
+
+sync_method_t cost_best_scheme_bytes(int64_t m, int64_t n, int batch, int p1, int p2)
+{
+    /* 2K(P1-1)(M+N) <= 2MN(P1+P2-2)/P2, multiplied through by P2/2 to stay in integers. */
+    int64_t lhs = (int64_t)batch * (p1 - 1) * (m + n) * p2;
+    int64_t rhs = m * n * (int64_t)(p1 + p2 - 2);
+    return lhs <= rhs ? SYNC_SFB : SYNC_PS;
+}

@@ -1,0 +1,93 @@
+/* cost: bytes and time of synchronising one layer's parameters per iteration, per scheme —
+ * sharded parameter server (PS, tensors cut into KV blocks spread over P2 shards),
+ * sufficient-factor broadcasting (SFB, FC weights only; biases go through PS) and ring
+ * all-reduce. The planner chooses schemes with it; the simulator adds contention on top.
+ *
+ * Byte counts are the formulas of POSEIDON.md §2 (×4 bytes, fp32) when the PS split is even
+ * (kv_block_bytes = 0); with KV blocks each shard holds whole blocks, assigned round-robin
+ * from a global block counter, so a small layer lands on one shard. A node that is both a
+ * worker and a shard does not send to itself.
+ *
+ * Time is for the layer alone on an idle full-duplex network: per phase, the busiest NIC
+ * direction's bytes / bandwidth + one latency (blocks are pipelined). PS: push, apply on the
+ * shard, pull. SFB: one all-to-all broadcast, then P1-1 rank-K reconstructions (2KMN FLOPs
+ * each) at gemm_flops. Ring all-reduce: 2(P-1) steps of bytes/P.
+ */
+#ifndef POSEIDON_COST_H
+#define POSEIDON_COST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum {
+    SYNC_NONE,       /* one worker: nothing to synchronise */
+    SYNC_PS,
+    SYNC_SFB,
+    SYNC_ALLREDUCE,
+    SYNC_METHOD_COUNT
+} sync_method_t;
+
+const char *sync_method_name(sync_method_t m);
+
+typedef struct {
+    int workers;            /* P1 */
+    int shards;             /* P2 <= P1, on nodes 0..P2-1 (colocated with workers) */
+    int batch;              /* K, per worker */
+    int64_t kv_block_bytes; /* 0: every tensor split evenly over the shards */
+    double bw_Bps;          /* per NIC and direction */
+    int64_t lat_ns;         /* per message */
+    double server_Bps;      /* bytes/s a shard applies; 0: free */
+    double gemm_flops;      /* FLOP/s of SFB reconstruction; 0: not counted */
+} cost_params_t;
+
+/* One layer's parameters as the sync sees them. */
+typedef struct {
+    int64_t m, n;           /* FC weight m x n (outputs x inputs); 0 if not an FC layer */
+    int64_t weight_bytes;
+    int64_t bias_bytes;
+    int64_t block0;         /* first global KV block of the layer's PS tensor */
+} cost_tensor_t;
+
+typedef struct {
+    int64_t worker_sent, worker_recv; /* a node that is only a worker (exists when P1 > P2) */
+    int64_t server_sent, server_recv; /* the busiest shard's server part alone */
+    int64_t node_sent, node_recv;     /* busiest node that is worker and shard (colocated) */
+    int64_t time_ns;                  /* predicted time, alone on an idle network */
+} cost_t;
+
+/* Bytes of a PS tensor of `bytes` starting at global block `block0` held by shard s. */
+int64_t cost_ps_shard_bytes(const cost_params_t *p, int64_t bytes, int64_t block0, int shard);
+
+/* Number of KV blocks of a tensor (1 per shard-piece when kv_block_bytes is 0). */
+int64_t cost_ps_blocks(const cost_params_t *p, int64_t bytes);
+
+/* Shards that hold a piece of the tensor: min(blocks, P2). */
+int cost_ps_holders(const cost_params_t *p, int64_t bytes);
+
+/* The pieces of one scheme. */
+cost_t cost_ps(const cost_params_t *p, int64_t bytes, int64_t block0);
+cost_t cost_sfb(const cost_params_t *p, int64_t m, int64_t n);
+cost_t cost_allreduce(const cost_params_t *p, int64_t bytes);
+
+/* Ring all-reduce bytes each node sends (and receives): 2(P-1)/P of the tensor, in whole
+ * per-step chunks of ceil(bytes/P). */
+int64_t cost_allreduce_bytes(int nodes, int64_t bytes);
+
+/* SFB bytes one worker sends to one peer per iteration: K(M+N) fp32 values. */
+int64_t cost_sfb_peer_bytes(int batch, int64_t m, int64_t n);
+
+/* The whole layer with method m: PS moves weights+biases; SFB broadcasts the weights' factors
+ * and sends biases through PS (concurrently: time is the larger); all-reduce moves both. */
+cost_t cost_layer(const cost_params_t *p, const cost_tensor_t *t, sync_method_t m);
+
+/* Whether method m can sync this layer (SFB needs an FC layer; none needs one worker). */
+bool cost_method_allowed(const cost_params_t *p, const cost_tensor_t *t, sync_method_t m);
+
+/* The cheapest allowed method among those in mask (bit 1<<SYNC_x), by predicted time; ties
+ * go to SFB, then PS (the paper's "SFB iff <="). With one worker: SYNC_NONE. */
+sync_method_t cost_choose(const cost_params_t *p, const cost_tensor_t *t, unsigned mask);
+
+/* The paper's BestScheme for an M x N FC layer: SFB iff 2K(P1-1)(M+N) <= 2MN(P1+P2-2)/P2. */
+sync_method_t cost_best_scheme_bytes(int64_t m, int64_t n, int batch, int p1, int p2);
+
+#endif

@@ -1,0 +1,355 @@
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static const char *const s_kind_names[OP_KIND_COUNT] = {
+    "FWD", "BWD", "PUSH", "APPLY", "PULL", "SFB", "UPDATE", "ALLREDUCE"};
+
+const char *op_kind_name(op_kind_t k)
+{
+    ASSERT(k >= 0 && k < OP_KIND_COUNT, "bad op kind %d", k);
+    return s_kind_names[k];
+}
+
+static unsigned scheme_mask(scheme_base_t b)
+{
+    switch (b) {
+    case SCHEME_PS: return 1u << SYNC_PS;
+    case SCHEME_SFB: return 1u << SYNC_SFB;
+    case SCHEME_ALLREDUCE: return 1u << SYNC_ALLREDUCE;
+    case SCHEME_HYBRID: return 1u << SYNC_PS | 1u << SYNC_SFB;
+    case SCHEME_HYBRID3: return 1u << SYNC_PS | 1u << SYNC_SFB | 1u << SYNC_ALLREDUCE;
+    default: ASSERT(0, "bad scheme base %d", b);
+    }
+    return 0;
+}
+
+typedef struct {
+    plan_t *p;
+    int cap_ops, cap_deps;
+} builder_t;
+
+static int add_op(builder_t *b, op_kind_t kind, int unit, op_place_t place, op_resource_t res,
+                  int64_t bytes, double flops, int priority)
+{
+    plan_t *p = b->p;
+    if (p->n_ops == b->cap_ops) {
+        b->cap_ops = b->cap_ops ? 2 * b->cap_ops : 64;
+        p->ops = xrealloc(p->ops, (size_t)b->cap_ops * sizeof *p->ops);
+    }
+    int id = p->n_ops++;
+    p->ops[id] = (plan_op_t){id, kind, unit, place, res, bytes, flops, priority, 0, 0};
+    return id;
+}
+
+static void add_dep(builder_t *b, int op, int on, dep_scope_t scope, int back)
+{
+    plan_t *p = b->p;
+    ASSERT(on >= 0 && on < p->n_ops, "dependency on missing op %d", on);
+    ASSERT(scope != DEP_LOCAL || p->ops[op].place == p->ops[on].place,
+           "local dependency across placements (%s on %s)", op_kind_name(p->ops[op].kind),
+           op_kind_name(p->ops[on].kind));
+    if (p->n_deps == b->cap_deps) {
+        b->cap_deps = b->cap_deps ? 2 * b->cap_deps : 128;
+        p->deps = xrealloc(p->deps, (size_t)b->cap_deps * sizeof *p->deps);
+    }
+    p->deps[p->n_deps++] = (plan_dep_t){on, scope, back};
+    p->ops[op].n_deps++;
+}
+
+/* The deps that say "unit u's parameters of iteration t - back are in place". */
+static void add_sync_deps(builder_t *b, int op, const plan_unit_t *u, int back)
+{
+    if (u->op_pull >= 0) add_dep(b, op, u->op_pull, DEP_RECV, back);
+    if (u->op_update >= 0) add_dep(b, op, u->op_update, DEP_LOCAL, back);
+    if (u->op_allreduce >= 0) add_dep(b, op, u->op_allreduce, DEP_RECV, back);
+}
+
+static double range_flops(const model_t *m, int first, int last, int bwd)
+{
+    double f = 0;
+    for (int i = first; i <= last; i++)
+        f += (double)(bwd ? m->layers[i].bwd_flops : m->layers[i].fwd_flops);
+    return f;
+}
+
+int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme, int staleness,
+               int batch, int64_t kv_block_bytes, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    if (m->n_layers < 1) {
+        snprintf(err, errlen, "%s: expected a model with layers", m->path);
+        return -1;
+    }
+    ASSERT(batch >= 1 && staleness >= 0, "batch %d, staleness %d", batch, staleness);
+    p->model = m;
+    p->cluster = *c;
+    p->scheme = scheme;
+    p->staleness = staleness;
+    p->batch = batch;
+    p->workers = c->nodes;
+    p->shards = cluster_shards(c);
+    p->cost = (cost_params_t){
+        .workers = p->workers,
+        .shards = p->shards,
+        .batch = batch * c->devices_per_node,
+        .kv_block_bytes = kv_block_bytes,
+        .bw_Bps = cluster_nic_Bps(c),
+        .lat_ns = c->lat_ns,
+        .server_Bps = c->server_Bps,
+        .gemm_flops = c->device.peak_flops * c->device.eff_fc,
+    };
+
+    /* Units: one per parameter layer; layers before the first one join unit 0. */
+    int n_param = 0;
+    for (int i = 0; i < m->n_layers; i++) n_param += layer_has_params(&m->layers[i]);
+    p->n_units = n_param ? n_param : 1;
+    p->units = xcalloc((size_t)p->n_units, sizeof *p->units);
+    int k = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        if (!layer_has_params(&m->layers[i])) continue;
+        p->units[k].layer = i;
+        p->units[k].first = k == 0 ? 0 : i;
+        if (k > 0) p->units[k - 1].last = i - 1;
+        k++;
+    }
+    if (n_param == 0) p->units[0] = (plan_unit_t){.layer = -1, .first = 0};
+    p->units[p->n_units - 1].last = m->n_layers - 1;
+
+    /* Choose each unit's method in unit order; PS tensors take global KV blocks in turn. */
+    unsigned mask = scheme_mask(scheme.base);
+    int64_t block = 0;
+    for (int u = 0; u < p->n_units; u++) {
+        plan_unit_t *un = &p->units[u];
+        for (int j = 0; j < SYNC_METHOD_COUNT; j++) un->cost_ns[j] = -1;
+        un->method = SYNC_NONE;
+        if (un->layer < 0) continue;
+        const layer_t *l = &m->layers[un->layer];
+        cost_tensor_t t = {0};
+        if (l->type == LAYER_FC) {
+            t.m = l->out_shape.c;
+            t.n = shape_count(l->in_shape);
+        }
+        t.weight_bytes = l->weights * 4;
+        t.bias_bytes = l->biases * 4;
+        t.block0 = block;
+        for (int j = 0; j < SYNC_METHOD_COUNT; j++)
+            if (cost_method_allowed(&p->cost, &t, (sync_method_t)j))
+                un->cost_ns[j] = cost_layer(&p->cost, &t, (sync_method_t)j).time_ns;
+        un->method = cost_choose(&p->cost, &t, mask);
+        un->tensor = t;
+        switch (un->method) {
+        case SYNC_PS: un->ps_bytes = t.weight_bytes + t.bias_bytes; break;
+        case SYNC_SFB:
+            un->ps_bytes = t.bias_bytes;
+            un->sfb_peer_bytes = cost_sfb_peer_bytes(p->cost.batch, t.m, t.n);
+            break;
+        case SYNC_ALLREDUCE:
+            un->ar_bytes = cost_allreduce_bytes(p->workers, t.weight_bytes + t.bias_bytes);
+            break;
+        default: break;
+        }
+        block += cost_ps_blocks(&p->cost, un->ps_bytes);
+    }
+
+    /* Ops: compute in program order (FWD 0..U-1, BWD U-1..0), then each unit's sync ops. */
+    builder_t b = {p, 0, 0};
+    int U = p->n_units;
+    double nb = (double)batch * c->devices_per_node;
+    for (int u = 0; u < U; u++) {
+        plan_unit_t *un = &p->units[u];
+        un->op_fwd = add_op(&b, OP_FWD, u, PLACE_WORKERS, RES_COMPUTE, 0,
+                            nb * range_flops(m, un->first, un->last, 0), 0);
+        un->op_bwd = un->op_push = un->op_apply = un->op_pull = -1;
+        un->op_sfb = un->op_update = un->op_allreduce = -1;
+    }
+    for (int u = U - 1; u >= 0; u--) {
+        plan_unit_t *un = &p->units[u];
+        un->op_bwd = add_op(&b, OP_BWD, u, PLACE_WORKERS, RES_COMPUTE, 0,
+                            nb * range_flops(m, un->first, un->last, 1), 0);
+    }
+    for (int u = 0; u < U; u++) {
+        plan_unit_t *un = &p->units[u];
+        if (un->method == SYNC_NONE) continue;
+        if (un->ps_bytes > 0) {
+            un->op_push = add_op(&b, OP_PUSH, u, PLACE_WORKERS, RES_NET, un->ps_bytes, 0, u);
+            un->op_apply = add_op(&b, OP_APPLY, u, PLACE_SHARDS, RES_SERVER, un->ps_bytes, 0, u);
+            un->op_pull = add_op(&b, OP_PULL, u, PLACE_SHARDS, RES_NET, un->ps_bytes, 0, u);
+        }
+        if (un->method == SYNC_SFB) {
+            un->op_sfb = add_op(&b, OP_SFB, u, PLACE_WORKERS, RES_NET, un->sfb_peer_bytes, 0, u);
+            double recon = 2.0 * p->cost.batch * (double)un->tensor.m * (double)un->tensor.n *
+                           (p->workers - 1);
+            un->op_update = add_op(&b, OP_UPDATE, u, PLACE_WORKERS, RES_UPDATE, 0, recon, u);
+        }
+        if (un->method == SYNC_ALLREDUCE)
+            un->op_allreduce =
+                add_op(&b, OP_ALLREDUCE, u, PLACE_WORKERS, RES_NET, un->ar_bytes, 0, u);
+    }
+
+    /* Dependencies, op by op (contiguous per op). */
+    int back = 1 + staleness;
+    for (int o = 0; o < p->n_ops; o++) {
+        plan_op_t *op = &p->ops[o];
+        plan_unit_t *un = &p->units[op->unit];
+        op->dep_first = p->n_deps;
+        int trigger = scheme.wfbp ? un->op_bwd : p->units[0].op_bwd;
+        switch (op->kind) {
+        case OP_FWD:
+            if (op->unit > 0) add_dep(&b, o, p->units[op->unit - 1].op_fwd, DEP_LOCAL, 0);
+            else add_dep(&b, o, p->units[0].op_bwd, DEP_LOCAL, 1);
+            if (scheme.wfbp) add_sync_deps(&b, o, un, back);
+            else if (op->unit == 0)
+                for (int u = 0; u < U; u++) add_sync_deps(&b, o, &p->units[u], back);
+            break;
+        case OP_BWD:
+            if (op->unit == U - 1) add_dep(&b, o, un->op_fwd, DEP_LOCAL, 0);
+            else add_dep(&b, o, p->units[op->unit + 1].op_bwd, DEP_LOCAL, 0);
+            break;
+        case OP_PUSH: add_dep(&b, o, trigger, DEP_LOCAL, 0); break;
+        case OP_APPLY:
+            add_dep(&b, o, un->op_push, DEP_RECV, 0);
+            add_dep(&b, o, o, DEP_LOCAL, 1); /* a shard applies iterations in order */
+            break;
+        case OP_PULL: add_dep(&b, o, un->op_apply, DEP_LOCAL, 0); break;
+        case OP_SFB: add_dep(&b, o, trigger, DEP_LOCAL, 0); break;
+        case OP_UPDATE:
+            add_dep(&b, o, un->op_sfb, DEP_RECV, 0);
+            add_dep(&b, o, un->op_bwd, DEP_LOCAL, 0);
+            add_dep(&b, o, o, DEP_LOCAL, 1);
+            break;
+        case OP_ALLREDUCE: add_dep(&b, o, trigger, DEP_ALL, 0); break;
+        default: ASSERT(0, "bad op kind %d", op->kind);
+        }
+    }
+    return 0;
+}
+
+void plan_fini(plan_t *p)
+{
+    free(p->units);
+    free(p->ops);
+    free(p->deps);
+    memset(p, 0, sizeof *p);
+}
+
+static const plan_unit_t *unit_of(const plan_t *p, int op)
+{
+    ASSERT(op >= 0 && op < p->n_ops, "op %d of %d", op, p->n_ops);
+    return &p->units[p->ops[op].unit];
+}
+
+int plan_has_instance(const plan_t *p, int op, int node)
+{
+    if (node < 0 || node >= p->workers) return 0;
+    if (p->ops[op].place == PLACE_WORKERS) return 1;
+    const plan_unit_t *u = unit_of(p, op);
+    return node < p->shards &&
+           cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, node) > 0;
+}
+
+int plan_n_instances(const plan_t *p, int op)
+{
+    if (p->ops[op].place == PLACE_WORKERS) return p->workers;
+    return cost_ps_holders(&p->cost, unit_of(p, op)->ps_bytes);
+}
+
+int plan_n_dests(const plan_t *p, int op, int node)
+{
+    const plan_unit_t *u = unit_of(p, op);
+    switch (p->ops[op].kind) {
+    case OP_PUSH: return cost_ps_holders(&p->cost, u->ps_bytes);
+    case OP_PULL: return p->workers;
+    case OP_SFB: return p->workers - 1;
+    case OP_ALLREDUCE: return 1;
+    default: (void)node; return 0;
+    }
+}
+
+int plan_dest(const plan_t *p, int op, int node, int i, int64_t *bytes)
+{
+    const plan_unit_t *u = unit_of(p, op);
+    ASSERT(i >= 0 && i < plan_n_dests(p, op, node), "dest %d of op %d", i, op);
+    int d;
+    switch (p->ops[op].kind) {
+    case OP_PUSH:
+        d = (int)((u->tensor.block0 + i) % p->shards);
+        *bytes = cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, d);
+        return d;
+    case OP_PULL:
+        *bytes = cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, node);
+        return i;
+    case OP_SFB: *bytes = u->sfb_peer_bytes; return i < node ? i : i + 1;
+    case OP_ALLREDUCE: *bytes = u->ar_bytes; return (node + 1) % p->workers;
+    default: ASSERT(0, "op %d is not a transfer", op);
+    }
+    return -1;
+}
+
+int plan_n_sources(const plan_t *p, int op, int node)
+{
+    const plan_unit_t *u = unit_of(p, op);
+    switch (p->ops[op].kind) {
+    case OP_PUSH: return plan_has_instance(p, u->op_apply, node) ? p->workers : 0;
+    case OP_PULL: return cost_ps_holders(&p->cost, u->ps_bytes);
+    case OP_SFB: return p->workers - 1;
+    case OP_ALLREDUCE: return 1;
+    default: return 0;
+    }
+}
+
+int64_t plan_predicted_sync_ns(const plan_t *p)
+{
+    int64_t t = 0;
+    for (int u = 0; u < p->n_units; u++)
+        if (p->units[u].method != SYNC_NONE) t += p->units[u].cost_ns[p->units[u].method];
+    return t;
+}
+
+void plan_print(const plan_t *p, FILE *f, int csv)
+{
+    char sb[64];
+    scheme_name(p->scheme, sb, sizeof sb);
+    if (csv)
+        fprintf(f, "unit,layer,type,params,method,ps_bytes,ps_ns,sfb_bytes,sfb_ns,"
+                   "allreduce_bytes,allreduce_ns\n");
+    else
+        fprintf(f, "# %s on %d nodes (%d shards), %.3g Gbit/s, batch %d, scheme %s, %s\n"
+                   "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s\n",
+                p->model->name, p->workers, p->shards, p->cost.bw_Bps * 8 / 1e9, p->batch, sb,
+                p->staleness ? "ssp" : "bsp", "unit", "layer", "type", "params", "method",
+                "ps_bytes/node", "ps_ms", "sfb_bytes/node", "sfb_ms", "ar_bytes/node", "ar_ms");
+    for (int u = 0; u < p->n_units; u++) {
+        const plan_unit_t *un = &p->units[u];
+        if (un->layer < 0) continue;
+        const layer_t *l = &p->model->layers[un->layer];
+        int64_t by[SYNC_METHOD_COUNT] = {0};
+        for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++)
+            if (un->cost_ns[j] >= 0) {
+                cost_t c = cost_layer(&p->cost, &un->tensor, (sync_method_t)j);
+                by[j] = c.node_sent + c.node_recv;
+            }
+        if (csv) {
+            fprintf(f, "%d,%s,%s,%lld,%s", u, l->name, layer_type_name(l->type),
+                    (long long)l->params, sync_method_name(un->method));
+            for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++)
+                fprintf(f, ",%lld,%lld", (long long)(un->cost_ns[j] >= 0 ? by[j] : -1),
+                        (long long)un->cost_ns[j]);
+            fputc('\n', f);
+        } else {
+            fprintf(f, "%-4d %-28s %-8s %12lld %-9s", u, l->name, layer_type_name(l->type),
+                    (long long)l->params, sync_method_name(un->method));
+            for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++) {
+                if (un->cost_ns[j] < 0) fprintf(f, " %14s %10s", "-", "-");
+                else fprintf(f, " %14lld %10.3f", (long long)by[j], un->cost_ns[j] / 1e6);
+            }
+            fputc('\n', f);
+        }
+    }
+    if (!csv)
+        fprintf(f, "# predicted sync time per iteration (sum over layers, no overlap): %.3f ms\n",
+                plan_predicted_sync_ns(p) / 1e6);
+}

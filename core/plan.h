@@ -1,0 +1,152 @@
+/* plan: what every node does in one training iteration — a DAG of ops (compute, transfers,
+ * server applies, updates) with dependencies, resources, bytes and priorities — built once by
+ * the scheduler from (model, cluster, scheme, consistency) and executed unchanged by the
+ * simulator (sim/, in virtual time) and the runtime (runtime/, for real). All policy (which
+ * layer syncs how, what overlaps what, what waits for what) is decided here; executors only
+ * walk the structure.
+ *
+ * Units. The model's layers are cut into units, one per layer with parameters (the layers
+ * after it up to the next one with parameters ride along: FWD/BWD of a unit computes layers
+ * first..last; the layers before the first parameter layer join unit 0). Unit u syncs the
+ * parameters of layer units[u].layer with units[u].method.
+ *
+ * Ops are a template for ONE iteration; an op instance is (op, node, iteration t). The template
+ * has O(layers) ops, so the plan's size does not grow with the cluster; an executor's state is
+ * O(nodes x ops). Placement says where instances exist:
+ *   PLACE_WORKERS  on every node (every node runs a worker);
+ *   PLACE_SHARDS   on each node that holds a PS shard with a piece of the unit's tensor
+ *                  (plan_has_instance()).
+ * A transfer op instance is a symmetric GROUP of flows from its node to plan_n_dests()
+ * destinations (plan_dest() gives each destination and its bytes; a destination equal to the
+ * source is a local copy that costs no network). The group completes at its source when all
+ * its flows are delivered. Destination patterns:
+ *   PUSH      worker -> each shard holding the unit's blocks (its piece of the gradient)
+ *   PULL      shard  -> every worker (the updated piece)
+ *   SFB       worker -> every other worker (K x (M+N) sufficient factors)
+ *   ALLREDUCE worker -> next worker on the ring (2(P-1)/P of the tensor, the ring's steps
+ *             collapsed into one flow that starts when every node is ready)
+ *
+ * Dependencies of an instance (op, node, t) — each plan_dep_t names an op j and an iteration
+ * t - iter_back (a dependency on an iteration < 0 is already met):
+ *   DEP_LOCAL  instance (j, same node) has completed;
+ *   DEP_RECV   every flow of op j addressed to this node has been delivered: there are
+ *              plan_n_sources(j, node) of them (a local copy counts, delivered when the
+ *              source instance starts);
+ *   DEP_ALL    every instance of j (on all nodes) has completed (a barrier).
+ *
+ * How an executor walks the plan (the simulator does exactly this in virtual time):
+ *   for each instance, count its unmet dependencies; an instance with none is ready;
+ *   RES_COMPUTE ops of a node run one at a time in op-array order (they form a chain through
+ *   their DEP_LOCAL deps: FWD 0..U-1, BWD U-1..0, then the next iteration); RES_SERVER and
+ *   RES_UPDATE ops of a node run one at a time, the ready one with the smallest priority first
+ *   (ties: lower op id, then iteration); RES_NET ops start all their flows when ready (the
+ *   network shares bandwidth); when an instance completes, or a flow is delivered, decrement
+ *   the counters of the instances that wait on it. Iterations are unrolled: instance (op, t)
+ *   only waits on iterations t and t - iter_back.
+ *
+ * Invariants: ops[i].id == i; each op's deps are deps[dep_first .. dep_first + n_deps);
+ * DEP_LOCAL only joins ops of the same placement; iter_back <= 1 + staleness.
+ */
+#ifndef POSEIDON_PLAN_H
+#define POSEIDON_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cluster.h"
+#include "cost.h"
+#include "experiment.h"
+#include "model.h"
+
+typedef enum {
+    OP_FWD,       /* forward of the unit's layers */
+    OP_BWD,       /* backward of the unit's layers; the gradient of units[u].layer is ready after */
+    OP_PUSH,      /* worker sends its gradient pieces to the shards */
+    OP_APPLY,     /* shard applies every worker's piece (server CPU) */
+    OP_PULL,      /* shard sends the updated piece to every worker */
+    OP_SFB,       /* worker broadcasts its sufficient factors */
+    OP_UPDATE,    /* worker rebuilds peers' gradients from factors and applies them */
+    OP_ALLREDUCE, /* ring all-reduce of the gradient */
+    OP_KIND_COUNT
+} op_kind_t;
+
+typedef enum { PLACE_WORKERS, PLACE_SHARDS } op_place_t;
+typedef enum { RES_COMPUTE, RES_NET, RES_SERVER, RES_UPDATE, RES_COUNT } op_resource_t;
+typedef enum { DEP_LOCAL, DEP_RECV, DEP_ALL } dep_scope_t;
+
+const char *op_kind_name(op_kind_t k);
+
+typedef struct {
+    int op;
+    dep_scope_t scope;
+    int iter_back;        /* 0: same iteration; 1: previous; 1+s under SSP(s) */
+} plan_dep_t;
+
+typedef struct {
+    int id;
+    op_kind_t kind;
+    int unit;
+    op_place_t place;
+    op_resource_t res;
+    int64_t bytes;        /* transfers: the tensor bytes the op moves (see plan_dest for each
+                             flow); APPLY: the shard's tensor bytes before x workers */
+    double flops;         /* FWD/BWD: the unit's FLOPs for the whole per-node batch;
+                             UPDATE: SFB reconstruction FLOPs */
+    int priority;         /* smaller runs first where a resource has a choice */
+    int dep_first, n_deps;
+} plan_op_t;
+
+typedef struct {
+    int layer;            /* model layer whose parameters the unit syncs (-1: none) */
+    int first, last;      /* model layers computed by FWD/BWD, inclusive */
+    sync_method_t method;
+    cost_tensor_t tensor; /* the layer's parameters; tensor.block0 is the PS tensor's block */
+    int64_t ps_bytes;     /* bytes through PS (all params, or the biases under SFB) */
+    int64_t sfb_peer_bytes;
+    int64_t ar_bytes;     /* bytes each node sends in the ring */
+    int64_t cost_ns[SYNC_METHOD_COUNT]; /* predicted time of each method; -1: not allowed */
+    int op_fwd, op_bwd, op_push, op_apply, op_pull, op_sfb, op_update, op_allreduce; /* -1 */
+} plan_unit_t;
+
+typedef struct {
+    const model_t *model;  /* borrowed: must outlive the plan */
+    cluster_t cluster;
+    scheme_t scheme;
+    int staleness;
+    int batch;             /* per worker; a node computes batch x devices_per_node */
+    int workers, shards;   /* P1, P2 */
+    cost_params_t cost;
+    int n_units;
+    plan_unit_t *units;
+    int n_ops;
+    plan_op_t *ops;
+    int n_deps;
+    plan_dep_t *deps;
+} plan_t;
+
+/* Build the plan. Returns 0, or -1 with a message in err (a model without layers). The plan
+ * borrows the model; free with plan_fini(). */
+int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme, int staleness,
+               int batch, int64_t kv_block_bytes, char *err, size_t errlen);
+void plan_fini(plan_t *p);
+
+/* Where instances of op exist. */
+int plan_has_instance(const plan_t *p, int op, int node);
+int plan_n_instances(const plan_t *p, int op);
+
+/* Flows of a transfer instance (op, node): count, then destination i and its bytes. */
+int plan_n_dests(const plan_t *p, int op, int node);
+int plan_dest(const plan_t *p, int op, int node, int i, int64_t *bytes);
+
+/* Flows of op addressed to node (from all instances, a local copy included). */
+int plan_n_sources(const plan_t *p, int op, int node);
+
+/* The cost model's prediction of the sync time of one iteration: the sum over units of the
+ * chosen method's time (no overlap counted). */
+int64_t plan_predicted_sync_ns(const plan_t *p);
+
+/* Per-unit table: layer, parameters, method chosen, each alternative's bytes per node and
+ * predicted time. csv: one header line then one row per unit. */
+void plan_print(const plan_t *p, FILE *f, int csv);
+
+#endif

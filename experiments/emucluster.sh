@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# emucluster.sh: an emulated cluster on one machine. Creates N network namespaces, each
+# with one veth pair to a private bridge, a tc tbf rate limit on both directions of each
+# host's link (so each host has a NIC of RATE in and out) and an optional netem delay,
+# runs one command per namespace with the launcher environment set, and removes everything
+# afterwards - also on failure, Ctrl-C or TERM.
+#
+#   experiments/emucluster.sh -n N [-r RATE] [-d DELAY] [-p PORT] [-l LOGDIR] -- CMD [ARGS...]
+#     RATE   tc rate, e.g. 1gbit, 500mbit (default 1gbit); "none" for no limit
+#     DELAY  one-way netem delay per host, e.g. 1ms (default: none)
+#   Each command gets RANK, WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR (host 0's address),
+#   MASTER_PORT and EMU_ADDR (its own address). Its output goes to LOGDIR/rank<i>.log
+#   (default: a temporary folder) and is printed, prefixed, at the end.
+#   Exit status: 0 if every command exited 0, else the first non-zero status.
+#
+# Names carry a per-run id (pid + random), so two runs never collide; addresses are from
+# 10.<a>.<b>.0/24, used only inside the namespaces of this run (the bridge has no address,
+# so the host's routing table is not touched). Needs root and iproute2.
+set -u
+n=0 rate=1gbit delay="" port=29500 logdir=""
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+while getopts "n:r:d:p:l:h" o; do
+    case $o in
+    n) n=$OPTARG ;; r) rate=$OPTARG ;; d) delay=$OPTARG ;; p) port=$OPTARG ;; l) logdir=$OPTARG ;;
+    h) usage; exit 0 ;; *) usage >&2; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+[ "${1:-}" = "--" ] && shift
+[ "$n" -ge 1 ] 2>/dev/null && [ "$n" -le 64 ] || { echo "emucluster: -n must be 1..64" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "emucluster: no command (after --)" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "emucluster: needs root (network namespaces)" >&2; exit 2; }
+
+id=$(printf '%04x%x' $(( ($$ ^ RANDOM) & 0xffff )) $((RANDOM & 15)))
+a=$(( (0x$id >> 8) % 200 + 20 )) b=$(( 0x$id & 255 ))
+br="pbr$id"
+ns_of() { echo "pns$id-$1"; }
+pids=()
+cleanup() {
+    trap - EXIT INT TERM
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    sleep 0.2
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+    for i in $(seq 0 $((n - 1))); do
+        ns=$(ns_of "$i")
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+        ip netns del "$ns" 2>/dev/null   # removes its veth pair too
+        ip link del "pv${id}h$i" 2>/dev/null
+    done
+    ip link del "$br" 2>/dev/null
+    [ -n "${tmplog:-}" ] && rm -rf "$tmplog"
+}
+trap cleanup EXIT
+trap 'echo "emucluster: interrupted" >&2; exit 130' INT TERM
+
+die() { echo "emucluster: $*" >&2; exit 1; }
+ip link add "$br" type bridge || die "cannot create bridge $br"
+ip link set "$br" up
+shape() { # shape NETNS-OR-EMPTY DEV
+    local pre=() ; [ -n "$1" ] && pre=(ip netns exec "$1")
+    local parent="root"
+    if [ -n "$delay" ]; then
+        "${pre[@]}" tc qdisc add dev "$2" root handle 1: netem delay "$delay" limit 100000 ||
+            { echo "emucluster: netem failed (is sch_netem in this kernel?)" >&2; return 1; }
+        parent="parent 1:"
+    fi
+    if [ "$rate" != none ]; then
+        # burst: 2 ms at the rate and at least 64 KB (a 1 Gbit/s tbf needs >= rate/HZ bytes)
+        "${pre[@]}" tc qdisc add dev "$2" $parent handle 2: tbf rate "$rate" burst 256kb latency 100ms || return 1
+    fi
+}
+for i in $(seq 0 $((n - 1))); do
+    ns=$(ns_of "$i") h="pv${id}h$i"
+    ip netns add "$ns" || die "cannot create namespace $ns"
+    ip link add "$h" type veth peer name eth0 netns "$ns" || die "cannot create veth $h"
+    ip link set "$h" master "$br" up
+    ip -n "$ns" link set lo up
+    ip -n "$ns" addr add "10.$a.$b.$((i + 1))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    shape "$ns" eth0 || die "tc on $ns/eth0 failed"   # host i sending
+    shape "" "$h" || die "tc on $h failed"            # host i receiving
+done
+if [ -z "$logdir" ]; then tmplog=$(mktemp -d); logdir=$tmplog; fi
+mkdir -p "$logdir"
+master="10.$a.$b.1"
+for i in $(seq 0 $((n - 1))); do
+    ip netns exec "$(ns_of "$i")" env RANK=$i WORLD_SIZE=$n LOCAL_RANK=0 MASTER_ADDR=$master \
+        MASTER_PORT=$port EMU_ADDR="10.$a.$b.$((i + 1))" "$@" >"$logdir/rank$i.log" 2>&1 &
+    pids+=($!)
+done
+rc=0
+for i in $(seq 0 $((n - 1))); do
+    wait "${pids[$i]}"; r=$?
+    [ $r -ne 0 ] && [ $rc -eq 0 ] && rc=$r
+done
+pids=()
+for i in $(seq 0 $((n - 1))); do sed "s/^/[rank $i] /" "$logdir/rank$i.log"; done
+exit $rc

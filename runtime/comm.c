@@ -1,0 +1,557 @@
+#include "runtime/comm.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+/* Messages kept for a later matching receive. A bound guards against a peer that floods
+ * us with traffic nobody waits for. */
+#define COMM_STASH_MAX 65536
+
+typedef struct stash_node {
+    comm_msg_t msg;
+    struct stash_node *next;
+} stash_node_t;
+
+typedef struct {
+    void *dealer;
+    char endpoint[256];
+    unsigned char rid[256]; /* routing id of the peer's last connection to our ROUTER */
+    size_t rid_len;
+} peer_t;
+
+struct comm {
+    char name[16];
+    int rank, n_peers, send_timeout_ms;
+    void *router;
+    char endpoint[256];
+    peer_t *peers;
+    stash_node_t *stash_head, *stash_tail;
+    int stash_n;
+    uint64_t n_bad, bytes_sent, bytes_received;
+};
+
+static void *s_ctx;
+static pid_t s_ctx_pid;
+static pthread_mutex_t s_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void comm_zmq_fail(const char *file, int line, const char *expr, const char *hint)
+{
+    int e = zmq_errno();
+    fprintf(stderr, "poseidon: %s:%d: ZeroMQ: %s: %s\n  hint: %s\n", file, line, expr,
+            zmq_strerror(e), hint ? hint : "-");
+    fflush(stderr);
+    exit(1);
+}
+
+int64_t comm_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void *comm_context(void)
+{
+    pthread_mutex_lock(&s_ctx_lock);
+    if (s_ctx && s_ctx_pid != getpid())
+        die("the ZeroMQ context was created before fork(); create it in the child "
+            "(fork workers before any comm use)");
+    if (!s_ctx) {
+        s_ctx = zmq_ctx_new();
+        if (!s_ctx) comm_zmq_fail(__FILE__, __LINE__, "zmq_ctx_new()", "out of file descriptors?");
+        /* Two I/O threads: one can saturate ~1 GB/s (ZeroMQ guide, ch. 2); the second keeps
+         * a receive stream from starving a send stream on the same node. */
+        ZMQ_CHECK(zmq_ctx_set(s_ctx, ZMQ_IO_THREADS, 2), "zmq_ctx_set");
+        s_ctx_pid = getpid();
+    }
+    pthread_mutex_unlock(&s_ctx_lock);
+    return s_ctx;
+}
+
+static void set_int(void *sock, int opt, int v, const char *what)
+{
+    ZMQ_CHECK(zmq_setsockopt(sock, opt, &v, sizeof v), what);
+}
+
+comm_t *comm_new(const char *name, int rank, int n_peers, const char *bind, int send_timeout_ms)
+{
+    ASSERT(name && strlen(name) < 16, "comm name '%s' too long", name ? name : "(null)");
+    ASSERT(rank >= 0 && n_peers > 0 && rank < n_peers, "rank %d of %d", rank, n_peers);
+    ASSERT(send_timeout_ms > 0, "send timeout %d", send_timeout_ms);
+    comm_t *c = xcalloc(1, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->rank = rank;
+    c->n_peers = n_peers;
+    c->send_timeout_ms = send_timeout_ms;
+    c->peers = xcalloc((size_t)n_peers, sizeof *c->peers);
+    if (bind) {
+        c->router = zmq_socket(comm_context(), ZMQ_ROUTER);
+        if (!c->router) comm_zmq_fail(__FILE__, __LINE__, "zmq_socket(ROUTER)", "fd limit?");
+        set_int(c->router, ZMQ_ROUTER_MANDATORY, 1, "ROUTER_MANDATORY");
+        set_int(c->router, ZMQ_LINGER, send_timeout_ms, "LINGER");
+        set_int(c->router, ZMQ_SNDTIMEO, send_timeout_ms, "SNDTIMEO");
+        int64_t max_bytes = (int64_t)MSG_MAX_PAYLOAD_BYTES + 4096;
+        ZMQ_CHECK(zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes),
+                  "MAXMSGSIZE");
+        if (zmq_bind(c->router, bind) != 0) {
+            log_error("comm %s rank %d: cannot bind %s: %s (port in use, or an address this "
+                      "host does not have?)",
+                      name, rank, bind, zmq_strerror(zmq_errno()));
+            zmq_close(c->router);
+            free(c->peers);
+            free(c);
+            return NULL;
+        }
+        size_t len = sizeof c->endpoint;
+        ZMQ_CHECK(zmq_getsockopt(c->router, ZMQ_LAST_ENDPOINT, c->endpoint, &len),
+                  "LAST_ENDPOINT");
+    }
+    return c;
+}
+
+static void stash_clear(comm_t *c)
+{
+    while (c->stash_head) {
+        stash_node_t *n = c->stash_head;
+        c->stash_head = n->next;
+        comm_msg_close(&n->msg);
+        free(n);
+    }
+    c->stash_tail = NULL;
+    c->stash_n = 0;
+}
+
+void comm_destroy(comm_t **cp)
+{
+    if (!cp || !*cp) return;
+    comm_t *c = *cp;
+    stash_clear(c);
+    for (int i = 0; i < c->n_peers; i++)
+        if (c->peers[i].dealer) zmq_close(c->peers[i].dealer);
+    if (c->router) zmq_close(c->router);
+    free(c->peers);
+    free(c);
+    *cp = NULL;
+}
+
+const char *comm_endpoint(const comm_t *c) { return c->endpoint; }
+int comm_rank(const comm_t *c) { return c->rank; }
+int comm_n_peers(const comm_t *c) { return c->n_peers; }
+uint64_t comm_n_bad(const comm_t *c) { return c->n_bad; }
+uint64_t comm_bytes_sent(const comm_t *c) { return c->bytes_sent; }
+uint64_t comm_bytes_received(const comm_t *c) { return c->bytes_received; }
+
+int comm_connect(comm_t *c, int peer, const char *endpoint)
+{
+    ASSERT(peer >= 0 && peer < c->n_peers, "peer %d of %d", peer, c->n_peers);
+    peer_t *p = &c->peers[peer];
+    if (p->dealer) {
+        if (!strcmp(p->endpoint, endpoint)) return 0;
+        zmq_close(p->dealer);
+        p->dealer = NULL;
+    }
+    if (strlen(endpoint) >= sizeof p->endpoint) {
+        log_error("comm %s: endpoint too long: %.40s...", c->name, endpoint);
+        return -1;
+    }
+    void *s = zmq_socket(comm_context(), ZMQ_DEALER);
+    if (!s) comm_zmq_fail(__FILE__, __LINE__, "zmq_socket(DEALER)", "fd limit? (ulimit -n)");
+    char rid[32];
+    int n = snprintf(rid, sizeof rid, "%s:%d", c->name, c->rank);
+    ZMQ_CHECK(zmq_setsockopt(s, ZMQ_ROUTING_ID, rid, (size_t)n), "ROUTING_ID");
+    set_int(s, ZMQ_LINGER, c->send_timeout_ms, "LINGER");
+    set_int(s, ZMQ_SNDTIMEO, c->send_timeout_ms, "SNDTIMEO");
+    int64_t max_bytes = (int64_t)MSG_MAX_PAYLOAD_BYTES + 4096;
+    ZMQ_CHECK(zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes), "MAXMSGSIZE");
+    if (zmq_connect(s, endpoint) != 0) {
+        log_error("comm %s rank %d: cannot connect to peer %d at '%s': %s", c->name, c->rank,
+                  peer, endpoint, zmq_strerror(zmq_errno()));
+        zmq_close(s);
+        return -1;
+    }
+    p->dealer = s;
+    snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
+    return 0;
+}
+
+void comm_tracker_init(comm_tracker_t *t) { atomic_init(&t->pending, 0); }
+
+int comm_tracker_wait(comm_tracker_t *t, int timeout_ms)
+{
+    int64_t deadline = comm_now_ns() + (int64_t)timeout_ms * 1000000;
+    while (atomic_load(&t->pending) > 0) {
+        if (comm_now_ns() > deadline) return -1;
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void tracker_release(void *data, void *hint)
+{
+    (void)data;
+    atomic_fetch_sub(&((comm_tracker_t *)hint)->pending, 1);
+}
+
+static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const void *data,
+                       size_t bytes, comm_tracker_t *tracker);
+
+int comm_send_rid(comm_t *c, const unsigned char *rid, size_t rid_len, msg_header_t hdr,
+                  const void *data, size_t bytes)
+{
+    ASSERT(c->router && rid_len > 0, "comm %s: send by routing id without a ROUTER", c->name);
+    if (zmq_send(c->router, rid, rid_len, ZMQ_SNDMORE) < 0) {
+        log_debug("comm %s: connection unreachable: %s", c->name, zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    return send_frames(c, c->router, -1, hdr, data, bytes, NULL);
+}
+
+int comm_send(comm_t *c, int peer, msg_header_t hdr, const void *data, size_t bytes,
+              comm_tracker_t *tracker)
+{
+    ASSERT(peer >= 0 && peer < c->n_peers, "peer %d of %d", peer, c->n_peers);
+    ASSERT(bytes == 0 || data, "payload of %zu bytes without data", bytes);
+    peer_t *p = &c->peers[peer];
+    void *sock = p->dealer;
+    if (!sock) {
+        if (!c->router || !p->rid_len) {
+            log_debug("comm %s: no route to peer %d", c->name, peer);
+            return -1;
+        }
+        sock = c->router;
+        if (zmq_send(sock, p->rid, p->rid_len, ZMQ_SNDMORE) < 0) {
+            log_debug("comm %s: peer %d unreachable: %s", c->name, peer,
+                      zmq_strerror(zmq_errno()));
+            return -1;
+        }
+    }
+    return send_frames(c, sock, peer, hdr, data, bytes, tracker);
+}
+
+static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const void *data,
+                       size_t bytes, comm_tracker_t *tracker)
+{
+    hdr.sender = (uint32_t)c->rank;
+    hdr.length = bytes;
+    unsigned char wire[MSG_HEADER_BYTES];
+    msg_encode(&hdr, wire);
+    if (zmq_send(sock, wire, sizeof wire, bytes ? ZMQ_SNDMORE : 0) < 0) {
+        log_debug("comm %s: send %s to peer %d: %s", c->name, msg_type_name(hdr.type), peer,
+                  zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    if (bytes) {
+        zmq_msg_t m;
+        if (tracker && bytes >= COMM_ZEROCOPY_MIN_BYTES) {
+            atomic_fetch_add(&tracker->pending, 1);
+            ZMQ_CHECK(zmq_msg_init_data(&m, (void *)data, bytes, tracker_release, tracker),
+                      "zmq_msg_init_data");
+        } else {
+            ZMQ_CHECK(zmq_msg_init_size(&m, bytes), "out of memory?");
+            memcpy(zmq_msg_data(&m), data, bytes);
+        }
+        /* Later frames of a multipart message are queued with the first (atomic delivery),
+         * so this does not block once the header frame went. */
+        if (zmq_msg_send(&m, sock, 0) < 0) {
+            log_debug("comm %s: payload to peer %d: %s", c->name, peer,
+                      zmq_strerror(zmq_errno()));
+            zmq_msg_close(&m);
+            return -1;
+        }
+    }
+    c->bytes_sent += bytes;
+    return 0;
+}
+
+const void *comm_msg_data(const comm_msg_t *msg)
+{
+    return msg->has_payload ? zmq_msg_data((zmq_msg_t *)&msg->payload) : NULL;
+}
+
+size_t comm_msg_bytes(const comm_msg_t *msg)
+{
+    return msg->has_payload ? zmq_msg_size((zmq_msg_t *)&msg->payload) : 0;
+}
+
+void comm_msg_close(comm_msg_t *msg)
+{
+    if (msg->has_payload) zmq_msg_close(&msg->payload);
+    msg->has_payload = 0;
+}
+
+static int match_ok(const comm_match_t *m, const comm_msg_t *g)
+{
+    if (!m) return 1;
+    return (m->type == COMM_ANY || m->type == g->hdr.type) &&
+           (m->peer == COMM_ANY || m->peer == g->peer) &&
+           (m->iteration == COMM_ANY || m->iteration == g->hdr.iteration) &&
+           (m->layer == COMM_ANY || m->layer == g->hdr.layer) &&
+           (m->shard == COMM_ANY || m->shard == (int64_t)g->hdr.shard) &&
+           (m->offset == COMM_ANY || (uint64_t)m->offset == g->hdr.offset);
+}
+
+static void drain_more(void *sock)
+{
+    int more = 1;
+    size_t len = sizeof more;
+    while (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &len) == 0 && more) {
+        zmq_msg_t f;
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&f);
+            break;
+        }
+        zmq_msg_close(&f);
+    }
+}
+
+static int has_more(void *sock)
+{
+    int more = 0;
+    size_t len = sizeof more;
+    if (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &len) != 0) return 0;
+    return more;
+}
+
+/* Printable form of a routing id (binary ids come from anonymous sockets). */
+static void rid_print(const unsigned char *rid, size_t n, char *out, size_t outlen)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < outlen; i++) {
+        if (rid[i] >= 32 && rid[i] < 127) out[o++] = (char)rid[i];
+        else o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", rid[i]);
+    }
+    out[o] = '\0';
+}
+
+/* Parses "<name>:<rank>" with our channel name; -1 if it is not one. */
+static int rid_rank(const comm_t *c, const unsigned char *rid, size_t n)
+{
+    size_t nl = strlen(c->name);
+    if (n <= nl + 1 || n > nl + 11 || memcmp(rid, c->name, nl) != 0 || rid[nl] != ':') {
+        /* Accept any channel name: the coordinator hears from several channels. */
+        size_t i = n;
+        while (i > 0 && rid[i - 1] != ':') i--;
+        if (i == 0 || i == n) return -1;
+        nl = i - 1;
+    }
+    long v = 0;
+    for (size_t i = nl + 1; i < n; i++) {
+        if (rid[i] < '0' || rid[i] > '9') return -1;
+        v = v * 10 + (rid[i] - '0');
+        if (v >= c->n_peers) return -1;
+    }
+    return (int)v;
+}
+
+/* Reads one whole message from sock. Returns 1 with out filled if valid, 0 if it was bad
+ * (logged, dropped), 2 if the socket had nothing, -1 on a socket error. */
+static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
+{
+    char who[128] = "?";
+    unsigned char rid[256];
+    size_t rid_len = 0;
+    int peer = from_peer;
+    if (sock == c->router) {
+        int n = zmq_recv(sock, rid, sizeof rid, ZMQ_DONTWAIT);
+        if (n < 0) return zmq_errno() == EAGAIN ? 2 : -1;
+        rid_len = (size_t)n > sizeof rid ? sizeof rid : (size_t)n;
+        rid_print(rid, rid_len, who, sizeof who);
+        peer = rid_rank(c, rid, rid_len);
+    } else {
+        snprintf(who, sizeof who, "peer %d", from_peer);
+    }
+    zmq_msg_t hf;
+    zmq_msg_init(&hf);
+    if (zmq_msg_recv(&hf, sock, sock == c->router ? 0 : ZMQ_DONTWAIT) < 0) {
+        int e = zmq_errno();
+        zmq_msg_close(&hf);
+        return e == EAGAIN ? 2 : -1;
+    }
+    const char *addr = zmq_msg_gets(&hf, "Peer-Address");
+    char why[160] = "";
+    msg_header_t h;
+    int ok = 1;
+    if (peer < 0) {
+        snprintf(why, sizeof why, "routing id is not a rank of this job");
+        ok = 0;
+    } else if (msg_decode(zmq_msg_data(&hf), zmq_msg_size(&hf), &h, why, sizeof why) != 0) {
+        ok = 0;
+    } else if ((int)h.sender != peer) {
+        snprintf(why, sizeof why, "header claims sender %u but the connection is rank %d",
+                 h.sender, peer);
+        ok = 0;
+    }
+    out->has_payload = 0;
+    if (ok && h.length > 0) {
+        if (!has_more(sock)) {
+            snprintf(why, sizeof why, "header announces %llu payload bytes, none came",
+                     (unsigned long long)h.length);
+            ok = 0;
+        } else {
+            zmq_msg_init(&out->payload);
+            if (zmq_msg_recv(&out->payload, sock, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&out->payload);
+                zmq_msg_close(&hf);
+                return -1;
+            }
+            out->has_payload = 1;
+            if ((uintptr_t)zmq_msg_data(&out->payload) % COMM_PAYLOAD_ALIGN) {
+                /* ZeroMQ may hand a large payload inside its receive buffer at any byte
+                 * offset; float readers need alignment, so such a payload is copied once
+                 * into its own (malloc-aligned) message. */
+                zmq_msg_t a;
+                ZMQ_CHECK(zmq_msg_init_size(&a, zmq_msg_size(&out->payload)), "out of memory?");
+                memcpy(zmq_msg_data(&a), zmq_msg_data(&out->payload), zmq_msg_size(&a));
+                zmq_msg_close(&out->payload);
+                zmq_msg_init(&out->payload);
+                zmq_msg_move(&out->payload, &a);
+                zmq_msg_close(&a);
+            }
+            if (zmq_msg_size(&out->payload) != h.length) {
+                snprintf(why, sizeof why, "payload of %zu bytes, header says %llu",
+                         zmq_msg_size(&out->payload), (unsigned long long)h.length);
+                ok = 0;
+            }
+        }
+    }
+    if (ok && has_more(sock)) {
+        snprintf(why, sizeof why, "unexpected extra frames");
+        ok = 0;
+    }
+    zmq_msg_close(&hf);
+    drain_more(sock);
+    if (!ok) {
+        comm_msg_close(out);
+        c->n_bad++;
+        log_warn("comm %s rank %d: dropped bad message from %s (%s): %s", c->name, c->rank,
+                 who, addr ? addr : "address unknown", why);
+        return 0;
+    }
+    out->rid_len = 0;
+    if (sock == c->router && rid_len) { /* remember the way back to this peer */
+        memcpy(c->peers[peer].rid, rid, rid_len);
+        c->peers[peer].rid_len = rid_len;
+        if (rid_len <= sizeof out->rid) {
+            memcpy(out->rid, rid, rid_len);
+            out->rid_len = rid_len;
+        }
+    }
+    out->hdr = h;
+    out->peer = peer;
+    c->bytes_received += h.length;
+    return 1;
+}
+
+static void stash_push(comm_t *c, comm_msg_t *m)
+{
+    stash_node_t *n = xcalloc(1, sizeof *n);
+    n->msg.hdr = m->hdr;
+    n->msg.peer = m->peer;
+    n->msg.has_payload = m->has_payload;
+    memcpy(n->msg.rid, m->rid, sizeof m->rid);
+    n->msg.rid_len = m->rid_len;
+    if (m->has_payload) {
+        zmq_msg_init(&n->msg.payload);
+        zmq_msg_move(&n->msg.payload, &m->payload);
+        m->has_payload = 0;
+    }
+    if (c->stash_tail) c->stash_tail->next = n;
+    else c->stash_head = n;
+    c->stash_tail = n;
+    c->stash_n++;
+}
+
+static int stash_take(comm_t *c, const comm_match_t *m, comm_msg_t *out)
+{
+    stash_node_t *prev = NULL;
+    for (stash_node_t *n = c->stash_head; n; prev = n, n = n->next) {
+        if (!match_ok(m, &n->msg)) continue;
+        if (prev) prev->next = n->next;
+        else c->stash_head = n->next;
+        if (c->stash_tail == n) c->stash_tail = prev;
+        c->stash_n--;
+        out->hdr = n->msg.hdr;
+        out->peer = n->msg.peer;
+        out->has_payload = n->msg.has_payload;
+        memcpy(out->rid, n->msg.rid, sizeof out->rid);
+        out->rid_len = n->msg.rid_len;
+        if (n->msg.has_payload) {
+            zmq_msg_init(&out->payload);
+            zmq_msg_move(&out->payload, &n->msg.payload);
+            zmq_msg_close(&n->msg.payload);
+        }
+        free(n);
+        return 1;
+    }
+    return 0;
+}
+
+int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms)
+{
+    out->has_payload = 0;
+    if (stash_take(c, m, out)) return 1;
+    int64_t deadline = comm_now_ns() + (int64_t)timeout_ms * 1000000;
+    int n_items = 0;
+    zmq_pollitem_t items[1 + c->n_peers];
+    int item_peer[1 + c->n_peers];
+    if (c->router) {
+        items[n_items] = (zmq_pollitem_t){c->router, 0, ZMQ_POLLIN, 0};
+        item_peer[n_items++] = -1;
+    }
+    for (int i = 0; i < c->n_peers; i++)
+        if (c->peers[i].dealer) {
+            items[n_items] = (zmq_pollitem_t){c->peers[i].dealer, 0, ZMQ_POLLIN, 0};
+            item_peer[n_items++] = i;
+        }
+    for (;;) {
+        int64_t left_ns = deadline - comm_now_ns();
+        if (left_ns < 0) left_ns = 0;
+        int rc = n_items ? zmq_poll(items, n_items, (long)((left_ns + 999999) / 1000000)) : 0;
+        if (rc < 0) {
+            if (zmq_errno() == EINTR) continue;
+            log_error("comm %s: poll: %s", c->name, zmq_strerror(zmq_errno()));
+            return -1;
+        }
+        if (rc == 0 && left_ns == 0) return 0;
+        if (rc == 0 && !n_items) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        for (int i = 0; i < n_items; i++) {
+            if (!(items[i].revents & ZMQ_POLLIN)) continue;
+            for (;;) { /* empty this socket before polling again */
+                comm_msg_t g;
+                int r = recv_one(c, items[i].socket, item_peer[i], &g);
+                if (r < 0) {
+                    log_error("comm %s: receive: %s", c->name, zmq_strerror(zmq_errno()));
+                    return -1;
+                }
+                if (r == 2) break;
+                if (r == 0) continue;
+                if (match_ok(m, &g)) {
+                    *out = g;
+                    return 1;
+                }
+                if (c->stash_n >= COMM_STASH_MAX) {
+                    log_error("comm %s rank %d: %d unclaimed messages held; dropping %s from "
+                              "peer %d", c->name, c->rank, c->stash_n,
+                              msg_type_name(g.hdr.type), g.peer);
+                    comm_msg_close(&g);
+                    return -1;
+                }
+                stash_push(c, &g);
+            }
+        }
+        if (stash_take(c, m, out)) return 1;
+    }
+}

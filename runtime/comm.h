@@ -1,0 +1,139 @@
+/* comm: a thin ZeroMQ layer under every runtime message (PS, SFB, all-reduce, coordinator).
+ *
+ * Sockets. A comm_t is one endpoint of one thread: an optional bound ROUTER for inbound
+ * traffic, plus one DEALER per peer it talks to (comm_connect). Why ROUTER/DEALER and not
+ * PUSH/PULL: the ROUTER prefixes every inbound message with the connection's routing id,
+ * which is the one sender identity the transport vouches for (the header's sender field is
+ * only a claim, checked against it), so a bad message is logged with who sent it; and a
+ * ROUTER can answer the peer that asked (a PS shard replies to a pull on the requester's
+ * own connection) without a second socket per direction. A single inbound socket per thread
+ * lets one zmq_poll wait on every peer with one timeout.
+ *
+ * Identity: a DEALER's routing id is "<channel>:<rank>" (channel = the comm's name, so two
+ * comms of one process connecting to the same ROUTER do not collide). The receiver takes the
+ * peer's rank from it; a message whose header claims another sender is dropped.
+ *
+ * Messages: frame 1 is the 48-byte msg header (msg.h), frame 2 (only when length > 0) the
+ * payload. Every received message is validated (frame count, header, payload length ==
+ * header length, claimed sender == transport sender); a bad one is logged as
+ * "dropped bad message from <id> (<address>): <reason>", counted, and never returned.
+ * Payloads of COMM_ZEROCOPY_MIN_BYTES or more sent with a tracker are handed to ZeroMQ
+ * without a copy (zmq_msg_init_data); the caller must not touch the buffer until
+ * comm_tracker_wait says ZeroMQ released it.
+ *
+ * Receive with a match: messages that arrive but do not match what the caller waits for are
+ * kept (in arrival order) and returned by a later matching comm_recv, so the PS client, the
+ * ring and SFB can share one comm without losing each other's traffic.
+ *
+ * Threads: a comm_t belongs to one thread at a time (ZeroMQ sockets are not thread-safe).
+ * The process's ZeroMQ context is created on first use; fork() only before that (the local
+ * launcher forks first); a context inherited over fork is detected and refused.
+ * Every wait is bounded: sends by the comm's timeout, receives by the caller's.
+ */
+#ifndef POSEIDON_COMM_H
+#define POSEIDON_COMM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "core/check.h"
+#include "runtime/msg.h"
+
+/* An environment failure in ZeroMQ: file:line, the library's message, a hint; exits 1. */
+#define ZMQ_CHECK(expr, hint)                                                               \
+    do {                                                                                    \
+        if ((expr) == -1) comm_zmq_fail(__FILE__, __LINE__, #expr, (hint));                 \
+    } while (0)
+_Noreturn void comm_zmq_fail(const char *file, int line, const char *expr, const char *hint);
+
+/* Payloads at least this large go without a copy when a tracker is given: below it the
+ * copy is cheaper than the bookkeeping (ZeroMQ itself inlines messages under 33 bytes). */
+#define COMM_ZEROCOPY_MIN_BYTES (64 * 1024)
+#define COMM_ANY INT32_MIN
+/* A received payload's data is aligned to this many bytes (floats and doubles may be read
+ * in place); one that ZeroMQ delivers unaligned is copied once. */
+#define COMM_PAYLOAD_ALIGN 8
+
+typedef struct comm comm_t;
+
+/* Counts payloads handed to ZeroMQ without a copy and not yet released by it. */
+typedef struct {
+    atomic_int pending;
+} comm_tracker_t;
+
+typedef struct {
+    msg_header_t hdr;
+    int peer;          /* rank of the sender according to the transport */
+    zmq_msg_t payload; /* valid when has_payload */
+    int has_payload;
+    unsigned char rid[32]; /* routing id of the connection it came on (ROUTER only) */
+    size_t rid_len;
+} comm_msg_t;
+
+/* What a receive waits for; COMM_ANY in a field matches anything. */
+typedef struct {
+    int type, peer;
+    int64_t iteration;
+    int32_t layer;
+    int64_t shard;
+    int64_t offset;
+} comm_match_t;
+#define COMM_MATCH_ANY                                                                      \
+    (comm_match_t) { COMM_ANY, COMM_ANY, COMM_ANY, COMM_ANY, COMM_ANY, COMM_ANY }
+
+/* The process's ZeroMQ context (created on first call). */
+void *comm_context(void);
+
+/* A comm for `rank` talking to peers 0..n_peers-1. bind: an endpoint for the inbound ROUTER
+ * ("tcp://127.0.0.1:*" picks a free port, "ipc:///tmp/x"), or NULL for none. name: the
+ * channel in the routing id (<= 15 chars). send_timeout_ms bounds every send and the linger
+ * at close. Returns NULL with a logged error when the bind fails. */
+comm_t *comm_new(const char *name, int rank, int n_peers, const char *bind, int send_timeout_ms);
+void comm_destroy(comm_t **cp);
+
+/* The bound endpoint with the real port ("" without a ROUTER). */
+const char *comm_endpoint(const comm_t *c);
+int comm_rank(const comm_t *c);
+int comm_n_peers(const comm_t *c);
+
+/* Opens the DEALER to peer (idempotent for the same endpoint). 0, or -1 with a logged
+ * error for a malformed endpoint. The connection itself completes in the background. */
+int comm_connect(comm_t *c, int peer, const char *endpoint);
+
+/* Sends hdr (sender and length filled here) and bytes of data to peer: through the DEALER
+ * to peer if connected, else back through the ROUTER to the peer's last inbound connection.
+ * With a tracker and bytes >= COMM_ZEROCOPY_MIN_BYTES, data is not copied (see above).
+ * Returns 0, or -1 (logged at debug level) if the peer is unknown/unreachable or the send
+ * timed out. */
+int comm_send(comm_t *c, int peer, msg_header_t hdr, const void *data, size_t bytes,
+              comm_tracker_t *tracker);
+
+/* Sends through the ROUTER to the connection with routing id rid (a comm_msg_t's rid):
+ * for a server that talks to several channels of one peer. 0 or -1 as comm_send. */
+int comm_send_rid(comm_t *c, const unsigned char *rid, size_t rid_len, msg_header_t hdr,
+                  const void *data, size_t bytes);
+
+/* Waits up to timeout_ms for a valid message matching m. Returns 1 (out filled; close it
+ * with comm_msg_close), 0 on timeout, -1 on an error (logged). */
+int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms);
+
+const void *comm_msg_data(const comm_msg_t *msg);
+size_t comm_msg_bytes(const comm_msg_t *msg);
+void comm_msg_close(comm_msg_t *msg);
+
+void comm_tracker_init(comm_tracker_t *t);
+/* 0 once every payload sent with t was released, -1 after timeout_ms. */
+int comm_tracker_wait(comm_tracker_t *t, int timeout_ms);
+
+/* Counters: messages dropped as bad, payload bytes sent and received. */
+uint64_t comm_n_bad(const comm_t *c);
+uint64_t comm_bytes_sent(const comm_t *c);
+uint64_t comm_bytes_received(const comm_t *c);
+
+/* Monotonic clock in nanoseconds (timeouts and goodput). */
+int64_t comm_now_ns(void);
+
+#endif

@@ -1,0 +1,459 @@
+#include "runtime/coord.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "runtime/comm.h"
+
+#define TEXT_MAX 512
+
+coord_config_t coord_config_default(void)
+{
+    coord_config_t c = {.heartbeat_ms = 250, .dead_ms = 3000, .join_ms = 30000};
+    const char *v = getenv("POSEIDON_HEARTBEAT_MS");
+    if (v && atoi(v) > 0) c.heartbeat_ms = atoi(v);
+    v = getenv("POSEIDON_DEAD_MS");
+    if (v && atoi(v) > 0) c.dead_ms = atoi(v);
+    return c;
+}
+
+static int64_t ms_since(int64_t t_ns) { return (comm_now_ns() - t_ns) / 1000000; }
+
+/* ---------------------------------------------------------------- coordinator */
+
+typedef struct {
+    unsigned char main_rid[32], hb_rid[32];
+    size_t main_rid_len, hb_rid_len;
+    char *line;             /* registration */
+    int64_t last_beat_ns;   /* 0: never */
+    int64_t iteration;
+    int layer;
+    char text[TEXT_MAX];    /* "node\nwhat" from its last beat */
+    int bye;
+} rank_state_t;
+
+struct coord_server {
+    comm_t *comm;
+    coord_config_t cfg;
+    int world;
+    rank_state_t *ranks;
+    int n_registered, n_bye;
+    int64_t barrier_id;
+    int barrier_n;
+    int64_t start_ns;
+    atomic_int stop, done;
+    pthread_t thread;
+};
+
+static void node_of(const rank_state_t *r, int rank, char *out, size_t len)
+{
+    const char *nl = strchr(r->text, '\n');
+    if (r->last_beat_ns && nl)
+        snprintf(out, len, "node %.*s (rank %d)", (int)(nl - r->text), r->text, rank);
+    else snprintf(out, len, "rank %d", rank);
+}
+
+static void server_abort(coord_server_t *s, int dead, const char *why)
+{
+    rank_state_t *d = &s->ranks[dead];
+    char node[300], text[TEXT_MAX + 400];
+    node_of(d, dead, node, sizeof node);
+    const char *nl = strchr(d->text, '\n');
+    if (d->last_beat_ns)
+        snprintf(text, sizeof text, "%s %s (it last reported iteration %lld, layer %d%s%s)",
+                 node, why, (long long)d->iteration, d->layer, nl && nl[1] ? ", waiting on " : "",
+                 nl && nl[1] ? nl + 1 : "");
+    else snprintf(text, sizeof text, "%s %s", node, why);
+    log_error("coordinator: %s: aborting the job", text);
+    for (int q = s->world - 1; q >= 0; q--) { /* rank 0, which hosts us, last */
+        rank_state_t *r = &s->ranks[q];
+        if (q == dead || r->bye || !r->hb_rid_len) continue;
+        comm_send_rid(s->comm, r->hb_rid, r->hb_rid_len,
+                      (msg_header_t){.type = MSG_ABORT, .layer = -1, .iteration = -1,
+                                     .shard = (uint32_t)dead},
+                      text, strlen(text));
+    }
+}
+
+static void server_handle(coord_server_t *s, comm_msg_t *m)
+{
+    int r = m->peer;
+    rank_state_t *st = &s->ranks[r];
+    const char *data = comm_msg_data(m);
+    size_t n = comm_msg_bytes(m);
+    msg_header_t ok = {.layer = -1, .iteration = m->hdr.iteration};
+    switch (m->hdr.type) {
+    case MSG_REGISTER:
+        if (!m->rid_len) break;
+        memcpy(st->main_rid, m->rid, m->rid_len);
+        st->main_rid_len = m->rid_len;
+        if (!st->line) s->n_registered++;
+        free(st->line);
+        st->line = xmalloc(n + 1);
+        memcpy(st->line, data, n);
+        st->line[n] = '\0';
+        if (memchr(st->line, '\n', n)) {
+            log_warn("coordinator: registration of rank %d holds a newline: dropped", r);
+            free(st->line);
+            st->line = NULL;
+            s->n_registered--;
+            break;
+        }
+        if (s->n_registered == s->world) {
+            size_t total = 0;
+            for (int q = 0; q < s->world; q++) total += strlen(s->ranks[q].line) + 1;
+            char *table = xmalloc(total + 1), *p = table;
+            for (int q = 0; q < s->world; q++) p += sprintf(p, "%s\n", s->ranks[q].line);
+            ok.type = MSG_PEERS;
+            for (int q = 0; q < s->world; q++)
+                comm_send_rid(s->comm, s->ranks[q].main_rid, s->ranks[q].main_rid_len, ok,
+                              table, total);
+            free(table);
+        }
+        break;
+    case MSG_BARRIER:
+        if (m->hdr.iteration != s->barrier_id) {
+            log_warn("coordinator: rank %d at barrier %lld while barrier %lld is open: dropped",
+                     r, (long long)m->hdr.iteration, (long long)s->barrier_id);
+            break;
+        }
+        memcpy(st->main_rid, m->rid, m->rid_len);
+        st->main_rid_len = m->rid_len;
+        if (++s->barrier_n == s->world) {
+            ok.type = MSG_BARRIER_OK;
+            for (int q = 0; q < s->world; q++)
+                comm_send_rid(s->comm, s->ranks[q].main_rid, s->ranks[q].main_rid_len, ok,
+                              NULL, 0);
+            s->barrier_n = 0;
+            s->barrier_id++;
+        }
+        break;
+    case MSG_BLOB:
+        ok.type = MSG_BLOB;
+        ok.shard = (uint32_t)r;
+        for (int q = 0; q < s->world; q++)
+            if (q != r && s->ranks[q].main_rid_len)
+                comm_send_rid(s->comm, s->ranks[q].main_rid, s->ranks[q].main_rid_len, ok,
+                              data, n);
+        break;
+    case MSG_HEARTBEAT:
+        memcpy(st->hb_rid, m->rid, m->rid_len);
+        st->hb_rid_len = m->rid_len;
+        st->last_beat_ns = comm_now_ns();
+        st->iteration = m->hdr.iteration;
+        st->layer = m->hdr.layer;
+        n = n < TEXT_MAX - 1 ? n : TEXT_MAX - 1;
+        memcpy(st->text, data, n);
+        st->text[n] = '\0';
+        ok.type = MSG_HEARTBEAT_ACK;
+        comm_send_rid(s->comm, m->rid, m->rid_len, ok, NULL, 0);
+        break;
+    case MSG_BYE:
+        if (!st->bye) s->n_bye++;
+        st->bye = 1;
+        break;
+    default:
+        log_warn("coordinator: unexpected %s from rank %d: dropped",
+                 msg_type_name(m->hdr.type), r);
+    }
+}
+
+static void *server_main(void *arg)
+{
+    coord_server_t *s = arg;
+    while (!atomic_load(&s->stop) && s->n_bye < s->world) {
+        comm_msg_t m;
+        int rc = comm_recv(s->comm, NULL, &m, 50);
+        if (rc < 0) break;
+        if (rc == 1) {
+            server_handle(s, &m);
+            comm_msg_close(&m);
+        }
+        int dead = -1;
+        const char *why = NULL;
+        char buf[128];
+        for (int q = 0; q < s->world && dead < 0; q++) {
+            rank_state_t *r = &s->ranks[q];
+            if (r->bye) continue;
+            if (r->last_beat_ns && ms_since(r->last_beat_ns) > s->cfg.dead_ms) {
+                snprintf(buf, sizeof buf, "sent no heartbeat for %lld ms",
+                         (long long)ms_since(r->last_beat_ns));
+                dead = q, why = buf;
+            } else if (!r->last_beat_ns && ms_since(s->start_ns) > s->cfg.join_ms) {
+                snprintf(buf, sizeof buf, "never joined within %d ms", s->cfg.join_ms);
+                dead = q, why = buf;
+            }
+        }
+        if (dead >= 0) {
+            server_abort(s, dead, why);
+            break;
+        }
+    }
+    atomic_store(&s->done, 1);
+    return NULL;
+}
+
+coord_server_t *coord_server_new(const launch_env_t *env, coord_config_t cfg)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://*:%d", env->master_port);
+    comm_t *c = comm_new("coord", 0, env->world, ep, 2000);
+    if (!c) return NULL;
+    coord_server_t *s = xcalloc(1, sizeof *s);
+    s->comm = c;
+    s->cfg = cfg;
+    s->world = env->world;
+    s->ranks = xcalloc((size_t)env->world, sizeof *s->ranks);
+    s->start_ns = comm_now_ns();
+    if (pthread_create(&s->thread, NULL, server_main, s) != 0) die("pthread_create");
+    return s;
+}
+
+void coord_server_destroy(coord_server_t **sp)
+{
+    if (!sp || !*sp) return;
+    coord_server_t *s = *sp;
+    int64_t t0 = comm_now_ns();
+    while (!atomic_load(&s->done) && ms_since(t0) < s->cfg.dead_ms) usleep(10000);
+    atomic_store(&s->stop, 1);
+    pthread_join(s->thread, NULL);
+    comm_destroy(&s->comm);
+    for (int q = 0; q < s->world; q++) free(s->ranks[q].line);
+    free(s->ranks);
+    free(s);
+    *sp = NULL;
+}
+
+/* ---------------------------------------------------------------- client */
+
+struct coord_client {
+    launch_env_t env;
+    coord_config_t cfg;
+    comm_t *main, *hb;
+    char node[300];
+    char **table;
+    pthread_mutex_t lock; /* what */
+    char what[256];
+    atomic_llong iteration;
+    atomic_int layer;
+    atomic_int stop;
+    pthread_t thread;
+    int64_t barrier_next;
+};
+
+const char *coord_client_node(const coord_client_t *c) { return c->node; }
+
+void coord_client_progress(coord_client_t *c, int64_t iteration, int layer, const char *what)
+{
+    atomic_store(&c->iteration, iteration);
+    atomic_store(&c->layer, layer);
+    pthread_mutex_lock(&c->lock);
+    snprintf(c->what, sizeof c->what, "%s", what ? what : "");
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void where(coord_client_t *c, char *out, size_t len)
+{
+    pthread_mutex_lock(&c->lock);
+    snprintf(out, len, "node %s (rank %d): iteration %lld, layer %d%s%s", c->node, c->env.rank,
+             (long long)atomic_load(&c->iteration), atomic_load(&c->layer),
+             c->what[0] ? ", waiting on " : "", c->what);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void coord_client_fail(coord_client_t *c, const char *fmt, ...)
+{
+    char w[700], msg[512];
+    where(c, w, sizeof w);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "poseidon: %s: %s\n", w, msg);
+    fflush(NULL);
+    _exit(COORD_EXIT_ABORT);
+}
+
+static void *client_beat(void *arg)
+{
+    coord_client_t *c = arg;
+    int64_t last_ack = comm_now_ns();
+    while (!atomic_load(&c->stop)) {
+        char text[TEXT_MAX];
+        pthread_mutex_lock(&c->lock);
+        int n = snprintf(text, sizeof text, "%s\n%s", c->node, c->what);
+        pthread_mutex_unlock(&c->lock);
+        if (n >= (int)sizeof text) n = sizeof text - 1;
+        comm_send(c->hb, 0,
+                  (msg_header_t){.type = MSG_HEARTBEAT, .iteration = atomic_load(&c->iteration),
+                                 .layer = atomic_load(&c->layer)},
+                  text, (size_t)n, NULL);
+        int64_t t_next = comm_now_ns() + (int64_t)c->cfg.heartbeat_ms * 1000000;
+        for (;;) {
+            int left_ms = (int)((t_next - comm_now_ns()) / 1000000);
+            if (left_ms <= 0 || atomic_load(&c->stop)) break;
+            comm_msg_t m;
+            if (comm_recv(c->hb, NULL, &m, left_ms) != 1) continue;
+            if (m.hdr.type == MSG_HEARTBEAT_ACK) last_ack = comm_now_ns();
+            if (m.hdr.type == MSG_ABORT) {
+                char w[700];
+                where(c, w, sizeof w);
+                fprintf(stderr, "poseidon: %s: job aborted: %.*s\n", w,
+                        (int)comm_msg_bytes(&m), (const char *)comm_msg_data(&m));
+                fflush(NULL);
+                /* give ZeroMQ's I/O thread a moment: rank 0's coordinator may still be
+                 * flushing ABORTs to the others */
+                usleep(300000);
+                _exit(COORD_EXIT_ABORT);
+            }
+            comm_msg_close(&m);
+        }
+        if (!atomic_load(&c->stop) && ms_since(last_ack) > c->cfg.dead_ms) {
+            char w[700];
+            where(c, w, sizeof w);
+            fprintf(stderr,
+                    "poseidon: %s: job aborted: the coordinator (node %s, rank 0) did not "
+                    "answer for %lld ms\n",
+                    w, c->env.master_addr, (long long)ms_since(last_ack));
+            fflush(NULL);
+            _exit(COORD_EXIT_ABORT);
+        }
+    }
+    return NULL;
+}
+
+coord_client_t *coord_client_new(const launch_env_t *env, coord_config_t cfg, const char *node)
+{
+    coord_client_t *c = xcalloc(1, sizeof *c);
+    c->env = *env;
+    c->cfg = cfg;
+    pthread_mutex_init(&c->lock, NULL);
+    atomic_init(&c->iteration, -1);
+    atomic_init(&c->layer, -1);
+    if (node) snprintf(c->node, sizeof c->node, "%s", node);
+    else {
+        char host[128] = "?", addr[64] = "?";
+        gethostname(host, sizeof host);
+        host[sizeof host - 1] = '\0';
+        launch_local_addr(env->master_addr, addr, sizeof addr);
+        snprintf(c->node, sizeof c->node, "%s/%s", host, addr);
+    }
+    char ep[300];
+    snprintf(ep, sizeof ep, "tcp://%s:%d", env->master_addr, env->master_port);
+    /* peers of a client: only the coordinator, as "rank 0" of its channel */
+    c->main = comm_new("coord", env->rank, env->world, NULL, 2000);
+    c->hb = comm_new("hb", env->rank, env->world, NULL, 2000);
+    if (comm_connect(c->main, 0, ep) || comm_connect(c->hb, 0, ep)) {
+        comm_destroy(&c->main);
+        comm_destroy(&c->hb);
+        free(c);
+        return NULL;
+    }
+    if (pthread_create(&c->thread, NULL, client_beat, c) != 0) die("pthread_create");
+    return c;
+}
+
+void coord_client_destroy(coord_client_t **cp)
+{
+    if (!cp || !*cp) return;
+    coord_client_t *c = *cp;
+    if (c->table) /* a final barrier: nobody leaves while another may still need it */
+        if (coord_client_barrier(c, c->barrier_next, c->cfg.join_ms) != 0)
+            coord_client_fail(c, "final barrier timed out");
+    atomic_store(&c->stop, 1);
+    pthread_join(c->thread, NULL);
+    comm_send(c->hb, 0, (msg_header_t){.type = MSG_BYE, .layer = -1, .iteration = -1}, NULL, 0,
+              NULL);
+    comm_destroy(&c->main);
+    comm_destroy(&c->hb);
+    if (c->table)
+        for (int q = 0; q < c->env.world; q++) free(c->table[q]);
+    free(c->table);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    *cp = NULL;
+}
+
+char **coord_client_rendezvous(coord_client_t *c, const char *line)
+{
+    ASSERT(!strchr(line, '\n'), "registration line holds a newline");
+    coord_client_progress(c, -1, -1, "rendezvous");
+    if (comm_send(c->main, 0, (msg_header_t){.type = MSG_REGISTER, .layer = -1, .iteration = -1},
+                  line, strlen(line), NULL) != 0)
+        return NULL;
+    comm_match_t m = COMM_MATCH_ANY;
+    m.type = MSG_PEERS;
+    comm_msg_t g;
+    if (comm_recv(c->main, &m, &g, c->cfg.join_ms) != 1) {
+        log_error("rank %d: rendezvous: not every rank registered within %d ms", c->env.rank,
+                  c->cfg.join_ms);
+        return NULL;
+    }
+    size_t n = comm_msg_bytes(&g);
+    char *text = xmalloc(n + 1);
+    memcpy(text, comm_msg_data(&g), n);
+    text[n] = '\0';
+    comm_msg_close(&g);
+    c->table = xcalloc((size_t)c->env.world, sizeof *c->table);
+    char *p = text;
+    for (int q = 0; q < c->env.world; q++) {
+        char *nl = p ? strchr(p, '\n') : NULL;
+        if (!nl) {
+            log_error("rank %d: rendezvous table has fewer than %d lines", c->env.rank,
+                      c->env.world);
+            free(text);
+            return NULL;
+        }
+        *nl = '\0';
+        c->table[q] = xstrdup(p);
+        p = nl + 1;
+    }
+    free(text);
+    coord_client_progress(c, -1, -1, NULL);
+    return c->table;
+}
+
+int coord_client_barrier(coord_client_t *c, int64_t id, int timeout_ms)
+{
+    ASSERT(id == c->barrier_next, "barrier %lld out of order (next is %lld)", (long long)id,
+           (long long)c->barrier_next);
+    c->barrier_next++;
+    if (comm_send(c->main, 0, (msg_header_t){.type = MSG_BARRIER, .layer = -1, .iteration = id},
+                  NULL, 0, NULL) != 0)
+        return -1;
+    comm_match_t m = COMM_MATCH_ANY;
+    m.type = MSG_BARRIER_OK;
+    m.iteration = id;
+    comm_msg_t g;
+    if (comm_recv(c->main, &m, &g, timeout_ms) != 1) return -1;
+    comm_msg_close(&g);
+    return 0;
+}
+
+int coord_client_bcast(coord_client_t *c, int root, int64_t id, void **data, size_t *bytes,
+                       int timeout_ms)
+{
+    if (c->env.rank == root)
+        return comm_send(c->main, 0,
+                         (msg_header_t){.type = MSG_BLOB, .layer = -1, .iteration = id}, *data,
+                         *bytes, NULL);
+    comm_match_t m = COMM_MATCH_ANY;
+    m.type = MSG_BLOB;
+    m.iteration = id;
+    m.shard = root;
+    comm_msg_t g;
+    if (comm_recv(c->main, &m, &g, timeout_ms) != 1) return -1;
+    *bytes = comm_msg_bytes(&g);
+    *data = xmalloc(*bytes);
+    if (*bytes) memcpy(*data, comm_msg_data(&g), *bytes);
+    comm_msg_close(&g);
+    return 0;
+}

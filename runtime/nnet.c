@@ -1,0 +1,703 @@
+/* nnet: see nnet.h. One file holds the per-layer forward and backward code, the layer contract
+ * of Caffe (Jia et al. 2014): conv as im2col + GEMM per sample, pools with Caffe's window
+ * rules, LRN across channels, batchnorm with batch statistics in training. */
+#include "runtime/nnet.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+typedef struct {
+    float *out, *dout;       /* batch x out_count */
+    int64_t out_count;       /* per sample (softmax_loss: in_count, the probabilities) */
+    int64_t in_count;        /* per sample, of inputs[0] */
+    float *w, *b, *dw, *db;  /* into the arena; NULL when absent */
+    int kh, kw, sh, sw, ph, pw; /* pool: effective window (global resolved) */
+    int *argmax;             /* max pool: batch x out_count input index (-1: none) */
+    float *aux;              /* lrn: scale; dropout: mask; bn: xhat */
+    float *mean, *invstd;    /* bn: per channel, of the last training batch */
+    float *run_mean, *run_var; /* bn: into arena state */
+    double loss;             /* softmax_loss */
+    rng_t *rng;              /* dropout */
+    bool need_dx;            /* propagate to inputs */
+} lstate_t;
+
+struct nnet {
+    const model_t *m;
+    compute_t *c;
+    int batch;
+    arena_t arena;
+    lstate_t *ls;
+    int *labels;
+    float *col;              /* conv scratch */
+    int64_t col_count;
+    bool train, frozen, input_grad;
+};
+
+static void *host_floats(nnet_t *n, int64_t count) { return compute_alloc_floats(n->c, count); }
+
+nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char *err,
+               size_t errlen)
+{
+    if (c->kind != COMPUTE_CPU) {
+        snprintf(err, errlen,
+                 "the %s backend runs GEMM, im2col and the update, but the layers' "
+                 "element-wise loops need host memory: use --device cpu",
+                 compute_kind_name(c->kind));
+        return NULL;
+    }
+    if (batch < 1) {
+        snprintf(err, errlen, "batch must be >= 1 (got %d)", batch);
+        return NULL;
+    }
+    if (m->n_layers < 2 || m->layers[0].type != LAYER_INPUT) {
+        snprintf(err, errlen, "%s: a network needs an input layer first", m->path);
+        return NULL;
+    }
+    for (int i = 1; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        if (l->type == LAYER_INPUT) {
+            snprintf(err, errlen, "%s:%d: the runtime takes one input layer ('%s' is a second)",
+                     m->path, l->src_line, l->name);
+            return NULL;
+        }
+        for (int k = 0; k < l->n_inputs; k++) {
+            const layer_t *in = &m->layers[l->inputs[k]];
+            if (in->type == LAYER_SOFTMAX_LOSS) {
+                snprintf(err, errlen, "%s:%d: layer '%s' reads the loss layer '%s'", m->path,
+                         l->src_line, l->name, in->name);
+                return NULL;
+            }
+        }
+    }
+
+    nnet_t *n = xcalloc(1, sizeof *n);
+    n->m = m;
+    n->c = c;
+    n->batch = batch;
+    n->train = true;
+    arena_init(&n->arena, m, c);
+    n->ls = xcalloc((size_t)m->n_layers, sizeof *n->ls);
+    n->labels = xcalloc((size_t)batch, sizeof *n->labels);
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        lstate_t *s = &n->ls[i];
+        s->in_count = i > 0 ? shape_count(m->layers[l->inputs[0]].out_shape) : 0;
+        s->out_count = l->type == LAYER_SOFTMAX_LOSS ? s->in_count : shape_count(l->out_shape);
+        s->out = host_floats(n, s->out_count * batch);
+        s->dout = host_floats(n, s->out_count * batch);
+        s->need_dx = i > 0 && m->layers[l->inputs[0]].type != LAYER_INPUT;
+        if (n->arena.layer_count[i] > 0) {
+            int64_t off = n->arena.layer_offset[i];
+            s->w = n->arena.params + off;
+            s->dw = n->arena.grads + off;
+            if (l->biases > 0) {
+                s->b = s->w + l->weights;
+                s->db = s->dw + l->weights;
+            }
+        }
+        switch (l->type) {
+        case LAYER_CONV: {
+            int64_t need = (int64_t)l->in_shape.c * l->kernel_h * l->kernel_w *
+                           l->out_shape.h * l->out_shape.w;
+            if (need > n->col_count) n->col_count = need;
+            ASSERT(l->weights == (int64_t)l->out * (l->in_shape.c / l->groups) * l->kernel_h *
+                                     l->kernel_w,
+                   "conv '%s': weight count disagrees with the model", l->name);
+            break;
+        }
+        case LAYER_FC:
+            ASSERT(l->weights == (int64_t)l->out * s->in_count,
+                   "fc '%s': weight count disagrees with the model", l->name);
+            break;
+        case LAYER_POOL:
+            if (l->global) {
+                s->kh = l->in_shape.h, s->kw = l->in_shape.w;
+                s->sh = s->sw = 1;
+                s->ph = s->pw = 0;
+            } else {
+                s->kh = l->kernel_h, s->kw = l->kernel_w;
+                s->sh = l->stride_h, s->sw = l->stride_w;
+                s->ph = l->pad_h, s->pw = l->pad_w;
+            }
+            if (l->pool == POOL_MAX)
+                s->argmax = xcalloc((size_t)(s->out_count * batch), sizeof(int));
+            break;
+        case LAYER_LRN:
+        case LAYER_DROPOUT:
+            if (l->type == LAYER_LRN && s->out_count > n->col_count)
+                n->col_count = s->out_count; /* lrn backward scratch: one sample */
+            s->aux = host_floats(n, s->out_count * batch);
+            if (l->type == LAYER_DROPOUT) s->rng = rng_new(seed, 0x64726f70ULL + (uint64_t)i);
+            break;
+        case LAYER_BATCHNORM: {
+            int ch = l->out_shape.c;
+            s->aux = host_floats(n, s->out_count * batch);
+            s->mean = host_floats(n, ch);
+            s->invstd = host_floats(n, ch);
+            s->run_mean = n->arena.state + n->arena.state_offset[i];
+            s->run_var = s->run_mean + ch;
+            for (int k = 0; k < ch; k++) s->run_var[k] = 1.0f;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    n->col = host_floats(n, n->col_count > 0 ? n->col_count : 1);
+    return n;
+}
+
+void nnet_destroy(nnet_t **np)
+{
+    if (!np || !*np) return;
+    nnet_t *n = *np;
+    for (int i = 0; i < n->m->n_layers; i++) {
+        lstate_t *s = &n->ls[i];
+        compute_release(n->c, s->out);
+        compute_release(n->c, s->dout);
+        if (s->aux) compute_release(n->c, s->aux);
+        if (s->mean) compute_release(n->c, s->mean);
+        if (s->invstd) compute_release(n->c, s->invstd);
+        free(s->argmax);
+        rng_destroy(&s->rng);
+    }
+    compute_release(n->c, n->col);
+    arena_fini(&n->arena);
+    free(n->ls);
+    free(n->labels);
+    free(n);
+    *np = NULL;
+}
+
+const model_t *nnet_model(const nnet_t *n) { return n->m; }
+arena_t *nnet_arena(nnet_t *n) { return &n->arena; }
+int nnet_batch(const nnet_t *n) { return n->batch; }
+float *nnet_input(nnet_t *n) { return n->ls[0].out; }
+int *nnet_labels(nnet_t *n) { return n->labels; }
+void nnet_set_train(nnet_t *n, bool train) { n->train = train; }
+void nnet_set_dropout_frozen(nnet_t *n, bool frozen) { n->frozen = frozen; }
+void nnet_set_input_grad(nnet_t *n, bool on)
+{
+    n->input_grad = on;
+    for (int i = 1; i < n->m->n_layers; i++)
+        n->ls[i].need_dx = on || n->m->layers[n->m->layers[i].inputs[0]].type != LAYER_INPUT;
+}
+float *nnet_output(nnet_t *n, int l) { return n->ls[l].out; }
+float *nnet_doutput(nnet_t *n, int l) { return n->ls[l].dout; }
+int64_t nnet_out_count(const nnet_t *n, int l) { return n->ls[l].out_count; }
+double nnet_layer_loss(const nnet_t *n, int l) { return n->ls[l].loss; }
+
+/* ---- convolution ---------------------------------------------------------------------- */
+
+static bool conv_is_pointwise(const layer_t *l)
+{
+    return l->kernel_h == 1 && l->kernel_w == 1 && l->stride_h == 1 && l->stride_w == 1 &&
+           l->pad_h == 0 && l->pad_w == 0;
+}
+
+static void conv_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    int C = l->in_shape.c, H = l->in_shape.h, W = l->in_shape.w;
+    int O = l->out, P = l->out_shape.h * l->out_shape.w, G = l->groups;
+    int Cg = C / G, Og = O / G, K = Cg * l->kernel_h * l->kernel_w;
+    bool pw = conv_is_pointwise(l);
+    for (int b = 0; b < n->batch; b++) {
+        const float *xb = x + (int64_t)b * C * H * W;
+        float *yb = s->out + (int64_t)b * O * P;
+        const float *col = xb;
+        if (!pw) {
+            n->c->ops->im2col(n->c->ctx, xb, C, H, W, l->kernel_h, l->kernel_w, l->pad_h,
+                              l->pad_w, l->stride_h, l->stride_w, l->out_shape.h,
+                              l->out_shape.w, n->col);
+            col = n->col;
+        }
+        for (int g = 0; g < G; g++)
+            compute_sgemm(n->c, false, false, Og, P, K, 1.0f, s->w + (int64_t)g * Og * K, K,
+                          col + (int64_t)g * K * P, P, 0.0f, yb + (int64_t)g * Og * P, P);
+        if (s->b)
+            for (int o = 0; o < O; o++) {
+                float bv = s->b[o], *y = yb + (int64_t)o * P;
+                for (int p = 0; p < P; p++) y[p] += bv;
+            }
+    }
+}
+
+static void conv_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
+{
+    int C = l->in_shape.c, H = l->in_shape.h, W = l->in_shape.w;
+    int O = l->out, P = l->out_shape.h * l->out_shape.w, G = l->groups;
+    int Cg = C / G, Og = O / G, K = Cg * l->kernel_h * l->kernel_w;
+    bool pw = conv_is_pointwise(l);
+    if (s->db) memset(s->db, 0, (size_t)O * sizeof(float));
+    for (int b = 0; b < n->batch; b++) {
+        const float *xb = x + (int64_t)b * C * H * W;
+        const float *dyb = s->dout + (int64_t)b * O * P;
+        if (s->db)
+            for (int o = 0; o < O; o++) {
+                const float *dy = dyb + (int64_t)o * P;
+                float sum = 0.0f;
+                for (int p = 0; p < P; p++) sum += dy[p];
+                s->db[o] += sum;
+            }
+        const float *col = xb;
+        if (!pw) {
+            n->c->ops->im2col(n->c->ctx, xb, C, H, W, l->kernel_h, l->kernel_w, l->pad_h,
+                              l->pad_w, l->stride_h, l->stride_w, l->out_shape.h,
+                              l->out_shape.w, n->col);
+            col = n->col;
+        }
+        for (int g = 0; g < G; g++)
+            compute_sgemm(n->c, false, true, Og, K, P, 1.0f, dyb + (int64_t)g * Og * P, P,
+                          col + (int64_t)g * K * P, P, b == 0 ? 0.0f : 1.0f,
+                          s->dw + (int64_t)g * Og * K, K);
+        if (!dx) continue;
+        float *dxb = dx + (int64_t)b * C * H * W;
+        if (pw) {
+            for (int g = 0; g < G; g++)
+                compute_sgemm(n->c, true, false, K, P, Og, 1.0f, s->w + (int64_t)g * Og * K, K,
+                              dyb + (int64_t)g * Og * P, P, 1.0f, dxb + (int64_t)g * K * P, P);
+        } else {
+            for (int g = 0; g < G; g++)
+                compute_sgemm(n->c, true, false, K, P, Og, 1.0f, s->w + (int64_t)g * Og * K, K,
+                              dyb + (int64_t)g * Og * P, P, 0.0f, n->col + (int64_t)g * K * P,
+                              P);
+            n->c->ops->col2im(n->c->ctx, n->col, C, H, W, l->kernel_h, l->kernel_w, l->pad_h,
+                              l->pad_w, l->stride_h, l->stride_w, l->out_shape.h,
+                              l->out_shape.w, dxb);
+        }
+    }
+}
+
+/* ---- fully connected: y (N,M) = x (N,K) W^T + b, W (M,K) ------------------------------ */
+
+static void fc_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    int N = n->batch, M = l->out, K = (int)s->in_count;
+    compute_sgemm(n->c, false, true, N, M, K, 1.0f, x, K, s->w, K, 0.0f, s->out, M);
+    if (s->b)
+        for (int b = 0; b < N; b++) {
+            float *y = s->out + (int64_t)b * M;
+            for (int j = 0; j < M; j++) y[j] += s->b[j];
+        }
+}
+
+static void fc_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
+{
+    int N = n->batch, M = l->out, K = (int)s->in_count;
+    compute_sgemm(n->c, true, false, M, K, N, 1.0f, s->dout, M, x, K, 0.0f, s->dw, K);
+    if (s->db) {
+        memset(s->db, 0, (size_t)M * sizeof(float));
+        for (int b = 0; b < N; b++) {
+            const float *dy = s->dout + (int64_t)b * M;
+            for (int j = 0; j < M; j++) s->db[j] += dy[j];
+        }
+    }
+    if (dx) compute_sgemm(n->c, false, false, N, K, M, 1.0f, s->dout, M, s->w, K, 1.0f, dx, K);
+}
+
+/* ---- pooling (Caffe's PoolingLayer window rules) -------------------------------------- */
+
+static void pool_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    int C = l->in_shape.c, H = l->in_shape.h, W = l->in_shape.w;
+    int OH = l->out_shape.h, OW = l->out_shape.w;
+    for (int b = 0; b < n->batch; b++)
+        for (int ch = 0; ch < C; ch++) {
+            const float *xp = x + ((int64_t)b * C + ch) * H * W;
+            int64_t obase = ((int64_t)b * C + ch) * OH * OW;
+            for (int oy = 0; oy < OH; oy++)
+                for (int ox = 0; ox < OW; ox++) {
+                    int hs = oy * s->sh - s->ph, ws = ox * s->sw - s->pw;
+                    int he = hs + s->kh, we = ws + s->kw;
+                    int64_t o = obase + (int64_t)oy * OW + ox;
+                    if (l->pool == POOL_AVG) {
+                        int hp = he < H + s->ph ? he : H + s->ph;
+                        int wp = we < W + s->pw ? we : W + s->pw;
+                        int size = (hp - hs) * (wp - ws);
+                        hs = hs < 0 ? 0 : hs, ws = ws < 0 ? 0 : ws;
+                        he = he < H ? he : H, we = we < W ? we : W;
+                        float sum = 0.0f;
+                        for (int y = hs; y < he; y++)
+                            for (int xx = ws; xx < we; xx++) sum += xp[y * W + xx];
+                        s->out[o] = size > 0 ? sum / (float)size : 0.0f;
+                    } else {
+                        hs = hs < 0 ? 0 : hs, ws = ws < 0 ? 0 : ws;
+                        he = he < H ? he : H, we = we < W ? we : W;
+                        float best = -FLT_MAX;
+                        int arg = -1;
+                        for (int y = hs; y < he; y++)
+                            for (int xx = ws; xx < we; xx++)
+                                if (xp[y * W + xx] > best) best = xp[y * W + xx], arg = y * W + xx;
+                        s->out[o] = arg >= 0 ? best : 0.0f;
+                        s->argmax[o] = arg;
+                    }
+                }
+        }
+}
+
+static void pool_backward(nnet_t *n, const layer_t *l, lstate_t *s, float *dx)
+{
+    int C = l->in_shape.c, H = l->in_shape.h, W = l->in_shape.w;
+    int OH = l->out_shape.h, OW = l->out_shape.w;
+    for (int b = 0; b < n->batch; b++)
+        for (int ch = 0; ch < C; ch++) {
+            float *dxp = dx + ((int64_t)b * C + ch) * H * W;
+            int64_t obase = ((int64_t)b * C + ch) * OH * OW;
+            for (int oy = 0; oy < OH; oy++)
+                for (int ox = 0; ox < OW; ox++) {
+                    int64_t o = obase + (int64_t)oy * OW + ox;
+                    float dy = s->dout[o];
+                    if (l->pool == POOL_MAX) {
+                        if (s->argmax[o] >= 0) dxp[s->argmax[o]] += dy;
+                        continue;
+                    }
+                    int hs = oy * s->sh - s->ph, ws = ox * s->sw - s->pw;
+                    int he = hs + s->kh, we = ws + s->kw;
+                    int hp = he < H + s->ph ? he : H + s->ph;
+                    int wp = we < W + s->pw ? we : W + s->pw;
+                    int size = (hp - hs) * (wp - ws);
+                    hs = hs < 0 ? 0 : hs, ws = ws < 0 ? 0 : ws;
+                    he = he < H ? he : H, we = we < W ? we : W;
+                    if (size <= 0) continue;
+                    float g = dy / (float)size;
+                    for (int y = hs; y < he; y++)
+                        for (int xx = ws; xx < we; xx++) dxp[y * W + xx] += g;
+                }
+        }
+}
+
+/* ---- LRN across channels (Caffe's LRNLayer, ACROSS_CHANNELS) ---------------------------
+ * scale_c = k + alpha/size * sum_{c' in window(c)} x_c'^2,  y_c = x_c * scale_c^-beta,
+ * window(c) = [c - (size-1)/2, c - (size-1)/2 + size - 1] clipped to the channels. */
+
+static void lrn_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    int C = l->in_shape.c, P = l->in_shape.h * l->in_shape.w, size = l->lrn_size;
+    int pre = (size - 1) / 2;
+    float a = (float)(l->lrn_alpha / size), k = (float)l->lrn_k, beta = (float)l->lrn_beta;
+    for (int b = 0; b < n->batch; b++) {
+        const float *xb = x + (int64_t)b * C * P;
+        float *sc = s->aux + (int64_t)b * C * P, *yb = s->out + (int64_t)b * C * P;
+        for (int c = 0; c < C; c++) {
+            float *scp = sc + (int64_t)c * P;
+            for (int p = 0; p < P; p++) scp[p] = 0.0f;
+            int lo = c - pre < 0 ? 0 : c - pre, hi = c - pre + size - 1;
+            if (hi > C - 1) hi = C - 1;
+            for (int cc = lo; cc <= hi; cc++) {
+                const float *xp = xb + (int64_t)cc * P;
+                for (int p = 0; p < P; p++) scp[p] += xp[p] * xp[p];
+            }
+            const float *xp = xb + (int64_t)c * P;
+            float *yp = yb + (int64_t)c * P;
+            for (int p = 0; p < P; p++) {
+                scp[p] = k + a * scp[p];
+                yp[p] = xp[p] * powf(scp[p], -beta);
+            }
+        }
+    }
+}
+
+static void lrn_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
+{
+    int C = l->in_shape.c, P = l->in_shape.h * l->in_shape.w, size = l->lrn_size;
+    int pre = (size - 1) / 2;
+    float beta = (float)l->lrn_beta, coef = (float)(2.0 * l->lrn_alpha * l->lrn_beta / size);
+    float *ratio = n->col; /* C x P scratch: dy * y / scale */
+    ASSERT(n->col_count >= (int64_t)C * P, "lrn scratch too small");
+    for (int b = 0; b < n->batch; b++) {
+        const float *xb = x + (int64_t)b * C * P, *sc = s->aux + (int64_t)b * C * P;
+        const float *yb = s->out + (int64_t)b * C * P, *dyb = s->dout + (int64_t)b * C * P;
+        float *dxb = dx + (int64_t)b * C * P;
+        for (int64_t i = 0; i < (int64_t)C * P; i++) ratio[i] = dyb[i] * yb[i] / sc[i];
+        for (int c = 0; c < C; c++) {
+            /* channels c' whose window holds c: c' - pre <= c <= c' - pre + size - 1 */
+            int lo = c + pre - size + 1 < 0 ? 0 : c + pre - size + 1;
+            int hi = c + pre > C - 1 ? C - 1 : c + pre;
+            const float *xp = xb + (int64_t)c * P, *scp = sc + (int64_t)c * P;
+            const float *dyp = dyb + (int64_t)c * P;
+            float *dxp = dxb + (int64_t)c * P;
+            for (int p = 0; p < P; p++) {
+                float acc = 0.0f;
+                for (int cc = lo; cc <= hi; cc++) acc += ratio[(int64_t)cc * P + p];
+                dxp[p] += dyp[p] * powf(scp[p], -beta) - coef * xp[p] * acc;
+            }
+        }
+    }
+}
+
+/* ---- batchnorm: per channel over (batch, H, W) ---------------------------------------- */
+
+static void bn_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    int C = l->in_shape.c, P = l->in_shape.h * l->in_shape.w, N = n->batch;
+    double cnt = (double)N * P;
+    float mom = (float)l->bn_momentum;
+    for (int c = 0; c < C; c++) {
+        float mean, invstd;
+        if (n->train) {
+            double sum = 0.0, sq = 0.0;
+            for (int b = 0; b < N; b++) {
+                const float *xp = x + ((int64_t)b * C + c) * P;
+                for (int p = 0; p < P; p++) sum += xp[p], sq += (double)xp[p] * xp[p];
+            }
+            double m = sum / cnt, var = sq / cnt - m * m;
+            if (var < 0) var = 0;
+            mean = (float)m;
+            invstd = (float)(1.0 / sqrt(var + l->bn_eps));
+            s->mean[c] = mean;
+            s->invstd[c] = invstd;
+            /* running variance uses the unbiased estimate (as PyTorch's BatchNorm does) */
+            double unbiased = cnt > 1 ? var * cnt / (cnt - 1) : var;
+            s->run_mean[c] = (1 - mom) * s->run_mean[c] + mom * (float)m;
+            s->run_var[c] = (1 - mom) * s->run_var[c] + mom * (float)unbiased;
+        } else {
+            mean = s->run_mean[c];
+            invstd = (float)(1.0 / sqrt((double)s->run_var[c] + l->bn_eps));
+        }
+        float g = s->w[c], sh = s->b ? s->b[c] : 0.0f;
+        for (int b = 0; b < N; b++) {
+            int64_t base = ((int64_t)b * C + c) * P;
+            for (int p = 0; p < P; p++) {
+                float xh = (x[base + p] - mean) * invstd;
+                s->aux[base + p] = xh;
+                s->out[base + p] = g * xh + sh;
+            }
+        }
+    }
+}
+
+static void bn_backward(nnet_t *n, const layer_t *l, lstate_t *s, float *dx)
+{
+    int C = l->in_shape.c, P = l->in_shape.h * l->in_shape.w, N = n->batch;
+    double cnt = (double)N * P;
+    for (int c = 0; c < C; c++) {
+        double dg = 0.0, dbeta = 0.0;
+        for (int b = 0; b < N; b++) {
+            int64_t base = ((int64_t)b * C + c) * P;
+            for (int p = 0; p < P; p++) {
+                dg += (double)s->dout[base + p] * s->aux[base + p];
+                dbeta += s->dout[base + p];
+            }
+        }
+        s->dw[c] = (float)dg;
+        if (s->db) s->db[c] = (float)dbeta;
+        if (!dx) continue;
+        float g = s->w[c];
+        if (n->train) {
+            float k = (float)(g * s->invstd[c] / cnt);
+            for (int b = 0; b < N; b++) {
+                int64_t base = ((int64_t)b * C + c) * P;
+                for (int p = 0; p < P; p++)
+                    dx[base + p] += k * ((float)cnt * s->dout[base + p] - (float)dbeta -
+                                         s->aux[base + p] * (float)dg);
+            }
+        } else {
+            float k = (float)(g / sqrt((double)s->run_var[c] + l->bn_eps));
+            for (int b = 0; b < N; b++) {
+                int64_t base = ((int64_t)b * C + c) * P;
+                for (int p = 0; p < P; p++) dx[base + p] += k * s->dout[base + p];
+            }
+        }
+    }
+}
+
+/* ---- softmax with cross-entropy -------------------------------------------------------- */
+
+static void softmax_loss_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    int K = (int)s->in_count, N = n->batch;
+    double total = 0.0;
+    for (int b = 0; b < N; b++) {
+        const float *xb = x + (int64_t)b * K;
+        float *pb = s->out + (int64_t)b * K;
+        float mx = xb[0];
+        for (int j = 1; j < K; j++) mx = xb[j] > mx ? xb[j] : mx;
+        double z = 0.0;
+        for (int j = 0; j < K; j++) z += exp((double)xb[j] - mx);
+        for (int j = 0; j < K; j++) pb[j] = (float)(exp((double)xb[j] - mx) / z);
+        int y = n->labels[b];
+        ASSERT(y >= 0 && y < K, "label %d out of range for %d classes (layer %s)", y, K,
+               l->name);
+        total += -((double)xb[y] - mx - log(z));
+    }
+    s->loss = l->loss_weight * total / N;
+}
+
+static void softmax_loss_backward(nnet_t *n, const layer_t *l, lstate_t *s, float *dx)
+{
+    int K = (int)s->in_count, N = n->batch;
+    float scale = (float)(l->loss_weight / N);
+    for (int b = 0; b < N; b++) {
+        const float *pb = s->out + (int64_t)b * K;
+        float *d = dx + (int64_t)b * K;
+        for (int j = 0; j < K; j++) d[j] += scale * (pb[j] - (j == n->labels[b] ? 1.0f : 0.0f));
+    }
+}
+
+/* ---- dispatch ------------------------------------------------------------------------- */
+
+void nnet_forward_layer(nnet_t *n, int li)
+{
+    const layer_t *l = &n->m->layers[li];
+    lstate_t *s = &n->ls[li];
+    if (l->type == LAYER_INPUT) return;
+    const float *x = n->ls[l->inputs[0]].out;
+    int64_t total = s->out_count * n->batch;
+    switch (l->type) {
+    case LAYER_CONV: conv_forward(n, l, s, x); break;
+    case LAYER_FC: fc_forward(n, l, s, x); break;
+    case LAYER_RELU:
+        for (int64_t i = 0; i < total; i++) s->out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    case LAYER_POOL: pool_forward(n, l, s, x); break;
+    case LAYER_LRN: lrn_forward(n, l, s, x); break;
+    case LAYER_DROPOUT:
+        if (!n->train) {
+            memcpy(s->out, x, (size_t)total * sizeof(float));
+            break;
+        }
+        if (!n->frozen) {
+            float keep = (float)(1.0 / (1.0 - l->dropout_ratio));
+            for (int64_t i = 0; i < total; i++)
+                s->aux[i] = rng_uniform(s->rng) < l->dropout_ratio ? 0.0f : keep;
+        }
+        for (int64_t i = 0; i < total; i++) s->out[i] = x[i] * s->aux[i];
+        break;
+    case LAYER_BATCHNORM: bn_forward(n, l, s, x); break;
+    case LAYER_CONCAT: {
+        int64_t off = 0;
+        for (int k = 0; k < l->n_inputs; k++) {
+            const lstate_t *in = &n->ls[l->inputs[k]];
+            for (int b = 0; b < n->batch; b++)
+                memcpy(s->out + b * s->out_count + off, in->out + b * in->out_count,
+                       (size_t)in->out_count * sizeof(float));
+            off += in->out_count;
+        }
+        ASSERT(off == s->out_count, "concat '%s': inputs do not fill the output", l->name);
+        break;
+    }
+    case LAYER_ADD:
+        memcpy(s->out, x, (size_t)total * sizeof(float));
+        for (int k = 1; k < l->n_inputs; k++)
+            n->c->ops->saxpy(n->c->ctx, total, 1.0f, n->ls[l->inputs[k]].out, s->out);
+        break;
+    case LAYER_SOFTMAX_LOSS: softmax_loss_forward(n, l, s, x); break;
+    default: ASSERT(0, "layer type %d has no forward", (int)l->type);
+    }
+}
+
+void nnet_backward_begin(nnet_t *n)
+{
+    for (int i = 0; i < n->m->n_layers; i++)
+        memset(n->ls[i].dout, 0, (size_t)(n->ls[i].out_count * n->batch) * sizeof(float));
+}
+
+void nnet_backward_layer(nnet_t *n, int li)
+{
+    const layer_t *l = &n->m->layers[li];
+    lstate_t *s = &n->ls[li];
+    if (l->type == LAYER_INPUT) return;
+    const float *x = n->ls[l->inputs[0]].out;
+    float *dx = s->need_dx ? n->ls[l->inputs[0]].dout : NULL;
+    int64_t total = s->out_count * n->batch;
+    switch (l->type) {
+    case LAYER_CONV: conv_backward(n, l, s, x, dx); break;
+    case LAYER_FC: fc_backward(n, l, s, x, dx); break;
+    case LAYER_RELU:
+        if (dx)
+            for (int64_t i = 0; i < total; i++) dx[i] += x[i] > 0.0f ? s->dout[i] : 0.0f;
+        break;
+    case LAYER_POOL:
+        if (dx) pool_backward(n, l, s, dx);
+        break;
+    case LAYER_LRN:
+        if (dx) lrn_backward(n, l, s, x, dx);
+        break;
+    case LAYER_DROPOUT:
+        if (dx) {
+            if (n->train)
+                for (int64_t i = 0; i < total; i++) dx[i] += s->dout[i] * s->aux[i];
+            else
+                for (int64_t i = 0; i < total; i++) dx[i] += s->dout[i];
+        }
+        break;
+    case LAYER_BATCHNORM: bn_backward(n, l, s, dx); break;
+    case LAYER_CONCAT: {
+        int64_t off = 0;
+        for (int k = 0; k < l->n_inputs; k++) {
+            lstate_t *in = &n->ls[l->inputs[k]];
+            bool need = n->input_grad || n->m->layers[l->inputs[k]].type != LAYER_INPUT;
+            if (need)
+                for (int b = 0; b < n->batch; b++) {
+                    float *d = in->dout + b * in->out_count;
+                    const float *g = s->dout + b * s->out_count + off;
+                    for (int64_t i = 0; i < in->out_count; i++) d[i] += g[i];
+                }
+            off += in->out_count;
+        }
+        break;
+    }
+    case LAYER_ADD:
+        for (int k = 0; k < l->n_inputs; k++) {
+            bool need = n->input_grad || n->m->layers[l->inputs[k]].type != LAYER_INPUT;
+            if (need)
+                n->c->ops->saxpy(n->c->ctx, total, 1.0f, s->dout, n->ls[l->inputs[k]].dout);
+        }
+        break;
+    case LAYER_SOFTMAX_LOSS:
+        if (dx) softmax_loss_backward(n, l, s, dx);
+        break;
+    default: ASSERT(0, "layer type %d has no backward", (int)l->type);
+    }
+}
+
+double nnet_forward(nnet_t *n)
+{
+    double loss = 0.0;
+    for (int i = 0; i < n->m->n_layers; i++) {
+        nnet_forward_layer(n, i);
+        if (n->m->layers[i].type == LAYER_SOFTMAX_LOSS) loss += n->ls[i].loss;
+    }
+    return loss;
+}
+
+void nnet_backward(nnet_t *n)
+{
+    nnet_backward_begin(n);
+    for (int i = n->m->n_layers - 1; i >= 1; i--) nnet_backward_layer(n, i);
+}
+
+int nnet_count_correct(const nnet_t *n)
+{
+    int last = -1;
+    for (int i = 0; i < n->m->n_layers; i++)
+        if (n->m->layers[i].type == LAYER_SOFTMAX_LOSS) last = i;
+    ASSERT(last >= 0, "no loss layer");
+    const lstate_t *s = &n->ls[last];
+    int correct = 0;
+    for (int b = 0; b < n->batch; b++) {
+        const float *p = s->out + (int64_t)b * s->out_count;
+        int arg = 0;
+        for (int j = 1; j < s->out_count; j++)
+            if (p[j] > p[arg]) arg = j;
+        correct += arg == n->labels[b];
+    }
+    return correct;
+}
+
+void nnet_fc_factors(nnet_t *n, int l, const float **x, const float **dy, int *in_units,
+                    int *out_units)
+{
+    const layer_t *ly = &n->m->layers[l];
+    ASSERT(ly->type == LAYER_FC, "layer '%s' is not fc", ly->name);
+    *x = n->ls[ly->inputs[0]].out;
+    *dy = n->ls[l].dout;
+    *in_units = (int)n->ls[l].in_count;
+    *out_units = ly->out;
+}

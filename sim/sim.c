@@ -1,0 +1,417 @@
+#include "sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "evq.h"
+#include "net.h"
+#include "rng.h"
+
+enum { EV_DONE = 1, EV_DELIVER = 2 };
+
+typedef struct {
+    int op, back;
+} rev_t;
+
+typedef struct {
+    int prio, op, it;
+} qent_t;
+
+typedef struct {
+    int busy;
+    int n, cap;
+    qent_t *e;
+} rqueue_t;
+
+typedef struct {
+    const plan_t *p;
+    const sim_times_t *tm;
+    const sim_opts_t *o;
+    int N, O, T;
+    int64_t now;
+    evq_t *q;
+    net_t *net;
+    int32_t *cnt;          /* [t][op][node]: unmet deps, then (transfers) flows outstanding */
+    int64_t *t_start;      /* same shape, only when tracing */
+    int32_t *barrier;      /* [t][op]: instances completed */
+    int *rev_first[3], *rev_n[3];
+    rev_t *rev[3];
+    rqueue_t *rq[RES_COUNT]; /* per node, for RES_SERVER and RES_UPDATE */
+    double *speed;
+    rng_t **jitter;
+    int64_t *iter_end;
+    /* per-node accounting */
+    int32_t *nflows;
+    char *computing;
+    int64_t *last_ns, *busy_ns, *comm_ns, *both_ns;
+    int64_t *sent, *recv;
+} sim_t;
+
+static int ctx_fn(char *buf, size_t len, void *arg)
+{
+    sim_t *s = arg;
+    return snprintf(buf, len, "virtual time %lld ns", (long long)s->now);
+}
+
+static inline int64_t idx(const sim_t *s, int t, int op, int node)
+{
+    return ((int64_t)t * s->O + op) * s->N + node;
+}
+
+static void touch(sim_t *s, int n)
+{
+    int64_t dt = s->now - s->last_ns[n];
+    if (dt > 0) {
+        int c = s->computing[n], f = s->nflows[n] > 0;
+        if (c) s->busy_ns[n] += dt;
+        if (f) s->comm_ns[n] += dt;
+        if (c && f) s->both_ns[n] += dt;
+    }
+    s->last_ns[n] = s->now;
+}
+
+static void dec(sim_t *s, int op, int node, int t);
+
+static void trace_instance(sim_t *s, int op, int node, int t, int peer, int64_t bytes)
+{
+    if (!s->o->trace) return;
+    const plan_op_t *po = &s->p->ops[op];
+    const plan_unit_t *u = &s->p->units[po->unit];
+    int li = u->layer >= 0 ? u->layer : u->first;
+    trace_lane_t lane = po->res == RES_COMPUTE  ? TRACE_LANE_COMPUTE
+                        : po->res == RES_NET    ? TRACE_LANE_NET
+                        : po->res == RES_SERVER ? TRACE_LANE_SERVER
+                                                : TRACE_LANE_UPDATE;
+    trace_row_t r = {node, t, op_kind_name(po->kind), s->p->model->layers[li].name, peer, bytes,
+                     s->t_start[idx(s, t, op, node)], s->now, lane};
+    trace_write(s->o->trace, &r);
+}
+
+static int64_t op_duration(sim_t *s, int op, int node)
+{
+    const plan_op_t *po = &s->p->ops[op];
+    const plan_t *p = s->p;
+    double ns = 0;
+    switch (po->kind) {
+    case OP_FWD: ns = (double)s->tm->fwd_ns[po->unit]; break;
+    case OP_BWD: ns = (double)s->tm->bwd_ns[po->unit]; break;
+    case OP_UPDATE: ns = po->flops / s->tm->update_flops * 1e9; break;
+    case OP_APPLY: {
+        if (p->cluster.server_Bps <= 0) return 0;
+        const plan_unit_t *u = &p->units[po->unit];
+        int64_t b = cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, node);
+        return llround((double)b * p->workers / p->cluster.server_Bps * 1e9);
+    }
+    default: ASSERT(0, "op %d has no duration", op);
+    }
+    ns /= s->speed[node];
+    if (s->jitter) ns *= rng_lognormal(s->jitter[node], 0, p->cluster.jitter_sigma);
+    return llround(ns);
+}
+
+static void rq_start_next(sim_t *s, int res, int node)
+{
+    rqueue_t *q = &s->rq[res][node];
+    if (q->busy || q->n == 0) return;
+    int best = 0;
+    for (int i = 1; i < q->n; i++) {
+        const qent_t *a = &q->e[i], *b = &q->e[best];
+        if (a->prio < b->prio || (a->prio == b->prio && (a->op < b->op ||
+                                                         (a->op == b->op && a->it < b->it))))
+            best = i;
+    }
+    qent_t e = q->e[best];
+    q->e[best] = q->e[--q->n];
+    q->busy = 1;
+    if (s->o->trace) s->t_start[idx(s, e.it, e.op, node)] = s->now;
+    evq_push(s->q, s->now + op_duration(s, e.op, node), 0, EV_DONE, e.op, node, e.it, 0);
+}
+
+static void ready(sim_t *s, int op, int node, int t)
+{
+    const plan_op_t *po = &s->p->ops[op];
+    if (s->o->trace) s->t_start[idx(s, t, op, node)] = s->now;
+    switch (po->res) {
+    case RES_COMPUTE:
+        ASSERT(!s->computing[node], "compute of node %d busy when op %d got ready", node, op);
+        touch(s, node);
+        s->computing[node] = 1;
+        evq_push(s->q, s->now + op_duration(s, op, node), 0, EV_DONE, op, node, t, 0);
+        break;
+    case RES_SERVER:
+    case RES_UPDATE: {
+        rqueue_t *q = &s->rq[po->res][node];
+        if (q->n == q->cap) {
+            q->cap = q->cap ? 2 * q->cap : 8;
+            q->e = xrealloc(q->e, (size_t)q->cap * sizeof *q->e);
+        }
+        q->e[q->n++] = (qent_t){po->priority, op, t};
+        rq_start_next(s, po->res, node);
+        break;
+    }
+    case RES_NET: {
+        int nd = plan_n_dests(s->p, op, node);
+        ASSERT(nd > 0, "transfer op %d on node %d has no destination", op, node);
+        s->cnt[idx(s, t, op, node)] = nd;
+        for (int i = 0; i < nd; i++) {
+            int64_t bytes;
+            int d = plan_dest(s->p, op, node, i, &bytes);
+            ASSERT(bytes > 0, "empty flow of op %d", op);
+            if (d == node) {
+                evq_push(s->q, s->now, 0, EV_DELIVER, op, node, d, t);
+                continue;
+            }
+            touch(s, node);
+            touch(s, d);
+            s->nflows[node]++;
+            s->nflows[d]++;
+            s->sent[node] += bytes;
+            s->recv[d] += bytes;
+            int64_t tag = ((((int64_t)t * s->O) + op) * s->N + node) * s->N + d;
+            net_add(s->net, s->now, node, d, bytes, tag);
+        }
+        break;
+    }
+    default: ASSERT(0, "bad resource %d", po->res);
+    }
+}
+
+static void dec(sim_t *s, int op, int node, int t)
+{
+    int32_t *c = &s->cnt[idx(s, t, op, node)];
+    ASSERT(*c > 0, "op %s unit %d node %d iteration %d: dependency count underflow",
+           op_kind_name(s->p->ops[op].kind), s->p->ops[op].unit, node, t);
+    if (--*c == 0) ready(s, op, node, t);
+}
+
+static void complete(sim_t *s, int op, int node, int t, int peer, int64_t bytes)
+{
+    const plan_op_t *po = &s->p->ops[op];
+    trace_instance(s, op, node, t, peer, bytes);
+    if (s->now > s->iter_end[t]) s->iter_end[t] = s->now;
+    if (po->res == RES_COMPUTE) {
+        touch(s, node);
+        s->computing[node] = 0;
+    } else if (po->res == RES_SERVER || po->res == RES_UPDATE) {
+        s->rq[po->res][node].busy = 0;
+        rq_start_next(s, po->res, node);
+    }
+    for (int k = 0; k < s->rev_n[DEP_LOCAL][op]; k++) {
+        rev_t r = s->rev[DEP_LOCAL][s->rev_first[DEP_LOCAL][op] + k];
+        if (t + r.back < s->T) dec(s, r.op, node, t + r.back);
+    }
+    if (s->rev_n[DEP_ALL][op] > 0 &&
+        ++s->barrier[(int64_t)t * s->O + op] == plan_n_instances(s->p, op)) {
+        for (int k = 0; k < s->rev_n[DEP_ALL][op]; k++) {
+            rev_t r = s->rev[DEP_ALL][s->rev_first[DEP_ALL][op] + k];
+            if (t + r.back >= s->T) continue;
+            for (int n = 0; n < s->N; n++)
+                if (plan_has_instance(s->p, r.op, n)) dec(s, r.op, n, t + r.back);
+        }
+    }
+}
+
+static void deliver(sim_t *s, int op, int src, int dst, int t)
+{
+    for (int k = 0; k < s->rev_n[DEP_RECV][op]; k++) {
+        rev_t r = s->rev[DEP_RECV][s->rev_first[DEP_RECV][op] + k];
+        if (t + r.back < s->T && plan_has_instance(s->p, r.op, dst)) dec(s, r.op, dst, t + r.back);
+    }
+    int32_t *c = &s->cnt[idx(s, t, op, src)];
+    ASSERT(*c > 0, "flow of op %d delivered twice", op);
+    if (--*c == 0) {
+        int nd = plan_n_dests(s->p, op, src);
+        int64_t bytes = 0, b;
+        int peer = -1;
+        for (int i = 0; i < nd; i++) {
+            int d = plan_dest(s->p, op, src, i, &b);
+            bytes += b;
+            if (nd == 1) peer = d;
+        }
+        complete(s, op, src, t, peer, bytes);
+    }
+}
+
+static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes)
+{
+    sim_t *s = arg;
+    (void)bytes;
+    int64_t rest = tag / ((int64_t)s->N * s->N);
+    int op = (int)(rest % s->O), t = (int)(rest / s->O);
+    touch(s, src);
+    touch(s, dst);
+    s->nflows[src]--;
+    s->nflows[dst]--;
+    evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
+}
+
+static void build_reverse(sim_t *s)
+{
+    const plan_t *p = s->p;
+    for (int sc = 0; sc < 3; sc++) {
+        s->rev_n[sc] = xcalloc((size_t)s->O, sizeof(int));
+        s->rev_first[sc] = xcalloc((size_t)s->O + 1, sizeof(int));
+    }
+    for (int i = 0; i < p->n_deps; i++) s->rev_n[p->deps[i].scope][p->deps[i].op]++;
+    for (int sc = 0; sc < 3; sc++) {
+        for (int o = 0; o < s->O; o++) s->rev_first[sc][o + 1] = s->rev_first[sc][o] + s->rev_n[sc][o];
+        s->rev[sc] = xcalloc((size_t)s->rev_first[sc][s->O] + 1, sizeof(rev_t));
+        memset(s->rev_n[sc], 0, (size_t)s->O * sizeof(int));
+    }
+    for (int o = 0; o < s->O; o++)
+        for (int k = 0; k < p->ops[o].n_deps; k++) {
+            const plan_dep_t *d = &p->deps[p->ops[o].dep_first + k];
+            int sc = d->scope;
+            s->rev[sc][s->rev_first[sc][d->op] + s->rev_n[sc][d->op]++] = (rev_t){o, d->iter_back};
+        }
+}
+
+int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_result_t *r)
+{
+    ASSERT(o->iterations >= 1, "iterations %d", o->iterations);
+    ASSERT(tm->n_units == p->n_units, "times for %d units, plan has %d", tm->n_units, p->n_units);
+    sim_t S = {0}, *s = &S;
+    s->p = p;
+    s->tm = tm;
+    s->o = o;
+    s->N = p->workers;
+    s->O = p->n_ops;
+    s->T = o->iterations;
+    ASSERT((double)s->T * s->O * s->N * s->N < 9e18, "flow tags overflow");
+    s->q = evq_new();
+    s->net = net_new(s->N, cluster_nic_Bps(&p->cluster), p->cluster.core_Bps);
+    int64_t total = (int64_t)s->T * s->O * s->N;
+    s->cnt = xcalloc((size_t)total, sizeof *s->cnt);
+    s->t_start = o->trace ? xcalloc((size_t)total, sizeof *s->t_start) : xcalloc(1, 8);
+    s->barrier = xcalloc((size_t)s->T * s->O, sizeof *s->barrier);
+    s->iter_end = xcalloc((size_t)s->T, sizeof *s->iter_end);
+    build_reverse(s);
+    for (int res = 0; res < RES_COUNT; res++) s->rq[res] = xcalloc((size_t)s->N, sizeof(rqueue_t));
+    s->speed = xcalloc((size_t)s->N, sizeof *s->speed);
+    rng_t *strag = p->cluster.straggler_sigma > 0 ? rng_new(o->seed, 0) : NULL;
+    for (int n = 0; n < s->N; n++) {
+        s->speed[n] = cluster_node_speed(&p->cluster, n);
+        /* Drawn in node order from one stream: node i's speed does not depend on N. */
+        if (strag) s->speed[n] /= rng_lognormal(strag, 0, p->cluster.straggler_sigma);
+    }
+    rng_destroy(&strag);
+    if (p->cluster.jitter_sigma > 0) {
+        s->jitter = xcalloc((size_t)s->N, sizeof *s->jitter);
+        for (int n = 0; n < s->N; n++) s->jitter[n] = rng_new(o->seed, 1 + (uint64_t)n);
+    }
+    s->nflows = xcalloc((size_t)s->N, sizeof *s->nflows);
+    s->computing = xcalloc((size_t)s->N, 1);
+    s->last_ns = xcalloc((size_t)s->N, sizeof(int64_t));
+    s->busy_ns = xcalloc((size_t)s->N, sizeof(int64_t));
+    s->comm_ns = xcalloc((size_t)s->N, sizeof(int64_t));
+    s->both_ns = xcalloc((size_t)s->N, sizeof(int64_t));
+    s->sent = xcalloc((size_t)s->N, sizeof(int64_t));
+    s->recv = xcalloc((size_t)s->N, sizeof(int64_t));
+    check_set_context(ctx_fn, s);
+
+    /* Dependency counts of every instance; those with none start at time 0. */
+    for (int t = 0; t < s->T; t++)
+        for (int op = 0; op < s->O; op++) {
+            const plan_op_t *po = &p->ops[op];
+            for (int n = 0; n < s->N; n++) {
+                if (po->place == PLACE_SHARDS && !plan_has_instance(p, op, n)) continue;
+                int32_t c = 0;
+                for (int k = 0; k < po->n_deps; k++) {
+                    const plan_dep_t *d = &p->deps[po->dep_first + k];
+                    if (t - d->iter_back < 0) continue;
+                    c += d->scope == DEP_RECV ? plan_n_sources(p, d->op, n) : 1;
+                }
+                s->cnt[idx(s, t, op, n)] = c;
+            }
+        }
+    for (int t = 0; t < s->T; t++)
+        for (int op = 0; op < s->O; op++)
+            for (int n = 0; n < s->N; n++)
+                if (s->cnt[idx(s, t, op, n)] == 0 && plan_has_instance(p, op, n))
+                    ready(s, op, n, t);
+
+    event_t e;
+    for (;;) {
+        int64_t te = evq_peek_time(s->q);
+        if (net_dirty(s->net) && te > s->now) net_recompute(s->net, s->now);
+        int64_t tn = net_dirty(s->net) ? INT64_MAX : net_next_ns(s->net);
+        if (tn == INT64_MAX && te == INT64_MAX) break;
+        if (tn <= te) {
+            s->now = tn;
+            net_finish(s->net, s->now, on_finish, s);
+            continue;
+        }
+        evq_pop(s->q, &e);
+        s->now = e.t_ns;
+        if (e.type == EV_DONE) complete(s, e.a, e.b, e.c, -1, 0);
+        else deliver(s, e.a, e.b, e.c, e.d);
+    }
+
+    /* Everything must have run: a leftover count is a plan/executor bug. */
+    for (int64_t i = 0; i < total; i++)
+        if (s->cnt[i] != 0) {
+            int n = (int)(i % s->N), op = (int)((i / s->N) % s->O), t = (int)(i / s->N / s->O);
+            if (p->ops[op].place == PLACE_SHARDS && !plan_has_instance(p, op, n)) continue;
+            ASSERT(0, "op %s unit %d node %d iteration %d never ran (%d deps left)",
+                   op_kind_name(p->ops[op].kind), p->ops[op].unit, n, t, s->cnt[i]);
+        }
+
+    memset(r, 0, sizeof *r);
+    r->nodes = s->N;
+    r->iterations = s->T;
+    r->makespan_ns = s->now;
+    r->iter_ns = s->T > 1 ? (s->iter_end[s->T - 1] - s->iter_end[0]) / (s->T - 1) : s->iter_end[0];
+    double imgs = (double)s->N * p->cluster.devices_per_node * p->batch;
+    r->images_per_s = r->iter_ns > 0 ? imgs / (r->iter_ns * 1e-9) : 0;
+    double busy = 0, comm = 0, both = 0, sent = 0, recv = 0, maxs = 0;
+    for (int n = 0; n < s->N; n++) {
+        touch(s, n);
+        busy += (double)s->busy_ns[n];
+        comm += (double)s->comm_ns[n];
+        both += (double)s->both_ns[n];
+        sent += (double)s->sent[n];
+        recv += (double)s->recv[n];
+        if (s->sent[n] > maxs) maxs = (double)s->sent[n];
+    }
+    r->sent_bytes_per_node = sent / s->N / s->T;
+    r->recv_bytes_per_node = recv / s->N / s->T;
+    r->max_sent_bytes_node = maxs / s->T;
+    r->compute_idle_frac = s->now > 0 ? 1 - busy / ((double)s->N * (double)s->now) : 0;
+    r->comm_hidden_frac = comm > 0 ? both / comm : 1;
+    r->events = evq_pushed(s->q);
+    r->net_recomputes = net_recomputes(s->net);
+
+    check_set_context(NULL, NULL);
+    evq_destroy(&s->q);
+    net_destroy(&s->net);
+    free(s->cnt);
+    free(s->t_start);
+    free(s->barrier);
+    free(s->iter_end);
+    for (int sc = 0; sc < 3; sc++) {
+        free(s->rev[sc]);
+        free(s->rev_n[sc]);
+        free(s->rev_first[sc]);
+    }
+    for (int res = 0; res < RES_COUNT; res++) {
+        for (int n = 0; n < s->N; n++) free(s->rq[res][n].e);
+        free(s->rq[res]);
+    }
+    if (s->jitter) {
+        for (int n = 0; n < s->N; n++) rng_destroy(&s->jitter[n]);
+        free(s->jitter);
+    }
+    free(s->speed);
+    free(s->nflows);
+    free(s->computing);
+    free(s->last_ns);
+    free(s->busy_ns);
+    free(s->comm_ns);
+    free(s->both_ns);
+    free(s->sent);
+    free(s->recv);
+    return 0;
+}

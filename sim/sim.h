@@ -1,0 +1,44 @@
+/* sim: executes a plan in virtual time. Compute ops take the per-unit times (divided by the
+ * node's speed, times per-op noise), server applies take bytes / server throughput, SFB
+ * reconstructions take FLOPs / GEMM rate, and transfers become flows of the network model
+ * (net.h) delivered one latency after their last byte. The executor follows plan.h's walking
+ * rules exactly; it holds no policy of its own.
+ *
+ * State is O(iterations x ops x nodes) counters; everything is passed through sim_t, so one
+ * process can run several simulations. Deterministic for a given (plan, times, seed).
+ */
+#ifndef POSEIDON_SIM_H
+#define POSEIDON_SIM_H
+
+#include <stdint.h>
+
+#include "compute.h"
+#include "plan.h"
+#include "trace.h"
+
+typedef struct {
+    int iterations;      /* >= 1; the first is the warm-up */
+    uint64_t seed;
+    trace_t *trace;      /* optional: one row per op instance */
+} sim_opts_t;
+
+typedef struct {
+    int nodes;
+    int iterations;
+    int64_t makespan_ns;
+    int64_t iter_ns;              /* steady state: (end of last - end of first) / (T - 1) */
+    double images_per_s;          /* nodes x devices x batch / iter */
+    double sent_bytes_per_node;   /* per iteration, mean over nodes */
+    double recv_bytes_per_node;
+    double max_sent_bytes_node;   /* per iteration, the busiest node */
+    double compute_idle_frac;     /* 1 - compute busy time / (nodes x makespan) */
+    double comm_hidden_frac;      /* time a node communicates while computing / time it
+                                     communicates (1 when nothing is sent) */
+    uint64_t events;
+    int64_t net_recomputes;
+} sim_result_t;
+
+/* Run the plan. Returns 0 (it cannot fail on a valid plan; bugs ASSERT). */
+int sim_run(const plan_t *p, const sim_times_t *times, const sim_opts_t *o, sim_result_t *r);
+
+#endif

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# experiments/emucluster.sh: a 3-host emulated cluster runs the PS/all-reduce check over
+# the namespace addresses; the tbf rate limit holds (goodput on a 200 Mbit/s link between
+# 80% and 105% of it); and nothing of a run is left behind - after success, after a failing
+# command, and after Ctrl-C. Exit 77 (skip) when not root or without network namespaces.
+set -u
+build=${1:-build}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+[ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
+ip netns add "pchk$$" 2>/dev/null && ip netns del "pchk$$" || { echo "skip: network namespaces unavailable"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+leftovers() { echo $(( $(ip -o link show | grep -c ' pbr\| pv') + $(ip netns list | grep -c '^pns') )); }
+before=$(leftovers)
+
+out=$(timeout 120 experiments/emucluster.sh -n 3 -r 1gbit -- "$build/poseidon" comm-test --iters 2 --floats 100000 2>&1) \
+    || { echo "$out" | tail; fail "3-host check"; }
+[ "$(echo "$out" | grep -c ': ok: ')" -eq 3 ] || fail "not every host reported ok"
+[ "$(leftovers)" -eq "$before" ] || fail "links or namespaces left after a successful run"
+
+row=$(timeout 120 experiments/emucluster.sh -n 2 -r 200mbit -- "$build/poseidon" comm-test --mode bench \
+      --block-bytes 1048576 --total-bytes 8388608 --iters 2 2>&1 | sed -n 's/^\[rank 0\] \([0-9][0-9,.]*\)$/\1/p')
+[ -n "$row" ] || fail "no benchmark row"
+echo "$row" | awk -F, '{ e = $5 / 25e6; printf "200 Mbit/s link: goodput %.1f MB/s (%.2f)\n", $5/1e6, e; exit !(e > 0.8 && e < 1.05) }' \
+    || fail "rate limit not as set: $row"
+
+timeout 60 experiments/emucluster.sh -n 2 -- sh -c 'exit 7' >/dev/null 2>&1; rc=$?
+[ $rc -eq 7 ] || fail "failing command: status $rc, expected 7"
+[ "$(leftovers)" -eq "$before" ] || fail "links or namespaces left after a failing command"
+
+# Ctrl-C signals the whole foreground process group: job control gives the run its own
+# group (and keeps SIGINT from being ignored, as it is for plain background jobs)
+set -m
+experiments/emucluster.sh -n 3 -- sleep 30 >/dev/null 2>&1 &
+pid=$!
+set +m
+sleep 1.5
+kill -INT -- -$pid
+for _ in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && { kill -KILL $pid; fail "did not stop on SIGINT"; }
+sleep 0.3
+[ "$(leftovers)" -eq "$before" ] || fail "links or namespaces left after Ctrl-C"
+echo "ok"

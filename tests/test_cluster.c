@@ -1,0 +1,151 @@
+/* Cluster and experiment files: values, defaults, sweeps, and each class of bad input
+ * reported with its file and line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cluster.h"
+#include "core/experiment.h"
+#include "test.h"
+
+TEST(cluster_parses_keys_comments_and_defaults)
+{
+    const char *text = "# a cluster\n"
+                       "nodes = 16   # trailing comment\n"
+                       "\n"
+                       "nic_gbps = 10\n"
+                       "nic_efficiency = 0.5\n"
+                       "latency_us = 2.5\n"
+                       "device = k20\n"
+                       "speed = 3:0.5\n"
+                       "ps_shards = 4\n";
+    cluster_t c;
+    char err[512];
+    REQUIRE(cluster_parse(&c, "c.cluster", text, err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(c.nodes, 16);
+    CHECK_EQ_I64(c.devices_per_node, 1);
+    CHECK_NEAR(c.nic_Bps, 10e9 / 8, 0, 1e-12);
+    CHECK_NEAR(cluster_nic_Bps(&c), 0.5 * 10e9 / 8, 0, 1e-12);
+    CHECK_EQ_I64(c.lat_ns, 2500);
+    CHECK(!strcmp(c.device.name, "k20"), "device %s", c.device.name);
+    CHECK_NEAR(c.device.peak_flops, 3.52e12, 0, 1e-12);
+    CHECK_NEAR(cluster_node_speed(&c, 3), 0.5, 0, 0);
+    CHECK_NEAR(cluster_node_speed(&c, 2), 1.0, 0, 0);
+    CHECK_EQ_I64(cluster_shards(&c), 4);
+    cluster_t d;
+    REQUIRE(cluster_parse(&d, "d.cluster", "", err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(d.nodes, 1);
+    CHECK_EQ_I64(cluster_shards(&d), 1);
+    CHECK(!strcmp(d.device.name, "titanx-maxwell"), "default device %s", d.device.name);
+}
+
+static void expect_cluster_error(const char *text, const char *where, const char *what)
+{
+    cluster_t c;
+    char err[512] = "";
+    int rc = cluster_parse(&c, "bad.cluster", text, err, sizeof err);
+    CHECK(rc == -1, "accepted: %s", text);
+    CHECK(strstr(err, where) != NULL, "'%s' does not name %s", err, where);
+    CHECK(strstr(err, what) != NULL, "'%s' does not say %s", err, what);
+}
+
+TEST(cluster_errors_name_file_and_line)
+{
+    expect_cluster_error("nodes = 4\n\nbogus = 1\n", "bad.cluster:3:", "unknown key 'bogus'");
+    expect_cluster_error("nodes = four\n", "bad.cluster:1:", "expected nodes");
+    expect_cluster_error("nodes = 0\n", "bad.cluster:1:", "expected nodes");
+    expect_cluster_error("# c\nnic_gbps 40\n", "bad.cluster:2:", "expected key = value");
+    expect_cluster_error("nic_gbps = -1\n", "bad.cluster:1:", "expected nic_gbps");
+    expect_cluster_error("device = tpu\n", "bad.cluster:1:", "expected device");
+    expect_cluster_error("nic_efficiency = 1.5\n", "bad.cluster:1:", "nic_efficiency");
+    expect_cluster_error("speed = 3\n", "bad.cluster:1:", "NODE:FACTOR");
+    expect_cluster_error("nodes = 2\nps_shards = 3\n", "bad.cluster:2:", "ps_shards <= nodes");
+    expect_cluster_error("nodes = 2\nspeed = 5:0.5\n", "bad.cluster:2:", "speed node");
+}
+
+TEST(scheme_names_round_trip)
+{
+    const char *names[] = {"ps", "ps+wfbp", "sfb", "sfb+wfbp", "allreduce", "allreduce+wfbp",
+                           "hybrid", "hybrid+none", "hybrid3"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        scheme_t s;
+        char buf[64];
+        REQUIRE(scheme_parse(names[i], &s) == 0, "%s", names[i]);
+        CHECK(!strcmp(scheme_name(s, buf, sizeof buf), names[i]), "%s -> %s", names[i], buf);
+    }
+    scheme_t s;
+    CHECK(scheme_parse("hybrid+wfbp", &s) == 0 && s.base == SCHEME_HYBRID && s.wfbp, "");
+    CHECK(scheme_parse("ps+fast", &s) == -1, "bad overlap accepted");
+    CHECK(scheme_parse("gossip", &s) == -1, "bad base accepted");
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+TEST(experiment_resolves_paths_and_sweeps)
+{
+    char dir[512], cpath[600], epath[600], err[1024];
+    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    snprintf(cpath, sizeof cpath, "%s/c.cluster", dir);
+    snprintf(epath, sizeof epath, "%s/e.exp", dir);
+    write_file(cpath, "nodes = 8\nnic_gbps = 40\n");
+    write_file(epath, "model = m.net\ncluster = c.cluster\nconsistency = ssp:2\nbatch = 16\n"
+                      "sweep_nodes = 1, 2,4\nsweep_gbps = 40,10\n"
+                      "sweep_schemes = ps,hybrid\n");
+    experiment_t e;
+    REQUIRE(experiment_load(&e, epath, err, sizeof err) == 0, "%s", err);
+    char want[700];
+    snprintf(want, sizeof want, "%s/m.net", dir);
+    CHECK(!strcmp(e.model_path, want), "model path %s", e.model_path);
+    CHECK(!strcmp(e.name, "e"), "name %s", e.name);
+    CHECK_EQ_I64(e.staleness, 2);
+    CHECK_EQ_I64(e.batch, 16);
+    CHECK_EQ_I64(e.kv_block_bytes, 4 << 20);
+    CHECK_EQ_I64(experiment_config_count(&e), 12);
+    cluster_t c;
+    scheme_t s;
+    experiment_config(&e, 0, &c, &s);
+    CHECK(c.nodes == 1 && c.nic_Bps == 40e9 / 8 && s.base == SCHEME_PS, "config 0");
+    experiment_config(&e, 11, &c, &s);
+    CHECK(c.nodes == 4 && c.nic_Bps == 10e9 / 8 && s.base == SCHEME_HYBRID, "config 11");
+    REQUIRE(experiment_override(&e, "cluster.latency_us=7", err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(e.cluster.lat_ns, 7000);
+    CHECK(experiment_override(&e, "batch=0", err, sizeof err) == -1, "batch=0 accepted");
+    CHECK(strstr(err, "--set") != NULL, "%s", err);
+
+    /* Without sweeps, the base values make one configuration. */
+    write_file(epath, "model = m.net\ncluster = c.cluster\nscheme = ps+wfbp\n");
+    REQUIRE(experiment_load(&e, epath, err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(experiment_config_count(&e), 1);
+    experiment_config(&e, 0, &c, &s);
+    CHECK(c.nodes == 8 && s.base == SCHEME_PS && s.wfbp, "base config");
+}
+
+TEST(experiment_errors_name_file_and_line)
+{
+    char epath[600], err[1024];
+    snprintf(epath, sizeof epath, "%s/e.exp", test_tmpdir());
+    struct {
+        const char *text, *where, *what;
+    } cases[] = {
+        {"model = m.net\nscheme = gossip\n", "e.exp:2:", "expected scheme"},
+        {"model = m.net\nconsistency = async\n", "e.exp:2:", "expected consistency"},
+        {"sweep_nodes = 1,x\n", "e.exp:1:", "expected sweep_nodes"},
+        {"cluster = c.cluster\n", "e.exp:1:", "expected a 'model = FILE' line"},
+        {"model = m.net\n\n\ncluster = nowhere.cluster\n", "e.exp:4:", "nowhere.cluster"},
+        {"model = m.net\nbatch = -3\n", "e.exp:2:", "expected batch"},
+        {"color = blue\n", "e.exp:1:", "unknown key 'color'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_file(epath, cases[i].text);
+        experiment_t e;
+        err[0] = 0;
+        CHECK(experiment_load(&e, epath, err, sizeof err) == -1, "accepted: %s", cases[i].text);
+        CHECK(strstr(err, cases[i].where) && strstr(err, cases[i].what), "case %zu: '%s'", i, err);
+    }
+}

@@ -1,0 +1,173 @@
+/* comm: messages between two comms on loopback, matching/stash, zero-copy release, and bad
+ * messages (forged headers, raw garbage bytes) dropped with a log while service goes on. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "runtime/comm.h"
+#include "test.h"
+
+static int port_of(const char *endpoint) { return atoi(strrchr(endpoint, ':') + 1); }
+
+TEST(comm_send_recv_match_and_zero_copy)
+{
+    comm_t *a = comm_new("t", 0, 2, "tcp://127.0.0.1:*", 2000);
+    comm_t *b = comm_new("t", 1, 2, "tcp://127.0.0.1:*", 2000);
+    REQUIRE(a && b);
+    REQUIRE(comm_connect(b, 0, comm_endpoint(a)) == 0);
+    size_t n = 1 << 20; /* 4 MB of floats: above the zero-copy threshold */
+    float *big = malloc(n * sizeof *big);
+    for (size_t i = 0; i < n; i++) big[i] = (float)i;
+    comm_tracker_t tr;
+    comm_tracker_init(&tr);
+    msg_header_t h = {.type = MSG_TEST, .layer = 1, .iteration = 5};
+    REQUIRE(comm_send(b, 0, h, "small", 5, NULL) == 0);
+    h.layer = 2;
+    REQUIRE(comm_send(b, 0, h, big, n * sizeof *big, &tr) == 0);
+    /* wait for layer 2 first: layer 1 must be kept, not lost */
+    comm_match_t m = COMM_MATCH_ANY;
+    m.layer = 2;
+    comm_msg_t g;
+    REQUIRE(comm_recv(a, &m, &g, 5000) == 1);
+    CHECK_EQ_I64(g.peer, 1);
+    CHECK_EQ_I64(comm_msg_bytes(&g), n * sizeof(float));
+    CHECK(!memcmp(comm_msg_data(&g), big, n * sizeof(float)));
+    comm_msg_close(&g);
+    CHECK(comm_tracker_wait(&tr, 5000) == 0, "zero-copy payload never released");
+    m.layer = 1;
+    REQUIRE(comm_recv(a, &m, &g, 5000) == 1);
+    CHECK_EQ_I64(comm_msg_bytes(&g), 5);
+    CHECK(!memcmp(comm_msg_data(&g), "small", 5));
+    comm_msg_close(&g);
+    /* reply through the ROUTER to the peer that wrote to us */
+    REQUIRE(comm_send(a, 1, (msg_header_t){.type = MSG_TEST, .layer = 9}, "ok", 2, NULL) == 0);
+    REQUIRE(comm_recv(b, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(g.hdr.layer, 9);
+    CHECK_EQ_I64(g.peer, 0);
+    comm_msg_close(&g);
+    /* nothing more: times out within the bound */
+    int64_t t0 = comm_now_ns();
+    CHECK(comm_recv(a, NULL, &g, 200) == 0);
+    CHECK((comm_now_ns() - t0) < 1000000000LL);
+    CHECK_EQ_I64(comm_n_bad(a), 0);
+    free(big);
+    comm_destroy(&a);
+    comm_destroy(&b);
+    CHECK(a == NULL);
+}
+
+/* Forged messages over a real ZeroMQ connection: each dropped and counted, then a valid
+ * message still gets through. */
+TEST(comm_bad_messages_dropped)
+{
+    comm_t *a = comm_new("t", 0, 3, "tcp://127.0.0.1:*", 2000);
+    REQUIRE(a);
+    void *d = zmq_socket(comm_context(), ZMQ_DEALER);
+    REQUIRE(zmq_setsockopt(d, ZMQ_ROUTING_ID, "t:2", 3) == 0);
+    int linger = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    REQUIRE(zmq_connect(d, comm_endpoint(a)) == 0);
+    unsigned char w[MSG_HEADER_BYTES];
+    msg_header_t h = {.type = MSG_PS_PUSH, .sender = 2, .length = 8};
+    /* 1: garbage single frame */
+    zmq_send(d, "garbage!", 8, 0);
+    /* 2: valid header, payload missing */
+    msg_encode(&h, w);
+    zmq_send(d, w, sizeof w, 0);
+    /* 3: valid header, wrong payload size */
+    zmq_send(d, w, sizeof w, ZMQ_SNDMORE);
+    zmq_send(d, "1234", 4, 0);
+    /* 4: header claims another sender */
+    h.sender = 1;
+    msg_encode(&h, w);
+    zmq_send(d, w, sizeof w, ZMQ_SNDMORE);
+    zmq_send(d, "12345678", 8, 0);
+    /* 5: one flipped byte */
+    h.sender = 2;
+    msg_encode(&h, w);
+    w[33] ^= 4;
+    zmq_send(d, w, sizeof w, ZMQ_SNDMORE);
+    zmq_send(d, "12345678", 8, 0);
+    /* 6: extra frame */
+    w[33] ^= 4;
+    zmq_send(d, w, sizeof w, ZMQ_SNDMORE);
+    zmq_send(d, "12345678", 8, ZMQ_SNDMORE);
+    zmq_send(d, "x", 1, 0);
+    /* then a good one */
+    zmq_send(d, w, sizeof w, ZMQ_SNDMORE);
+    zmq_send(d, "abcdefgh", 8, 0);
+    /* and one from an identity that is not a rank */
+    void *e = zmq_socket(comm_context(), ZMQ_DEALER);
+    zmq_setsockopt(e, ZMQ_LINGER, &linger, sizeof linger);
+    REQUIRE(zmq_connect(e, comm_endpoint(a)) == 0);
+    zmq_send(e, w, sizeof w, ZMQ_SNDMORE);
+    zmq_send(e, "abcdefgh", 8, 0);
+    comm_msg_t g;
+    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(g.peer, 2);
+    CHECK(!memcmp(comm_msg_data(&g), "abcdefgh", 8));
+    comm_msg_close(&g);
+    CHECK(comm_recv(a, NULL, &g, 300) == 0);
+    CHECK_EQ_I64(comm_n_bad(a), 7);
+    zmq_close(d);
+    zmq_close(e);
+    comm_destroy(&a);
+}
+
+/* Raw bytes that are not ZeroMQ at all, on the server's TCP port: the library drops the
+ * connection; the comm must keep serving. */
+TEST(comm_raw_garbage_on_port)
+{
+    comm_t *a = comm_new("t", 0, 2, "tcp://127.0.0.1:*", 2000);
+    comm_t *b = comm_new("t", 1, 2, NULL, 2000);
+    REQUIRE(a && b);
+    for (int k = 0; k < 3; k++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        REQUIRE(fd >= 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port_of(comm_endpoint(a)))};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+        char junk[4096];
+        for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 131 + k);
+        if (k == 1) junk[0] = (char)0xff; /* looks like a ZMTP greeting start */
+        ssize_t wr = write(fd, junk, sizeof junk);
+        (void)wr;
+        close(fd);
+    }
+    comm_msg_t g;
+    CHECK(comm_recv(a, NULL, &g, 300) == 0);
+    REQUIRE(comm_connect(b, 0, comm_endpoint(a)) == 0);
+    REQUIRE(comm_send(b, 0, (msg_header_t){.type = MSG_TEST}, "alive", 5, NULL) == 0);
+    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
+    CHECK(!memcmp(comm_msg_data(&g), "alive", 5));
+    comm_msg_close(&g);
+    comm_destroy(&a);
+    comm_destroy(&b);
+}
+
+TEST(comm_ipc_endpoint)
+{
+    char ep[300];
+    snprintf(ep, sizeof ep, "ipc://%s/s0", test_tmpdir());
+    comm_t *a = comm_new("t", 0, 2, ep, 2000);
+    comm_t *b = comm_new("t", 1, 2, NULL, 2000);
+    REQUIRE(a && b);
+    REQUIRE(comm_connect(b, 0, comm_endpoint(a)) == 0);
+    REQUIRE(comm_send(b, 0, (msg_header_t){.type = MSG_TEST}, NULL, 0, NULL) == 0);
+    comm_msg_t g;
+    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(comm_msg_bytes(&g), 0);
+    comm_msg_close(&g);
+    /* a second bind of the same tcp port fails with a message, not a crash */
+    comm_t *c = comm_new("t", 0, 2, "tcp://127.0.0.1:*", 2000);
+    char dup[300];
+    snprintf(dup, sizeof dup, "%s", comm_endpoint(c));
+    comm_t *d = comm_new("t", 1, 2, dup, 2000);
+    CHECK(d == NULL);
+    comm_destroy(&c);
+    comm_destroy(&a);
+    comm_destroy(&b);
+}

@@ -1,0 +1,146 @@
+/* Compute backend tests: the CPU primitives against naive loops, im2col/col2im adjointness,
+ * and the CUDA backend against the CPU one where a device exists (SKIP otherwise). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "runtime/compute.h"
+#include "test.h"
+
+static float *rnd(rng_t *r, int64_t n)
+{
+    float *p = malloc((size_t)n * sizeof *p);
+    for (int64_t i = 0; i < n; i++) p[i] = (float)(2 * rng_uniform(r) - 1);
+    return p;
+}
+
+TEST(test_compute_cpu_sgemm_all_transposes)
+{
+    char err[256];
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    REQUIRE(c, "%s", err);
+    rng_t *r = rng_new(3, 0);
+    int m = 5, n = 7, k = 4, ld_pad = 3;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = (ta ? m : k) + ld_pad, ldb = (tb ? k : n) + ld_pad, ldc = n + ld_pad;
+            float *a = rnd(r, (ta ? k : m) * lda), *b = rnd(r, (tb ? n : k) * ldb);
+            float *cm = rnd(r, m * ldc), *c0 = malloc((size_t)m * ldc * sizeof *c0);
+            memcpy(c0, cm, (size_t)m * ldc * sizeof *c0);
+            compute_sgemm(c, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 2.0f, cm, ldc);
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) {
+                    double s = 0;
+                    for (int p = 0; p < k; p++)
+                        s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) *
+                             (tb ? b[j * ldb + p] : b[p * ldb + j]);
+                    CHECK_NEAR(cm[i * ldc + j], 0.5 * s + 2.0 * c0[i * ldc + j], 1e-5, 1e-5);
+                }
+            free(a), free(b), free(cm), free(c0);
+        }
+    rng_destroy(&r);
+    compute_destroy(&c);
+}
+
+/* im2col against the definition, and col2im as its adjoint: <im2col x, y> = <x, col2im y>. */
+TEST(test_compute_cpu_im2col_col2im)
+{
+    char err[256];
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    rng_t *r = rng_new(4, 0);
+    int C = 2, H = 6, W = 5, kh = 3, kw = 2, ph = 1, pw = 1, sh = 2, sw = 1;
+    int oh = (H + 2 * ph - kh) / sh + 1, ow = (W + 2 * pw - kw) / sw + 1;
+    int64_t nc = (int64_t)C * kh * kw * oh * ow;
+    float *x = rnd(r, C * H * W), *col = malloc((size_t)nc * sizeof *col), *y = rnd(r, nc);
+    float *back = calloc((size_t)C * H * W, sizeof *back);
+    c->ops->im2col(c->ctx, x, C, H, W, kh, kw, ph, pw, sh, sw, oh, ow, col);
+    for (int ci = 0; ci < C; ci++)
+        for (int ki = 0; ki < kh; ki++)
+            for (int kj = 0; kj < kw; kj++)
+                for (int oy = 0; oy < oh; oy++)
+                    for (int ox = 0; ox < ow; ox++) {
+                        int iy = oy * sh - ph + ki, ix = ox * sw - pw + kj;
+                        float want = iy >= 0 && iy < H && ix >= 0 && ix < W
+                                         ? x[(ci * H + iy) * W + ix]
+                                         : 0.0f;
+                        CHECK(col[(((ci * kh + ki) * kw + kj) * oh + oy) * ow + ox] == want);
+                    }
+    c->ops->col2im(c->ctx, y, C, H, W, kh, kw, ph, pw, sh, sw, oh, ow, back);
+    double lhs = 0, rhs = 0;
+    for (int64_t i = 0; i < nc; i++) lhs += (double)col[i] * y[i];
+    for (int i = 0; i < C * H * W; i++) rhs += (double)x[i] * back[i];
+    CHECK_NEAR(lhs, rhs, 1e-4, 1e-5);
+    free(x), free(col), free(y), free(back);
+    rng_destroy(&r);
+    compute_destroy(&c);
+}
+
+TEST(test_compute_cpu_sgd_update)
+{
+    char err[256];
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    float w[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f}, h[2] = {0.1f, 0.0f};
+    c->ops->sgd_update(c->ctx, 2, 0.1f, 0.9f, 0.01f, w, g, h);
+    /* h = 0.9 h + 0.1 (g + 0.01 w); w -= h */
+    CHECK_NEAR(h[0], 0.9 * 0.1 + 0.1 * (0.5 + 0.01), 1e-7, 1e-6);
+    CHECK_NEAR(w[0], 1.0 - (0.09 + 0.051), 1e-7, 1e-6);
+    CHECK_NEAR(h[1], 0.1 * (0.25 - 0.02), 1e-7, 1e-6);
+    CHECK_NEAR(w[1], -2.0 - 0.023, 1e-7, 1e-6);
+    compute_destroy(&c);
+}
+
+TEST(test_compute_kind_parse)
+{
+    compute_kind_t k;
+    CHECK(compute_kind_parse("cpu", &k) == 0 && k == COMPUTE_CPU);
+    CHECK(compute_kind_parse("cuda", &k) == 0 && k == COMPUTE_CUDA);
+    CHECK(compute_kind_parse("tpu", &k) == -1);
+    char why[256];
+    CHECK(compute_available(COMPUTE_CPU, why, sizeof why));
+}
+
+/* The CUDA backend computes what the CPU backend computes. */
+TEST(test_compute_cuda_matches_cpu)
+{
+    char why[256];
+    if (!compute_available(COMPUTE_CUDA, why, sizeof why)) SKIP("cuda backend: %s", why);
+    char err[256];
+    compute_t *cpu = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    compute_t *gpu = compute_new(COMPUTE_CUDA, 0, err, sizeof err);
+    REQUIRE(gpu, "%s", err);
+    rng_t *r = rng_new(5, 0);
+    int m = 33, n = 17, k = 29;
+    float *a = rnd(r, m * k), *b = rnd(r, n * k), *cc = rnd(r, m * n);
+    float *ga = compute_alloc_floats(gpu, m * k), *gb = compute_alloc_floats(gpu, n * k);
+    float *gc = compute_alloc_floats(gpu, m * n);
+    gpu->ops->upload(gpu->ctx, ga, a, (size_t)m * k * 4);
+    gpu->ops->upload(gpu->ctx, gb, b, (size_t)n * k * 4);
+    gpu->ops->upload(gpu->ctx, gc, cc, (size_t)m * n * 4);
+    compute_sgemm(cpu, false, true, m, n, k, 1.0f, a, k, b, k, 0.5f, cc, n);
+    compute_sgemm(gpu, false, true, m, n, k, 1.0f, ga, k, gb, k, 0.5f, gc, n);
+    float *back = malloc((size_t)m * n * 4);
+    gpu->ops->download(gpu->ctx, back, gc, (size_t)m * n * 4);
+    for (int i = 0; i < m * n; i++) CHECK_NEAR(back[i], cc[i], 1e-4, 1e-4);
+    /* im2col + col2im */
+    int C = 3, H = 7, W = 6, kh = 3, kw = 3, oh = 4, ow = 3; /* pad 1, stride 2 */
+    int64_t nc = (int64_t)C * kh * kw * oh * ow;
+    float *x = rnd(r, C * H * W), *col = malloc((size_t)nc * 4), *gcol_h = malloc((size_t)nc * 4);
+    float *gx = compute_alloc_floats(gpu, C * H * W), *gcol = compute_alloc_floats(gpu, nc);
+    gpu->ops->upload(gpu->ctx, gx, x, (size_t)C * H * W * 4);
+    cpu->ops->im2col(cpu->ctx, x, C, H, W, kh, kw, 1, 1, 2, 2, oh, ow, col);
+    gpu->ops->im2col(gpu->ctx, gx, C, H, W, kh, kw, 1, 1, 2, 2, oh, ow, gcol);
+    gpu->ops->download(gpu->ctx, gcol_h, gcol, (size_t)nc * 4);
+    for (int64_t i = 0; i < nc; i++) CHECK(gcol_h[i] == col[i]);
+    cpu->ops->col2im(cpu->ctx, col, C, H, W, kh, kw, 1, 1, 2, 2, oh, ow, x);
+    gpu->ops->col2im(gpu->ctx, gcol, C, H, W, kh, kw, 1, 1, 2, 2, oh, ow, gx);
+    float *xb = malloc((size_t)C * H * W * 4);
+    gpu->ops->download(gpu->ctx, xb, gx, (size_t)C * H * W * 4);
+    for (int i = 0; i < C * H * W; i++) CHECK_NEAR(xb[i], x[i], 1e-5, 1e-5);
+    compute_release(gpu, ga), compute_release(gpu, gb), compute_release(gpu, gc);
+    compute_release(gpu, gx), compute_release(gpu, gcol);
+    free(a), free(b), free(cc), free(back), free(x), free(col), free(gcol_h), free(xb);
+    rng_destroy(&r);
+    compute_destroy(&gpu);
+    compute_destroy(&cpu);
+}

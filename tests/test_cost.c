@@ -1,0 +1,133 @@
+/* The cost model against POSEIDON.md §2: PS and SFB byte counts equal the table's formulas
+ * exactly, BestScheme equals its inequality, and the time-based choice reduces to it when
+ * time is bytes (no latency, no server cost, no reconstruction, 1 byte per ns). */
+#include <string.h>
+
+#include "core/cost.h"
+#include "test.h"
+
+static cost_params_t params(int p1, int p2, int k)
+{
+    return (cost_params_t){.workers = p1, .shards = p2, .batch = k, .kv_block_bytes = 0,
+                           .bw_Bps = 1e9, .lat_ns = 0, .server_Bps = 0, .gemm_flops = 0};
+}
+
+TEST(cost_ps_bytes_equal_paper_formulas)
+{
+    /* M x N FC weights, fp32; P2 divides M*N so every shard holds the same share. */
+    const int64_t M = 4096, N = 25088;
+    const int ps[][2] = {{2, 2}, {4, 4}, {8, 8}, {16, 16}, {32, 32}, {8, 2}, {16, 4}, {32, 8}};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+        int P1 = ps[i][0], P2 = ps[i][1];
+        cost_params_t p = params(P1, P2, 32);
+        cost_t c = cost_ps(&p, M * N * 4, 0);
+        /* server: 2 P1 M N / P2; worker: 2 M N; colocated: 2 M N (P1 + P2 - 2) / P2 (x4). */
+        CHECK_EQ_I64(c.server_sent + c.server_recv, 2 * P1 * M * N / P2 * 4);
+        CHECK_EQ_I64(c.node_sent + c.node_recv, 2 * M * N * (P1 + P2 - 2) / P2 * 4);
+        if (P1 > P2) CHECK_EQ_I64(c.worker_sent + c.worker_recv, 2 * M * N * 4);
+        else CHECK_EQ_I64(c.worker_sent + c.worker_recv, 0); /* no pure workers */
+    }
+    /* One worker: nothing moves. */
+    cost_params_t p1 = params(1, 1, 32);
+    CHECK_EQ_I64(cost_ps(&p1, M * N * 4, 0).node_sent, 0);
+}
+
+TEST(cost_sfb_bytes_equal_paper_formula)
+{
+    const int64_t M = 1000, N = 2048;
+    for (int P = 2; P <= 64; P *= 2)
+        for (int K = 1; K <= 64; K *= 4) {
+            cost_params_t p = params(P, P, K);
+            cost_t c = cost_sfb(&p, M, N);
+            CHECK_EQ_I64(c.worker_sent + c.worker_recv, 2 * K * (P - 1) * (M + N) * 4);
+            CHECK_EQ_I64(cost_sfb_peer_bytes(K, M, N), K * (M + N) * 4);
+        }
+}
+
+TEST(cost_best_scheme_equals_inequality_and_paper_examples)
+{
+    /* POSEIDON.md §2: VGG19 fc6 at K = 32 prefers SFB up to P ~ 220; 2048x1000 up to ~42. */
+    CHECK(cost_best_scheme_bytes(4096, 25088, 32, 220, 220) == SYNC_SFB, "fc6 at 220");
+    CHECK(cost_best_scheme_bytes(4096, 25088, 32, 221, 221) == SYNC_PS, "fc6 at 221");
+    CHECK(cost_best_scheme_bytes(1000, 2048, 32, 41, 41) == SYNC_SFB, "2048x1000 at 41");
+    CHECK(cost_best_scheme_bytes(1000, 2048, 32, 42, 42) == SYNC_PS, "2048x1000 at 42");
+    int checked = 0;
+    const int64_t dims[] = {256, 1024, 4096, 25088};
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            for (int P = 2; P <= 256; P *= 2)
+                for (int K = 8; K <= 256; K *= 2) {
+                    int64_t M = dims[a], N = dims[b];
+                    /* the inequality, in doubles, written as in the paper */
+                    double lhs = 2.0 * K * (P - 1) * (double)(M + N);
+                    double rhs = 2.0 * (double)M * (double)N * (P + P - 2) / P;
+                    sync_method_t want = lhs <= rhs ? SYNC_SFB : SYNC_PS;
+                    CHECK(cost_best_scheme_bytes(M, N, K, P, P) == want, "M %lld N %lld P %d K %d",
+                          (long long)M, (long long)N, P, K);
+                    /* the time-based choice is the byte rule when time is bytes */
+                    cost_params_t p = params(P, P, K);
+                    cost_tensor_t t = {.m = M, .n = N, .weight_bytes = M * N * 4};
+                    sync_method_t got = cost_choose(&p, &t, 1u << SYNC_PS | 1u << SYNC_SFB);
+                    CHECK(got == want, "time choice %s, bytes rule %s (M %lld N %lld P %d K %d)",
+                          sync_method_name(got), sync_method_name(want), (long long)M,
+                          (long long)N, P, K);
+                    checked++;
+                }
+    CHECK(checked == 4 * 4 * 8 * 6, "grid %d", checked);
+}
+
+TEST(cost_kv_blocks_split_tensors_over_shards)
+{
+    cost_params_t p = params(8, 8, 32);
+    p.kv_block_bytes = 4 << 20;
+    /* A tensor below one block lives on one shard; the shard follows block0. */
+    CHECK_EQ_I64(cost_ps_holders(&p, 1000), 1);
+    CHECK_EQ_I64(cost_ps_shard_bytes(&p, 1000, 13, 13 % 8), 1000);
+    CHECK_EQ_I64(cost_ps_shard_bytes(&p, 1000, 13, 0), 0);
+    /* 10 blocks + a tail over 8 shards: shards of positions 0..2 hold two pieces. */
+    int64_t bytes = 10 * (4 << 20) + 12345, sum = 0;
+    CHECK_EQ_I64(cost_ps_blocks(&p, bytes), 11);
+    CHECK_EQ_I64(cost_ps_holders(&p, bytes), 8);
+    for (int s = 0; s < 8; s++) sum += cost_ps_shard_bytes(&p, bytes, 5, s);
+    CHECK_EQ_I64(sum, bytes);
+    CHECK_EQ_I64(cost_ps_shard_bytes(&p, bytes, 5, 5), 2 * (4 << 20));
+    CHECK_EQ_I64(cost_ps_shard_bytes(&p, bytes, 5, 7), (4 << 20) + 12345);
+    CHECK_EQ_I64(cost_ps_shard_bytes(&p, bytes, 5, 0), 4 << 20);
+    /* Even split: remainders spread one element at a time. */
+    p.kv_block_bytes = 0;
+    sum = 0;
+    for (int s = 0; s < 8; s++) sum += cost_ps_shard_bytes(&p, 4 * 1001, 0, s);
+    CHECK_EQ_I64(sum, 4 * 1001);
+    CHECK_EQ_I64(cost_ps_shard_bytes(&p, 4 * 1001, 0, 0), 4 * 126);
+    CHECK_EQ_I64(cost_ps_shard_bytes(&p, 4 * 1001, 0, 7), 4 * 125);
+}
+
+TEST(cost_times_are_latency_plus_bytes_over_bandwidth)
+{
+    cost_params_t p = params(4, 4, 32);
+    p.lat_ns = 1000;
+    p.bw_Bps = 2e9; /* 2 bytes per ns */
+    /* PS, even split of 4 MB over 4 shards: each phase moves 3/4 of it on the busiest NIC. */
+    int64_t b = 4 << 20;
+    CHECK_EQ_I64(cost_ps(&p, b, 0).time_ns, 2 * (1000 + b * 3 / 4 / 2));
+    /* server throughput adds P1 x shard bytes / rate */
+    p.server_Bps = 1e9;
+    CHECK_EQ_I64(cost_ps(&p, b, 0).time_ns, 2 * (1000 + b * 3 / 4 / 2) + 4 * (b / 4));
+    p.server_Bps = 0;
+    /* ring all-reduce: 2(P-1) latencies + 2(P-1)/P of the bytes */
+    CHECK_EQ_I64(cost_allreduce_bytes(4, b), 2 * 3 * (b / 4));
+    CHECK_EQ_I64(cost_allreduce(&p, b).time_ns, 6 * 1000 + 6 * (b / 4) / 2);
+    /* SFB: one latency + (P-1) K (M+N) 4 bytes, + reconstruction when a GEMM rate is given */
+    CHECK_EQ_I64(cost_sfb(&p, 1000, 2048).time_ns, 1000 + 3 * 32 * 3048 * 4 / 2);
+    p.gemm_flops = 1e12;
+    CHECK_EQ_I64(cost_sfb(&p, 1000, 2048).time_ns,
+                 1000 + 3 * 32 * 3048 * 4 / 2 + (int64_t)(2.0 * 32 * 1000 * 2048 * 3 / 1e3));
+    /* more bandwidth is never slower */
+    int64_t prev = INT64_MAX;
+    for (double bw = 1e8; bw <= 1e11; bw *= 2) {
+        p.bw_Bps = bw;
+        int64_t t = cost_ps(&p, b, 0).time_ns;
+        CHECK(t <= prev, "PS time grew with bandwidth %g", bw);
+        prev = t;
+    }
+}

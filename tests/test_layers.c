@@ -1,0 +1,500 @@
+/* Layer tests: every layer's forward against a naive double reference on random inputs, every
+ * backward against central finite differences of that double reference, and a proof that the
+ * comparison catches a corrupted value.
+ *
+ * The harness tests one layer `l` of a small model: it runs the net up to l, recomputes l's
+ * output in double from l's inputs and parameters, then compares the gradients of
+ * J = sum(out * R) (R random; for a loss layer J is the loss) with finite differences of J
+ * taken through the double reference. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/model.h"
+#include "core/rng.h"
+#include "runtime/compute.h"
+#include "runtime/nnet.h"
+#include "test.h"
+
+/* ---- comparison ------------------------------------------------------------------------ */
+
+/* Number of elements with |got - ref| > atol + rtol |ref|; prints the worst one. */
+static int compare(const char *what, const float *got, const double *ref, int64_t n,
+                   double atol, double rtol)
+{
+    int bad = 0;
+    int64_t worst = -1;
+    double worst_excess = -DBL_MAX;
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - ref[i]), tol = atol + rtol * fabs(ref[i]);
+        if (!(err <= tol)) bad++;
+        double excess = isnan(err) ? DBL_MAX : err - tol;
+        if (excess > worst_excess) worst_excess = excess, worst = i;
+    }
+    if (bad)
+        fprintf(stderr, "    %s: %d of %lld elements out of tolerance; worst [%lld]: got %.9g, "
+                        "ref %.9g (atol %g, rtol %g)\n",
+                what, bad, (long long)n, (long long)worst, got[worst], ref[worst], atol, rtol);
+    return bad;
+}
+
+/* ---- the double reference -------------------------------------------------------------- */
+
+typedef struct {
+    const model_t *m;
+    const layer_t *l;
+    int batch;
+    const double *in[MODEL_MAX_INPUTS]; /* per input: batch x count */
+    int64_t in_count[MODEL_MAX_INPUTS];
+    const double *w, *b;
+    const double *mask;                 /* dropout */
+    const double *run_mean, *run_var;   /* batchnorm eval */
+    const int *labels;
+    bool train;
+} ref_t;
+
+/* Output of the layer (batch x out_count) into out; returns the loss for a loss layer. */
+static double ref_forward(const ref_t *r, double *out)
+{
+    const layer_t *l = r->l;
+    int B = r->batch;
+    shape_t is = l->in_shape, os = l->out_shape;
+    int64_t ic = r->in_count[0], oc = shape_count(os);
+    const double *x = r->in[0];
+    switch (l->type) {
+    case LAYER_CONV: {
+        int G = l->groups, Cg = is.c / G, Og = l->out / G;
+        for (int b = 0; b < B; b++)
+            for (int o = 0; o < l->out; o++)
+                for (int oy = 0; oy < os.h; oy++)
+                    for (int ox = 0; ox < os.w; ox++) {
+                        double s = r->b ? r->b[o] : 0.0;
+                        int g = o / Og;
+                        for (int ci = 0; ci < Cg; ci++)
+                            for (int ki = 0; ki < l->kernel_h; ki++)
+                                for (int kj = 0; kj < l->kernel_w; kj++) {
+                                    int iy = oy * l->stride_h - l->pad_h + ki;
+                                    int ix = ox * l->stride_w - l->pad_w + kj;
+                                    if (iy < 0 || iy >= is.h || ix < 0 || ix >= is.w) continue;
+                                    s += x[((int64_t)(b * is.c + g * Cg + ci) * is.h + iy) * is.w +
+                                           ix] *
+                                         r->w[((int64_t)(o * Cg + ci) * l->kernel_h + ki) *
+                                                  l->kernel_w +
+                                              kj];
+                                }
+                        out[((int64_t)(b * l->out + o) * os.h + oy) * os.w + ox] = s;
+                    }
+        return 0;
+    }
+    case LAYER_FC:
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < l->out; j++) {
+                double s = r->b ? r->b[j] : 0.0;
+                for (int64_t k = 0; k < ic; k++) s += x[b * ic + k] * r->w[j * ic + k];
+                out[b * l->out + j] = s;
+            }
+        return 0;
+    case LAYER_RELU:
+        for (int64_t i = 0; i < B * ic; i++) out[i] = x[i] > 0 ? x[i] : 0;
+        return 0;
+    case LAYER_DROPOUT:
+        for (int64_t i = 0; i < B * ic; i++) out[i] = r->train ? x[i] * r->mask[i] : x[i];
+        return 0;
+    case LAYER_POOL:
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < is.c; c++)
+                for (int oy = 0; oy < os.h; oy++)
+                    for (int ox = 0; ox < os.w; ox++) {
+                        /* Caffe: avg divides by the window clipped to the padded input */
+                        int hs = oy * l->stride_h - l->pad_h, ws = ox * l->stride_w - l->pad_w;
+                        int he = hs + l->kernel_h, we = ws + l->kernel_w;
+                        int area = ((he < is.h + l->pad_h ? he : is.h + l->pad_h) - hs) *
+                                   ((we < is.w + l->pad_w ? we : is.w + l->pad_w) - ws);
+                        double best = -DBL_MAX, sum = 0;
+                        for (int y = hs; y < he; y++)
+                            for (int xx = ws; xx < we; xx++) {
+                                if (y < 0 || y >= is.h || xx < 0 || xx >= is.w) continue;
+                                double v = x[((int64_t)(b * is.c + c) * is.h + y) * is.w + xx];
+                                sum += v;
+                                best = v > best ? v : best;
+                            }
+                        out[((int64_t)(b * is.c + c) * os.h + oy) * os.w + ox] =
+                            l->pool == POOL_MAX ? best : sum / area;
+                    }
+        return 0;
+    case LAYER_LRN: {
+        int P = is.h * is.w, pre = (l->lrn_size - 1) / 2;
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < is.c; c++)
+                for (int p = 0; p < P; p++) {
+                    double sq = 0;
+                    for (int cc = c - pre; cc < c - pre + l->lrn_size; cc++)
+                        if (cc >= 0 && cc < is.c) {
+                            double v = x[((int64_t)b * is.c + cc) * P + p];
+                            sq += v * v;
+                        }
+                    double scale = l->lrn_k + l->lrn_alpha / l->lrn_size * sq;
+                    int64_t i = ((int64_t)b * is.c + c) * P + p;
+                    out[i] = x[i] * pow(scale, -l->lrn_beta);
+                }
+        return 0;
+    }
+    case LAYER_BATCHNORM: {
+        int P = is.h * is.w;
+        for (int c = 0; c < is.c; c++) {
+            double mean = 0, var = 0;
+            if (r->train) {
+                for (int b = 0; b < B; b++)
+                    for (int p = 0; p < P; p++) mean += x[((int64_t)b * is.c + c) * P + p];
+                mean /= (double)B * P;
+                for (int b = 0; b < B; b++)
+                    for (int p = 0; p < P; p++) {
+                        double d = x[((int64_t)b * is.c + c) * P + p] - mean;
+                        var += d * d;
+                    }
+                var /= (double)B * P;
+            } else {
+                mean = r->run_mean[c], var = r->run_var[c];
+            }
+            for (int b = 0; b < B; b++)
+                for (int p = 0; p < P; p++) {
+                    int64_t i = ((int64_t)b * is.c + c) * P + p;
+                    out[i] = r->w[c] * (x[i] - mean) / sqrt(var + l->bn_eps) + r->b[c];
+                }
+        }
+        return 0;
+    }
+    case LAYER_CONCAT:
+        for (int b = 0; b < B; b++) {
+            int64_t off = 0;
+            for (int k = 0; k < l->n_inputs; k++) {
+                for (int64_t i = 0; i < r->in_count[k]; i++)
+                    out[b * oc + off + i] = r->in[k][b * r->in_count[k] + i];
+                off += r->in_count[k];
+            }
+        }
+        return 0;
+    case LAYER_ADD:
+        for (int64_t i = 0; i < B * oc; i++) {
+            out[i] = 0;
+            for (int k = 0; k < l->n_inputs; k++) out[i] += r->in[k][i];
+        }
+        return 0;
+    case LAYER_SOFTMAX_LOSS: {
+        double loss = 0;
+        for (int b = 0; b < B; b++) {
+            double mx = -DBL_MAX, z = 0;
+            for (int64_t j = 0; j < ic; j++) mx = x[b * ic + j] > mx ? x[b * ic + j] : mx;
+            for (int64_t j = 0; j < ic; j++) z += exp(x[b * ic + j] - mx);
+            for (int64_t j = 0; j < ic; j++) out[b * ic + j] = exp(x[b * ic + j] - mx) / z;
+            loss += -(x[b * ic + r->labels[b]] - mx - log(z));
+        }
+        return l->loss_weight * loss / B;
+    }
+    default:
+        break;
+    }
+    ASSERT(0, "no reference for layer type %d", (int)l->type);
+}
+
+/* ---- the harness ----------------------------------------------------------------------- */
+
+typedef struct {
+    int batch;
+    bool train;
+    double fwd_atol, bwd_atol, bwd_rtol;
+    float param_lo, param_hi;
+    bool corrupt_output; /* for the can-fail test */
+} case_opts_t;
+
+static double *to_double(const float *f, int64_t n)
+{
+    double *d = malloc((size_t)(n ? n : 1) * sizeof *d);
+    for (int64_t i = 0; i < n; i++) d[i] = f[i];
+    return d;
+}
+
+static double objective(ref_t *r, const double *R, double *out, int64_t n_out)
+{
+    double loss = ref_forward(r, out);
+    if (r->l->type == LAYER_SOFTMAX_LOSS) return loss;
+    double j = 0;
+    for (int64_t i = 0; i < n_out; i++) j += out[i] * R[i];
+    return j;
+}
+
+/* FD of J with respect to v[idx] (v is one of the reference's inputs, modified in place). */
+static double fd(ref_t *r, double *v, int64_t idx, const double *R, double *out, int64_t n_out)
+{
+    const double h = 1e-5;
+    double keep = v[idx];
+    v[idx] = keep + h;
+    double jp = objective(r, R, out, n_out);
+    v[idx] = keep - h;
+    double jm = objective(r, R, out, n_out);
+    v[idx] = keep;
+    return (jp - jm) / (2 * h);
+}
+
+/* Checks FD on up to 48 coordinates of v, chosen at random, against the analytic grad g. */
+static int check_grad(const char *what, ref_t *r, double *v, const float *g, int64_t n,
+                      const double *R, double *out, int64_t n_out, rng_t *rng,
+                      const case_opts_t *o)
+{
+    int64_t m = n < 48 ? n : 48;
+    float *got = malloc((size_t)m * sizeof *got);
+    double *ref = malloc((size_t)m * sizeof *ref);
+    for (int64_t k = 0; k < m; k++) {
+        int64_t idx = n <= 48 ? k : (int64_t)rng_uint(rng, (uint64_t)n);
+        got[k] = g[idx];
+        ref[k] = fd(r, v, idx, R, out, n_out);
+    }
+    int bad = compare(what, got, ref, m, o->bwd_atol, o->bwd_rtol);
+    free(got);
+    free(ref);
+    return bad;
+}
+
+/* Runs the forward and backward checks for layer `lname` of the model text; returns the
+ * number of failed comparisons. */
+static int check_layer(const char *text, const char *lname, const case_opts_t *o, uint64_t seed)
+{
+    char err[512];
+    model_t m;
+    if (model_parse(&m, "test.net", text, strlen(text), err, sizeof err)) {
+        fprintf(stderr, "    %s\n", err);
+        return 1;
+    }
+    int li = model_find(&m, lname);
+    ASSERT(li > 0, "no layer %s", lname);
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    nnet_t *n = nnet_new(&m, o->batch, c, seed, err, sizeof err);
+    ASSERT(n, "%s", err);
+    nnet_set_input_grad(n, true);
+    nnet_set_train(n, o->train);
+    rng_t *rng = rng_new(seed, 7);
+    const layer_t *l = &m.layers[li];
+    arena_t *a = nnet_arena(n);
+    for (int64_t i = 0; i < a->count; i++)
+        a->params[i] = o->param_lo + (o->param_hi - o->param_lo) * (float)rng_uniform(rng);
+    for (int64_t i = 0; i < a->state_count; i++) /* BN running stats: mean, var > 0 */
+        a->state[i] = 0.5f + (float)rng_uniform(rng);
+    float *x0 = nnet_input(n);
+    for (int64_t i = 0; i < nnet_out_count(n, 0) * o->batch; i++)
+        x0[i] = (float)(2 * rng_uniform(rng) - 1);
+    int64_t classes = l->type == LAYER_SOFTMAX_LOSS ? nnet_out_count(n, li) : 1;
+    for (int b = 0; b < o->batch; b++) nnet_labels(n)[b] = (int)rng_uint(rng, (uint64_t)classes);
+    for (int i = 1; i <= li; i++) nnet_forward_layer(n, i);
+    nnet_set_dropout_frozen(n, true);
+
+    ref_t r = {.m = &m, .l = l, .batch = o->batch, .labels = nnet_labels(n), .train = o->train};
+    double *ins[MODEL_MAX_INPUTS] = {0};
+    for (int k = 0; k < l->n_inputs; k++) {
+        r.in_count[k] = nnet_out_count(n, l->inputs[k]);
+        ins[k] = to_double(nnet_output(n, l->inputs[k]), r.in_count[k] * o->batch);
+        r.in[k] = ins[k];
+    }
+    int64_t nw = l->weights, nb = l->biases;
+    double *w = nw ? to_double(a->params + a->layer_offset[li], nw) : NULL;
+    double *bb = nb ? to_double(a->params + a->layer_offset[li] + nw, nb) : NULL;
+    r.w = w, r.b = bb;
+    double *state = to_double(a->state, a->state_count);
+    r.run_mean = state + a->state_offset[li];
+    r.run_var = r.run_mean + l->out_shape.c;
+    int64_t n_out = nnet_out_count(n, li) * o->batch;
+    double *mask = NULL;
+    if (l->type == LAYER_DROPOUT) { /* the mask the net drew, read back from its output */
+        mask = malloc((size_t)n_out * sizeof *mask);
+        const float *y = nnet_output(n, li);
+        for (int64_t i = 0; i < n_out; i++)
+            mask[i] = y[i] == 0.0f ? 0.0 : 1.0 / (1.0 - l->dropout_ratio);
+        r.mask = mask;
+    }
+    /* the output of a loss layer's reference is the probabilities, like the net's */
+    double *out = malloc((size_t)n_out * sizeof *out);
+    int bad = 0;
+    double loss_ref = ref_forward(&r, out);
+    float *got = nnet_output(n, li);
+    if (o->corrupt_output) got[n_out / 2] += 0.01f;
+    bad += compare("forward", got, out, n_out, o->fwd_atol, o->fwd_atol) != 0;
+    if (l->type == LAYER_SOFTMAX_LOSS)
+        CHECK_NEAR(nnet_layer_loss(n, li), loss_ref, 1e-5, 1e-5);
+
+    /* backward: dout = R, then BWD(l) alone */
+    double *R = malloc((size_t)n_out * sizeof *R);
+    for (int64_t i = 0; i < n_out; i++) R[i] = 2 * rng_uniform(rng) - 1;
+    nnet_backward_begin(n);
+    float *dy = nnet_doutput(n, li);
+    for (int64_t i = 0; i < n_out; i++) dy[i] = (float)R[i];
+    nnet_backward_layer(n, li);
+    for (int k = 0; k < l->n_inputs; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "d input %d", k);
+        bad += check_grad(what, &r, ins[k], nnet_doutput(n, l->inputs[k]),
+                          r.in_count[k] * o->batch, R, out, n_out, rng, o) != 0;
+    }
+    if (w)
+        bad += check_grad("d weight", &r, w, a->grads + a->layer_offset[li], nw, R, out, n_out,
+                          rng, o) != 0;
+    if (bb)
+        bad += check_grad("d bias", &r, bb, a->grads + a->layer_offset[li] + nw, nb, R, out,
+                          n_out, rng, o) != 0;
+    for (int k = 0; k < l->n_inputs; k++) free(ins[k]);
+    free(w);
+    free(bb);
+    free(state);
+    free(mask);
+    free(out);
+    free(R);
+    rng_destroy(&rng);
+    nnet_destroy(&n);
+    compute_destroy(&c);
+    model_fini(&m);
+    return bad;
+}
+
+static const case_opts_t s_default = {.batch = 3,
+                                      .train = true,
+                                      .fwd_atol = 1e-4,
+                                      .bwd_atol = 2e-3,
+                                      .bwd_rtol = 2e-3,
+                                      .param_lo = -1,
+                                      .param_hi = 1};
+
+#define LAYER_CASE(test_name, text, lname)                                                  \
+    TEST(test_name) { CHECK(check_layer(text, lname, &s_default, 11) == 0); }
+
+LAYER_CASE(test_layers_conv_grouped_strided,
+           "input data shape=4x7x7\nconv c out=6 kernel=3 stride=2 pad=1 groups=2\n", "c")
+LAYER_CASE(test_layers_conv_rect_nobias,
+           "input data shape=3x6x5\nconv c out=4 kernel=3x2 pad=1x0 bias=0\n", "c")
+LAYER_CASE(test_layers_conv_pointwise, "input data shape=5x4x4\nconv c out=3 kernel=1\n", "c")
+LAYER_CASE(test_layers_fc, "input data shape=3x2x2\nfc f out=7\n", "f")
+LAYER_CASE(test_layers_fc_nobias, "input data shape=9x1x1\nfc f out=4 bias=0\n", "f")
+LAYER_CASE(test_layers_relu, "input data shape=2x3x3\nrelu r\n", "r")
+LAYER_CASE(test_layers_pool_max_ceil,
+           "input data shape=2x7x7\npool p op=max kernel=3 stride=2 ceil=1\n", "p")
+LAYER_CASE(test_layers_pool_max_pad,
+           "input data shape=2x6x6\npool p op=max kernel=3 stride=2 pad=1\n", "p")
+LAYER_CASE(test_layers_pool_avg_pad_ceil,
+           "input data shape=2x6x6\npool p op=avg kernel=3 stride=2 pad=1 ceil=1\n", "p")
+LAYER_CASE(test_layers_pool_global_avg, "input data shape=3x5x4\npool p op=avg global=1\n", "p")
+LAYER_CASE(test_layers_pool_global_max, "input data shape=3x5x4\npool p op=max global=1\n", "p")
+LAYER_CASE(test_layers_lrn,
+           "input data shape=7x3x3\nlrn n size=5 alpha=0.5 beta=0.75 k=2\n", "n")
+LAYER_CASE(test_layers_lrn_size3, "input data shape=4x2x2\nlrn n size=3 alpha=1 beta=0.6\n",
+           "n")
+LAYER_CASE(test_layers_dropout, "input data shape=4x5x5\ndropout d ratio=0.3\n", "d")
+LAYER_CASE(test_layers_batchnorm_train, "input data shape=3x4x4\nbatchnorm bn\n", "bn")
+LAYER_CASE(test_layers_batchnorm_fc, "input data shape=6x1x1\nbatchnorm bn eps=0.001\n", "bn")
+LAYER_CASE(test_layers_concat,
+           "input data shape=2x3x3\nrelu a\nconv b in=data out=3 kernel=1\n"
+           "concat cat in=a,b\n",
+           "cat")
+LAYER_CASE(test_layers_add,
+           "input data shape=2x3x3\nrelu a\nconv b in=data out=2 kernel=1\n"
+           "conv c in=data out=2 kernel=3 pad=1\nadd s in=a,b,c\n",
+           "s")
+LAYER_CASE(test_layers_softmax_loss, "input data shape=10x1x1\nsoftmax_loss loss weight=0.5\n",
+           "loss")
+
+TEST(test_layers_batchnorm_eval)
+{
+    case_opts_t o = s_default;
+    o.train = false;
+    CHECK(check_layer("input data shape=3x2x2\nbatchnorm bn\n", "bn", &o, 5) == 0);
+}
+
+TEST(test_layers_dropout_eval_is_identity)
+{
+    case_opts_t o = s_default;
+    o.train = false;
+    CHECK(check_layer("input data shape=4x5x5\ndropout d ratio=0.3\n", "d", &o, 5) == 0);
+}
+
+/* The comparison must catch one corrupted output element, or every check above is void. */
+TEST(test_layers_checker_can_fail)
+{
+    case_opts_t o = s_default;
+    o.corrupt_output = true;
+    CHECK(check_layer("input data shape=4x7x7\nconv c out=6 kernel=3 pad=1\n", "c", &o, 3) == 1,
+          "a corrupted output went unnoticed");
+    /* and an FD comparison of a wrong gradient fails too */
+    float got[2] = {1.0f, 2.0f};
+    double ref[2] = {1.0, 2.01};
+    CHECK(compare("corrupt", got, ref, 2, 1e-3, 1e-3) == 1);
+}
+
+/* Dropout drops about `ratio` of the elements, the same ones for the same seed. */
+TEST(test_layers_dropout_rate_and_seed)
+{
+    const char *text = "input data shape=8x16x16\ndropout d ratio=0.3\n";
+    char err[256];
+    model_t m;
+    REQUIRE(model_parse(&m, "d.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    float *first = NULL;
+    int64_t total = 0;
+    for (int run = 0; run < 2; run++) {
+        nnet_t *n = nnet_new(&m, 4, c, 99, err, sizeof err);
+        total = nnet_out_count(n, 1) * 4;
+        for (int64_t i = 0; i < total; i++) nnet_input(n)[i] = 1.0f;
+        nnet_forward_layer(n, 1);
+        int64_t dropped = 0;
+        for (int64_t i = 0; i < total; i++) dropped += nnet_output(n, 1)[i] == 0.0f;
+        CHECK_NEAR((double)dropped / total, 0.3, 0.02, 0);
+        if (run == 0) {
+            first = malloc((size_t)total * sizeof *first);
+            memcpy(first, nnet_output(n, 1), (size_t)total * sizeof *first);
+        } else {
+            CHECK(memcmp(first, nnet_output(n, 1), (size_t)total * sizeof *first) == 0,
+                  "same seed, different mask");
+        }
+        nnet_destroy(&n);
+    }
+    free(first);
+    compute_destroy(&c);
+    model_fini(&m);
+}
+
+/* Whole-network backward on a DAG (fan-out into two branches) against finite differences of
+ * the float forward in double accumulation: checks that gradients accumulate across
+ * consumers and that per-layer BWD ranges tile the arena. */
+TEST(test_layers_net_fc_factors)
+{
+    const char *text = "input data shape=1x6x6\nconv c1 out=3 kernel=3 pad=1\nrelu r1\n"
+                       "fc f1 out=5\nrelu r2\nfc f2 out=4\nsoftmax_loss loss\n";
+    char err[256];
+    model_t m;
+    REQUIRE(model_parse(&m, "f.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    nnet_t *n = nnet_new(&m, 3, c, 1, err, sizeof err);
+    REQUIRE(n, "%s", err);
+    rng_t *rng = rng_new(1, 1);
+    arena_t *a = nnet_arena(n);
+    for (int64_t i = 0; i < a->count; i++) a->params[i] = (float)rng_gaussian(rng, 0.3);
+    for (int64_t i = 0; i < 36 * 3; i++) nnet_input(n)[i] = (float)rng_uniform(rng);
+    for (int b = 0; b < 3; b++) nnet_labels(n)[b] = b;
+    nnet_forward(n);
+    nnet_backward(n);
+    /* SFB: the FC weight gradient is dy^T x */
+    int f2 = model_find(&m, "f2");
+    const float *x, *dy;
+    int in, out;
+    nnet_fc_factors(n, f2, &x, &dy, &in, &out);
+    CHECK_EQ_I64(in, 5);
+    CHECK_EQ_I64(out, 4);
+    const float *dw = a->grads + a->layer_offset[f2];
+    for (int i = 0; i < out; i++)
+        for (int j = 0; j < in; j++) {
+            double s = 0;
+            for (int b = 0; b < 3; b++) s += (double)dy[b * out + i] * x[b * in + j];
+            CHECK_NEAR(dw[i * in + j], s, 1e-6, 1e-5);
+        }
+    rng_destroy(&rng);
+    nnet_destroy(&n);
+    compute_destroy(&c);
+    model_fini(&m);
+}

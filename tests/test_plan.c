@@ -1,0 +1,213 @@
+/* The plan: units, ops and dependencies per scheme; transfer groups consistent from both ends;
+ * size independent of the cluster; hybrid never predicted slower than ps+wfbp or sfb+wfbp. */
+#include <string.h>
+
+#include "core/cluster.h"
+#include "core/model.h"
+#include "core/plan.h"
+#include "test.h"
+
+static const char *s_net = "input data shape=3x16x16\n"
+                           "conv c1 out=8 kernel=3 pad=1\n"
+                           "relu r1\n"
+                           "pool p1 op=max kernel=2 stride=2\n"
+                           "fc f1 out=64\n"
+                           "relu r2\n"
+                           "fc f2 out=10\n"
+                           "softmax_loss loss\n";
+
+static void load_small(model_t *m)
+{
+    char err[512];
+    REQUIRE(model_parse(m, "small.net", s_net, strlen(s_net), err, sizeof err) == 0, "%s", err);
+}
+
+static cluster_t cluster_of(int nodes, double gbps)
+{
+    cluster_t c;
+    cluster_init(&c);
+    c.nodes = nodes;
+    c.nic_Bps = gbps * 1e9 / 8;
+    return c;
+}
+
+static int has_dep(const plan_t *p, int op, int on, dep_scope_t sc, int back)
+{
+    for (int k = 0; k < p->ops[op].n_deps; k++) {
+        const plan_dep_t *d = &p->deps[p->ops[op].dep_first + k];
+        if (d->op == on && d->scope == sc && d->iter_back == back) return 1;
+    }
+    return 0;
+}
+
+TEST(plan_units_and_compute_chain)
+{
+    model_t m;
+    load_small(&m);
+    cluster_t c = cluster_of(4, 40);
+    plan_t p;
+    char err[256];
+    scheme_t s = {SCHEME_PS, false};
+    REQUIRE(plan_build(&p, &m, &c, s, 0, 32, 0, err, sizeof err) == 0, "%s", err);
+    REQUIRE(p.n_units == 3, "units %d", p.n_units);
+    CHECK(p.units[0].first == 0 && p.units[0].layer == 1 && p.units[0].last == 3, "unit 0");
+    CHECK(p.units[1].layer == 4 && p.units[1].last == 5, "unit 1");
+    CHECK(p.units[2].layer == 6 && p.units[2].last == 7, "unit 2");
+    /* compute ops in program order FWD 0..2, BWD 2..0 */
+    const op_kind_t kinds[] = {OP_FWD, OP_FWD, OP_FWD, OP_BWD, OP_BWD, OP_BWD};
+    const int units[] = {0, 1, 2, 2, 1, 0};
+    for (int i = 0; i < 6; i++)
+        CHECK(p.ops[i].kind == kinds[i] && p.ops[i].unit == units[i] && p.ops[i].id == i,
+              "op %d", i);
+    CHECK(has_dep(&p, 0, p.units[0].op_bwd, DEP_LOCAL, 1), "FWD 0 waits for last BWD");
+    /* no overlap: every push waits for the last BWD; FWD 0 waits for every pull */
+    for (int u = 0; u < 3; u++) {
+        CHECK(p.units[u].method == SYNC_PS, "unit %d method", u);
+        CHECK(has_dep(&p, p.units[u].op_push, p.units[0].op_bwd, DEP_LOCAL, 0), "push %d", u);
+        CHECK(has_dep(&p, p.units[0].op_fwd, p.units[u].op_pull, DEP_RECV, 1), "fwd0/pull %d", u);
+        CHECK(has_dep(&p, p.units[u].op_apply, p.units[u].op_push, DEP_RECV, 0), "apply %d", u);
+    }
+    plan_fini(&p);
+
+    /* WFBP + SSP(2): push after its own BWD, FWD(u) waits for its own pull 3 iterations back */
+    s = (scheme_t){SCHEME_PS, true};
+    REQUIRE(plan_build(&p, &m, &c, s, 2, 32, 0, err, sizeof err) == 0, "%s", err);
+    for (int u = 0; u < 3; u++) {
+        CHECK(has_dep(&p, p.units[u].op_push, p.units[u].op_bwd, DEP_LOCAL, 0), "push %d", u);
+        CHECK(has_dep(&p, p.units[u].op_fwd, p.units[u].op_pull, DEP_RECV, 3), "fwd/pull %d", u);
+    }
+    plan_fini(&p);
+
+    /* one node: nothing to synchronise */
+    c = cluster_of(1, 40);
+    s = (scheme_t){SCHEME_HYBRID, true};
+    REQUIRE(plan_build(&p, &m, &c, s, 0, 32, 0, err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(p.n_ops, 6);
+    plan_fini(&p);
+    model_fini(&m);
+}
+
+/* Every flow some instance sends to node d is counted by plan_n_sources(op, d). */
+static void check_groups(const plan_t *p)
+{
+    for (int o = 0; o < p->n_ops; o++) {
+        if (p->ops[o].res != RES_NET) continue;
+        int got[64] = {0};
+        int64_t total = 0;
+        for (int n = 0; n < p->workers; n++) {
+            if (!plan_has_instance(p, o, n)) continue;
+            for (int i = 0; i < plan_n_dests(p, o, n); i++) {
+                int64_t b;
+                int d = plan_dest(p, o, n, i, &b);
+                REQUIRE(d >= 0 && d < p->workers, "dest %d", d);
+                CHECK(b > 0, "empty flow");
+                got[d]++;
+                total += b;
+            }
+        }
+        for (int d = 0; d < p->workers; d++)
+            CHECK(got[d] == plan_n_sources(p, o, d), "op %s node %d: %d flows, %d sources",
+                  op_kind_name(p->ops[o].kind), d, got[d], plan_n_sources(p, o, d));
+        const plan_unit_t *u = &p->units[p->ops[o].unit];
+        if (p->ops[o].kind == OP_PUSH) CHECK_EQ_I64(total, (int64_t)p->workers * u->ps_bytes);
+        if (p->ops[o].kind == OP_PULL) CHECK_EQ_I64(total, (int64_t)p->workers * u->ps_bytes);
+    }
+}
+
+TEST(plan_transfer_groups_match_from_both_ends)
+{
+    model_t m;
+    char err[1024];
+    REQUIRE(model_load(&m, "models/vgg19.net", err, sizeof err) == 0, "%s", err);
+    const scheme_base_t bases[] = {SCHEME_PS, SCHEME_SFB, SCHEME_ALLREDUCE, SCHEME_HYBRID,
+                                   SCHEME_HYBRID3};
+    for (int b = 0; b < 5; b++)
+        for (int nodes = 2; nodes <= 32; nodes *= 4)
+            for (int kv = 0; kv < 2; kv++) {
+                cluster_t c = cluster_of(nodes, 10);
+                if (kv) c.ps_shards = nodes / 2;
+                plan_t p;
+                REQUIRE(plan_build(&p, &m, &c, (scheme_t){bases[b], true}, 0, 32,
+                                   kv ? 4 << 20 : 0, err, sizeof err) == 0, "%s", err);
+                check_groups(&p);
+                plan_fini(&p);
+            }
+    model_fini(&m);
+}
+
+TEST(plan_size_does_not_grow_with_nodes)
+{
+    model_t m;
+    char err[1024];
+    REQUIRE(model_load(&m, "models/resnet-152.net", err, sizeof err) == 0, "%s", err);
+    int n_ops[2], n_deps[2];
+    const int nodes[2] = {8, 10000};
+    for (int i = 0; i < 2; i++) {
+        cluster_t c = cluster_of(nodes[i], 40);
+        plan_t p;
+        REQUIRE(plan_build(&p, &m, &c, (scheme_t){SCHEME_PS, true}, 0, 32, 4 << 20, err,
+                           sizeof err) == 0, "%s", err);
+        n_ops[i] = p.n_ops;
+        n_deps[i] = p.n_deps;
+        plan_fini(&p);
+    }
+    CHECK_EQ_I64(n_ops[0], n_ops[1]);
+    CHECK_EQ_I64(n_deps[0], n_deps[1]);
+    model_fini(&m);
+}
+
+TEST(plan_hybrid_never_predicted_slower_than_ps_or_sfb)
+{
+    const char *models[] = {"models/vgg19.net", "models/vgg19-22k.net", "models/alexnet.net",
+                            "models/inception-v3.net"};
+    for (int mi = 0; mi < 4; mi++) {
+        model_t m;
+        char err[1024];
+        REQUIRE(model_load(&m, models[mi], err, sizeof err) == 0, "%s", err);
+        for (int nodes = 2; nodes <= 512; nodes *= 2)
+            for (double gbps = 2; gbps <= 40; gbps *= 2.5) {
+                cluster_t c = cluster_of(nodes, gbps);
+                int64_t t[3];
+                const scheme_base_t b[3] = {SCHEME_HYBRID, SCHEME_PS, SCHEME_SFB};
+                for (int k = 0; k < 3; k++) {
+                    plan_t p;
+                    REQUIRE(plan_build(&p, &m, &c, (scheme_t){b[k], true}, 0, 32, 4 << 20, err,
+                                       sizeof err) == 0, "%s", err);
+                    t[k] = plan_predicted_sync_ns(&p);
+                    plan_fini(&p);
+                }
+                CHECK(t[0] <= t[1] && t[0] <= t[2], "%s %d nodes %g Gb/s: hybrid %lld ps %lld "
+                      "sfb %lld", models[mi], nodes, gbps, (long long)t[0], (long long)t[1],
+                      (long long)t[2]);
+            }
+        model_fini(&m);
+    }
+}
+
+TEST(plan_hybrid_follows_best_scheme_for_vgg19_fc6)
+{
+    /* With an even split, no latency and no reconstruction cost, the time rule is the paper's
+     * byte rule: fc6 (25088 -> 4096) goes SFB up to P = 220 at K = 32. */
+    model_t m;
+    char err[1024];
+    REQUIRE(model_load(&m, "models/vgg19.net", err, sizeof err) == 0, "%s", err);
+    int fc6 = model_find(&m, "fc6");
+    REQUIRE(fc6 >= 0, "no fc6");
+    const int ps[] = {8, 64, 200, 240, 256};
+    for (int i = 0; i < 5; i++) {
+        cluster_t c = cluster_of(ps[i], 8); /* 1 byte per ns */
+        c.lat_ns = 0;
+        c.device.peak_flops = 1e30; /* reconstruction free */
+        plan_t p;
+        REQUIRE(plan_build(&p, &m, &c, (scheme_t){SCHEME_HYBRID, true}, 0, 32, 0, err,
+                           sizeof err) == 0, "%s", err);
+        for (int u = 0; u < p.n_units; u++)
+            if (p.units[u].layer == fc6) {
+                sync_method_t want = cost_best_scheme_bytes(4096, 25088, 32, ps[i], ps[i]);
+                CHECK(p.units[u].method == want, "P %d: %s", ps[i],
+                      sync_method_name(p.units[u].method));
+            }
+        plan_fini(&p);
+    }
+    model_fini(&m);
+}

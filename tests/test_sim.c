@@ -1,0 +1,353 @@
+/* The simulator: event order, the network's closed forms, whole-plan closed forms (one
+ * transfer = latency + bytes / bandwidth; P workers pushing to one server NIC), monotonicity
+ * in bandwidth, SSP(0) = BSP, determinism, traces, and a seed-fixed scenario compared with
+ * its stored output (tests/data/sim_scenario.csv). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/experiment.h"
+#include "core/model.h"
+#include "core/plan.h"
+#include "sim/evq.h"
+#include "sim/net.h"
+#include "sim/sim.h"
+#include "sim/simrun.h"
+#include "test.h"
+
+TEST(sim_evq_total_order)
+{
+    evq_t *q = evq_new();
+    evq_push(q, 50, 0, 1, 0, 0, 0, 0);
+    evq_push(q, 10, 5, 2, 0, 0, 0, 0);
+    evq_push(q, 10, 1, 3, 0, 0, 0, 0);
+    evq_push(q, 10, 5, 4, 0, 0, 0, 0);
+    evq_push(q, 0, 9, 5, 0, 0, 0, 0);
+    const int want[] = {5, 3, 2, 4, 1};
+    event_t e;
+    for (int i = 0; i < 5; i++) {
+        REQUIRE(evq_pop(q, &e), "queue ran dry at %d", i);
+        CHECK(e.type == want[i], "pop %d: type %d, want %d", i, e.type, want[i]);
+    }
+    CHECK(evq_pop(q, &e) == 0, "queue not empty");
+    CHECK(evq_peek_time(q) == INT64_MAX, "empty peek");
+    evq_destroy(&q);
+    CHECK(q == NULL, "destroy did not clear the pointer");
+}
+
+typedef struct {
+    int n;
+    int64_t tag[16], t[16];
+    int64_t now;
+} fin_log_t;
+
+static void on_fin(void *arg, int64_t tag, int src, int dst, int64_t bytes)
+{
+    fin_log_t *l = arg;
+    (void)src, (void)dst, (void)bytes;
+    l->tag[l->n] = tag;
+    l->t[l->n++] = l->now;
+}
+
+/* Drive the network alone until every flow has finished. */
+static void drain(net_t *n, fin_log_t *l, int64_t now)
+{
+    for (;;) {
+        if (net_dirty(n)) net_recompute(n, now);
+        int64_t t = net_next_ns(n);
+        if (t == INT64_MAX) break;
+        now = l->now = t;
+        net_finish(n, t, on_fin, l);
+    }
+}
+
+static int64_t fin_of(const fin_log_t *l, int64_t tag)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->tag[i] == tag) return l->t[i];
+    return -1;
+}
+
+TEST(sim_net_closed_forms)
+{
+    /* 1 GB/s: one byte per ns, so the closed forms are integers. */
+    fin_log_t l = {0};
+    net_t *n = net_new(8, 1e9, 0);
+    net_add(n, 0, 0, 1, 1000000, 1);
+    drain(n, &l, 0);
+    CHECK_EQ_I64(fin_of(&l, 1), 1000000); /* one flow: bytes / bandwidth */
+
+    /* two flows leaving one NIC take twice as long */
+    memset(&l, 0, sizeof l);
+    net_add(n, 5000000, 0, 1, 1000000, 1);
+    net_add(n, 5000000, 0, 2, 1000000, 2);
+    drain(n, &l, 5000000);
+    CHECK_EQ_I64(fin_of(&l, 1), 5000000 + 2000000);
+    CHECK_EQ_I64(fin_of(&l, 2), 5000000 + 2000000);
+
+    /* P = 7 workers pushing to one server's NIC: each gets 1/7 of it */
+    memset(&l, 0, sizeof l);
+    int64_t t0 = 10000000;
+    for (int w = 1; w < 8; w++) net_add(n, t0, w, 0, 700000, w);
+    drain(n, &l, t0);
+    for (int w = 1; w < 8; w++) CHECK_EQ_I64(fin_of(&l, w), t0 + 7 * 700000);
+
+    /* max-min: A->B and A->C share A's send side; D->C gets what is left of C's receive
+     * side (1/2); when A's flows end, nothing changes for D->C (it already had 1/2... then
+     * takes all of C). Sizes chosen so the phases are whole nanoseconds. */
+    memset(&l, 0, sizeof l);
+    t0 = 20000000;
+    net_add(n, t0, 0, 1, 500000, 1); /* A->B */
+    net_add(n, t0, 0, 2, 500000, 2); /* A->C */
+    net_add(n, t0, 3, 2, 1500000, 3); /* D->C */
+    drain(n, &l, t0);
+    CHECK_EQ_I64(fin_of(&l, 1), t0 + 1000000); /* at 0.5 B/ns */
+    CHECK_EQ_I64(fin_of(&l, 2), t0 + 1000000);
+    CHECK_EQ_I64(fin_of(&l, 3), t0 + 1000000 + 1000000); /* 0.5 MB then 1 MB at full rate */
+    net_destroy(&n);
+
+    /* a switch core of 2 GB/s shared by 4 disjoint flows: 0.5 GB/s each */
+    memset(&l, 0, sizeof l);
+    n = net_new(8, 1e9, 2e9);
+    for (int i = 0; i < 4; i++) net_add(n, 0, i, 4 + i, 1000000, i + 1);
+    drain(n, &l, 0);
+    for (int i = 0; i < 4; i++) CHECK_EQ_I64(fin_of(&l, i + 1), 2000000);
+    net_destroy(&n);
+}
+
+/* A one-layer network (FC 1024 -> 256, no bias: 1 MiB of weights) with fixed compute times. */
+static const char *s_fc_net = "input data shape=1024x1x1\nfc f out=256 bias=0\nsoftmax_loss loss\n";
+
+static int64_t run_closed(scheme_base_t base, int nodes, int shards, int64_t *bytes_out)
+{
+    model_t m;
+    char err[512];
+    REQUIRE(model_parse(&m, "fc.net", s_fc_net, strlen(s_fc_net), err, sizeof err) == 0, "%s",
+            err);
+    cluster_t c;
+    cluster_init(&c);
+    c.nodes = nodes;
+    c.ps_shards = shards;
+    c.nic_Bps = 1e9; /* one byte per ns */
+    c.lat_ns = 7000;
+    plan_t p;
+    REQUIRE(plan_build(&p, &m, &c, (scheme_t){base, true}, 0, 32, 0, err, sizeof err) == 0, "%s",
+            err);
+    REQUIRE(p.n_units == 1, "units %d", p.n_units);
+    int64_t fwd = 1000, bwd = 2000;
+    sim_times_t tm = {1, &fwd, &bwd, 1e12};
+    sim_opts_t o = {1, 1, NULL};
+    sim_result_t r;
+    sim_run(&p, &tm, &o, &r);
+    *bytes_out = p.units[0].tensor.weight_bytes;
+    plan_fini(&p);
+    model_fini(&m);
+    return r.makespan_ns;
+}
+
+TEST(sim_plan_closed_forms)
+{
+    int64_t B;
+    /* ring all-reduce on 2 nodes: one flow of B each way, full duplex */
+    CHECK_EQ_I64(run_closed(SCHEME_ALLREDUCE, 2, 0, &B), 3000 + 7000 + B);
+    CHECK_EQ_I64(B, 1 << 20);
+    /* PS on 2 colocated nodes, even split: push B/2 each way, apply (free), pull B/2 */
+    CHECK_EQ_I64(run_closed(SCHEME_PS, 2, 0, &B), 3000 + 2 * (7000 + B / 2));
+    /* P = 4 workers, one shard on node 0: 3 remote pushes share node 0's receive side,
+     * then node 0's send side serves 3 pulls */
+    CHECK_EQ_I64(run_closed(SCHEME_PS, 4, 1, &B), 3000 + 2 * (7000 + 3 * B));
+    /* SFB on 2 nodes: K (M+N) 4 bytes each way, then one rank-32 reconstruction at 1 TFLOP/s */
+    int64_t sf = 32 * (256 + 1024) * 4, recon = 16777; /* 2*32*256*1024 FLOPs = 16777.216 ns */
+    CHECK_EQ_I64(run_closed(SCHEME_SFB, 2, 0, &B), 3000 + 7000 + sf + recon);
+}
+
+static void load_exp(experiment_t *e, model_t *m, const char *text)
+{
+    char path[600], err[2048];
+    snprintf(path, sizeof path, "%s/x.exp", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    REQUIRE(f, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+    REQUIRE(experiment_load(e, path, err, sizeof err) == 0, "%s", err);
+    REQUIRE(model_load(m, e->model_path, err, sizeof err) == 0, "%s", err);
+}
+
+static simrun_out_t run_cfg(const experiment_t *e, const model_t *m, int nodes, double gbps,
+                            const char *scheme)
+{
+    cluster_t c = e->cluster;
+    c.nodes = nodes;
+    c.nic_Bps = gbps * 1e9 / 8;
+    scheme_t s;
+    REQUIRE(scheme_parse(scheme, &s) == 0, "%s", scheme);
+    simrun_out_t o;
+    char err[1024];
+    REQUIRE(simrun_config(e, m, &c, s, NULL, &o, err, sizeof err) == 0, "%s", err);
+    return o;
+}
+
+static char *exp_text(const char *extra)
+{
+    static char buf[2048];
+    char cwd[512];
+    if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
+    snprintf(buf, sizeof buf,
+             "model = %s/models/vgg19.net\ncluster = %s/experiments/clusters/titanx-40gbe.cluster\n"
+             "batch = 32\n%s",
+             cwd, cwd, extra);
+    return buf;
+}
+
+TEST(sim_more_bandwidth_is_never_slower)
+{
+    experiment_t e;
+    model_t m;
+    load_exp(&e, &m, exp_text("iterations = 3\n"));
+    const char *schemes[] = {"ps", "ps+wfbp", "hybrid", "allreduce+wfbp", "sfb+wfbp"};
+    const double gbps[] = {1, 2, 5, 10, 20, 40, 100};
+    for (int s = 0; s < 5; s++) {
+        int64_t prev = INT64_MAX;
+        for (int g = 0; g < 7; g++) {
+            simrun_out_t o = run_cfg(&e, &m, 8, gbps[g], schemes[s]);
+            CHECK(o.r.iter_ns <= prev, "%s: %g Gb/s took %lld ns, less bandwidth took %lld",
+                  schemes[s], gbps[g], (long long)o.r.iter_ns, (long long)prev);
+            prev = o.r.iter_ns;
+        }
+    }
+    model_fini(&m);
+}
+
+TEST(sim_ssp0_equals_bsp_and_staleness_helps_stragglers)
+{
+    experiment_t bsp, ssp0, ssp2;
+    model_t m;
+    const char *noise = "iterations = 6\nseed = 3\n";
+    load_exp(&bsp, &m, exp_text(noise));
+    model_fini(&m);
+    char extra[256];
+    snprintf(extra, sizeof extra, "%sconsistency = ssp:0\n", noise);
+    load_exp(&ssp0, &m, exp_text(extra));
+    model_fini(&m);
+    snprintf(extra, sizeof extra, "%sconsistency = ssp:2\n", noise);
+    load_exp(&ssp2, &m, exp_text(extra));
+    CHECK_EQ_I64(ssp0.staleness, 0);
+    for (int k = 0; k < 2; k++) {
+        experiment_t *es[3] = {&bsp, &ssp0, &ssp2};
+        for (int i = 0; i < 3; i++) es[i]->cluster.jitter_sigma = 0.3; /* per-op noise */
+        simrun_out_t a = run_cfg(&bsp, &m, 8, 10, k ? "hybrid" : "ps+wfbp");
+        simrun_out_t b = run_cfg(&ssp0, &m, 8, 10, k ? "hybrid" : "ps+wfbp");
+        simrun_out_t c = run_cfg(&ssp2, &m, 8, 10, k ? "hybrid" : "ps+wfbp");
+        CHECK_EQ_I64(a.r.makespan_ns, b.r.makespan_ns);
+        CHECK_EQ_I64(a.r.iter_ns, b.r.iter_ns);
+        CHECK_EQ_I64(a.r.events, b.r.events);
+        CHECK(c.r.makespan_ns <= a.r.makespan_ns, "SSP(2) %lld slower than BSP %lld",
+              (long long)c.r.makespan_ns, (long long)a.r.makespan_ns);
+    }
+    model_fini(&m);
+}
+
+/* The seed-fixed scenario: stragglers and jitter on 4 nodes, every scheme. One line each. */
+static void scenario_lines(char *out, size_t len)
+{
+    experiment_t e;
+    model_t m;
+    load_exp(&e, &m, exp_text("iterations = 3\nseed = 7\n"));
+    e.cluster.straggler_sigma = 0.2;
+    e.cluster.jitter_sigma = 0.1;
+    const char *schemes[] = {"ps", "ps+wfbp", "sfb+wfbp", "allreduce+wfbp", "hybrid", "hybrid3"};
+    size_t n = 0;
+    n += snprintf(out + n, len - n, "scheme,iter_ns,makespan_ns,events,sent_bytes_per_node\n");
+    for (int s = 0; s < 6; s++) {
+        simrun_out_t o = run_cfg(&e, &m, 4, 10, schemes[s]);
+        n += snprintf(out + n, len - n, "%s,%lld,%lld,%llu,%.0f\n", schemes[s],
+                      (long long)o.r.iter_ns, (long long)o.r.makespan_ns,
+                      (unsigned long long)o.r.events, o.r.sent_bytes_per_node);
+    }
+    model_fini(&m);
+}
+
+TEST(sim_seed_fixed_scenario_matches_stored_output)
+{
+    char got[4096], want[4096];
+    scenario_lines(got, sizeof got);
+    const char *path = "tests/data/sim_scenario.csv";
+    if (getenv("POSEIDON_REGEN")) {
+        FILE *f = fopen(path, "w");
+        REQUIRE(f, "cannot write %s", path);
+        fputs(got, f);
+        fclose(f);
+    }
+    FILE *f = fopen(path, "r");
+    REQUIRE(f, "missing %s (POSEIDON_REGEN=1 writes it)", path);
+    size_t n = fread(want, 1, sizeof want - 1, f);
+    fclose(f);
+    want[n] = 0;
+    CHECK(!strcmp(got, want), "scenario changed:\n--- stored\n%s--- now\n%s", want, got);
+    /* the comparison can fail: one digit changed is caught */
+    char bad[4096];
+    strcpy(bad, want);
+    char *digit = strpbrk(bad + strlen("scheme,iter_ns"), "123456789");
+    REQUIRE(digit, "no digit in the stored scenario");
+    *digit = *digit == '9' ? '1' : (char)(*digit + 1);
+    CHECK(strcmp(got, bad) != 0, "a corrupted copy compared equal");
+    /* and the same seed gives the same run */
+    char again[4096];
+    scenario_lines(again, sizeof again);
+    CHECK(!strcmp(got, again), "two runs with one seed differ");
+}
+
+TEST(sim_trace_has_one_row_per_instance)
+{
+    experiment_t e;
+    model_t m;
+    load_exp(&e, &m, exp_text("iterations = 2\n"));
+    cluster_t c = e.cluster;
+    c.nodes = 4;
+    char prefix[600], err[1024];
+    snprintf(prefix, sizeof prefix, "%s/tr", test_tmpdir());
+    trace_t *tr = trace_open(prefix, err, sizeof err);
+    REQUIRE(tr, "%s", err);
+    simrun_out_t o;
+    REQUIRE(simrun_config(&e, &m, &c, (scheme_t){SCHEME_HYBRID, true}, tr, &o, err, sizeof err) ==
+                0, "%s", err);
+    trace_close(&tr);
+    /* expected rows: every instance of every op in both iterations */
+    plan_t p;
+    REQUIRE(plan_build(&p, &m, &c, (scheme_t){SCHEME_HYBRID, true}, 0, 32, e.kv_block_bytes, err,
+                       sizeof err) == 0, "%s", err);
+    long want = 0;
+    for (int op = 0; op < p.n_ops; op++) want += 2L * plan_n_instances(&p, op);
+    plan_fini(&p);
+    char path[700], line[512];
+    snprintf(path, sizeof path, "%s.csv", prefix);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f, "no %s", path);
+    REQUIRE(fgets(line, sizeof line, f), "empty trace");
+    CHECK(!strcmp(line, "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns\n"), "header %s",
+          line);
+    long rows = 0;
+    int bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        long long t0, t1;
+        rows++;
+        char *c6 = line;
+        for (int k = 0; k < 6 && c6; k++) c6 = strchr(c6, ',') ? strchr(c6, ',') + 1 : NULL;
+        if (!c6 || sscanf(c6, "%lld,%lld", &t0, &t1) != 2 || t1 < t0) bad++;
+    }
+    fclose(f);
+    CHECK_EQ_I64(rows, want);
+    CHECK_EQ_I64(bad, 0);
+    snprintf(path, sizeof path, "%s.json", prefix);
+    f = fopen(path, "r");
+    REQUIRE(f, "no %s", path);
+    char head[64] = {0};
+    CHECK(fread(head, 1, 30, f) == 30 && !strncmp(head, "{\"displayTimeUnit\"", 18), "json %s",
+          head);
+    fseek(f, -4, SEEK_END);
+    char tail[8] = {0};
+    CHECK(fread(tail, 1, 4, f) == 4 && strstr(tail, "]}"), "json tail '%s'", tail);
+    fclose(f);
+    model_fini(&m);
+}
