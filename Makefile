@@ -26,7 +26,7 @@ LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC) $(SIM_SRC) $(RUNTIME_SRC) $(
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 
 ifeq ($(CUDA),1)
-LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 endif
 
 .PHONY: all deps test demo asan bench clean FORCE

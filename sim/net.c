@@ -224,11 +224,15 @@ void net_recompute(net_t *n, int64_t now)
 int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
 {
     advance(n, now);
+    /* Flows due within the slack finish now, together: rounding in the drained bytes would
+     * otherwise spread flows that are meant to end at one instant over a few nanoseconds,
+     * each costing a rate recomputation. */
+    int64_t due = now + NET_FINISH_SLACK_NS;
     int done = 0;
     /* Walk in index order, compacting: the callback order is deterministic. */
     int64_t w = 0;
     for (int64_t i = 0; i < n->n; i++) {
-        if (n->f[i].fin_ns <= now) {
+        if (n->f[i].fin_ns <= due) {
             fn(arg, n->f[i].tag, n->f[i].src, n->f[i].dst, n->f[i].bytes);
             done++;
         } else {

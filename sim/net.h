@@ -7,7 +7,8 @@
  * A flow's bytes drain at its rate; net_next_ns() is the earliest finish. Latency is not
  * modelled here: the caller delivers a finished flow after the message latency.
  * Finish times are rounded to whole nanoseconds; one flow alone takes exactly
- * llround(bytes / nic_Bps * 1e9) ns.
+ * llround(bytes / nic_Bps * 1e9) ns; flows due within NET_FINISH_SLACK_NS of a finish event
+ * end with it.
  */
 #ifndef POSEIDON_NET_H
 #define POSEIDON_NET_H
@@ -32,7 +33,11 @@ void net_recompute(net_t *n, int64_t now_ns);
 /* Earliest finish time of an active flow, INT64_MAX when none (valid after recompute). */
 int64_t net_next_ns(const net_t *n);
 
-/* Remove every flow finishing at or before now, calling fn for each (in a fixed order). */
+/* A flow due at most this long after a finish event ends at that event (at most 1 us early:
+ * well under one message latency). */
+#define NET_FINISH_SLACK_NS 1000
+
+/* Remove every flow finishing at or before now + NET_FINISH_SLACK_NS, calling fn for each (in a fixed order). */
 typedef void (*net_finish_fn)(void *arg, int64_t tag, int src, int dst, int64_t bytes);
 int net_finish(net_t *n, int64_t now_ns, net_finish_fn fn, void *arg);
 
