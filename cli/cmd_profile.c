@@ -1,6 +1,7 @@
 /* poseidon profile: per-layer forward/backward time on this machine -> the CSV the simulator
  * reads (runtime/profile.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,15 +18,18 @@ static void profile_usage(FILE *f)
     fprintf(f,
             "usage: poseidon profile --model FILE --batch K [options]\n\n"
             "Time every layer's forward and backward pass on this machine (median over\n"
-            "repeats after warm-up, synthetic data) and write the CSV the simulator reads:\n"
-            "layer,batch,fwd_ns,bwd_ns,type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns\n"
-            "(gemm_*: the bare sgemm calls of a conv/fc layer's shapes, for comparison).\n\n"
+            "repeats after warm-up, synthetic data) and write the CSV the simulator reads\n"
+            "(`profile = FILE` in an experiment): layer,batch,fwd_ns,bwd_ns.\n\n"
             "  --model FILE   network description\n"
             "  --batch K      samples per pass\n"
             "  --repeats R    timed passes (default 10)\n"
             "  --warmup W     untimed passes first (default 2)\n"
             "  --out FILE     CSV destination (default: stdout)\n"
-            "  --threads T    BLAS threads (default: OPENBLAS_NUM_THREADS, else all CPUs)\n"
+            "  --detail       add type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns (gemm_*: the\n"
+            "                 bare sgemm calls of a conv/fc layer's shapes, for comparison;\n"
+            "                 the simulator does not read this form)\n"
+            "  --threads T    BLAS threads (default 1; 0: all CPUs; OPENBLAS_NUM_THREADS, if set,\n"
+            "                 wins)\n"
             "  --device D     cpu (default) or cuda\n"
             "  --seed S       synthetic data and initialisation (default 1)\n");
 }
@@ -46,12 +50,21 @@ static int parse_int(const char *opt, const char *v, int lo, int *out)
 int cmd_profile(int argc, char **argv)
 {
     const char *model_path = NULL, *out_path = NULL, *device = "cpu";
-    int batch = 0, repeats = 10, warmup = 2, threads = 0, seed = 1;
+    /* One BLAS thread unless asked: on a machine whose cores are shared (other jobs, or the
+     * workers of an emulated cluster), a second OpenBLAS thread waits for a core and spins
+     * meanwhile; measured on the 2-core dev machine under load, MLP fc1 forward at batch 64
+     * took 7.9 ms with 2 threads and 0.30 ms with 1. */
+    int batch = 0, repeats = 10, warmup = 2, threads = 1, seed = 1;
+    bool detail = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             profile_usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--detail")) {
+            detail = true;
+            continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "poseidon profile: unknown option or missing value: '%s'\n", a);
@@ -105,7 +118,7 @@ int cmd_profile(int argc, char **argv)
         fprintf(stderr, "poseidon profile: %s: cannot create: %s\n", out_path, strerror(errno));
         goto out;
     }
-    profile_write_csv(f, &m, batch, rows);
+    profile_write_csv(f, &m, batch, rows, detail);
     rc = (f == stdout ? fflush(f) : fclose(f)) ? 1 : 0;
 out:
     compute_destroy(&c);

@@ -8,6 +8,8 @@ int cmd_model(int argc, char **argv);
 int cmd_commtest(int argc, char **argv);
 
 int cmd_train(int argc, char **argv);
+/* distributed training (cli/cmd_train_dist.c): --workers N, or a launcher's environment */
+int cmd_train_distributed(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 
 int cmd_plan(int argc, char **argv);

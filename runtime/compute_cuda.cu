@@ -1,5 +1,5 @@
-/* compute_cuda: the GPU backend on cuBLAS, with im2col, col2im and the SGD update also
- * expressed as cuBLAS calls. Exports plain C; compute.c is the only caller.
+/* compute_cuda: the GPU backend: GEMM and level-1 BLAS on cuBLAS, im2col, col2im and the SGD
+ * update as CUDA kernels (one launch each). Exports plain C; compute.c is the only caller.
  *
  * Every CUDA runtime call goes through CUDA_CHECK and every cuBLAS call through CUBLAS_CHECK:
  * on failure they print file:line, the library's message and a hint, then exit 1. Row-major
@@ -151,67 +151,113 @@ static void cu_sscal(void *ctx, int64_t n, float alpha, float *x)
     }
 }
 
-/* im2col and col2im without custom kernels: one strided cuBLAS copy (or axpy) per kernel
- * offset and output row. A __global__ kernel would need one launch instead of c*kh*kw*oh,
- * but nvcc's launch stubs pull in the C++ runtime (libstdc++), which the C link of the
- * project does not carry. */
+/* ---- kernels ----------------------------------------------------------------------------
+ * One thread per output element, grid-stride loops (so any size fits a bounded grid), no
+ * atomics: col2im gathers, per image element, the column entries that read it (Caffe's
+ * col2im_gpu_kernel, Jia et al. 2014), so results do not depend on scheduling. Every launch
+ * is followed by CUDA_CHECK(cudaGetLastError()). */
+
+static const int s_threads = 256;
+
+static unsigned int blocks_for(int64_t n)
+{
+    int64_t b = (n + s_threads - 1) / s_threads;
+    if (b < 1) b = 1;
+    return (unsigned int)(b > 65535 ? 65535 : b);
+}
+
+#define GRID_STRIDE(i, n)                                                                  \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
+         i += (int64_t)blockDim.x * gridDim.x)
+
+__global__ void k_im2col(const float *x, int c, int h, int w, int kh, int kw, int ph, int pw,
+                         int sh, int sw, int oh, int ow, float *col)
+{
+    int64_t n = (int64_t)c * kh * kw * oh * ow;
+    GRID_STRIDE(i, n)
+    {
+        int ox = (int)(i % ow);
+        int64_t t = i / ow;
+        int oy = (int)(t % oh);
+        t /= oh;
+        int kj = (int)(t % kw);
+        t /= kw;
+        int ki = (int)(t % kh);
+        int ci = (int)(t / kh);
+        int iy = oy * sh - ph + ki, ix = ox * sw - pw + kj;
+        col[i] = iy >= 0 && iy < h && ix >= 0 && ix < w ? x[((int64_t)ci * h + iy) * w + ix]
+                                                        : 0.0f;
+    }
+}
+
+/* x[ci, iy, ix] += sum over kernel offsets (ki, kj) whose output pixel (oy, ox) exists:
+ * oy = (iy + ph - ki) / sh exactly, ox = (ix + pw - kj) / sw exactly. */
+__global__ void k_col2im(const float *col, int c, int h, int w, int kh, int kw, int ph, int pw,
+                         int sh, int sw, int oh, int ow, float *x)
+{
+    int64_t n = (int64_t)c * h * w;
+    GRID_STRIDE(i, n)
+    {
+        int ix = (int)(i % w);
+        int iy = (int)((i / w) % h);
+        int ci = (int)(i / ((int64_t)w * h));
+        float sum = 0.0f;
+        for (int ki = 0; ki < kh; ki++) {
+            int ty = iy + ph - ki;
+            if (ty < 0 || ty % sh) continue;
+            int oy = ty / sh;
+            if (oy >= oh) continue;
+            for (int kj = 0; kj < kw; kj++) {
+                int tx = ix + pw - kj;
+                if (tx < 0 || tx % sw) continue;
+                int ox = tx / sw;
+                if (ox >= ow) continue;
+                sum += col[((((int64_t)ci * kh + ki) * kw + kj) * oh + oy) * ow + ox];
+            }
+        }
+        x[i] += sum;
+    }
+}
+
+/* Caffe's SGD with momentum: h = mom*h + lr*(g + wd*w); w -= h. */
+__global__ void k_sgd_update(int64_t n, float lr, float momentum, float weight_decay, float *w,
+                             const float *g, float *h)
+{
+    GRID_STRIDE(i, n)
+    {
+        float hv = momentum * h[i] + lr * (g[i] + weight_decay * w[i]);
+        h[i] = hv;
+        w[i] -= hv;
+    }
+}
+
 static void cu_im2col(void *ctx, const float *x, int c, int h, int w, int kh, int kw, int ph,
                       int pw, int sh, int sw, int oh, int ow, float *col)
 {
-    cuda_ctx_t *cc = (cuda_ctx_t *)ctx;
-    CUDA_CHECK(cudaMemset(col, 0, (size_t)c * kh * kw * oh * ow * sizeof(float)));
-    for (int ci = 0; ci < c; ci++)
-        for (int ki = 0; ki < kh; ki++)
-            for (int kj = 0; kj < kw; kj++) {
-                float *row = col + ((int64_t)(ci * kh + ki) * kw + kj) * oh * ow;
-                /* output columns whose input column ox*sw - pw + kj lies in [0, w) */
-                int lo = 0;
-                while (lo < ow && lo * sw - pw + kj < 0) lo++;
-                int hi = ow;
-                while (hi > lo && (hi - 1) * sw - pw + kj >= w) hi--;
-                if (hi <= lo) continue;
-                for (int oy = 0; oy < oh; oy++) {
-                    int iy = oy * sh - ph + ki;
-                    if (iy < 0 || iy >= h) continue;
-                    const float *src = x + ((int64_t)ci * h + iy) * w + lo * sw - pw + kj;
-                    CUBLAS_CHECK(cublasScopy(cc->blas, hi - lo, src, sw,
-                                             row + (int64_t)oy * ow + lo, 1));
-                }
-            }
+    (void)ctx;
+    int64_t n = (int64_t)c * kh * kw * oh * ow;
+    if (n == 0) return;
+    k_im2col<<<blocks_for(n), s_threads>>>(x, c, h, w, kh, kw, ph, pw, sh, sw, oh, ow, col);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 static void cu_col2im(void *ctx, const float *col, int c, int h, int w, int kh, int kw, int ph,
                       int pw, int sh, int sw, int oh, int ow, float *x)
 {
-    cuda_ctx_t *cc = (cuda_ctx_t *)ctx;
-    const float one = 1.0f;
-    for (int ci = 0; ci < c; ci++)
-        for (int ki = 0; ki < kh; ki++)
-            for (int kj = 0; kj < kw; kj++) {
-                const float *row = col + ((int64_t)(ci * kh + ki) * kw + kj) * oh * ow;
-                int lo = 0;
-                while (lo < ow && lo * sw - pw + kj < 0) lo++;
-                int hi = ow;
-                while (hi > lo && (hi - 1) * sw - pw + kj >= w) hi--;
-                if (hi <= lo) continue;
-                for (int oy = 0; oy < oh; oy++) {
-                    int iy = oy * sh - ph + ki;
-                    if (iy < 0 || iy >= h) continue;
-                    float *dst = x + ((int64_t)ci * h + iy) * w + lo * sw - pw + kj;
-                    CUBLAS_CHECK(cublasSaxpy(cc->blas, hi - lo, &one,
-                                             row + (int64_t)oy * ow + lo, 1, dst, sw));
-                }
-            }
+    (void)ctx;
+    int64_t n = (int64_t)c * h * w;
+    if (n == 0) return;
+    k_col2im<<<blocks_for(n), s_threads>>>(col, c, h, w, kh, kw, ph, pw, sh, sw, oh, ow, x);
+    CUDA_CHECK(cudaGetLastError());
 }
 
-/* Caffe's SGD with momentum from cuBLAS level-1 calls: h = mom*h + lr*g + lr*wd*w; w -= h. */
 static void cu_sgd_update(void *ctx, int64_t n, float lr, float momentum, float weight_decay,
                           float *w, const float *g, float *h)
 {
-    cu_sscal(ctx, n, momentum, h);
-    cu_saxpy(ctx, n, lr, g, h);
-    if (weight_decay != 0.0f) cu_saxpy(ctx, n, lr * weight_decay, w, h);
-    cu_saxpy(ctx, n, -1.0f, h, w);
+    (void)ctx;
+    if (n == 0) return;
+    k_sgd_update<<<blocks_for(n), s_threads>>>(n, lr, momentum, weight_decay, w, g, h);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 extern "C" const compute_ops_t compute_cuda_ops = {

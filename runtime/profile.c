@@ -29,17 +29,22 @@ static int64_t median(int64_t *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* The GEMMs of layer l's forward (fwd) or backward, as the layer issues them. */
+/* The GEMMs of layer l's forward (fwd) or backward, as the layer issues them, on the same
+ * memory footprint: a conv layer's per-sample GEMMs write (forward) or read (backward) that
+ * sample's slice of the batch's output or output gradient, so the bare GEMMs pay for the same
+ * traffic to the activations as the layer, but none of its im2col, col2im or bias work.
+ * a: weights; b: the im2col matrix (one sample, reused) or the fc input; act: the batch's
+ * activations (batch x out_count); out: the weight gradient or the im2col gradient. */
 static void layer_gemms(compute_t *c, const layer_t *l, int batch, bool fwd, bool need_dx,
-                        float *a, float *b, float *out)
+                        float *a, float *b, float *act, float *out)
 {
     if (l->type == LAYER_FC) {
         int N = batch, M = l->out, K = (int)shape_count(l->in_shape);
         if (fwd) {
-            compute_sgemm(c, false, true, N, M, K, 1.0f, a, K, b, K, 0.0f, out, M);
+            compute_sgemm(c, false, true, N, M, K, 1.0f, b, K, a, K, 0.0f, act, M);
         } else {
-            compute_sgemm(c, true, false, M, K, N, 1.0f, a, M, b, K, 0.0f, out, K);
-            if (need_dx) compute_sgemm(c, false, false, N, K, M, 1.0f, a, M, b, K, 1.0f, out, K);
+            compute_sgemm(c, true, false, M, K, N, 1.0f, act, M, b, K, 0.0f, out, K);
+            if (need_dx) compute_sgemm(c, false, false, N, K, M, 1.0f, act, M, a, K, 1.0f, b, K);
         }
         return;
     }
@@ -47,12 +52,16 @@ static void layer_gemms(compute_t *c, const layer_t *l, int batch, bool fwd, boo
     int P = l->out_shape.h * l->out_shape.w;
     for (int n = 0; n < batch; n++)
         for (int g = 0; g < G; g++) {
+            float *y = act + ((int64_t)n * l->out + (int64_t)g * Og) * P;
+            const float *w = a + (int64_t)g * Og * K, *col = b + (int64_t)g * K * P;
             if (fwd) {
-                compute_sgemm(c, false, false, Og, P, K, 1.0f, a, K, b, P, 0.0f, out, P);
+                compute_sgemm(c, false, false, Og, P, K, 1.0f, w, K, col, P, 0.0f, y, P);
             } else {
-                compute_sgemm(c, false, true, Og, K, P, 1.0f, a, P, b, P, 1.0f, out, K);
+                compute_sgemm(c, false, true, Og, K, P, 1.0f, y, P, col, P, n ? 1.0f : 0.0f,
+                              out + (int64_t)g * Og * K, K);
                 if (need_dx)
-                    compute_sgemm(c, true, false, K, P, Og, 1.0f, a, K, b, P, 0.0f, out, P);
+                    compute_sgemm(c, true, false, K, P, Og, 1.0f, w, K, y, P, 0.0f,
+                                  out + (int64_t)g * K * P, P);
             }
         }
 }
@@ -73,9 +82,31 @@ int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t 
     for (int b = 0; b < batch; b++) nnet_labels(n)[b] = (int)rng_uint(r, (uint64_t)classes);
     rng_destroy(&r);
 
+    /* Buffers for the bare GEMMs, of the largest operand sizes over the conv and fc layers
+     * (zero-filled: the values do not change a GEMM's time). */
     int L = m->n_layers;
+    int64_t wmax = 1, colmax = 1, actmax = 1;
+    for (int l = 1; l < L; l++) {
+        const layer_t *ly = &m->layers[l];
+        if (ly->type != LAYER_CONV && ly->type != LAYER_FC) continue;
+        int64_t col = (int64_t)ly->in_shape.c * ly->kernel_h * ly->kernel_w *
+                      ly->out_shape.h * ly->out_shape.w; /* one sample's im2col matrix */
+        if (ly->type == LAYER_FC) col = shape_count(ly->in_shape) * batch;
+        if (ly->weights > wmax) wmax = ly->weights;
+        if (col > wmax) wmax = col; /* the conv backward writes the im2col gradient there */
+        if (col > colmax) colmax = col;
+        if (shape_count(ly->out_shape) * batch > actmax)
+            actmax = shape_count(ly->out_shape) * batch;
+    }
+    float *ga = compute_alloc_floats(c, wmax), *gb = compute_alloc_floats(c, colmax);
+    float *gact = compute_alloc_floats(c, actmax), *go = compute_alloc_floats(c, wmax);
+
+    /* One repeat times every layer's FWD and BWD, then the bare GEMMs of every conv/fc layer:
+     * interleaved, so that a layer and its GEMMs see the same load on a shared machine. */
     int64_t *f = xcalloc((size_t)L * repeats, sizeof *f);
     int64_t *bw = xcalloc((size_t)L * repeats, sizeof *bw);
+    int64_t *gf = xcalloc((size_t)L * repeats, sizeof *gf);
+    int64_t *gbw = xcalloc((size_t)L * repeats, sizeof *gbw);
     for (int rep = -warmup; rep < repeats; rep++) {
         for (int l = 1; l < L; l++) {
             int64_t t0 = now_ns();
@@ -90,55 +121,50 @@ int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t 
             c->ops->sync(c->ctx);
             if (rep >= 0) bw[(int64_t)l * repeats + rep] = now_ns() - t0;
         }
+        for (int l = 1; l < L; l++) {
+            const layer_t *ly = &m->layers[l];
+            if (ly->type != LAYER_CONV && ly->type != LAYER_FC) continue;
+            bool need_dx = m->layers[ly->inputs[0]].type != LAYER_INPUT;
+            for (int pass = 0; pass < 2; pass++) {
+                int64_t t0 = now_ns();
+                layer_gemms(c, ly, batch, pass == 0, need_dx, ga, gb, gact, go);
+                c->ops->sync(c->ctx);
+                if (rep >= 0) (pass == 0 ? gf : gbw)[(int64_t)l * repeats + rep] = now_ns() - t0;
+            }
+        }
     }
     memset(rows, 0, (size_t)L * sizeof *rows);
     for (int l = 1; l < L; l++) {
         rows[l].fwd_ns = median(f + (int64_t)l * repeats, repeats);
         rows[l].bwd_ns = median(bw + (int64_t)l * repeats, repeats);
+        rows[l].gemm_fwd_ns = median(gf + (int64_t)l * repeats, repeats);
+        rows[l].gemm_bwd_ns = median(gbw + (int64_t)l * repeats, repeats);
     }
-    /* bare GEMMs of the conv and fc shapes, on buffers of the largest operand size */
-    for (int l = 1; l < L; l++) {
-        const layer_t *ly = &m->layers[l];
-        if (ly->type != LAYER_CONV && ly->type != LAYER_FC) continue;
-        bool need_dx = m->layers[ly->inputs[0]].type != LAYER_INPUT;
-        int64_t big = (int64_t)ly->in_shape.c * ly->kernel_h * ly->kernel_w * ly->out_shape.h *
-                      ly->out_shape.w; /* the im2col buffer */
-        if (ly->type == LAYER_FC) big = shape_count(ly->in_shape) * batch;
-        int64_t cnt = big;
-        if (ly->weights > cnt) cnt = ly->weights;
-        if (shape_count(ly->out_shape) * batch > cnt) cnt = shape_count(ly->out_shape) * batch;
-        float *a = compute_alloc_floats(c, cnt), *b = compute_alloc_floats(c, cnt);
-        float *o = compute_alloc_floats(c, cnt);
-        for (int pass = 0; pass < 2; pass++) {
-            bool fwd = pass == 0;
-            for (int rep = -warmup; rep < repeats; rep++) {
-                int64_t t0 = now_ns();
-                layer_gemms(c, ly, batch, fwd, need_dx, a, b, o);
-                c->ops->sync(c->ctx);
-                if (rep >= 0) f[rep] = now_ns() - t0;
-            }
-            int64_t med = median(f, repeats);
-            if (fwd) rows[l].gemm_fwd_ns = med;
-            else rows[l].gemm_bwd_ns = med;
-        }
-        compute_release(c, a);
-        compute_release(c, b);
-        compute_release(c, o);
-    }
+    compute_release(c, ga);
+    compute_release(c, gb);
+    compute_release(c, gact);
+    compute_release(c, go);
+    free(gf);
+    free(gbw);
     free(f);
     free(bw);
     nnet_destroy(&n);
     return 0;
 }
 
-void profile_write_csv(FILE *out, const model_t *m, int batch, const profile_row_t *rows)
+void profile_write_csv(FILE *out, const model_t *m, int batch, const profile_row_t *rows,
+                       bool detail)
 {
-    fprintf(out, "layer,batch,fwd_ns,bwd_ns,type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns\n");
+    fprintf(out, "layer,batch,fwd_ns,bwd_ns%s\n",
+            detail ? ",type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns" : "");
     for (int l = 1; l < m->n_layers; l++) {
         const layer_t *ly = &m->layers[l];
-        fprintf(out, "%s,%d,%lld,%lld,%s,%lld,%lld,%lld,%lld\n", ly->name, batch,
-                (long long)rows[l].fwd_ns, (long long)rows[l].bwd_ns, layer_type_name(ly->type),
-                (long long)ly->params, (long long)(ly->fwd_flops * batch),
-                (long long)rows[l].gemm_fwd_ns, (long long)rows[l].gemm_bwd_ns);
+        fprintf(out, "%s,%d,%lld,%lld", ly->name, batch, (long long)rows[l].fwd_ns,
+                (long long)rows[l].bwd_ns);
+        if (detail)
+            fprintf(out, ",%s,%lld,%lld,%lld,%lld", layer_type_name(ly->type),
+                    (long long)ly->params, (long long)(ly->fwd_flops * batch),
+                    (long long)rows[l].gemm_fwd_ns, (long long)rows[l].gemm_bwd_ns);
+        fputc('\n', out);
     }
 }

@@ -3,12 +3,14 @@
  *
  * Each layer's FWD and BWD is timed on its own (the same entry points a plan executor runs),
  * on synthetic data, after warm-up passes; the result is the median over repeats. For conv
- * and fc layers the bare GEMMs of the same shapes are timed the same way, so that the cost of
- * everything around the GEMM (im2col, bias, col2im) is visible.
+ * and fc layers the bare GEMMs of the same shapes (and the same activation footprint) are
+ * timed in the same repeat, right after the layers, so that the cost of everything around the
+ * GEMM (im2col, bias, col2im) is visible even on a machine whose load changes over time.
  */
 #ifndef POSEIDON_PROFILE_H
 #define POSEIDON_PROFILE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -25,8 +27,11 @@ typedef struct {
 int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t *c,
                 uint64_t seed, profile_row_t *rows, char *err, size_t errlen);
 
-/* CSV: header "layer,batch,fwd_ns,bwd_ns,type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns",
- * one row per layer but the input; FLOPs for the whole batch. */
-void profile_write_csv(FILE *f, const model_t *m, int batch, const profile_row_t *rows);
+/* CSV: header "layer,batch,fwd_ns,bwd_ns", one row per layer but the input: exactly the
+ * columns the simulator's reader (sim/compute.c) accepts. With detail, five more columns
+ * follow: type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns (FLOPs for the whole batch), for
+ * benchmarks; the simulator does not read that form. */
+void profile_write_csv(FILE *f, const model_t *m, int batch, const profile_row_t *rows,
+                       bool detail);
 
 #endif

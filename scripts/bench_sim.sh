@@ -34,7 +34,7 @@ for m in vgg19 resnet-152; do
             rss=$(tail -1 "$tmp/rss")
             awk -v m=$m -v n=$n -v e="$events" -v w="$simwall" -v r="$rss" -v b="$base_kb" 'BEGIN {
                 printf "%s,%d,hybrid,ok,%.3f,%d,%.0f,%.1f,%.1f,%.1f\n", m, n, w, e,
-                       w > 0 ? e / w : 0, r / 1024, b / 1024, (r - b) / 1024 }' >> "$out"
+                       (w > 0 ? e / w : 0), r / 1024, b / 1024, (r - b) / 1024 }' >> "$out"
         else
             status=$([ $rc -eq 124 ] && echo timeout || echo "error-$rc")
             printf "%s,%d,hybrid,%s,%.1f,,,,,\n" $m $n $status "$wall" >> "$out"

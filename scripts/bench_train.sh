@@ -21,8 +21,8 @@ for model in lenet cifar10-quick; do
         --batch 64 --epochs 2 --csv "$tmp/$model.csv" > /dev/null
     ips=$(awk -F, 'NR==3 {print $5}' "$tmp/$model.csv")
     echo "train_images_per_s,$model,,64,$ips,images/s" >> "$out"
-    "$build/poseidon" profile --model "models/$model.net" --batch 64 --repeats 5 \
-        --out "$tmp/$model-profile.csv"
+    "$build/poseidon" profile --model "models/$model.net" --batch 64 --repeats 9 \
+        --detail --out "$tmp/$model-profile.csv"
     awk -F, -v m="$model" 'NR > 1 && ($5 == "conv" || $5 == "fc") && $7 / $2 >= 1e6 {
         printf "gemm_ratio,%s,%s,%d,%.3f,ratio\n", m, $1, $2, ($8 + $9) / ($3 + $4) }' \
         "$tmp/$model-profile.csv" >> "$out"

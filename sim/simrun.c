@@ -55,7 +55,7 @@ void simrun_csv_row(FILE *f, const experiment_t *e, const model_t *m, const clus
     char sb[64], cons[32];
     if (e->staleness) snprintf(cons, sizeof cons, "ssp:%d", e->staleness);
     else snprintf(cons, sizeof cons, "bsp");
-    fprintf(f, "%s,%d,%g,%s,%s,%d,%.6f,%.2f,%.3f,%.3f,%.3f,%.4f,%.4f,%.6f,%d,%d,%d,%llu,%.3f\n",
+    fprintf(f, "%s,%d,%g,%s,%s,%d,%.6f,%.2f,%.3f,%.3f,%.3f,%.4f,%.4f,%.6f,%d,%d,%d,%llu,%.6f\n",
             m->name, c->nodes, c->nic_Bps * 8 / 1e9, scheme_name(s, sb, sizeof sb), cons,
             e->batch, o->r.iter_ns * 1e-9, o->r.images_per_s, speedup,
             o->r.sent_bytes_per_node / 1e6, o->r.recv_bytes_per_node / 1e6,

@@ -1,11 +1,13 @@
 /* Compute backend tests: the CPU primitives against naive loops, im2col/col2im adjointness,
  * and the CUDA backend against the CPU one where a device exists (SKIP otherwise). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/rng.h"
 #include "runtime/compute.h"
+#include "runtime/vec.h"
 #include "test.h"
 
 static float *rnd(rng_t *r, int64_t n)
@@ -43,17 +45,17 @@ TEST(test_compute_cpu_sgemm_all_transposes)
     compute_destroy(&c);
 }
 
-/* im2col against the definition, and col2im as its adjoint: <im2col x, y> = <x, col2im y>. */
-TEST(test_compute_cpu_im2col_col2im)
+/* im2col against the definition, and col2im as its adjoint: <im2col x, y> = <x, col2im y>,
+ * over shapes that exercise every border case: stride 1 (the vectorised path) and 2, padding
+ * wider than the kernel (whole rows and columns of zeros), rectangular kernels. */
+static int check_im2col(compute_t *c, rng_t *r, int C, int H, int W, int kh, int kw, int ph,
+                        int pw, int sh, int sw)
 {
-    char err[256];
-    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
-    rng_t *r = rng_new(4, 0);
-    int C = 2, H = 6, W = 5, kh = 3, kw = 2, ph = 1, pw = 1, sh = 2, sw = 1;
     int oh = (H + 2 * ph - kh) / sh + 1, ow = (W + 2 * pw - kw) / sw + 1;
     int64_t nc = (int64_t)C * kh * kw * oh * ow;
     float *x = rnd(r, C * H * W), *col = malloc((size_t)nc * sizeof *col), *y = rnd(r, nc);
     float *back = calloc((size_t)C * H * W, sizeof *back);
+    int bad = 0;
     c->ops->im2col(c->ctx, x, C, H, W, kh, kw, ph, pw, sh, sw, oh, ow, col);
     for (int ci = 0; ci < C; ci++)
         for (int ki = 0; ki < kh; ki++)
@@ -64,16 +66,69 @@ TEST(test_compute_cpu_im2col_col2im)
                         float want = iy >= 0 && iy < H && ix >= 0 && ix < W
                                          ? x[(ci * H + iy) * W + ix]
                                          : 0.0f;
-                        CHECK(col[(((ci * kh + ki) * kw + kj) * oh + oy) * ow + ox] == want);
+                        bad += col[(((ci * kh + ki) * kw + kj) * oh + oy) * ow + ox] != want;
                     }
     c->ops->col2im(c->ctx, y, C, H, W, kh, kw, ph, pw, sh, sw, oh, ow, back);
     double lhs = 0, rhs = 0;
     for (int64_t i = 0; i < nc; i++) lhs += (double)col[i] * y[i];
     for (int i = 0; i < C * H * W; i++) rhs += (double)x[i] * back[i];
-    CHECK_NEAR(lhs, rhs, 1e-4, 1e-5);
+    if (fabs(lhs - rhs) > 1e-4 + 1e-5 * fabs(lhs)) bad++;
+    if (bad)
+        fprintf(stderr, "im2col C%d H%d W%d k%dx%d p%dx%d s%dx%d: %d mismatches\n", C, H, W, kh,
+                kw, ph, pw, sh, sw, bad);
     free(x), free(col), free(y), free(back);
+    return bad;
+}
+
+TEST(test_compute_cpu_im2col_col2im)
+{
+    char err[256];
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    rng_t *r = rng_new(4, 0);
+    CHECK(check_im2col(c, r, 2, 6, 5, 3, 2, 1, 1, 2, 1) == 0);
+    CHECK(check_im2col(c, r, 3, 14, 14, 5, 5, 2, 2, 1, 1) == 0);
+    CHECK(check_im2col(c, r, 2, 9, 11, 3, 3, 1, 1, 2, 2) == 0);
+    CHECK(check_im2col(c, r, 1, 4, 5, 2, 2, 3, 3, 1, 1) == 0);
+    CHECK(check_im2col(c, r, 2, 7, 8, 3, 4, 4, 5, 3, 2) == 0);
+    CHECK(check_im2col(c, r, 3, 11, 11, 11, 11, 0, 0, 4, 4) == 0);
     rng_destroy(&r);
     compute_destroy(&c);
+}
+
+/* The short-vector helpers against their plain loops, at every length around the vector
+ * width (so the scalar tails run too). */
+TEST(test_compute_vec_helpers_match_loops)
+{
+    rng_t *r = rng_new(9, 0);
+    for (int n = 0; n <= 11; n++) {
+        float *x = rnd(r, n + 1), *m = rnd(r, n + 1), *y0 = rnd(r, n + 1);
+        float *y = malloc((size_t)(n + 1) * sizeof *y);
+        int bad = 0;
+        vec_relu(y, x, n);
+        for (int i = 0; i < n; i++) bad += y[i] != (x[i] > 0.0f ? x[i] : 0.0f);
+        memcpy(y, y0, (size_t)n * sizeof *y);
+        vec_relu_grad_add(y, x, m, n);
+        for (int i = 0; i < n; i++) bad += y[i] != y0[i] + (x[i] > 0.0f ? m[i] : 0.0f);
+        memcpy(y, y0, (size_t)n * sizeof *y);
+        vec_add(y, x, n);
+        for (int i = 0; i < n; i++) bad += y[i] != y0[i] + x[i];
+        memcpy(y, y0, (size_t)n * sizeof *y);
+        vec_add_scalar(y, 0.5f, n);
+        for (int i = 0; i < n; i++) bad += y[i] != y0[i] + 0.5f;
+        vec_mul(y, x, m, n);
+        for (int i = 0; i < n; i++) bad += y[i] != x[i] * m[i];
+        memcpy(y, y0, (size_t)n * sizeof *y);
+        vec_mul_add(y, x, m, n);
+        for (int i = 0; i < n; i++) bad += y[i] != y0[i] + x[i] * m[i];
+        vec_copy(y, x, n);
+        for (int i = 0; i < n; i++) bad += y[i] != x[i];
+        double sum = 0;
+        for (int i = 0; i < n; i++) sum += x[i];
+        bad += fabs(vec_sum(x, n) - sum) > 1e-5;
+        CHECK(bad == 0);
+        free(x), free(m), free(y0), free(y);
+    }
+    rng_destroy(&r);
 }
 
 TEST(test_compute_cpu_sgd_update)
@@ -137,6 +192,20 @@ TEST(test_compute_cuda_matches_cpu)
     float *xb = malloc((size_t)C * H * W * 4);
     gpu->ops->download(gpu->ctx, xb, gx, (size_t)C * H * W * 4);
     for (int i = 0; i < C * H * W; i++) CHECK_NEAR(xb[i], x[i], 1e-5, 1e-5);
+    /* the SGD update kernel against the CPU loop (a tail that is not a multiple of a block) */
+    int64_t ns = 1000;
+    float *w = rnd(r, ns), *g = rnd(r, ns), *h = rnd(r, ns), *wb = malloc((size_t)ns * 4);
+    float *gw = compute_alloc_floats(gpu, ns), *gg = compute_alloc_floats(gpu, ns);
+    float *gh = compute_alloc_floats(gpu, ns);
+    gpu->ops->upload(gpu->ctx, gw, w, (size_t)ns * 4);
+    gpu->ops->upload(gpu->ctx, gg, g, (size_t)ns * 4);
+    gpu->ops->upload(gpu->ctx, gh, h, (size_t)ns * 4);
+    cpu->ops->sgd_update(cpu->ctx, ns, 0.1f, 0.9f, 0.01f, w, g, h);
+    gpu->ops->sgd_update(gpu->ctx, ns, 0.1f, 0.9f, 0.01f, gw, gg, gh);
+    gpu->ops->download(gpu->ctx, wb, gw, (size_t)ns * 4);
+    for (int64_t i = 0; i < ns; i++) CHECK_NEAR(wb[i], w[i], 1e-6, 1e-5);
+    compute_release(gpu, gw), compute_release(gpu, gg), compute_release(gpu, gh);
+    free(w), free(g), free(h), free(wb);
     compute_release(gpu, ga), compute_release(gpu, gb), compute_release(gpu, gc);
     compute_release(gpu, gx), compute_release(gpu, gcol);
     free(a), free(b), free(cc), free(back), free(x), free(col), free(gcol_h), free(xb);

@@ -370,6 +370,11 @@ LAYER_CASE(test_layers_conv_grouped_strided,
            "input data shape=4x7x7\nconv c out=6 kernel=3 stride=2 pad=1 groups=2\n", "c")
 LAYER_CASE(test_layers_conv_rect_nobias,
            "input data shape=3x6x5\nconv c out=4 kernel=3x2 pad=1x0 bias=0\n", "c")
+/* ungrouped with a bias: the bias folded into the GEMM (nnet.c conv_bias_fused) */
+LAYER_CASE(test_layers_conv_bias_fused_same_pad,
+           "input data shape=3x6x7\nconv c out=5 kernel=5 pad=2\n", "c")
+LAYER_CASE(test_layers_conv_bias_fused_strided,
+           "input data shape=2x7x6\nconv c out=4 kernel=3x2 stride=2x1 pad=1\n", "c")
 LAYER_CASE(test_layers_conv_pointwise, "input data shape=5x4x4\nconv c out=3 kernel=1\n", "c")
 LAYER_CASE(test_layers_fc, "input data shape=3x2x2\nfc f out=7\n", "f")
 LAYER_CASE(test_layers_fc_nobias, "input data shape=9x1x1\nfc f out=4 bias=0\n", "f")

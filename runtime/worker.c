@@ -1,0 +1,1124 @@
+#include "runtime/worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "core/plan.h"
+#include "core/rng.h"
+#include "core/trace.h"
+#include "runtime/allreduce.h"
+#include "runtime/comm.h"
+#include "runtime/compute.h"
+#include "runtime/coord.h"
+#include "runtime/data.h"
+#include "runtime/emulate.h"
+#include "runtime/launch.h"
+#include "runtime/nnet.h"
+#include "runtime/probe.h"
+#include "runtime/ps.h"
+#include "runtime/sfb.h"
+#include "runtime/train.h"
+
+void worker_config_init(worker_config_t *c)
+{
+    memset(c, 0, sizeof *c);
+    scheme_parse("hybrid", &c->scheme);
+    c->batch = 16;
+    c->epochs = 1;
+    c->data = "fashion-mnist";
+    c->synthetic_n = 1024;
+    c->shuffle = true;
+    c->probe = true;
+    c->probe_bytes = 4 << 20;
+    c->solver = (solver_config_t){.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4,
+                                  .policy = LR_FIXED, .gamma = 0.1, .power = 1.0};
+    c->init = INIT_AUTO;
+    c->seed = 1;
+    c->kv_block_bytes = PS_BLOCK_BYTES_DEFAULT;
+    c->evaluate = true;
+    c->threads = 1;
+    c->timeout_ms = 60000;
+}
+
+int worker_batch_order(int n, int rank, int world, int batch, int64_t t, uint64_t seed,
+                       bool shuffle, int *order)
+{
+    int steps = (n / world) / batch;
+    ASSERT(steps >= 1, "%d samples over %d workers: no batch of %d", n, world, batch);
+    int b, e;
+    data_partition(n, rank, world, &b, &e);
+    int64_t epoch = t / steps, i = t % steps;
+    int *all = xmalloc((size_t)(e - b) * sizeof *all);
+    rng_t *r = shuffle ? rng_new(seed, 100 + (uint64_t)epoch * 4096 + (uint64_t)rank) : NULL;
+    data_order(all, b, e, r);
+    rng_destroy(&r);
+    memcpy(order, all + i * batch, (size_t)batch * sizeof *order);
+    free(all);
+    return steps;
+}
+
+/* ------------------------------------------------------------------------------ state */
+
+typedef struct {
+    int64_t offset, count; /* floats in the arena */
+    bool is_bias;          /* no weight decay (as the single-worker solver) */
+    int layer;
+} wk_entry_t;
+
+typedef struct {
+    int layer;                 /* model layer of the unit's parameters, -1: none */
+    int64_t ps_off, ps_count;  /* range synced through the PS (0 floats: none) */
+    int64_t w_off, w_count;    /* SFB: the weights; all-reduce: the whole layer */
+    int m, n;                  /* SFB: outputs x inputs */
+    float **gslot;             /* S slots: the PS range's gradient */
+    float **ar_slot;           /* S slots: the all-reduce buffer */
+    float **u_slot, **v_slot;  /* S slots: own factors, (K, m) and (K, n) */
+    float **stash;             /* S slots: world x K x (m + n), every rank's factors */
+    float *gsum;               /* SFB: the rebuilt weight gradient (m, n) */
+    pthread_mutex_t lock;      /* the unit's parameters: compute thread vs. syncers */
+} wk_unit_t;
+
+typedef struct worker {
+    const worker_config_t *cfg;
+    launch_env_t env;
+    int rank, world, S;
+    int64_t T, steps;
+    model_t model;
+    plan_t plan;
+    bool plan_built;
+    bool emulate;
+
+    int64_t n_params;
+    int n_entries;
+    wk_entry_t *entries;       /* by offset */
+    int64_t *layer_off;        /* per model layer */
+    float *params;             /* the replica's parameters (arena layout) */
+    float *staging;            /* pull destination (== params when nothing reads them) */
+    float *hist_local, *hist_server; /* momentum of worker-side and shard-side updates */
+    float *zeros;              /* emulated gradients and factors: never written */
+    wk_unit_t *units;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t *done;             /* per op: instances completed on this rank */
+    pthread_mutex_t update_mu; /* RES_UPDATE: one at a time per node */
+
+    coord_server_t *cs;
+    coord_client_t *cl;
+    comm_t *probe_comm;
+    comm_t **ucomm;
+    ps_layout_t layout;
+    ps_server_t *ps;
+    char **ps_eps;
+
+    compute_t *compute, *ucompute;
+    nnet_t *net;
+    dataset_t train, test;
+    bool have_data;
+    emulate_profile_t prof;
+    int64_t *unit_fwd_ns, *unit_bwd_ns;
+
+    trace_t *trace;
+    pthread_mutex_t trace_mu;
+    int64_t t0_ns;
+
+    /* rank 0's report state (compute thread only) */
+    FILE *csv;
+    double loss_sum;
+    int64_t loss_n, correct, report_t0_ns, report_iter0;
+} worker_t;
+
+typedef struct {
+    worker_t *w;
+    int op;
+} wk_arg_t;
+
+static const char *unit_name(const worker_t *w, int u)
+{
+    const plan_unit_t *un = &w->plan.units[u];
+    return w->model.layers[un->layer >= 0 ? un->layer : un->first].name;
+}
+
+static int unit_layer(const worker_t *w, int u)
+{
+    const plan_unit_t *un = &w->plan.units[u];
+    return un->layer >= 0 ? un->layer : un->first;
+}
+
+static void wk_trace(worker_t *w, int op, int64_t t, int peer, int64_t bytes, int64_t t0,
+                     int64_t t1)
+{
+    if (!w->trace) return;
+    const plan_op_t *po = &w->plan.ops[op];
+    trace_lane_t lane = po->res == RES_COMPUTE  ? TRACE_LANE_COMPUTE
+                        : po->res == RES_NET    ? TRACE_LANE_NET
+                        : po->res == RES_SERVER ? TRACE_LANE_SERVER
+                                                : TRACE_LANE_UPDATE;
+    trace_row_t r = {w->rank, (int)t, op_kind_name(po->kind), unit_name(w, po->unit), peer,
+                     bytes, t0 - w->t0_ns, t1 - w->t0_ns, lane};
+    pthread_mutex_lock(&w->trace_mu);
+    trace_write(w->trace, &r);
+    pthread_mutex_unlock(&w->trace_mu);
+}
+
+/* ------------------------------------------------------------------- dependencies */
+
+static bool deps_met(const worker_t *w, int op, int64_t t)
+{
+    const plan_op_t *po = &w->plan.ops[op];
+    for (int d = 0; d < po->n_deps; d++) {
+        const plan_dep_t *dp = &w->plan.deps[po->dep_first + d];
+        int64_t need = t - dp->iter_back;
+        if (need >= 0 && w->done[dp->op] <= need) return false;
+    }
+    return true;
+}
+
+/* The sync ops of unit u that read its slot of iteration t - S have released it. */
+static bool slot_free(const worker_t *w, int u, int64_t t)
+{
+    const plan_unit_t *un = &w->plan.units[u];
+    int64_t need = t - w->S;
+    if (need < 0) return true;
+    int ops[3] = {un->op_push, un->op_sfb, un->op_allreduce};
+    for (int i = 0; i < 3; i++)
+        if (ops[i] >= 0 && w->done[ops[i]] <= need) return false;
+    return true;
+}
+
+/* The deps of (op, t) on ops that are not compute: its parameters are in place. */
+static bool sync_deps_met(const worker_t *w, int op, int64_t t)
+{
+    const plan_op_t *po = &w->plan.ops[op];
+    for (int d = 0; d < po->n_deps; d++) {
+        const plan_dep_t *dp = &w->plan.deps[po->dep_first + d];
+        int64_t need = t - dp->iter_back;
+        if (w->plan.ops[dp->op].res != RES_COMPUTE && need >= 0 && w->done[dp->op] <= need)
+            return false;
+    }
+    return true;
+}
+
+typedef enum { WAIT_DEPS, WAIT_SYNC_DEPS, WAIT_SLOT, WAIT_STASH, WAIT_PUSHED } wait_kind_t;
+
+static bool wait_ready(const worker_t *w, wait_kind_t k, int op, int64_t t)
+{
+    const plan_op_t *po = &w->plan.ops[op];
+    const plan_unit_t *un = &w->plan.units[po->unit];
+    switch (k) {
+    case WAIT_DEPS: return deps_met(w, op, t);
+    case WAIT_SYNC_DEPS: return sync_deps_met(w, op, t);
+    case WAIT_SLOT: return slot_free(w, po->unit, t);
+    case WAIT_STASH: return t < w->S || w->done[un->op_update] > t - w->S;
+    case WAIT_PUSHED: return w->done[un->op_push] > t;
+    }
+    return false;
+}
+
+/* Blocks until the condition holds; a wait longer than the timeout ends the job, naming the
+ * iteration, the layer and what it waited for. */
+static void wait_for(worker_t *w, wait_kind_t k, int op, int64_t t)
+{
+    const plan_op_t *po = &w->plan.ops[op];
+    int64_t deadline = comm_now_ns() + (int64_t)w->cfg->timeout_ms * 1000000;
+    pthread_mutex_lock(&w->mu);
+    while (!wait_ready(w, k, op, t)) {
+        if (comm_now_ns() > deadline) {
+            pthread_mutex_unlock(&w->mu);
+            coord_client_fail(w->cl, "%s of layer %s, iteration %lld: %s not met within %d ms",
+                              op_kind_name(po->kind), unit_name(w, po->unit), (long long)t,
+                              k == WAIT_DEPS ? "its plan dependencies" : "a free buffer",
+                              w->cfg->timeout_ms);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void mark_done(worker_t *w, int op, int64_t t)
+{
+    pthread_mutex_lock(&w->mu);
+    ASSERT(w->done[op] == t, "op %d: instance %lld done after %lld", op, (long long)t,
+           (long long)w->done[op]);
+    w->done[op] = t + 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void progress(worker_t *w, int op, int64_t t, const char *fmt, ...)
+{
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    coord_client_progress(w->cl, t, unit_layer(w, w->plan.ops[op].unit), what);
+}
+
+/* ------------------------------------------------------------------------ updates */
+
+/* SGD with momentum over arena range [off, off + count): p, g, h point at the range's first
+ * float; g is scaled by `scale` (1 / workers: the mean over the combined batch). The same
+ * arithmetic as the single-worker solver (compute_cpu's sgd_update), entry by entry so that
+ * biases get no weight decay. */
+static void sgd_range(const worker_t *w, int64_t off, int64_t count, float *p, const float *g,
+                      float *h, float scale, int64_t t)
+{
+    const solver_config_t *sc = &w->cfg->solver;
+    float lr = (float)solver_lr(sc, t), mom = (float)sc->momentum;
+    for (int e = 0; e < w->n_entries; e++) {
+        const wk_entry_t *en = &w->entries[e];
+        int64_t a = en->offset > off ? en->offset : off;
+        int64_t b = en->offset + en->count < off + count ? en->offset + en->count : off + count;
+        if (a >= b) continue;
+        float wd = en->is_bias ? 0.0f : (float)sc->weight_decay;
+        for (int64_t i = a - off; i < b - off; i++) {
+            float gi = g[i] * scale;
+            h[i] = mom * h[i] + lr * (gi + wd * p[i]);
+            p[i] -= h[i];
+        }
+    }
+}
+
+static int entry_layer(const worker_t *w, uint64_t offset)
+{
+    for (int e = 0; e < w->n_entries; e++)
+        if ((int64_t)offset >= w->entries[e].offset &&
+            (int64_t)offset < w->entries[e].offset + w->entries[e].count)
+            return w->entries[e].layer;
+    return -1;
+}
+
+/* The PS shard's update (APPLY): the sum over workers of one block's gradients. */
+static void shard_update(void *arg, float *params, const float *grad_sum, size_t count,
+                         uint64_t offset, int64_t t)
+{
+    worker_t *w = arg;
+    int64_t t0 = comm_now_ns();
+    sgd_range(w, (int64_t)offset, (int64_t)count, params, grad_sum, w->hist_server + offset,
+              1.0f / (float)w->world, t);
+    if (w->trace) {
+        int l = entry_layer(w, offset);
+        for (int u = 0; u < w->plan.n_units; u++)
+            if (w->plan.units[u].layer == l && w->plan.units[u].op_apply >= 0)
+                wk_trace(w, w->plan.units[u].op_apply, t, -1, (int64_t)count * 4, t0,
+                         comm_now_ns());
+    }
+}
+
+/* ----------------------------------------------------------------------- compute */
+
+static void compute_op(worker_t *w, int op, int64_t t)
+{
+    const plan_op_t *po = &w->plan.ops[op];
+    int u = po->unit;
+    const plan_unit_t *un = &w->plan.units[u];
+    wk_unit_t *wu = &w->units[u];
+    int s = (int)(t % w->S);
+    if (w->emulate) {
+        emulate_sleep_ns(po->kind == OP_FWD ? w->unit_fwd_ns[u] : w->unit_bwd_ns[u]);
+        return;
+    }
+    if (po->kind == OP_FWD) {
+        if (u == 0) {
+            int *order = xmalloc((size_t)w->cfg->batch * sizeof *order);
+            worker_batch_order(w->train.n, w->rank, w->world, w->cfg->batch, t, w->cfg->seed,
+                               w->cfg->shuffle, order);
+            data_gather(&w->train, order, w->cfg->batch, nnet_input(w->net),
+                        nnet_labels(w->net));
+            free(order);
+        }
+        pthread_mutex_lock(&wu->lock);
+        for (int l = un->first; l <= un->last; l++) nnet_forward_layer(w->net, l);
+        pthread_mutex_unlock(&wu->lock);
+        if (un->last == w->model.n_layers - 1 && w->rank == 0) {
+            for (int l = 0; l < w->model.n_layers; l++)
+                if (w->model.layers[l].type == LAYER_SOFTMAX_LOSS)
+                    w->loss_sum += nnet_layer_loss(w->net, l);
+            w->loss_n++;
+            w->correct += nnet_count_correct(w->net);
+        }
+        return;
+    }
+    if (u == w->plan.n_units - 1) nnet_backward_begin(w->net);
+    pthread_mutex_lock(&wu->lock);
+    for (int l = un->last; l >= (un->first > 1 ? un->first : 1); l--)
+        nnet_backward_layer(w->net, l);
+    pthread_mutex_unlock(&wu->lock);
+    /* the gradient leaves the net now: the next FWD/BWD may overwrite it mid-sync */
+    const float *grads = nnet_arena(w->net)->grads;
+    if (wu->ps_count) memcpy(wu->gslot[s], grads + wu->ps_off, (size_t)wu->ps_count * 4);
+    if (un->method == SYNC_ALLREDUCE)
+        memcpy(wu->ar_slot[s], grads + wu->w_off, (size_t)wu->w_count * 4);
+    if (un->method == SYNC_SFB) {
+        const float *x, *dy;
+        int in, out;
+        nnet_fc_factors(w->net, un->layer, &x, &dy, &in, &out);
+        ASSERT(in == wu->n && out == wu->m, "fc %s: %dx%d, plan %dx%d", unit_name(w, u), out,
+               in, wu->m, wu->n);
+        memcpy(wu->u_slot[s], dy, (size_t)w->cfg->batch * wu->m * 4);
+        memcpy(wu->v_slot[s], x, (size_t)w->cfg->batch * wu->n * 4);
+    }
+}
+
+static void report(worker_t *w, int64_t t, bool final);
+
+static void *compute_main(void *arg)
+{
+    worker_t *w = arg;
+    for (int64_t t = 0; t < w->T; t++) {
+        for (int op = 0; op < w->plan.n_ops; op++) {
+            const plan_op_t *po = &w->plan.ops[op];
+            if (po->res != RES_COMPUTE) continue;
+            progress(w, op, t, "%s: its plan dependencies", op_kind_name(po->kind));
+            wait_for(w, WAIT_DEPS, op, t);
+            if (po->kind == OP_BWD) wait_for(w, WAIT_SLOT, op, t);
+            progress(w, op, t, "%s computing", op_kind_name(po->kind));
+            int64_t t0 = comm_now_ns();
+            compute_op(w, op, t);
+            wk_trace(w, op, t, -1, 0, t0, comm_now_ns());
+            mark_done(w, op, t);
+        }
+        if (w->rank == 0 && t + 1 < w->T) {
+            int64_t every = w->cfg->report_every > 0 ? w->cfg->report_every : w->steps;
+            if ((t + 1) % every == 0) report(w, t, false);
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- syncers */
+
+typedef struct {
+    wk_unit_t *wu;
+    int slot, k;
+} stash_arg_t;
+
+static void stash_factors(void *arg, int rank, const float *u, const float *v, size_t k,
+                          size_t m, size_t n)
+{
+    stash_arg_t *a = arg;
+    ASSERT((int)k == a->k && (int)m == a->wu->m && (int)n == a->wu->n,
+           "factors of rank %d: %zux%zu, %zux%zu", rank, k, m, k, n);
+    float *dst = a->wu->stash[a->slot] + (size_t)rank * k * (m + n);
+    memcpy(dst, u, k * m * 4);
+    memcpy(dst + k * m, v, k * n * 4);
+}
+
+static void *sync_main(void *arg)
+{
+    wk_arg_t *a = arg;
+    worker_t *w = a->w;
+    int op = a->op;
+    const plan_op_t *po = &w->plan.ops[op];
+    int u = po->unit, layer = unit_layer(w, u);
+    const plan_unit_t *un = &w->plan.units[u];
+    wk_unit_t *wu = &w->units[u];
+    const char *name = unit_name(w, u);
+    int K = w->cfg->batch, to = w->cfg->timeout_ms;
+    ps_client_t *pc = NULL;
+    if (po->kind == OP_PUSH || po->kind == OP_PULL) {
+        pc = ps_client_new(w->rank, w->world, &w->layout, (const char *const *)w->ps_eps, to);
+        if (!pc) coord_client_fail(w->cl, "cannot connect to the PS shards");
+    }
+    for (int64_t t = 0; t < w->T; t++) {
+        int s = (int)(t % w->S);
+        int64_t t0, bytes = 0;
+        if (po->kind == OP_PULL) {
+            /* the receive side of the shards' PULL: asked once this rank's push is out */
+            progress(w, op, t, "PULL of %s: its own push", name);
+            wait_for(w, WAIT_PUSHED, op, t);
+            progress(w, op, t, "PS pull of layer %s from the shards", name);
+            t0 = comm_now_ns();
+            /* the shards answer a pull of iteration i at version >= i + 1 - staleness: ask
+             * for t + s to get the values after apply(t), the plan's PULL(t) */
+            if (ps_client_pull(pc, t + w->cfg->staleness, layer, (uint64_t)wu->ps_off,
+                               (uint64_t)wu->ps_count, w->staging))
+                coord_client_fail(w->cl, "PS pull of layer %s timed out after %d ms", name, to);
+            if (w->staging != w->params) {
+                pthread_mutex_lock(&wu->lock);
+                memcpy(w->params + wu->ps_off, w->staging + wu->ps_off, (size_t)wu->ps_count * 4);
+                pthread_mutex_unlock(&wu->lock);
+            }
+            bytes = wu->ps_count * 4;
+        } else {
+            progress(w, op, t, "%s of %s: its plan dependencies", op_kind_name(po->kind), name);
+            wait_for(w, WAIT_DEPS, op, t);
+            if (po->kind == OP_SFB) wait_for(w, WAIT_STASH, op, t);
+            t0 = comm_now_ns();
+            switch (po->kind) {
+            case OP_PUSH:
+                progress(w, op, t, "PS push of layer %s to the shards", name);
+                if (ps_client_push(pc, t, layer, (uint64_t)wu->ps_off, (uint64_t)wu->ps_count,
+                                   wu->gslot[s]) ||
+                    ps_client_wait_sent(pc))
+                    coord_client_fail(w->cl, "PS push of layer %s timed out after %d ms", name,
+                                      to);
+                bytes = wu->ps_count * 4;
+                break;
+            case OP_SFB: {
+                progress(w, op, t, "SFB of layer %s with every peer", name);
+                stash_arg_t sa = {wu, s, K};
+                if (sfb_exchange(w->ucomm[u], t, layer, wu->u_slot[s], wu->v_slot[s],
+                                 (size_t)K, (size_t)wu->m, (size_t)wu->n, stash_factors, &sa,
+                                 to))
+                    coord_client_fail(w->cl, "SFB of layer %s timed out after %d ms", name, to);
+                bytes = un->sfb_peer_bytes;
+                break;
+            }
+            case OP_UPDATE: {
+                progress(w, op, t, "UPDATE of layer %s (rebuild from factors)", name);
+                pthread_mutex_lock(&w->update_mu);
+                size_t per = (size_t)K * (size_t)(wu->m + wu->n);
+                for (int r = 0; r < w->world; r++) {
+                    const float *f = wu->stash[s] + (size_t)r * per;
+                    /* gsum (m, n) += dy_r^T (m, K) x_r (K, n) / workers */
+                    compute_sgemm(w->ucompute, true, false, wu->m, wu->n, K,
+                                  1.0f / (float)w->world, f, wu->m, f + (size_t)K * wu->m,
+                                  wu->n, r ? 1.0f : 0.0f, wu->gsum, wu->n);
+                }
+                pthread_mutex_lock(&wu->lock);
+                sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->gsum,
+                          w->hist_local + wu->w_off, 1.0f, t);
+                pthread_mutex_unlock(&wu->lock);
+                pthread_mutex_unlock(&w->update_mu);
+                break;
+            }
+            case OP_ALLREDUCE:
+                progress(w, op, t, "ring all-reduce of layer %s", name);
+                if (allreduce_sum(w->ucomm[u], t, layer, wu->ar_slot[s], (size_t)wu->w_count,
+                                  ALLREDUCE_CHUNK_FLOATS_DEFAULT, to))
+                    coord_client_fail(w->cl, "all-reduce of layer %s timed out after %d ms",
+                                      name, to);
+                pthread_mutex_lock(&wu->lock);
+                sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->ar_slot[s],
+                          w->hist_local + wu->w_off, 1.0f / (float)w->world, t);
+                pthread_mutex_unlock(&wu->lock);
+                bytes = un->ar_bytes;
+                break;
+            default: ASSERT(0, "op kind %s has no worker-side executor", op_kind_name(po->kind));
+            }
+        }
+        wk_trace(w, op, t, -1, bytes, t0, comm_now_ns());
+        mark_done(w, op, t);
+    }
+    ps_client_destroy(&pc);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ reports */
+
+static double evaluate(worker_t *w)
+{
+    for (int u = 0; u < w->plan.n_units; u++) pthread_mutex_lock(&w->units[u].lock);
+    double acc = train_evaluate(w->net, &w->test);
+    for (int u = w->plan.n_units - 1; u >= 0; u--) pthread_mutex_unlock(&w->units[u].lock);
+    return acc;
+}
+
+static void report(worker_t *w, int64_t t, bool final)
+{
+    if (!final) /* parameters as FWD of the next iteration will see them */
+        for (int u = 0; u < w->plan.n_units; u++)
+            wait_for(w, WAIT_SYNC_DEPS, w->plan.units[u].op_fwd, t + 1);
+    int64_t now = comm_now_ns();
+    double secs = (double)(now - w->report_t0_ns) * 1e-9; /* evaluation time excluded */
+    double images = (double)(t + 1 - w->report_iter0) * w->cfg->batch * w->world;
+    double ips = secs > 0 ? images / secs : 0;
+    double loss = w->loss_n ? w->loss_sum / (double)w->loss_n : 0;
+    double train_acc = w->loss_n ? (double)w->correct / (double)(w->loss_n * w->cfg->batch) : 0;
+    double acc = -1;
+    if (!w->emulate && w->cfg->evaluate) acc = evaluate(w);
+    int64_t e1 = comm_now_ns();
+    char row[256];
+    if (w->emulate)
+        snprintf(row, sizeof row, "%.3f,%lld,,,,%.1f,%.3f", (double)(t + 1) / (double)w->steps,
+                 (long long)(t + 1), ips, (double)(e1 - w->t0_ns) * 1e-9);
+    else {
+        char accs[32] = "";
+        if (acc >= 0) snprintf(accs, sizeof accs, "%.4f", acc);
+        snprintf(row, sizeof row, "%.3f,%lld,%.6f,%.4f,%s,%.1f,%.3f",
+                 (double)(t + 1) / (double)w->steps, (long long)(t + 1), loss, train_acc, accs,
+                 ips, (double)(e1 - w->t0_ns) * 1e-9);
+    }
+    printf("%s\n", row);
+    fflush(stdout);
+    if (w->csv) {
+        fprintf(w->csv, "%s\n", row);
+        fflush(w->csv);
+    }
+    w->loss_sum = 0;
+    w->loss_n = w->correct = 0;
+    w->report_iter0 = t + 1;
+    w->report_t0_ns = e1;
+}
+
+/* ------------------------------------------------------------------------- setup */
+
+static int cmp_block(const void *a, const void *b)
+{
+    const ps_block_t *x = a, *y = b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* The PS layout the plan describes: unit u's PS tensor is cut into cost_ps_blocks() blocks,
+ * block i on shard (block0 + i) mod P2 (plan_dest), so that every byte goes where the plan
+ * and the simulator say it goes. */
+static void layout_from_plan(worker_t *w)
+{
+    const plan_t *p = &w->plan;
+    int cap = 0;
+    for (int u = 0; u < p->n_units; u++)
+        cap += (int)cost_ps_blocks(&p->cost, w->units[u].ps_count * 4);
+    ps_layout_t *l = &w->layout;
+    l->blocks = xcalloc((size_t)cap + 1, sizeof *l->blocks);
+    l->n_shards = p->shards;
+    for (int u = 0; u < p->n_units; u++) {
+        const wk_unit_t *wu = &w->units[u];
+        int64_t bytes = wu->ps_count * 4, block0 = p->units[u].tensor.block0;
+        int64_t nb = cost_ps_blocks(&p->cost, bytes), off = wu->ps_off;
+        for (int64_t i = 0; i < nb; i++) {
+            int shard = (int)((block0 + i) % p->shards);
+            int64_t b = p->cost.kv_block_bytes > 0
+                            ? (bytes - i * p->cost.kv_block_bytes < p->cost.kv_block_bytes
+                                   ? bytes - i * p->cost.kv_block_bytes
+                                   : p->cost.kv_block_bytes)
+                            : cost_ps_shard_bytes(&p->cost, bytes, block0, shard);
+            l->blocks[l->n_blocks++] =
+                (ps_block_t){.offset = (uint64_t)off, .count = (uint32_t)(b / 4), .shard = shard,
+                             .range = u};
+            off += b / 4;
+        }
+        ASSERT(off == wu->ps_off + wu->ps_count, "unit %d: blocks end at %lld, range at %lld", u,
+               (long long)off, (long long)(wu->ps_off + wu->ps_count));
+        for (int s = 0; s < p->shards; s++) { /* the same bytes per shard as the cost model */
+            int64_t mine = 0;
+            for (int k = 0; k < l->n_blocks; k++)
+                if (l->blocks[k].range == u && l->blocks[k].shard == s)
+                    mine += (int64_t)l->blocks[k].count * 4;
+            ASSERT(mine == cost_ps_shard_bytes(&p->cost, bytes, block0, s),
+                   "unit %d shard %d: %lld bytes, the plan says %lld", u, s, (long long)mine,
+                   (long long)cost_ps_shard_bytes(&p->cost, bytes, block0, s));
+        }
+    }
+    qsort(l->blocks, (size_t)l->n_blocks, sizeof *l->blocks, cmp_block);
+}
+
+/* Parameter entries in arena order (weights, then biases, per layer with parameters). */
+static int entries_build(worker_t *w, char *err, size_t errlen)
+{
+    const model_t *m = &w->model;
+    w->layer_off = xcalloc((size_t)m->n_layers, sizeof *w->layer_off);
+    w->entries = xcalloc((size_t)2 * m->n_layers + 1, sizeof *w->entries);
+    int64_t off = 0;
+    for (int l = 0; l < m->n_layers; l++) {
+        const layer_t *ly = &m->layers[l];
+        w->layer_off[l] = off;
+        if (ly->weights > 0) w->entries[w->n_entries++] = (wk_entry_t){off, ly->weights, false, l};
+        off += ly->weights;
+        if (ly->biases > 0) w->entries[w->n_entries++] = (wk_entry_t){off, ly->biases, true, l};
+        off += ly->biases;
+    }
+    w->n_params = off;
+    if (!w->net) return 0;
+    const arena_t *a = nnet_arena(w->net);
+    bool same = a->count == off && a->n_entries == w->n_entries;
+    for (int e = 0; same && e < w->n_entries; e++)
+        same = a->entries[e].offset == w->entries[e].offset &&
+               a->entries[e].count == w->entries[e].count &&
+               a->entries[e].is_bias == w->entries[e].is_bias &&
+               a->entries[e].layer == w->entries[e].layer;
+    if (!same) {
+        snprintf(err, errlen, "%s: the net's parameter arena is not laid out as weights then "
+                              "biases per layer", m->path);
+        return -1;
+    }
+    return 0;
+}
+
+static void units_build(worker_t *w)
+{
+    const plan_t *p = &w->plan;
+    int K = w->cfg->batch, S = w->S;
+    w->units = xcalloc((size_t)p->n_units, sizeof *w->units);
+    int64_t zmax = 1;
+    for (int u = 0; u < p->n_units; u++) {
+        const plan_unit_t *un = &p->units[u];
+        wk_unit_t *wu = &w->units[u];
+        pthread_mutex_init(&wu->lock, NULL);
+        wu->layer = un->layer;
+        if (un->layer < 0 || un->method == SYNC_NONE) continue;
+        const layer_t *ly = &w->model.layers[un->layer];
+        int64_t off = w->layer_off[un->layer];
+        switch (un->method) {
+        case SYNC_PS: wu->ps_off = off, wu->ps_count = ly->params; break;
+        case SYNC_SFB:
+            wu->ps_off = off + ly->weights, wu->ps_count = ly->biases;
+            wu->w_off = off, wu->w_count = ly->weights;
+            wu->m = (int)un->tensor.m, wu->n = (int)un->tensor.n;
+            ASSERT((int64_t)wu->m * wu->n == ly->weights, "fc %s: %d x %d != %lld weights",
+                   ly->name, wu->m, wu->n, (long long)ly->weights);
+            break;
+        case SYNC_ALLREDUCE: wu->w_off = off, wu->w_count = ly->params; break;
+        default: break;
+        }
+        ASSERT(wu->ps_count * 4 == un->ps_bytes, "unit %d: PS range %lld floats, plan %lld bytes",
+               u, (long long)wu->ps_count, (long long)un->ps_bytes);
+        if (wu->ps_count > zmax) zmax = wu->ps_count;
+        if ((int64_t)K * wu->m > zmax) zmax = (int64_t)K * wu->m;
+        if ((int64_t)K * wu->n > zmax) zmax = (int64_t)K * wu->n;
+    }
+    if (w->emulate) w->zeros = xcalloc((size_t)zmax, sizeof(float));
+    for (int u = 0; u < p->n_units; u++) {
+        const plan_unit_t *un = &p->units[u];
+        wk_unit_t *wu = &w->units[u];
+        wu->gslot = xcalloc((size_t)S, sizeof(float *));
+        wu->ar_slot = xcalloc((size_t)S, sizeof(float *));
+        wu->u_slot = xcalloc((size_t)S, sizeof(float *));
+        wu->v_slot = xcalloc((size_t)S, sizeof(float *));
+        wu->stash = xcalloc((size_t)S, sizeof(float *));
+        for (int s = 0; s < S; s++) {
+            if (wu->ps_count)
+                wu->gslot[s] = w->emulate ? w->zeros : xcalloc((size_t)wu->ps_count, 4);
+            if (un->method == SYNC_ALLREDUCE) wu->ar_slot[s] = xcalloc((size_t)wu->w_count, 4);
+            if (un->method == SYNC_SFB) {
+                wu->u_slot[s] = w->emulate ? w->zeros : xcalloc((size_t)K * wu->m, 4);
+                wu->v_slot[s] = w->emulate ? w->zeros : xcalloc((size_t)K * wu->n, 4);
+                wu->stash[s] = xcalloc((size_t)w->world * K * (wu->m + wu->n), 4);
+            }
+        }
+        if (un->method == SYNC_SFB) wu->gsum = xcalloc((size_t)wu->m * wu->n, 4);
+    }
+}
+
+static void units_free(worker_t *w)
+{
+    if (!w->units) return;
+    for (int u = 0; u < w->plan.n_units; u++) {
+        wk_unit_t *wu = &w->units[u];
+        for (int s = 0; s < w->S; s++) {
+            if (!w->emulate) {
+                free(wu->gslot[s]);
+                free(wu->u_slot[s]);
+                free(wu->v_slot[s]);
+            }
+            free(wu->ar_slot[s]);
+            free(wu->stash[s]);
+        }
+        free(wu->gslot);
+        free(wu->ar_slot);
+        free(wu->u_slot);
+        free(wu->v_slot);
+        free(wu->stash);
+        free(wu->gsum);
+        pthread_mutex_destroy(&wu->lock);
+    }
+    free(w->units);
+    w->units = NULL;
+}
+
+static int data_setup(worker_t *w, char *err, size_t errlen)
+{
+    const worker_config_t *c = w->cfg;
+    const model_t *m = &w->model;
+    if (!strcmp(c->data, "fashion-mnist")) {
+        if (data_load_fashion_mnist(c->data_dir, &w->train, &w->test, err, errlen)) return -1;
+    } else if (!strcmp(c->data, "synthetic")) {
+        int classes = 1;
+        for (int i = 0; i < m->n_layers; i++)
+            if (m->layers[i].type == LAYER_SOFTMAX_LOSS)
+                classes = (int)shape_count(m->layers[m->layers[i].inputs[0]].out_shape);
+        data_synthetic(&w->train, m->layers[0].out_shape, classes, c->synthetic_n, c->seed);
+        data_synthetic(&w->test, m->layers[0].out_shape, classes, 256, c->seed + 1);
+    } else {
+        snprintf(err, errlen, "--data is fashion-mnist or synthetic, not '%s'", c->data);
+        return -1;
+    }
+    w->have_data = true;
+    if (c->limit > 0 && c->limit < w->train.n) data_truncate(&w->train, c->limit);
+    if (train_check_model(m, &w->train, err, errlen)) return -1;
+    if (w->train.n / w->world < c->batch) {
+        snprintf(err, errlen, "%d training samples over %d workers: fewer than a batch of %d "
+                              "per worker", w->train.n, w->world, c->batch);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every rank's line of text, gathered by one broadcast per rank through the coordinator. */
+static char **allgather(worker_t *w, int64_t id0, const char *line)
+{
+    char **tab = xcalloc((size_t)w->world, sizeof *tab);
+    for (int r = 0; r < w->world; r++) {
+        void *data = (void *)line;
+        size_t n = strlen(line) + 1;
+        if (coord_client_bcast(w->cl, r, id0 + r, &data, &n, w->cfg->timeout_ms) != 0)
+            coord_client_fail(w->cl, "no endpoints from rank %d", r);
+        tab[r] = r == w->rank ? xstrdup(line) : data;
+        if (r != w->rank && (n == 0 || tab[r][n - 1] != '\0'))
+            coord_client_fail(w->cl, "malformed endpoints from rank %d", r);
+    }
+    return tab;
+}
+
+static int n_units_of(const model_t *m)
+{
+    int n = 0;
+    for (int i = 0; i < m->n_layers; i++) n += layer_has_params(&m->layers[i]);
+    return n ? n : 1;
+}
+
+/* Rank 0 merges every rank's trace CSV into PREFIX.csv (ranks on one host or a shared
+ * folder; otherwise the per-rank files stay as they are). */
+static void trace_merge(const char *prefix, int world)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s.csv", prefix);
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        log_warn("trace: cannot write %s: %s", path, strerror(errno));
+        return;
+    }
+    fprintf(out, "%s\n", trace_csv_header);
+    for (int r = 0; r < world; r++) {
+        snprintf(path, sizeof path, "%s-rank%d.csv", prefix, r);
+        FILE *in = fopen(path, "r");
+        if (!in) {
+            log_warn("trace: %s not readable here (another host?): not merged", path);
+            continue;
+        }
+        char line[4096];
+        int first = 1;
+        while (fgets(line, sizeof line, in)) {
+            if (!first) fputs(line, out);
+            first = 0;
+        }
+        fclose(in);
+    }
+    if (fclose(out)) log_warn("trace: error writing %s.csv", prefix);
+}
+
+static int write_params(const worker_t *w, const char *prefix)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s.%d", prefix, w->rank);
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t n = fwrite(w->params, sizeof(float), (size_t)w->n_params, f);
+    return (fclose(f) || n != (size_t)w->n_params) ? -1 : 0;
+}
+
+int worker_run(const worker_config_t *cfg)
+{
+    worker_t W, *w = &W;
+    memset(w, 0, sizeof *w);
+    w->cfg = cfg;
+    char err[1024];
+    int rc = 1;
+    if (launch_env_detect(&w->env, err, sizeof err)) {
+        fprintf(stderr, "poseidon train: %s\n", err);
+        return 2;
+    }
+    w->rank = w->env.rank;
+    w->world = w->env.world;
+    w->S = cfg->staleness + 1;
+    w->emulate = cfg->compute == WORKER_COMPUTE_EMULATE;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    pthread_mutex_init(&w->update_mu, NULL);
+    pthread_mutex_init(&w->trace_mu, NULL);
+    if (model_load(&w->model, cfg->model_path, err, sizeof err)) {
+        fprintf(stderr, "poseidon train: %s\n", err);
+        return 2;
+    }
+    int to = cfg->timeout_ms;
+    log_info("rank %d of %d (%s), master %s:%d", w->rank, w->world,
+             launch_source_name(w->env.source), w->env.master_addr, w->env.master_port);
+
+    /* compute and data, before anything else can wait on this rank */
+    if (!w->emulate) {
+        if (data_setup(w, err, sizeof err)) {
+            fprintf(stderr, "poseidon train: rank %d: %s\n", w->rank, err);
+            rc = 2;
+            goto out;
+        }
+        w->steps = (w->train.n / w->world) / cfg->batch;
+        if (!(w->compute = compute_new(COMPUTE_CPU, cfg->threads, err, sizeof err)) ||
+            !(w->net = nnet_new(&w->model, cfg->batch, w->compute, cfg->seed + (uint64_t)w->rank,
+                                err, sizeof err))) {
+            fprintf(stderr, "poseidon train: %s\n", err);
+            goto out;
+        }
+        /* identical initial values on every rank: the same seed */
+        solver_init_params(&w->model, nnet_arena(w->net), cfg->init, cfg->seed);
+    } else {
+        w->steps = cfg->synthetic_n / w->world / cfg->batch;
+        if (w->steps < 1) w->steps = 1;
+    }
+    if (!(w->ucompute = compute_new(COMPUTE_CPU, cfg->threads, err, sizeof err))) {
+        fprintf(stderr, "poseidon train: %s\n", err);
+        goto out;
+    }
+    if (entries_build(w, err, sizeof err)) {
+        fprintf(stderr, "poseidon train: %s\n", err);
+        goto out;
+    }
+    w->T = cfg->iterations > 0 ? cfg->iterations : (int64_t)cfg->epochs * w->steps;
+    if (w->net) {
+        w->params = nnet_arena(w->net)->params;
+        w->staging = xcalloc((size_t)w->n_params + 1, sizeof(float));
+    } else {
+        w->params = w->staging = xcalloc((size_t)w->n_params + 1, sizeof(float));
+    }
+    w->hist_local = xcalloc((size_t)w->n_params + 1, sizeof(float));
+    w->hist_server = xcalloc((size_t)w->n_params + 1, sizeof(float));
+
+    /* coordinator, endpoints, rendezvous */
+    coord_config_t cc = coord_config_default();
+    if (w->rank == 0 && !(w->cs = coord_server_new(&w->env, cc))) goto out;
+    if (!(w->cl = coord_client_new(&w->env, cc, NULL))) goto out;
+    char addr[64], bind[128];
+    if (launch_local_addr(w->env.master_addr, addr, sizeof addr))
+        coord_client_fail(w->cl, "no route to the master %s", w->env.master_addr);
+    snprintf(bind, sizeof bind, "tcp://%s:*", addr);
+    int n_units = n_units_of(&w->model);
+    w->probe_comm = comm_new("pb", w->rank, w->world, bind, to);
+    w->ucomm = xcalloc((size_t)n_units, sizeof *w->ucomm);
+    size_t line_cap = (size_t)(n_units + 2) * 300;
+    char *line = xmalloc(line_cap);
+    if (!w->probe_comm) coord_client_fail(w->cl, "cannot bind %s", bind);
+    size_t pos = (size_t)snprintf(line, line_cap, "%s", comm_endpoint(w->probe_comm));
+    for (int u = 0; u < n_units; u++) {
+        char name[16];
+        snprintf(name, sizeof name, "u%d", u);
+        if (!(w->ucomm[u] = comm_new(name, w->rank, w->world, bind, to)))
+            coord_client_fail(w->cl, "cannot bind %s", bind);
+        pos += (size_t)snprintf(line + pos, line_cap - pos, " %s", comm_endpoint(w->ucomm[u]));
+    }
+    char **tab = coord_client_rendezvous(w->cl, line);
+    free(line);
+    if (!tab) coord_client_fail(w->cl, "rendezvous failed");
+    {
+        /* every rank must run the same job: rank 0's description against this rank's */
+        char desc[1400], sb[64];
+        snprintf(desc, sizeof desc, "model=%.100s scheme=%s ssp=%d batch=%d T=%lld kv=%lld seed=%llu "
+                                    "compute=%d data=%.100s",
+                 w->model.name, scheme_name(cfg->scheme, sb, sizeof sb), cfg->staleness,
+                 cfg->batch, (long long)w->T, (long long)cfg->kv_block_bytes,
+                 (unsigned long long)cfg->seed, (int)cfg->compute, w->emulate ? "-" : cfg->data);
+        void *blob = desc;
+        size_t n = strlen(desc) + 1;
+        if (coord_client_bcast(w->cl, 0, 0, &blob, &n, cc.join_ms))
+            coord_client_fail(w->cl, "no job description from rank 0");
+        if (w->rank != 0) {
+            int same = n == strlen(desc) + 1 && !memcmp(blob, desc, n);
+            if (!same) coord_client_fail(w->cl, "rank 0 runs '%.*s', this rank '%s'", (int)n,
+                                         (char *)blob, desc);
+            free(blob);
+        }
+    }
+    /* eps[r][0]: probe; eps[r][1 + u]: unit u */
+    char ***eps = xcalloc((size_t)w->world, sizeof *eps);
+    for (int r = 0; r < w->world; r++) {
+        eps[r] = xcalloc((size_t)n_units + 1, sizeof **eps);
+        char *save = NULL, *copy = xstrdup(tab[r]);
+        int k = 0;
+        for (char *tok = strtok_r(copy, " ", &save); tok && k <= n_units;
+             tok = strtok_r(NULL, " ", &save))
+            eps[r][k++] = xstrdup(tok);
+        free(copy);
+        if (k != n_units + 1)
+            coord_client_fail(w->cl, "rank %d registered %d endpoints, expected %d", r, k,
+                              n_units + 1);
+    }
+
+    /* the link probe: rank 0 measures, everyone builds the plan from the same numbers */
+    probe_result_t pr = {0};
+    if (cfg->probe && w->world > 1) {
+        if (w->rank <= 1) comm_connect(w->probe_comm, 1 - w->rank, eps[1 - w->rank][0]);
+        coord_client_progress(w->cl, -1, -1, "the link probe");
+        if (probe_links(w->probe_comm, 20, cfg->probe_bytes, 2, &pr, to))
+            coord_client_fail(w->cl, "link probe between ranks 0 and 1 failed");
+        char txt[128];
+        snprintf(txt, sizeof txt, "%.17g %lld", pr.bw_Bps, (long long)pr.lat_ns);
+        void *blob = txt;
+        size_t n = strlen(txt) + 1;
+        if (coord_client_bcast(w->cl, 0, 1, &blob, &n, to))
+            coord_client_fail(w->cl, "no probe result from rank 0");
+        long long lat = 0;
+        if (w->rank != 0) {
+            if (sscanf(blob, "%lg %lld", &pr.bw_Bps, &lat) != 2)
+                coord_client_fail(w->cl, "malformed probe result from rank 0");
+            pr.lat_ns = lat;
+            free(blob);
+        }
+    }
+    cluster_t cl;
+    cluster_init(&cl);
+    if (cfg->cluster_path && cluster_load(&cl, cfg->cluster_path, err, sizeof err))
+        coord_client_fail(w->cl, "%s", err);
+    cl.nodes = w->world;
+    cl.devices_per_node = 1;
+    if (cl.ps_shards > w->world) cl.ps_shards = 0;
+    if (pr.bw_Bps > 0) {
+        cl.nic_Bps = pr.bw_Bps;
+        cl.nic_efficiency = 1.0;
+        cl.lat_ns = pr.lat_ns;
+    }
+    if (plan_build(&w->plan, &w->model, &cl, cfg->scheme, cfg->staleness, cfg->batch,
+                   cfg->kv_block_bytes, err, sizeof err))
+        coord_client_fail(w->cl, "%s", err);
+    w->plan_built = true;
+    ASSERT(w->plan.n_units == n_units, "plan has %d units, expected %d", w->plan.n_units,
+           n_units);
+    w->done = xcalloc((size_t)w->plan.n_ops, sizeof *w->done);
+    if (w->rank == 0) {
+        char sb[64];
+        log_info("link probe: %.1f MB/s, %.1f us one-way; plan: %s on %d workers, %d shards",
+                 pr.bw_Bps / 1e6, pr.lat_ns / 1e3, scheme_name(cfg->scheme, sb, sizeof sb),
+                 w->plan.workers, w->plan.shards);
+        for (int u = 0; u < w->plan.n_units; u++)
+            if (w->plan.units[u].layer >= 0)
+                log_info("  unit %d %-12s %s", u, unit_name(w, u),
+                         sync_method_name(w->plan.units[u].method));
+        if (cfg->print_plan) plan_print(&w->plan, stderr, 0);
+    }
+    if (w->emulate) {
+        if (emulate_profile_load(&w->prof, &w->model, cfg->profile_path, cfg->batch, err,
+                                 sizeof err))
+            coord_client_fail(w->cl, "%s", err);
+        w->unit_fwd_ns = xcalloc((size_t)n_units, sizeof(int64_t));
+        w->unit_bwd_ns = xcalloc((size_t)n_units, sizeof(int64_t));
+        for (int u = 0; u < n_units; u++)
+            for (int l = w->plan.units[u].first; l <= w->plan.units[u].last; l++) {
+                w->unit_fwd_ns[u] += w->prof.fwd_ns[l];
+                w->unit_bwd_ns[u] += w->prof.bwd_ns[l];
+            }
+    }
+    units_build(w);
+    layout_from_plan(w);
+
+    /* the colocated PS shard, then everyone's shard endpoint */
+    if (w->rank < w->plan.shards) {
+        ps_server_config_t pc = {.shard = w->rank, .n_workers = w->world, .world = w->world,
+                                 .bind = bind, .layout = &w->layout, .init = w->params,
+                                 .staleness = cfg->staleness, .update = shard_update,
+                                 .update_arg = w};
+        if (!(w->ps = ps_server_new(&pc))) coord_client_fail(w->cl, "cannot bind the PS shard");
+    }
+    w->ps_eps = allgather(w, 10, w->ps ? ps_server_endpoint(w->ps) : "-");
+    for (int u = 0; u < n_units; u++) {
+        sync_method_t m = w->plan.units[u].method;
+        if (m == SYNC_SFB)
+            for (int r = 0; r < w->world; r++)
+                if (r != w->rank) comm_connect(w->ucomm[u], r, eps[r][1 + u]);
+        if (m == SYNC_ALLREDUCE && w->world > 1) {
+            int right = (w->rank + 1) % w->world;
+            comm_connect(w->ucomm[u], right, eps[right][1 + u]);
+        }
+    }
+    for (int r = 0; r < w->world; r++) {
+        for (int k = 0; k <= n_units; k++) free(eps[r][k]);
+        free(eps[r]);
+    }
+    free(eps);
+
+    if (cfg->trace_prefix) {
+        char pre[1100];
+        snprintf(pre, sizeof pre, "%s-rank%d", cfg->trace_prefix, w->rank);
+        if (!(w->trace = trace_open(pre, err, sizeof err))) coord_client_fail(w->cl, "%s", err);
+    }
+    if (w->rank == 0) {
+        const char *hdr = "epoch,iteration,loss,train_acc,test_acc,images_per_s,seconds";
+        if (cfg->csv_path) {
+            if (!(w->csv = fopen(cfg->csv_path, "w")))
+                coord_client_fail(w->cl, "%s: cannot open: %s", cfg->csv_path, strerror(errno));
+            fprintf(w->csv, "%s\n", hdr);
+        }
+        printf("%s\n", hdr);
+        fflush(stdout);
+    }
+    if (coord_client_barrier(w->cl, 0, cc.join_ms))
+        coord_client_fail(w->cl, "not every rank reached the start barrier");
+
+    /* run: the compute thread, one thread per worker-side sync op */
+    w->t0_ns = w->report_t0_ns = comm_now_ns();
+    int n_threads = 0;
+    pthread_t *th = xcalloc((size_t)w->plan.n_ops + 1, sizeof *th);
+    wk_arg_t *args = xcalloc((size_t)w->plan.n_ops + 1, sizeof *args);
+    if (pthread_create(&th[n_threads++], NULL, compute_main, w)) die("pthread_create");
+    for (int op = 0; op < w->plan.n_ops; op++) {
+        const plan_op_t *po = &w->plan.ops[op];
+        bool mine = (po->place == PLACE_WORKERS && po->res != RES_COMPUTE) || po->kind == OP_PULL;
+        if (!mine) {
+            ASSERT(po->kind == OP_APPLY || po->res == RES_COMPUTE,
+                   "op %s placed on shards has no executor", op_kind_name(po->kind));
+            continue;
+        }
+        args[op] = (wk_arg_t){w, op};
+        if (pthread_create(&th[n_threads++], NULL, sync_main, &args[op])) die("pthread_create");
+    }
+    for (int i = 0; i < n_threads; i++) pthread_join(th[i], NULL);
+    free(th);
+    free(args);
+    if (w->rank == 0) report(w, w->T - 1, true);
+    if (cfg->params_out && write_params(w, cfg->params_out))
+        coord_client_fail(w->cl, "cannot write %s.%d", cfg->params_out, w->rank);
+    trace_close(&w->trace);
+    coord_client_progress(w->cl, w->T, -1, "the final barrier");
+    coord_client_destroy(&w->cl); /* final barrier: shards serve until everyone is done */
+    if (w->ps && ps_server_n_rejected(w->ps))
+        log_warn("rank %d: the PS shard rejected %llu messages", w->rank,
+                 (unsigned long long)ps_server_n_rejected(w->ps));
+    if (w->rank == 0 && cfg->trace_prefix) trace_merge(cfg->trace_prefix, w->world);
+    rc = 0;
+out:
+    if (w->cl) coord_client_destroy(&w->cl);
+    ps_server_destroy(&w->ps);
+    if (w->ps_eps)
+        for (int r = 0; r < w->world; r++) free(w->ps_eps[r]);
+    free(w->ps_eps);
+    if (w->ucomm)
+        for (int u = 0; u < n_units_of(&w->model); u++) comm_destroy(&w->ucomm[u]);
+    free(w->ucomm);
+    comm_destroy(&w->probe_comm);
+    coord_server_destroy(&w->cs);
+    if (w->csv) fclose(w->csv);
+    units_free(w);
+    ps_layout_fini(&w->layout);
+    free(w->done);
+    if (w->plan_built) plan_fini(&w->plan);
+    emulate_profile_fini(&w->prof);
+    free(w->unit_fwd_ns);
+    free(w->unit_bwd_ns);
+    if (w->staging != w->params) free(w->staging);
+    if (!w->net) free(w->params);
+    free(w->hist_local);
+    free(w->hist_server);
+    free(w->zeros);
+    free(w->layer_off);
+    free(w->entries);
+    nnet_destroy(&w->net);
+    compute_destroy(&w->compute);
+    compute_destroy(&w->ucompute);
+    if (w->have_data) {
+        data_fini(&w->train);
+        data_fini(&w->test);
+    }
+    model_fini(&w->model);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->update_mu);
+    pthread_mutex_destroy(&w->trace_mu);
+    return rc;
+}

@@ -1,0 +1,90 @@
+/* worker: one rank of a distributed training job — it builds the plan with plan_build() from
+ * (model, cluster, scheme, staleness, batch), exactly as the simulator does, and executes it
+ * for real.
+ *
+ * Who runs what. A compute thread runs the RES_COMPUTE ops (FWD/BWD of each unit, layers
+ * units[u].first..last) in op-array order, iteration after iteration. Every other op the plan
+ * places on workers (PUSH, SFB, UPDATE, ALLREDUCE) has a thread of its own that runs the op's
+ * instances in iteration order as their dependencies are met; a thread per PULL op receives
+ * the updated values from the shards. The shard-side ops (APPLY, PULL's send) are the
+ * colocated PS shard's thread (runtime/ps), whose update callback applies the solver to the
+ * sum over workers. No policy lives here: which method syncs a unit, what waits for what,
+ * comes from the plan's ops and deps; how an op moves bytes comes from ps/sfb/allreduce.
+ *
+ * Dependencies. Each op keeps the count of its completed instances on this rank (instances of
+ * one op complete in iteration order, so a count is the whole state); instance (op, t) waits
+ * until every dep (j, back) has count[j] > t - back. DEP_RECV on PULL/SFB/ALLREDUCE is met
+ * when this rank's receive side finished; DEP_ALL (a ring all-reduce waits for every node's
+ * backward) is met locally, the collective itself waiting for the other nodes. Waits are
+ * bounded by timeout_ms; a peer that dies is reported by the coordinator's health check.
+ *
+ * SSP(s): the plan's deps reach back 1 + s iterations; the shards run with staleness s so
+ * that they accept pushes up to s ahead, and a pull of iteration t asks for the values after
+ * apply(t) (the plan's PULL(t)).
+ *
+ * Buffers. Gradients and SFB factors are copied out of the net when BWD(u) ends into one of
+ * s + 1 slots per unit, because the next FWD/BWD may overwrite them while the sync of u is
+ * still in flight; BWD(u, t) waits until the slot it refills was released. The parameters of
+ * a unit are written by its syncers and read by the compute thread under a per-unit lock.
+ *
+ * Identity comes from the launcher's environment (launch_env_detect); rank 0 also runs the
+ * coordinator. Returns the process exit code.
+ */
+#ifndef POSEIDON_WORKER_H
+#define POSEIDON_WORKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/experiment.h"
+#include "runtime/solver.h"
+
+typedef enum { WORKER_COMPUTE_REAL, WORKER_COMPUTE_EMULATE } worker_compute_t;
+
+typedef struct {
+    const char *model_path;
+    scheme_t scheme;
+    int staleness;             /* 0: BSP */
+    int batch;                 /* per worker */
+    int epochs;                /* used when iterations is 0 */
+    int64_t iterations;        /* total iterations; 0: epochs x steps per epoch */
+    const char *data;          /* "fashion-mnist" or "synthetic" */
+    const char *data_dir;      /* NULL: the Debian package's folder */
+    int synthetic_n;           /* synthetic training samples (whole set, all ranks) */
+    int limit;                 /* > 0: only the first `limit` training samples */
+    bool shuffle;              /* reshuffle each rank's partition every epoch */
+    worker_compute_t compute;
+    const char *profile_path;  /* emulate: per-layer times */
+    const char *cluster_path;  /* optional cluster file (device, shards...); nodes = world */
+    bool probe;                /* measure the links and give the cost model the result */
+    int64_t probe_bytes;       /* bulk bytes of the probe */
+    solver_config_t solver;
+    init_kind_t init;
+    uint64_t seed;
+    int64_t kv_block_bytes;    /* PS block; 0: every tensor split evenly over the shards */
+    int64_t report_every;      /* iterations between report rows; 0: once per epoch */
+    bool evaluate;             /* test accuracy at each report row (rank 0) */
+    int threads;               /* BLAS threads per worker */
+    int timeout_ms;            /* bound of every wait for a dependency or a peer */
+    const char *csv_path;      /* rank 0: report rows */
+    const char *trace_prefix;  /* PREFIX-rank<R>.csv/.json per rank; rank 0 merges PREFIX.csv */
+    const char *params_out;    /* each rank writes its final parameters to PATH.<rank> */
+    bool print_plan;           /* rank 0 prints the plan's per-unit table */
+} worker_config_t;
+
+/* Defaults: hybrid, BSP, batch 16, 1 epoch, fashion-mnist, real compute, probe on, lr 0.01,
+ * momentum 0.9, weight decay 5e-4, seed 1, 4 MB KV blocks, one BLAS thread, 60 s timeout. */
+void worker_config_init(worker_config_t *c);
+
+/* Runs this process's rank of the job described by the environment. Returns 0 on success,
+ * 1 on a setup failure, 2 for bad input; a failure of a peer exits with COORD_EXIT_ABORT. */
+int worker_run(const worker_config_t *c);
+
+/* The training samples rank uses at iteration t: order[0..batch) of a set of n samples split
+ * into world contiguous partitions, epoch t / steps with steps = (n / world) / batch,
+ * reshuffled per epoch from (seed, epoch, rank) when shuffle is set. Returns steps. Exposed
+ * so that a test can build the single-worker batch equal to the union of the workers'. */
+int worker_batch_order(int n, int rank, int world, int batch, int64_t t, uint64_t seed,
+                       bool shuffle, int *order);
+
+#endif
