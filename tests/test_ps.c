@@ -9,6 +9,14 @@
 #include "runtime/ps.h"
 #include "test.h"
 
+/* The shard's rejection count once it reaches `want` or after 5 s: messages from different
+ * connections are handled in no fixed order, so a test waits for them rather than sleeping. */
+static uint64_t wait_rejected(ps_server_t *srv, uint64_t want)
+{
+    for (int i = 0; i < 500 && ps_server_n_rejected(srv) < want; i++) usleep(10000);
+    return ps_server_n_rejected(srv);
+}
+
 TEST(ps_layout_blocks_and_shards)
 {
     ps_range_t r[] = {{0, 10}, {10, 25}, {100, 3}};
@@ -168,8 +176,7 @@ TEST(ps_ssp_staleness_bound)
     CHECK(ps_client_pull(fast, s, 0, 0, 4, arena) == 0);
     /* a duplicate push of iteration 1 from the fast worker is rejected */
     REQUIRE(ps_client_push(fast, 1, 0, 0, 4, g) == 0);
-    usleep(200000);
-    CHECK_EQ_I64(ps_server_n_rejected(srv) - rej0, 2);
+    CHECK_EQ_I64(wait_rejected(srv, rej0 + 2) - rej0, 2);
     ps_client_destroy(&fast);
     ps_client_destroy(&slow);
     ps_server_destroy(&srv);
@@ -200,7 +207,7 @@ TEST(ps_server_rejects_bad_pushes)
     REQUIRE(ps_client_push(w, 0, 0, 0, 8, g) == 0);
     REQUIRE(ps_client_pull(w, 0, 0, 0, 8, arena) == 0);
     for (int i = 0; i < 8; i++) CHECK(arena[i] == (float)i);
-    CHECK_EQ_I64(ps_server_n_rejected(srv), 4);
+    CHECK_EQ_I64(wait_rejected(srv, 4), 4);
     ps_client_destroy(&w);
     comm_destroy(&c);
     ps_server_destroy(&srv);
