@@ -168,8 +168,7 @@ TEST(ps_ssp_staleness_bound)
     /* a push beyond the bound is rejected by the server */
     uint64_t rej0 = ps_server_n_rejected(srv);
     REQUIRE(ps_client_push(fast, s + 1, 0, 0, 4, g) == 0);
-    usleep(200000);
-    CHECK_EQ_I64(ps_server_n_rejected(srv) - rej0, 1);
+    CHECK_EQ_I64(wait_rejected(srv, rej0 + 1) - rej0, 1);
     /* the slow worker catches up with iteration 0: the fast one may go on */
     REQUIRE(ps_client_push(slow, 0, 0, 0, 4, g) == 0);
     CHECK(ps_client_pull(slow, 0, 0, 0, 4, arena) == 0);
