@@ -8,9 +8,13 @@ set samples 400
 set xlabel "nodes"
 set ylabel "speedup over 1 node (images/s)"
 set title sprintf("%s: simulated weak scaling, Titan X nodes, batch 32/node", name)
-set logscale x 2
+# Log-log: the ideal line is the diagonal and a constant efficiency is a parallel line.
+set logscale xy 2
 set xrange [1:40]
-set yrange [0:36]
+set yrange [0.8:40]
+set xtics (1, 2, 4, 8, 16, 32)
+set ytics (1, 2, 4, 8, 16, 32)
+set key top left box opaque
 schemes = "ps ps+wfbp hybrid allreduce+wfbp"
 sel(s, g) = (strcol(4) eq s && $3 == g) ? $9 : 1/0
 do for [fmt in "pngcairo svg"] {
