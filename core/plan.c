@@ -289,6 +289,22 @@ int plan_dest(const plan_t *p, int op, int node, int i, int64_t *bytes)
     return -1;
 }
 
+int plan_dest_broadcast(const plan_t *p, int op, int node, int64_t *bytes, int *self)
+{
+    const plan_unit_t *u = unit_of(p, op);
+    switch (p->ops[op].kind) {
+    case OP_PULL: /* destinations 0..workers-1 (every node), one piece each */
+        *bytes = cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, node);
+        *self = 1;
+        return p->workers >= 2;
+    case OP_SFB: /* every node but the sender */
+        *bytes = u->sfb_peer_bytes;
+        *self = 0;
+        return p->workers >= 2;
+    default: return 0;
+    }
+}
+
 int plan_n_sources(const plan_t *p, int op, int node)
 {
     const plan_unit_t *u = unit_of(p, op);

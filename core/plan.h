@@ -138,6 +138,13 @@ int plan_n_instances(const plan_t *p, int op);
 int plan_n_dests(const plan_t *p, int op, int node);
 int plan_dest(const plan_t *p, int op, int node, int i, int64_t *bytes);
 
+/* Whether the flows of transfer instance (op, node) go to EVERY other node with the same
+ * bytes each (a PULL to all workers, an SFB broadcast): then returns 1, sets *bytes to one
+ * flow's bytes and *self to 1 when a local copy to node itself is among the plan_n_dests()
+ * destinations. An executor may move such a group as one broadcast instead of walking
+ * plan_dest() (O(1) instead of O(nodes)). Returns 0 for any other pattern. */
+int plan_dest_broadcast(const plan_t *p, int op, int node, int64_t *bytes, int *self);
+
 /* Flows of op addressed to node (from all instances, a local copy included). */
 int plan_n_sources(const plan_t *p, int op, int node);
 

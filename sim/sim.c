@@ -27,6 +27,11 @@ typedef struct {
 } rqueue_t;
 
 typedef struct {
+    int64_t first;
+    int n;
+} skip_t;
+
+typedef struct {
     const plan_t *p;
     const sim_times_t *tm;
     const sim_opts_t *o;
@@ -43,8 +48,15 @@ typedef struct {
     double *speed;
     rng_t **jitter;
     int64_t *iter_end;
-    /* per-node accounting */
-    int32_t *nflows;
+    /* per-node accounting; broadcasts are counted globally (they touch every node) */
+    int32_t *nflows;       /* single flows from or to the node */
+    int64_t bcasts;        /* active broadcasts: while any is, every node communicates */
+    int64_t bcast_recv;    /* bytes every node received from broadcasts (own ones taken off) */
+    skip_t *skips;         /* receivers split off finished broadcasts, until delivery */
+    int64_t n_skips, cap_skips;
+    int *skip_nodes;
+    int64_t n_skip_nodes, cap_skip_nodes;
+    char *skipped;         /* [node] scratch of deliver() */
     char *computing;
     int64_t *last_ns, *busy_ns, *comm_ns, *both_ns;
     int64_t *sent, *recv;
@@ -65,7 +77,7 @@ static void touch(sim_t *s, int n)
 {
     int64_t dt = s->now - s->last_ns[n];
     if (dt > 0) {
-        int c = s->computing[n], f = s->nflows[n] > 0;
+        int c = s->computing[n], f = s->nflows[n] > 0 || s->bcasts > 0;
         if (c) s->busy_ns[n] += dt;
         if (f) s->comm_ns[n] += dt;
         if (c && f) s->both_ns[n] += dt;
@@ -74,6 +86,14 @@ static void touch(sim_t *s, int n)
 }
 
 static void dec(sim_t *s, int op, int node, int t);
+
+/* The broadcast count changes whether every node communicates: bring all up to now first. */
+static void bcasts_add(sim_t *s, int k)
+{
+    if ((s->bcasts == 0) != (s->bcasts + k == 0))
+        for (int n = 0; n < s->N; n++) touch(s, n);
+    s->bcasts += k;
+}
 
 static void trace_instance(sim_t *s, int op, int node, int t, int peer, int64_t bytes)
 {
@@ -153,6 +173,23 @@ static void ready(sim_t *s, int op, int node, int t)
         break;
     }
     case RES_NET: {
+        int64_t tag = ((((int64_t)t * s->O) + op) * s->N + node) * s->N + node;
+        int64_t bb;
+        int self;
+        if (plan_dest_broadcast(s->p, op, node, &bb, &self)) {
+            /* one network entity for the nodes-1 flows, delivered to all at once (flows the
+             * network split off arrive one by one), plus a local copy when the node is among
+             * its own destinations; the count is of flows, as for any group */
+            ASSERT(bb > 0, "empty broadcast of op %d", op);
+            s->cnt[idx(s, t, op, node)] = s->N - 1 + self;
+            if (self) evq_push(s->q, s->now, 0, EV_DELIVER, op, node, node, t);
+            bcasts_add(s, 1);
+            s->sent[node] += bb * (s->N - 1);
+            s->recv[node] -= bb;
+            s->bcast_recv += bb;
+            net_add_bcast(s->net, s->now, node, bb, tag);
+            break;
+        }
         int nd = plan_n_dests(s->p, op, node);
         ASSERT(nd > 0, "transfer op %d on node %d has no destination", op, node);
         s->cnt[idx(s, t, op, node)] = nd;
@@ -170,7 +207,7 @@ static void ready(sim_t *s, int op, int node, int t)
             s->nflows[d]++;
             s->sent[node] += bytes;
             s->recv[d] += bytes;
-            int64_t tag = ((((int64_t)t * s->O) + op) * s->N + node) * s->N + d;
+            tag = ((((int64_t)t * s->O) + op) * s->N + node) * s->N + d;
             net_add(s->net, s->now, node, d, bytes, tag);
         }
         break;
@@ -214,33 +251,93 @@ static void complete(sim_t *s, int op, int node, int t, int peer, int64_t bytes)
     }
 }
 
+/* dst >= 0: one flow. dst < 0: a broadcast's flows to every node but src and but the
+ * receivers of skip list -2 - dst (none when dst == NET_DST_ALL). */
 static void deliver(sim_t *s, int op, int src, int dst, int t)
 {
+    int nflow = 1;
+    if (dst < 0) {
+        nflow = s->N - 1;
+        if (dst != NET_DST_ALL) {
+            const skip_t *sk = &s->skips[-2 - dst];
+            for (int k = 0; k < sk->n; k++) s->skipped[s->skip_nodes[sk->first + k]] = 1;
+            nflow -= sk->n;
+        }
+        s->skipped[src] = 1;
+    }
     for (int k = 0; k < s->rev_n[DEP_RECV][op]; k++) {
         rev_t r = s->rev[DEP_RECV][s->rev_first[DEP_RECV][op] + k];
-        if (t + r.back < s->T && plan_has_instance(s->p, r.op, dst)) dec(s, r.op, dst, t + r.back);
+        if (t + r.back >= s->T) continue;
+        if (dst >= 0) {
+            if (plan_has_instance(s->p, r.op, dst)) dec(s, r.op, dst, t + r.back);
+            continue;
+        }
+        for (int d = 0; d < s->N; d++)
+            if (!s->skipped[d] && plan_has_instance(s->p, r.op, d)) dec(s, r.op, d, t + r.back);
+    }
+    if (dst < 0) {
+        s->skipped[src] = 0;
+        if (dst != NET_DST_ALL) {
+            const skip_t *sk = &s->skips[-2 - dst];
+            for (int k = 0; k < sk->n; k++) s->skipped[s->skip_nodes[sk->first + k]] = 0;
+        }
     }
     int32_t *c = &s->cnt[idx(s, t, op, src)];
-    ASSERT(*c > 0, "flow of op %d delivered twice", op);
-    if (--*c == 0) {
-        int nd = plan_n_dests(s->p, op, src);
+    ASSERT(*c >= nflow, "flow of op %d delivered twice", op);
+    *c -= nflow;
+    if (*c == 0) {
+        /* the trace row's bytes and peer; O(1) for a broadcast */
         int64_t bytes = 0, b;
-        int peer = -1;
-        for (int i = 0; i < nd; i++) {
-            int d = plan_dest(s->p, op, src, i, &b);
-            bytes += b;
-            if (nd == 1) peer = d;
+        int peer = -1, self;
+        if (s->o->trace && plan_dest_broadcast(s->p, op, src, &b, &self)) {
+            bytes = b * (s->N - 1 + self);
+        } else if (s->o->trace) {
+            int nd = plan_n_dests(s->p, op, src);
+            for (int i = 0; i < nd; i++) {
+                int d = plan_dest(s->p, op, src, i, &b);
+                bytes += b;
+                if (nd == 1) peer = d;
+            }
         }
         complete(s, op, src, t, peer, bytes);
     }
 }
 
-static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes)
+static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, const int *skip,
+                      int nskip)
 {
     sim_t *s = arg;
     (void)bytes;
     int64_t rest = tag / ((int64_t)s->N * s->N);
     int op = (int)(rest % s->O), t = (int)(rest / s->O);
+    if (dst == NET_DST_ALL) {
+        /* the broadcast's lifetime stands for its group in the communication time, the flows
+         * split off from it included */
+        bcasts_add(s, -1);
+        if (nskip > 0) {
+            if (s->n_skips == s->cap_skips) {
+                s->cap_skips = s->cap_skips ? 2 * s->cap_skips : 64;
+                s->skips = xrealloc(s->skips, (size_t)s->cap_skips * sizeof *s->skips);
+            }
+            if (s->n_skip_nodes + nskip > s->cap_skip_nodes) {
+                s->cap_skip_nodes = 2 * (s->n_skip_nodes + nskip);
+                s->skip_nodes =
+                    xrealloc(s->skip_nodes, (size_t)s->cap_skip_nodes * sizeof *s->skip_nodes);
+            }
+            s->skips[s->n_skips] = (skip_t){s->n_skip_nodes, nskip};
+            memcpy(s->skip_nodes + s->n_skip_nodes, skip, (size_t)nskip * sizeof *skip);
+            s->n_skip_nodes += nskip;
+            ASSERT(s->n_skips < INT32_MAX / 2, "too many split broadcasts");
+            dst = -2 - (int)s->n_skips++;
+        }
+        evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
+        return;
+    }
+    if (tag % s->N == src) {
+        /* a flow split off a broadcast: its group's accounting is the broadcast's */
+        evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
+        return;
+    }
     touch(s, src);
     touch(s, dst);
     s->nflows[src]--;
@@ -304,6 +401,7 @@ int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_res
     }
     s->nflows = xcalloc((size_t)s->N, sizeof *s->nflows);
     s->computing = xcalloc((size_t)s->N, 1);
+    s->skipped = xcalloc((size_t)s->N, 1);
     s->last_ns = xcalloc((size_t)s->N, sizeof(int64_t));
     s->busy_ns = xcalloc((size_t)s->N, sizeof(int64_t));
     s->comm_ns = xcalloc((size_t)s->N, sizeof(int64_t));
@@ -373,7 +471,7 @@ int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_res
         comm += (double)s->comm_ns[n];
         both += (double)s->both_ns[n];
         sent += (double)s->sent[n];
-        recv += (double)s->recv[n];
+        recv += (double)(s->recv[n] + s->bcast_recv);
         if (s->sent[n] > maxs) maxs = (double)s->sent[n];
     }
     r->sent_bytes_per_node = sent / s->N / s->T;
@@ -407,6 +505,9 @@ int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_res
     free(s->speed);
     free(s->nflows);
     free(s->computing);
+    free(s->skipped);
+    free(s->skips);
+    free(s->skip_nodes);
     free(s->last_ns);
     free(s->busy_ns);
     free(s->comm_ns);
