@@ -114,7 +114,8 @@ nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char 
             int64_t k = (int64_t)l->in_shape.c * l->kernel_h * l->kernel_w;
             int64_t need = (k + 1) * l->out_shape.h * l->out_shape.w;
             if (need > n->col_count) n->col_count = need;
-            if ((int64_t)l->out * (k + 1) > n->wext_count) n->wext_count = (int64_t)l->out * (k + 1);
+            int64_t wext = (int64_t)l->out * (k + 1);
+            if (wext > n->wext_count) n->wext_count = wext;
             ASSERT(l->weights == (int64_t)l->out * (l->in_shape.c / l->groups) * l->kernel_h *
                                      l->kernel_w,
                    "conv '%s': weight count disagrees with the model", l->name);
@@ -214,9 +215,10 @@ static bool conv_is_pointwise(const layer_t *l)
 
 /* Bias folded into the GEMM: with a row of ones appended to the im2col matrix (K+1 rows) and
  * the bias appended to each filter (W|b, O x (K+1)), one GEMM gives W col + b, and in the
- * backward one GEMM gives dW|db. This saves a separate pass over the output (for LeNet's
- * conv1 at batch 64 that pass costs a third of the GEMM). Used for ungrouped, non-pointwise
- * convolutions with a bias; the others add the bias in a loop. */
+ * backward one GEMM gives dW|db. This saves a separate read-modify-write pass over the
+ * output, which for a layer with few input channels (LeNet's conv1: K = 25) is a large part of
+ * the GEMM's own memory traffic. Used for ungrouped, non-pointwise convolutions with a bias;
+ * the others add the bias in a loop. */
 static bool conv_bias_fused(const layer_t *l, const lstate_t *s)
 {
     return l->groups == 1 && !conv_is_pointwise(l) && s->b;
@@ -350,8 +352,8 @@ static void fc_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x
 
 static void pool_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
 {
-    /* Locals, not s->: the stores to out and argmax could alias the window fields as far as
-     * the compiler knows, which made it reload them for every output. */
+    /* Locals, not s->: as far as the compiler knows, the stores to argmax could alias the
+     * window fields, so it would reload them for every output. */
     const int C = l->in_shape.c, H = l->in_shape.h, W = l->in_shape.w;
     const int OH = l->out_shape.h, OW = l->out_shape.w;
     const int kh = s->kh, kw = s->kw, sh = s->sh, sw = s->sw, ph = s->ph, pw = s->pw;
@@ -430,6 +432,18 @@ static void pool_backward(nnet_t *n, const layer_t *l, lstate_t *s, float *dx)
  * scale_c = k + alpha/size * sum_{c' in window(c)} x_c'^2,  y_c = x_c * scale_c^-beta,
  * window(c) = [c - (size-1)/2, c - (size-1)/2 + size - 1] clipped to the channels. */
 
+/* scale^-beta. beta = 0.75 (AlexNet's and GoogLeNet's LRN, Krizhevsky et al. 2012) as
+ * 1 / (sqrt(s) * sqrt(sqrt(s))): three square roots cost a fraction of powf, which made LRN
+ * the slowest layer of AlexNet on the CPU. scale >= k > 0, so the roots are defined. */
+static inline float lrn_pow(float scale, float beta)
+{
+    if (beta == 0.75f) {
+        float r = sqrtf(scale);
+        return 1.0f / (r * sqrtf(r));
+    }
+    return powf(scale, -beta);
+}
+
 static void lrn_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
 {
     int C = l->in_shape.c, P = l->in_shape.h * l->in_shape.w, size = l->lrn_size;
@@ -451,7 +465,7 @@ static void lrn_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x
             float *yp = yb + (int64_t)c * P;
             for (int p = 0; p < P; p++) {
                 scp[p] = k + a * scp[p];
-                yp[p] = xp[p] * powf(scp[p], -beta);
+                yp[p] = xp[p] * lrn_pow(scp[p], beta);
             }
         }
     }
@@ -479,7 +493,7 @@ static void lrn_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *
             for (int p = 0; p < P; p++) {
                 float acc = 0.0f;
                 for (int cc = lo; cc <= hi; cc++) acc += ratio[(int64_t)cc * P + p];
-                dxp[p] += dyp[p] * powf(scp[p], -beta) - coef * xp[p] * acc;
+                dxp[p] += dyp[p] * lrn_pow(scp[p], beta) - coef * xp[p] * acc;
             }
         }
     }

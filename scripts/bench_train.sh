@@ -6,7 +6,10 @@
 #   cifar10-quick at batch 64 (2 epochs of 1024 samples; the second epoch's rate);
 # - gemm_ratio: for each conv/fc layer whose forward is at least 1 MFLOP per sample, the time
 #   of the bare sgemm calls of its shapes divided by the layer's time (forward+backward), from
-#   `poseidon profile`; 1.0 means the layer runs at bare-sgemm speed (target >= 0.8).
+#   `poseidon profile --detail` (medians of 9 repeats; each repeat times the layers and then
+#   the bare GEMMs, so both see the same load); 1.0 means the layer runs at bare-sgemm speed
+#   (target >= 0.8). The machine is shared: compare ratios within one run, and repeat.
+# One BLAS thread (the default of `train` and `profile`) unless OPENBLAS_NUM_THREADS is set.
 set -euo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
