@@ -14,5 +14,7 @@ int cmd_profile(int argc, char **argv);
 
 int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+/* plots and trace comparisons from the CSVs (cli/cmd_report.c) */
+int cmd_report(int argc, char **argv);
 
 #endif

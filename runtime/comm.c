@@ -1,6 +1,10 @@
 #include "runtime/comm.h"
 
 #include <errno.h>
+#include <linux/futex.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +73,20 @@ void *comm_context(void)
         /* Two I/O threads: one can saturate ~1 GB/s (ZeroMQ guide, ch. 2); the second keeps
          * a receive stream from starving a send stream on the same node. */
         ZMQ_CHECK(zmq_ctx_set(s_ctx, ZMQ_IO_THREADS, 2), "zmq_ctx_set");
+        /* A worker opens a DEALER per shard for each PUSH and PULL syncer (two per layer
+         * with parameters) and a socket per unit: Inception-v3 on 4 nodes needs more than
+         * ZeroMQ's default of 1023 sockets. Allow as many as the fd limit, raised to its
+         * hard maximum. */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            if (rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                setrlimit(RLIMIT_NOFILE, &rl);
+                getrlimit(RLIMIT_NOFILE, &rl);
+            }
+            int max_sockets = rl.rlim_cur > 65536 ? 65536 : (int)rl.rlim_cur;
+            if (max_sockets > 1023) ZMQ_CHECK(zmq_ctx_set(s_ctx, ZMQ_MAX_SOCKETS, max_sockets), "zmq_ctx_set");
+        }
         s_ctx_pid = getpid();
     }
     pthread_mutex_unlock(&s_ctx_lock);
@@ -183,13 +201,22 @@ int comm_connect(comm_t *c, int peer, const char *endpoint)
 
 void comm_tracker_init(comm_tracker_t *t) { atomic_init(&t->pending, 0); }
 
+_Static_assert(sizeof(atomic_int) == sizeof(int), "the tracker's counter is a futex word");
+
+/* The waiter sleeps on the counter itself (a futex) and the release that brings it to zero
+ * wakes it: polling it every 200 us, as before, cost one wake-up per waiting thread each
+ * time, and with a PUSH thread per layer that was most of the CPU of an emulated run. */
 int comm_tracker_wait(comm_tracker_t *t, int timeout_ms)
 {
     int64_t deadline = comm_now_ns() + (int64_t)timeout_ms * 1000000;
-    while (atomic_load(&t->pending) > 0) {
-        if (comm_now_ns() > deadline) return -1;
-        struct timespec ts = {0, 200000};
-        nanosleep(&ts, NULL);
+    int v;
+    while ((v = atomic_load(&t->pending)) > 0) {
+        int64_t left_ns = deadline - comm_now_ns();
+        if (left_ns <= 0) return -1;
+        /* bounded by 10 ms: a missed wake-up costs at most that */
+        if (left_ns > 10000000) left_ns = 10000000;
+        struct timespec ts = {0, (long)left_ns};
+        syscall(SYS_futex, (int *)&t->pending, FUTEX_WAIT_PRIVATE, v, &ts, NULL, 0);
     }
     return 0;
 }
@@ -197,7 +224,9 @@ int comm_tracker_wait(comm_tracker_t *t, int timeout_ms)
 static void tracker_release(void *data, void *hint)
 {
     (void)data;
-    atomic_fetch_sub(&((comm_tracker_t *)hint)->pending, 1);
+    comm_tracker_t *t = hint;
+    if (atomic_fetch_sub(&t->pending, 1) == 1)
+        syscall(SYS_futex, (int *)&t->pending, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
 static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const void *data,

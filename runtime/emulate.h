@@ -27,4 +27,9 @@ void emulate_profile_fini(emulate_profile_t *p);
 /* Sleeps ns nanoseconds (restarting after signals). */
 void emulate_sleep_ns(int64_t ns);
 
+/* Sleeps until CLOCK_MONOTONIC reads deadline_ns (restarting after signals). A chain of ops
+ * that sleeps to deadlines start + d1, start + d1 + d2, ... does not accumulate each
+ * wake-up's lateness, as consecutive relative sleeps do. */
+void emulate_sleep_until_ns(int64_t deadline_ns);
+
 #endif

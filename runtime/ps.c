@@ -369,6 +369,14 @@ int ps_client_push(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64
 int ps_client_pull(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
                    float *arena)
 {
+    return ps_client_pull_from(c, t, layer, offset, count, arena, NULL, NULL);
+}
+
+int ps_client_pull_from(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
+                        float *arena, int64_t *shard_bytes, int64_t *shard_end_ns)
+{
+    if (shard_bytes)
+        for (int s = 0; s < c->layout->n_shards; s++) shard_bytes[s] = shard_end_ns[s] = 0;
     int first, last;
     span(c, offset, count, &first, &last);
     for (int b = first; b <= last; b++) {
@@ -398,6 +406,10 @@ int ps_client_pull(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64
             continue;
         }
         memcpy(arena + g.hdr.offset, comm_msg_data(&g), comm_msg_bytes(&g));
+        if (shard_bytes) {
+            shard_bytes[g.peer] += (int64_t)comm_msg_bytes(&g);
+            shard_end_ns[g.peer] = comm_now_ns();
+        }
         comm_msg_close(&g);
         got++;
     }

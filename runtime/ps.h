@@ -98,6 +98,11 @@ int ps_client_push(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64
  * offsets). 0, or -1 after the timeout. */
 int ps_client_pull(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
                    float *arena);
+/* ps_client_pull that also reports, per shard s (arrays of layout->n_shards entries), the
+ * bytes it sent (shard_bytes[s], 0 when it holds none of the range) and when its last block
+ * arrived (shard_end_ns[s], comm_now_ns() clock): the trace's PULL rows are per shard. */
+int ps_client_pull_from(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
+                        float *arena, int64_t *shard_bytes, int64_t *shard_end_ns);
 /* Waits until ZeroMQ released every pushed buffer. 0 or -1 after the timeout. */
 int ps_client_wait_sent(ps_client_t *c);
 /* Payload bytes sent and received, for goodput. */

@@ -1,6 +1,7 @@
 #include "runtime/worker.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -105,8 +106,16 @@ typedef struct worker {
     wk_unit_t *units;
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     int64_t *done;             /* per op: instances completed on this rank */
+    /* Per op, the condition its waiters sleep on, and (CSR: wake[wake_first[op] ..
+     * wake_first[op + 1])) the ops whose waits can end when `op` completes: its dependents
+     * in the plan and the ops of its own unit (slot, stash and push waits). One shared
+     * condition woke every syncer thread (two per unit) at every completion: on a
+     * GoogLeNet-size plan that is ~10^4 wake-ups per iteration, enough to saturate a small
+     * machine and delay the emulated compute. */
+    pthread_cond_t *op_cv;     /* n_op_cv of them */
+    int n_op_cv;
+    int *wake_first, *wake;
     pthread_mutex_t update_mu; /* RES_UPDATE: one at a time per node */
 
     coord_server_t *cs;
@@ -123,6 +132,11 @@ typedef struct worker {
     bool have_data;
     emulate_profile_t prof;
     int64_t *unit_fwd_ns, *unit_bwd_ns;
+    /* Emulated compute (compute thread only): the op's start and the previous op's intended
+     * end. An op whose dependencies were met before that end starts at it, not when the
+     * thread woke (~0.1-1 ms later on a loaded host): a pass is ~100 sleeps, and their
+     * lateness summed was ~8% of an emulated GoogLeNet iteration. */
+    int64_t emu_start_ns, emu_end_ns;
 
     trace_t *trace;
     pthread_mutex_t trace_mu;
@@ -151,8 +165,9 @@ static int unit_layer(const worker_t *w, int u)
     return un->layer >= 0 ? un->layer : un->first;
 }
 
-static void wk_trace(worker_t *w, int op, int64_t t, int peer, int64_t bytes, int64_t t0,
-                     int64_t t1)
+/* A trace row of op instance (op, t) as node `node` ran it (core/trace.h). */
+static void wk_trace_node(worker_t *w, int node, int op, int64_t t, int peer, int64_t bytes,
+                          int64_t t0, int64_t t1)
 {
     if (!w->trace) return;
     const plan_op_t *po = &w->plan.ops[op];
@@ -160,14 +175,63 @@ static void wk_trace(worker_t *w, int op, int64_t t, int peer, int64_t bytes, in
                         : po->res == RES_NET    ? TRACE_LANE_NET
                         : po->res == RES_SERVER ? TRACE_LANE_SERVER
                                                 : TRACE_LANE_UPDATE;
-    trace_row_t r = {w->rank, (int)t, op_kind_name(po->kind), unit_name(w, po->unit), peer,
+    trace_row_t r = {node, (int)t, op_kind_name(po->kind), unit_name(w, po->unit), peer,
                      bytes, t0 - w->t0_ns, t1 - w->t0_ns, lane};
     pthread_mutex_lock(&w->trace_mu);
     trace_write(w->trace, &r);
     pthread_mutex_unlock(&w->trace_mu);
 }
 
+static void wk_trace(worker_t *w, int op, int64_t t, int peer, int64_t bytes, int64_t t0,
+                     int64_t t1)
+{
+    wk_trace_node(w, w->rank, op, t, peer, bytes, t0, t1);
+}
+
 /* ------------------------------------------------------------------- dependencies */
+
+/* The ops of unit u (-1 entries included), for the wake lists. */
+static int unit_ops(const plan_unit_t *un, int *ops)
+{
+    int k = 0, all[8] = {un->op_fwd,  un->op_bwd, un->op_push,   un->op_apply,
+                         un->op_pull, un->op_sfb, un->op_update, un->op_allreduce};
+    for (int i = 0; i < 8; i++)
+        if (all[i] >= 0) ops[k++] = all[i];
+    return k;
+}
+
+/* Fills op_cv and the wake lists (see worker_t) from the plan. */
+static void wake_lists_build(worker_t *w)
+{
+    const plan_t *p = &w->plan;
+    int n = p->n_ops;
+    w->op_cv = xcalloc((size_t)n, sizeof *w->op_cv);
+    for (int op = 0; op < n; op++) pthread_cond_init(&w->op_cv[op], NULL);
+    w->n_op_cv = n;
+    int *cnt = xcalloc((size_t)n + 1, sizeof *cnt), ops[8];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) { /* counts -> offsets; cnt becomes the fill cursor */
+            w->wake_first = xcalloc((size_t)n + 1, sizeof *w->wake_first);
+            for (int op = 0; op < n; op++) w->wake_first[op + 1] = w->wake_first[op] + cnt[op];
+            w->wake = xcalloc((size_t)w->wake_first[n] + 1, sizeof *w->wake);
+            memcpy(cnt, w->wake_first, (size_t)n * sizeof *cnt);
+        }
+        for (int i = 0; i < n; i++) {
+            const plan_op_t *po = &p->ops[i];
+            for (int d = 0; d < po->n_deps; d++) {
+                int j = p->deps[po->dep_first + d].op;
+                if (pass == 0) cnt[j]++;
+                else w->wake[cnt[j]++] = i;
+            }
+            int k = unit_ops(&p->units[po->unit], ops);
+            for (int e = 0; e < k; e++) {
+                if (pass == 0) cnt[i]++;
+                else w->wake[cnt[i]++] = ops[e];
+            }
+        }
+    }
+    free(cnt);
+}
 
 static bool deps_met(const worker_t *w, int op, int64_t t)
 {
@@ -240,7 +304,7 @@ static void wait_for(worker_t *w, wait_kind_t k, int op, int64_t t)
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100 * 1000000;
         if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+        pthread_cond_timedwait(&w->op_cv[op], &w->mu, &ts);
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -251,7 +315,8 @@ static void mark_done(worker_t *w, int op, int64_t t)
     ASSERT(w->done[op] == t, "op %d: instance %lld done after %lld", op, (long long)t,
            (long long)w->done[op]);
     w->done[op] = t + 1;
-    pthread_cond_broadcast(&w->cv);
+    for (int i = w->wake_first[op]; i < w->wake_first[op + 1]; i++)
+        pthread_cond_broadcast(&w->op_cv[w->wake[i]]);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -326,7 +391,9 @@ static void compute_op(worker_t *w, int op, int64_t t)
     wk_unit_t *wu = &w->units[u];
     int s = (int)(t % w->S);
     if (w->emulate) {
-        emulate_sleep_ns(po->kind == OP_FWD ? w->unit_fwd_ns[u] : w->unit_bwd_ns[u]);
+        w->emu_end_ns =
+            w->emu_start_ns + (po->kind == OP_FWD ? w->unit_fwd_ns[u] : w->unit_bwd_ns[u]);
+        emulate_sleep_until_ns(w->emu_end_ns);
         return;
     }
     if (po->kind == OP_FWD) {
@@ -373,6 +440,16 @@ static void compute_op(worker_t *w, int op, int64_t t)
 
 static void report(worker_t *w, int64_t t, bool final);
 
+/* Whether compute op (op, t) could start now without waiting. */
+static bool compute_ready(worker_t *w, int op, int64_t t)
+{
+    pthread_mutex_lock(&w->mu);
+    bool ok = wait_ready(w, WAIT_DEPS, op, t) &&
+              (w->plan.ops[op].kind != OP_BWD || wait_ready(w, WAIT_SLOT, op, t));
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+
 static void *compute_main(void *arg)
 {
     worker_t *w = arg;
@@ -381,10 +458,12 @@ static void *compute_main(void *arg)
             const plan_op_t *po = &w->plan.ops[op];
             if (po->res != RES_COMPUTE) continue;
             progress(w, op, t, "%s: its plan dependencies", op_kind_name(po->kind));
+            bool ready = w->emulate && compute_ready(w, op, t);
             wait_for(w, WAIT_DEPS, op, t);
             if (po->kind == OP_BWD) wait_for(w, WAIT_SLOT, op, t);
             progress(w, op, t, "%s computing", op_kind_name(po->kind));
             int64_t t0 = comm_now_ns();
+            w->emu_start_ns = ready && w->emu_end_ns > 0 && w->emu_end_ns < t0 ? w->emu_end_ns : t0;
             compute_op(w, op, t);
             wk_trace(w, op, t, -1, 0, t0, comm_now_ns());
             mark_done(w, op, t);
@@ -427,6 +506,11 @@ static void *sync_main(void *arg)
     const char *name = unit_name(w, u);
     int K = w->cfg->batch, to = w->cfg->timeout_ms;
     ps_client_t *pc = NULL;
+    int64_t *shard_bytes = NULL, *shard_end_ns = NULL;
+    if (po->kind == OP_PULL) {
+        shard_bytes = xcalloc((size_t)w->layout.n_shards, sizeof *shard_bytes);
+        shard_end_ns = xcalloc((size_t)w->layout.n_shards, sizeof *shard_end_ns);
+    }
     if (po->kind == OP_PUSH || po->kind == OP_PULL) {
         pc = ps_client_new(w->rank, w->world, &w->layout, (const char *const *)w->ps_eps, to);
         if (!pc) coord_client_fail(w->cl, "cannot connect to the PS shards");
@@ -442,15 +526,22 @@ static void *sync_main(void *arg)
             t0 = comm_now_ns();
             /* the shards answer a pull of iteration i at version >= i + 1 - staleness: ask
              * for t + s to get the values after apply(t), the plan's PULL(t) */
-            if (ps_client_pull(pc, t + w->cfg->staleness, layer, (uint64_t)wu->ps_off,
-                               (uint64_t)wu->ps_count, w->staging))
+            if (ps_client_pull_from(pc, t + w->cfg->staleness, layer, (uint64_t)wu->ps_off,
+                                    (uint64_t)wu->ps_count, w->staging, shard_bytes,
+                                    shard_end_ns))
                 coord_client_fail(w->cl, "PS pull of layer %s timed out after %d ms", name, to);
             if (w->staging != w->params) {
                 pthread_mutex_lock(&wu->lock);
                 memcpy(w->params + wu->ps_off, w->staging + wu->ps_off, (size_t)wu->ps_count * 4);
                 pthread_mutex_unlock(&wu->lock);
             }
-            bytes = wu->ps_count * 4;
+            /* PULL is the shard's op (core/trace.h, as the simulator writes it): a row per
+             * shard that sent this rank a part, peer = this rank; the merge joins them */
+            for (int sh = 0; sh < w->layout.n_shards; sh++)
+                if (shard_bytes[sh])
+                    wk_trace_node(w, sh, op, t, w->rank, shard_bytes[sh], t0, shard_end_ns[sh]);
+            mark_done(w, op, t);
+            continue;
         } else {
             progress(w, op, t, "%s of %s: its plan dependencies", op_kind_name(po->kind), name);
             wait_for(w, WAIT_DEPS, op, t);
@@ -513,6 +604,8 @@ static void *sync_main(void *arg)
         mark_done(w, op, t);
     }
     ps_client_destroy(&pc);
+    free(shard_bytes);
+    free(shard_end_ns);
     return NULL;
 }
 
@@ -778,8 +871,37 @@ static int n_units_of(const model_t *m)
     return n ? n : 1;
 }
 
+/* One row of a rank's trace CSV, as the merge reads it. */
+typedef struct {
+    int node, iteration, peer;
+    char op[16], layer[MODEL_NAME_MAX];
+    long long bytes, t0, t1;
+} merge_row_t;
+
+static int merge_row_cmp(const void *a, const void *b)
+{
+    const merge_row_t *x = a, *y = b;
+    if (x->node != y->node) return x->node < y->node ? -1 : 1;
+    if (x->iteration != y->iteration) return x->iteration < y->iteration ? -1 : 1;
+    return strcmp(x->layer, y->layer);
+}
+
+static void merge_push(merge_row_t **v, int64_t *n, int64_t *cap, const merge_row_t *r)
+{
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 1024;
+        *v = xrealloc(*v, (size_t)*cap * sizeof **v);
+    }
+    (*v)[(*n)++] = *r;
+}
+
 /* Rank 0 merges every rank's trace CSV into PREFIX.csv (ranks on one host or a shared
- * folder; otherwise the per-rank files stay as they are). */
+ * folder). Rows pass unchanged but PULL: the ranks write one per (shard, receiving rank);
+ * the merge joins those of one (shard, iteration, layer) into the simulator's row (sim/sim.c):
+ * node = the shard, bytes = all it sent (its own rank's copy included), peer = the rank when
+ * only one received, else -1, end = the last arrival, start = the first request or, if
+ * later, the end of the shard's APPLY of that layer and iteration (when its values exist,
+ * as the simulator starts PULL). */
 static void trace_merge(const char *prefix, int world)
 {
     char path[1100];
@@ -790,6 +912,8 @@ static void trace_merge(const char *prefix, int world)
         return;
     }
     fprintf(out, "%s\n", trace_csv_header);
+    merge_row_t *pull = NULL, *apply = NULL;
+    int64_t n_pull = 0, cap_pull = 0, n_apply = 0, cap_apply = 0;
     for (int r = 0; r < world; r++) {
         snprintf(path, sizeof path, "%s-rank%d.csv", prefix, r);
         FILE *in = fopen(path, "r");
@@ -800,11 +924,46 @@ static void trace_merge(const char *prefix, int world)
         char line[4096];
         int first = 1;
         while (fgets(line, sizeof line, in)) {
-            if (!first) fputs(line, out);
-            first = 0;
+            if (first) {
+                first = 0;
+                continue;
+            }
+            merge_row_t m;
+            if (sscanf(line, "%d,%d,%15[^,],%95[^,],%d,%lld,%lld,%lld", &m.node, &m.iteration,
+                       m.op, m.layer, &m.peer, &m.bytes, &m.t0, &m.t1) == 8) {
+                if (!strcmp(m.op, "PULL")) {
+                    merge_push(&pull, &n_pull, &cap_pull, &m);
+                    continue;
+                }
+                if (!strcmp(m.op, "APPLY")) merge_push(&apply, &n_apply, &cap_apply, &m);
+            }
+            fputs(line, out);
         }
         fclose(in);
     }
+    if (n_pull) qsort(pull, (size_t)n_pull, sizeof *pull, merge_row_cmp);
+    if (n_apply) qsort(apply, (size_t)n_apply, sizeof *apply, merge_row_cmp);
+    for (int64_t i = 0, j; i < n_pull; i = j) {
+        merge_row_t g = pull[i];
+        for (j = i + 1; j < n_pull && !merge_row_cmp(&pull[j], &g); j++) {
+            g.bytes += pull[j].bytes;
+            if (pull[j].t0 < g.t0) g.t0 = pull[j].t0;
+            if (pull[j].t1 > g.t1) g.t1 = pull[j].t1;
+            g.peer = -1;
+        }
+        const merge_row_t *a = n_apply ? bsearch(&g, apply, (size_t)n_apply, sizeof *apply,
+                                                 merge_row_cmp)
+                                       : NULL;
+        if (a) { /* bsearch finds one of a layer's block APPLYs: scan to all of them */
+            while (a > apply && !merge_row_cmp(a - 1, &g)) a--;
+            for (; a < apply + n_apply && !merge_row_cmp(a, &g); a++)
+                if (a->t1 > g.t0) g.t0 = a->t1 < g.t1 ? a->t1 : g.t1;
+        }
+        fprintf(out, "%d,%d,PULL,%s,%d,%lld,%lld,%lld\n", g.node, g.iteration, g.layer, g.peer,
+                g.bytes, g.t0, g.t1);
+    }
+    free(pull);
+    free(apply);
     if (fclose(out)) log_warn("trace: error writing %s.csv", prefix);
 }
 
@@ -820,6 +979,11 @@ static int write_params(const worker_t *w, const char *prefix)
 
 int worker_run(const worker_config_t *cfg)
 {
+    /* Received payloads are fresh buffers of up to a KV block (4 MB) each: with glibc's
+     * defaults each one is a new mmap whose pages the kernel zeroes on first touch, which
+     * cost a quarter of the CPU of a 2-worker run. Kept in the heap, they are reused. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
     worker_t W, *w = &W;
     memset(w, 0, sizeof *w);
     w->cfg = cfg;
@@ -834,7 +998,6 @@ int worker_run(const worker_config_t *cfg)
     w->S = cfg->staleness + 1;
     w->emulate = cfg->compute == WORKER_COMPUTE_EMULATE;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
     pthread_mutex_init(&w->update_mu, NULL);
     pthread_mutex_init(&w->trace_mu, NULL);
     if (model_load(&w->model, cfg->model_path, err, sizeof err)) {
@@ -982,6 +1145,7 @@ int worker_run(const worker_config_t *cfg)
     ASSERT(w->plan.n_units == n_units, "plan has %d units, expected %d", w->plan.n_units,
            n_units);
     w->done = xcalloc((size_t)w->plan.n_ops, sizeof *w->done);
+    wake_lists_build(w);
     if (w->rank == 0) {
         char sb[64];
         log_info("link probe: %.1f MB/s, %.1f us one-way; plan: %s on %d workers, %d shards",
@@ -1017,6 +1181,13 @@ int worker_run(const worker_config_t *cfg)
         if (!(w->ps = ps_server_new(&pc))) coord_client_fail(w->cl, "cannot bind the PS shard");
     }
     w->ps_eps = allgather(w, 10, w->ps ? ps_server_endpoint(w->ps) : "-");
+    /* where this rank listens (for operators, and the test that sends garbage to them) */
+    log_info("rank %d endpoint: PS shard %s", w->rank, w->ps ? ps_server_endpoint(w->ps) : "-");
+    for (int u = 0; u < n_units; u++)
+        if (w->plan.units[u].method == SYNC_SFB || w->plan.units[u].method == SYNC_ALLREDUCE)
+            log_info("rank %d endpoint: %s of %s %s", w->rank,
+                     sync_method_name(w->plan.units[u].method), unit_name(w, u),
+                     comm_endpoint(w->ucomm[u]));
     for (int u = 0; u < n_units; u++) {
         sync_method_t m = w->plan.units[u].method;
         if (m == SYNC_SFB)
@@ -1117,7 +1288,11 @@ out:
     }
     model_fini(&w->model);
     pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
+    if (w->op_cv)
+        for (int op = 0; op < w->n_op_cv; op++) pthread_cond_destroy(&w->op_cv[op]);
+    free(w->op_cv);
+    free(w->wake_first);
+    free(w->wake);
     pthread_mutex_destroy(&w->update_mu);
     pthread_mutex_destroy(&w->trace_mu);
     return rc;

@@ -1,0 +1,352 @@
+/* poseidon report: plots and tables from the CSVs the simulator and the runtime write.
+ *   speedup SIM.csv --out PREFIX   speedup versus nodes per scheme (and bandwidth), with the
+ *                                  ideal line, from `poseidon sim --csv`: gnuplot writes
+ *                                  PREFIX.png and PREFIX.svg (the plot reads the CSV only)
+ *   compare SIM.csv REAL.csv       joins two traces (core/trace.h) on (node, iteration, op,
+ *                                  layer) and prints per op kind the mean predicted and
+ *                                  measured durations and their relative error
+ * Bad input (unreadable file, wrong header, malformed row) is reported as file:line and
+ * exits 2.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/trace.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: poseidon report speedup SIM.csv --out PREFIX\n"
+            "       poseidon report compare SIM_TRACE.csv REAL_TRACE.csv [--from-iteration I]\n"
+            "                                [--csv FILE]\n\n"
+            "speedup: speedup over one node versus nodes, a line per scheme and bandwidth, and\n"
+            "  the ideal (linear) line, from `poseidon sim --csv` (columns nodes, gbps, scheme,\n"
+            "  speedup); gnuplot writes PREFIX.png and PREFIX.svg.\n"
+            "compare: joins a simulated and a real trace (node,iteration,op,layer,peer,bytes,\n"
+            "  t_start_ns,t_end_ns; from `poseidon sim --trace` and `poseidon train --trace`)\n"
+            "  on (node, iteration, op, layer), iterations >= I only (default 1: the first is\n"
+            "  a warm-up), and prints per op kind: rows joined, mean predicted and measured\n"
+            "  duration, error = (predicted - measured) / measured of the sums, and the rows\n"
+            "  found on one side only. Several rows of one key (APPLY per KV block) are\n"
+            "  summed. --csv also writes the table as CSV.\n");
+}
+
+/* ----------------------------------------------------------------------- speedup */
+
+/* Distinct values of a column (1-based) of a CSV, in order of first appearance. */
+typedef struct {
+    int n;
+    char v[64][64];
+} distinct_t;
+
+static void distinct_add(distinct_t *d, const char *s)
+{
+    for (int i = 0; i < d->n; i++)
+        if (!strcmp(d->v[i], s)) return;
+    if (d->n < 64) snprintf(d->v[d->n++], sizeof d->v[0], "%s", s);
+}
+
+/* Field k (0-based) of a CSV line into buf. Returns 0, or -1 when the line has fewer. */
+static int csv_field(const char *line, int k, char *buf, size_t len)
+{
+    const char *p = line;
+    for (int i = 0; i < k; i++) {
+        p = strchr(p, ',');
+        if (!p) return -1;
+        p++;
+    }
+    size_t n = strcspn(p, ",\r\n");
+    if (n >= len) n = len - 1;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return 0;
+}
+
+static int report_speedup(const char *csv, const char *prefix)
+{
+    FILE *f = fopen(csv, "r");
+    if (!f) {
+        fprintf(stderr, "poseidon report: %s: cannot read: %s\n", csv, strerror(errno));
+        return 2;
+    }
+    char line[4096];
+    int lineno = 0, rows = 0, max_nodes = 1;
+    distinct_t schemes = {0}, gbps = {0};
+    if (!fgets(line, sizeof line, f) || strncmp(line, "model,nodes,gbps,scheme,", 24) != 0 ||
+        !strstr(line, ",speedup,")) {
+        fprintf(stderr, "poseidon report: %s:1: expected the header of poseidon sim --csv "
+                        "(model,nodes,gbps,scheme,...,speedup,...)\n", csv);
+        fclose(f);
+        return 2;
+    }
+    lineno = 1;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char nodes[32], g[64], s[64], sp[64];
+        if (csv_field(line, 1, nodes, sizeof nodes) || csv_field(line, 2, g, sizeof g) ||
+            csv_field(line, 3, s, sizeof s) || csv_field(line, 8, sp, sizeof sp) ||
+            atoi(nodes) < 1) {
+            fprintf(stderr, "poseidon report: %s:%d: expected a row of poseidon sim --csv\n",
+                    csv, lineno);
+            fclose(f);
+            return 2;
+        }
+        if (atoi(nodes) > max_nodes) max_nodes = atoi(nodes);
+        distinct_add(&schemes, s);
+        distinct_add(&gbps, g);
+        rows++;
+    }
+    fclose(f);
+    if (!rows) {
+        fprintf(stderr, "poseidon report: %s: no rows\n", csv);
+        return 2;
+    }
+    /* the gnuplot program: a temporary file, run, removed */
+    char gp[] = "/tmp/poseidon-report-XXXXXX";
+    int fd = mkstemp(gp);
+    if (fd < 0) die("report: mkstemp: %s", strerror(errno));
+    FILE *g = fdopen(fd, "w");
+    if (!g) die("report: fdopen: %s", strerror(errno));
+    fprintf(g, "set datafile separator ','\n"
+               "set key top left box opaque\nset grid\n"
+               "set xlabel 'nodes'\nset ylabel 'speedup over 1 node (images/s)'\n"
+               "set title 'Simulated weak scaling: %s'\n"
+               "set logscale xy 2\nset xrange [1:%d]\nset yrange [0.5:%d]\n"
+               "sel(s, g) = (strcol(4) eq s && strcol(3) eq g) ? $9 : NaN\n",
+            csv, max_nodes * 2, max_nodes * 2);
+    for (int fmt = 0; fmt < 2; fmt++) {
+        if (fmt == 0) fprintf(g, "set terminal pngcairo size 800,560\nset output '%s.png'\n", prefix);
+        else fprintf(g, "set terminal svg size 800,560 dynamic\nset output '%s.svg'\n", prefix);
+        fprintf(g, "plot x title 'ideal' with lines dt 2 lc rgb 'gray'");
+        for (int i = 0; i < schemes.n; i++)
+            for (int j = 0; j < gbps.n; j++)
+                fprintf(g, ", '%s' using 2:(sel('%s', '%s')) skip 1 with linespoints lc %d pt %d "
+                           "dt %d title '%s %s Gbit/s'",
+                        csv, schemes.v[i], gbps.v[j], i + 1, 7 - (j % 2), j + 1, schemes.v[i],
+                        gbps.v[j]);
+        fprintf(g, "\nunset output\n");
+    }
+    fclose(g);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s'", gp);
+    int rc = system(cmd);
+    unlink(gp);
+    if (rc != 0) {
+        fprintf(stderr, "poseidon report: gnuplot failed (exit %d); is gnuplot installed?\n", rc);
+        return 1;
+    }
+    printf("wrote %s.png and %s.svg (%d rows, %d schemes, %d bandwidths)\n", prefix, prefix,
+           rows, schemes.n, gbps.n);
+    return 0;
+}
+
+/* ----------------------------------------------------------------------- compare */
+
+typedef struct {
+    int node, iteration;
+    char op[16];
+    char layer[96];
+    double dur_ns; /* summed over the rows of this key */
+    int rows;
+} trow_t;
+
+static int trow_cmp(const void *a, const void *b)
+{
+    const trow_t *x = a, *y = b;
+    if (x->node != y->node) return x->node < y->node ? -1 : 1;
+    if (x->iteration != y->iteration) return x->iteration < y->iteration ? -1 : 1;
+    int c = strcmp(x->op, y->op);
+    return c ? c : strcmp(x->layer, y->layer);
+}
+
+/* Reads a trace CSV: rows of iteration >= from, one per key (durations summed), sorted.
+ * Returns the count, or -1 with a message. */
+static int trace_read(const char *path, int from, trow_t **out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "poseidon report: %s: cannot read: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[4096];
+    size_t hl = strlen(trace_csv_header);
+    if (!fgets(line, sizeof line, f) || strncmp(line, trace_csv_header, hl) != 0) {
+        fprintf(stderr, "poseidon report: %s:1: expected the trace header '%s'\n", path,
+                trace_csv_header);
+        fclose(f);
+        return -1;
+    }
+    trow_t *v = NULL;
+    int n = 0, cap = 0, lineno = 1;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        trow_t r = {0};
+        int peer;
+        long long bytes, t0, t1;
+        if (sscanf(line, "%d,%d,%15[^,],%95[^,],%d,%lld,%lld,%lld", &r.node, &r.iteration, r.op,
+                   r.layer, &peer, &bytes, &t0, &t1) != 8 || t1 < t0) {
+            fprintf(stderr, "poseidon report: %s:%d: expected node,iteration,op,layer,peer,"
+                            "bytes,t_start_ns,t_end_ns with t_end_ns >= t_start_ns\n",
+                    path, lineno);
+            fclose(f);
+            free(v);
+            return -1;
+        }
+        if (r.iteration < from) continue;
+        r.dur_ns = (double)(t1 - t0);
+        r.rows = 1;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            v = xrealloc(v, (size_t)cap * sizeof *v);
+        }
+        v[n++] = r;
+    }
+    fclose(f);
+    if (n) qsort(v, (size_t)n, sizeof *v, trow_cmp);
+    int k = 0; /* sum the rows of one key */
+    for (int i = 0; i < n; i++) {
+        if (k && !trow_cmp(&v[k - 1], &v[i])) {
+            v[k - 1].dur_ns += v[i].dur_ns;
+            v[k - 1].rows++;
+        } else {
+            v[k++] = v[i];
+        }
+    }
+    *out = v;
+    return k;
+}
+
+typedef struct {
+    char op[16];
+    int joined, sim_only, real_only;
+    double sim_ns, real_ns;
+} opstat_t;
+
+static opstat_t *opstat(opstat_t *s, int *n, const char *op)
+{
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(s[i].op, op)) return &s[i];
+    ASSERT(*n < 32, "more than 32 op kinds");
+    memset(&s[*n], 0, sizeof s[*n]);
+    snprintf(s[*n].op, sizeof s[*n].op, "%s", op);
+    return &s[(*n)++];
+}
+
+static int report_compare(const char *sim_path, const char *real_path, int from,
+                          const char *csv_out)
+{
+    trow_t *a = NULL, *b = NULL;
+    int na = trace_read(sim_path, from, &a);
+    if (na < 0) return 2;
+    int nb = trace_read(real_path, from, &b);
+    if (nb < 0) {
+        free(a);
+        return 2;
+    }
+    opstat_t st[32];
+    int ns = 0;
+    for (int i = 0, j = 0; i < na || j < nb;) {
+        int c = i >= na ? 1 : j >= nb ? -1 : trow_cmp(&a[i], &b[j]);
+        if (c == 0) {
+            opstat_t *s = opstat(st, &ns, a[i].op);
+            s->joined++;
+            s->sim_ns += a[i].dur_ns;
+            s->real_ns += b[j].dur_ns;
+            i++, j++;
+        } else if (c < 0) {
+            opstat(st, &ns, a[i++].op)->sim_only++;
+        } else {
+            opstat(st, &ns, b[j++].op)->real_only++;
+        }
+    }
+    FILE *cf = NULL;
+    if (csv_out && !(cf = fopen(csv_out, "w"))) {
+        fprintf(stderr, "poseidon report: %s: cannot write: %s\n", csv_out, strerror(errno));
+        free(a);
+        free(b);
+        return 2;
+    }
+    if (cf) fprintf(cf, "op,joined,predicted_ms,measured_ms,error,sim_only,real_only\n");
+    printf("%s (predicted) joined with %s (measured), iterations >= %d\n", sim_path, real_path,
+           from);
+    printf("%-10s %7s %13s %13s %8s %9s %9s\n", "op", "joined", "predicted_ms", "measured_ms",
+           "error", "sim_only", "real_only");
+    for (int i = 0; i < ns; i++) {
+        const opstat_t *s = &st[i];
+        double p = s->joined ? s->sim_ns / s->joined / 1e6 : 0;
+        double m = s->joined ? s->real_ns / s->joined / 1e6 : 0;
+        double e = s->real_ns > 0 ? (s->sim_ns - s->real_ns) / s->real_ns : 0;
+        printf("%-10s %7d %13.3f %13.3f %+7.1f%% %9d %9d\n", s->op, s->joined, p, m, e * 100,
+               s->sim_only, s->real_only);
+        if (cf) fprintf(cf, "%s,%d,%.6f,%.6f,%.6f,%d,%d\n", s->op, s->joined, p, m, e,
+                        s->sim_only, s->real_only);
+    }
+    free(a);
+    free(b);
+    if (cf && fclose(cf)) {
+        fprintf(stderr, "poseidon report: error writing %s\n", csv_out);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc < 3) {
+        usage(stderr);
+        return 2;
+    }
+    log_banner(argc, argv, 0);
+    if (!strcmp(argv[1], "speedup")) {
+        const char *out = NULL;
+        for (int i = 3; i < argc; i++) {
+            if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+            else {
+                fprintf(stderr, "poseidon report speedup: unknown option '%s'\n", argv[i]);
+                return 2;
+            }
+        }
+        if (!out) {
+            fprintf(stderr, "poseidon report speedup: --out PREFIX is required\n");
+            return 2;
+        }
+        return report_speedup(argv[2], out);
+    }
+    if (!strcmp(argv[1], "compare")) {
+        if (argc < 4) {
+            usage(stderr);
+            return 2;
+        }
+        int from = 1;
+        const char *csv = NULL;
+        for (int i = 4; i < argc; i++) {
+            char *end;
+            if (!strcmp(argv[i], "--from-iteration") && i + 1 < argc) {
+                from = (int)strtol(argv[++i], &end, 10);
+                if (*end || from < 0) {
+                    fprintf(stderr, "poseidon report compare: --from-iteration expects an "
+                                    "integer >= 0, got '%s'\n", argv[i]);
+                    return 2;
+                }
+            } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
+                csv = argv[++i];
+            } else {
+                fprintf(stderr, "poseidon report compare: unknown option '%s'\n", argv[i]);
+                return 2;
+            }
+        }
+        return report_compare(argv[2], argv[3], from, csv);
+    }
+    fprintf(stderr, "poseidon report: unknown report '%s' (speedup or compare)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# validate.sh [--quick] [options]: the simulator checked against the runtime. For every
+# (network, nodes, bandwidth, scheme) of a grid, runs `poseidon train --compute emulate` on
+# an emulated cluster (experiments/emucluster.sh: one network namespace per node, tc tbf at
+# the bandwidth) and `poseidon sim` on the same cluster file and the same per-layer profile,
+# and compares the time per iteration.
+#
+#   --quick             a small grid (googlenet; 2, 4 nodes; 1 Gbit/s; the 4 schemes), ~2-3 min
+#   --models "A B"      networks under models/ (default: googlenet inception-v3 lenet)
+#   --nodes "2 4 8"     node counts (default 2 4 8)
+#   --gbps "0.5 1"      link rates, Gbit/s (default 0.5 1)
+#   --schemes "..."     default: ps ps+wfbp hybrid allreduce+wfbp
+#   --iterations T      iterations per run, the first a warm-up (default 6)
+#   --batch K           per worker (default 16)
+#   --compute-s S       emulated FWD+BWD time of one iteration (default 0.3)
+#   --out DIR           default out/validate
+#   --build DIR         where poseidon is (default build)
+#
+# Writes DIR/validate.csv (model,nodes,gbps,scheme,predicted_s,measured_s,error with
+# error = (predicted - measured) / measured), DIR/validate_detail.csv (plus CPU seconds
+# of all ranks per iteration and the sim's MB per node), DIR/validate.png and .svg
+# (reports/validate.gp), and prints the median and worst |error|. Both sides define the
+# iteration time the same way: (end of iteration T-1 - end of iteration 0) / (T - 1), where
+# an iteration ends with the last op of it on any node (sim/sim.c; the runtime's merged
+# trace). Needs root (network namespaces); the runs' namespaces are removed by
+# emucluster.sh, also on failure or Ctrl-C. Ranks run at nice -10 so that other work on the
+# host delays their wake-ups less.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
+schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=6 batch=16 compute_s=0.3 out=out/validate
+build=build
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+    case $1 in
+    --quick) quick=1; shift; continue ;;
+    -h|--help) usage; exit 0 ;;
+    esac
+    [ $# -ge 2 ] || { echo "validate: $1 needs a value" >&2; exit 2; }
+    case $1 in
+    --models) models=$2 ;; --nodes) nodes=$2 ;; --gbps) gbps=$2 ;; --schemes) schemes=$2 ;;
+    --iterations) iters=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
+    --out) out=$2 ;; --build) build=$2 ;;
+    *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
+    esac
+    shift 2
+done
+if [ $quick = 1 ]; then models="googlenet" nodes="2 4" gbps="1"; fi
+[ "$(id -u)" = 0 ] || { echo "validate: needs root (one network namespace per emulated node); run it as root: sudo $0 $*" >&2; exit 2; }
+[ -x "$build/poseidon" ] || { echo "validate: $build/poseidon not built (make all)" >&2; exit 2; }
+[ "$iters" -ge 3 ] 2>/dev/null || { echo "validate: --iterations must be >= 3" >&2; exit 2; }
+
+mkdir -p "$out"/profiles "$out"/clusters "$out"/sim "$out"/runs
+# a private copy: `make` by others may relink build/poseidon while the grid runs
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp "$build/poseidon" "$tmp/poseidon"
+bin=$tmp/poseidon
+"$bin" --help >/dev/null 2>&1 || true
+
+csv=$out/validate.csv detail=$out/validate_detail.csv
+echo "model,nodes,gbps,scheme,predicted_s,measured_s,error" >"$csv"
+echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,cpu_s_per_iter,sim_sent_MB_per_node,wall_s" >"$detail"
+n_runs=0 n_failed=0
+t_start=$(date +%s)
+for model in $models; do
+    net=$root/models/$model.net
+    [ -f "$net" ] || { echo "validate: no $net" >&2; exit 2; }
+    prof=$out/profiles/$model-b$batch.csv
+    experiments/validate_profile.sh "$bin" "$net" "$batch" "$compute_s" >"$prof" || exit 1
+    for g in $gbps; do
+        cl=$out/clusters/emu-veth-${g}g.cluster
+        sed "s/^nic_gbps = .*/nic_gbps = $g/" experiments/clusters/emu-veth.cluster >"$cl"
+        exp=$out/sim/$model-${g}g.exp
+        {
+            echo "model = $net"
+            echo "cluster = $(cd "$(dirname "$cl")" && pwd)/$(basename "$cl")"
+            echo "profile = $(cd "$(dirname "$prof")" && pwd)/$(basename "$prof")"
+            echo "batch = $batch"
+            echo "iterations = $iters"
+            echo "kv_block_mb = 4"
+            echo "sweep_nodes = $(echo $nodes | tr ' ' ,)"
+            echo "sweep_gbps = $g"
+            echo "sweep_schemes = $(echo $schemes | tr ' ' ,)"
+        } >"$exp"
+        simcsv=$out/sim/$model-${g}g.csv
+        "$bin" sim "$exp" --csv "$simcsv" >/dev/null 2>"$out/sim/$model-${g}g.log" ||
+            { echo "validate: poseidon sim $exp failed:" >&2; tail -5 "$out/sim/$model-${g}g.log" >&2; exit 1; }
+        rate="$(awk -v g="$g" 'BEGIN { printf "%dmbit", g * 1000 + 0.5 }')"
+        for n in $nodes; do
+            for s in $schemes; do
+                tag=$model-n$n-${g}g-$s
+                run=$out/runs/$tag
+                rm -rf "$run"; mkdir -p "$run"
+                pred=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $7; exit }' "$simcsv")
+                sent=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $10; exit }' "$simcsv")
+                t0=$(date +%s.%N)
+                # each rank: CPU seconds (user + system) of its process, on its log
+                timeout 600 experiments/emucluster.sh -n "$n" -r "$rate" -l "$run/logs" -- \
+                    nice -n -10 bash -c 'TIMEFORMAT="validate_cpu_s %3U %3S"; time "$@"' rank \
+                    "$bin" train --model "$net" --compute emulate --profile "$prof" \
+                    --batch "$batch" --iterations "$iters" --data synthetic --synthetic-n 4096 \
+                    --no-eval --scheme "$s" --cluster "$cl" --no-probe --timeout-ms 60000 \
+                    --trace "$run/trace" >"$run/out.log" 2>&1
+                rc=$?
+                wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+                n_runs=$((n_runs + 1))
+                meas=""
+                [ $rc = 0 ] && meas=$(awk -F, -v T="$iters" 'NR > 1 && $8 > e[$2] { e[$2] = $8 }
+                    END { if ((0 in e) && ((T - 1) in e)) printf "%.6f", (e[T - 1] - e[0]) / (T - 1) / 1e9 }' "$run/trace.csv")
+                if [ -z "$meas" ] || [ -z "$pred" ]; then
+                    n_failed=$((n_failed + 1))
+                    echo "validate: $tag: no result (exit $rc; see $run/out.log)" >&2
+                    tail -3 "$run/out.log" >&2
+                    continue
+                fi
+                cpu=$(cat "$run"/logs/rank*.log | awk -v T="$iters" '$1 == "validate_cpu_s" { c += $2 + $3 } END { printf "%.3f", c / T }')
+                err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%.4f", (p - m) / m }')
+                echo "$model,$n,$g,$s,$pred,$meas,$err" >>"$csv"
+                echo "$model,$n,$g,$s,$pred,$meas,$err,$cpu,$sent,$wall" >>"$detail"
+                printf "%-14s %d nodes %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (cpu %.2f s/iter, %ss)\n" \
+                    "$model" "$n" "$g" "$s" "$pred" "$meas" "$(awk -v e="$err" 'BEGIN { print e * 100 }')" "$cpu" "$wall"
+                rm -f "$run"/trace-rank*.json "$run"/trace-rank*.csv
+            done
+        done
+    done
+done
+left=$(ip netns list | grep -c '^pns' || true)
+[ "$left" = 0 ] || echo "validate: warning: $left pns* namespaces exist (another run, or a leak)" >&2
+
+echo "wrote $csv ($((n_runs - n_failed)) of $n_runs runs, $(( $(date +%s) - t_start )) s)"
+if command -v gnuplot >/dev/null && [ "$(wc -l <"$csv")" -gt 1 ]; then
+    gnuplot -e "csv='$csv'; out='$out/validate'" reports/validate.gp &&
+        echo "plot: $out/validate.png, $out/validate.svg"
+fi
+awk -F, 'NR > 1 { e = $7 < 0 ? -$7 : $7; print e }' "$csv" | sort -g | awk '
+    { v[NR] = $1 } END {
+        if (NR == 0) { print "no results"; exit 1 }
+        med = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+        printf "|error| over %d configurations: median %.1f%%, worst %.1f%%\n", NR, med * 100, v[NR] * 100 }'
+[ $n_failed = 0 ]

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# experiments/validate.sh end to end on a tiny grid (LeNet, 2 emulated nodes at 1 Gbit/s,
+# ps and hybrid, 4 iterations): both runs give a result row, the predicted and measured times
+# are within 50% of each other (a loose bound: this checks the pipeline, not the accuracy,
+# which the full grid reports), the plot is written, and no namespace is left behind.
+# Exit 77 (skip) when not root or without network namespaces.
+set -u
+build=${1:-build}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+[ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
+ip netns add "pchk$$" 2>/dev/null && ip netns del "pchk$$" || { echo "skip: network namespaces unavailable"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+before=$(ip netns list | grep -c '^pns')
+timeout 120 experiments/validate.sh --build "$build" --out "$tmp/v" --models lenet --nodes 2 --gbps 1 \
+    --schemes "ps hybrid" --iterations 4 >"$tmp/log" 2>&1 || { tail -20 "$tmp/log"; fail "validate.sh failed"; }
+cat "$tmp/log" | tail -4
+[ "$(awk -F, 'NR > 1' "$tmp/v/validate.csv" | wc -l)" -eq 2 ] || fail "expected 2 result rows"
+awk -F, 'NR > 1 { e = $7 < 0 ? -$7 : $7; if (!($6 > 0) || e > 0.5) bad = 1 } END { exit bad }' "$tmp/v/validate.csv" ||
+    fail "a row is off by more than 50%: $(cat "$tmp/v/validate.csv")"
+grep -q "median" "$tmp/log" || fail "no error summary"
+if command -v gnuplot >/dev/null; then [ -s "$tmp/v/validate.png" ] || fail "no plot"; fi
+[ "$(ip netns list | grep -c '^pns')" -eq "$before" ] || fail "namespaces left behind"
+exit 0
