@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/experiment_open.h"
 #include "core/experiment.h"
 #include "core/log.h"
 #include "core/model.h"
@@ -56,22 +57,9 @@ int cmd_sim(int argc, char **argv)
         return 2;
     }
     experiment_t e;
-    char err[2048];
-    if (experiment_load(&e, path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return 1;
-    }
-    for (int i = 0; i < n_sets; i++)
-        if (experiment_override(&e, sets[i], err, sizeof err)) {
-            fprintf(stderr, "%s\n", err);
-            return 1;
-        }
-    log_banner(argc, argv, e.seed);
     model_t m;
-    if (model_load(&m, e.model_path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return 1;
-    }
+    if (experiment_open(argc, argv, path, sets, n_sets, &e, &m)) return 1;
+    char err[2048];
     FILE *csv = NULL;
     int table = 1;
     if (csv_path && !strcmp(csv_path, "-")) {
