@@ -6,11 +6,16 @@
 
 #include "check.h"
 
-/* One entity: a single flow (dst >= 0) or a broadcast (dst == NET_DST_ALL) of `mult` flows:
- * to every node but src and the nodes in ex (split off into single flows). */
+enum { K_SINGLE, K_BCAST, K_GATHER };
+
+/* One entity: a single flow src -> dst, or a "multi" of `mult` flows between a hub node and
+ * its leaves (every node but the hub and the nodes in ex): a broadcast (hub = src, leaves
+ * receive) or a gather (hub = dst, leaves send). */
 typedef struct {
-    int src, dst;
-    int mult;        /* flows it stands for: 1, or nodes - 1 - nex for a broadcast */
+    int kind;
+    int src, dst;    /* single: both; broadcast: src, dst = NET_DST_ALL; gather: dst,
+                        src = NET_SRC_ALL */
+    int mult;        /* flows it stands for: 1, or nodes - 1 - nex for a multi */
     int nex, cap_ex;
     int *ex;         /* owned */
     double rem;      /* bytes left per flow at n->last_ns */
@@ -26,7 +31,8 @@ typedef struct {
 } rheap_t;
 
 /* Resources: send side of node s is s, receive side of node d is N + d, the class of plain
- * receive sides is 2N, the core 2N + 1. */
+ * send sides is 2N, of plain receive sides 2N + 1, the core 2N + 2. Side 0 is send, 1 is
+ * receive: a broadcast's hub is on side 0 and its leaves on side 1, a gather the reverse. */
 struct net {
     int nodes;
     double nic_Bps, core_Bps;
@@ -37,10 +43,10 @@ struct net {
     int64_t next_ns;
     int64_t recomputes;
     /* scratch for the rate computation, indexed by resource; only touched ones are reset */
-    int64_t *cnt;    /* send: unfrozen flows; receive: unfrozen single flows in minus the
-                        unfrozen broadcasts the node itself sends (the broadcasts of others
-                        are counted once, globally, in bu) */
-    double *used;    /* capacity taken by frozen entities (receive: same split as cnt) */
+    int64_t *cnt;    /* unfrozen flows crossing it, counted locally: singles, hub weights,
+                        minus the unfrozen multis whose leaves are on its side but that do
+                        not cross it (the multis of a side are counted once, globally, in mu) */
+    double *used;    /* capacity taken by frozen entities (same split as cnt) */
     int64_t *adjn, *start, *fill;
     char *mark;
     char *in_level;  /* resources saturating at the current level */
@@ -49,21 +55,35 @@ struct net {
     int64_t *adj;
     int64_t adj_cap;
     char *frozen;
-    int64_t *bl;     /* unfrozen broadcasts (lazily compacted) */
-    int64_t nbl;
-    int64_t *ov;     /* single flows split off during this computation, maybe unfrozen */
-    int64_t nov;
-    int nlevel_scan; /* touched resources of the current computation */
-    int64_t ent_cap; /* capacity of frozen and bl */
+    int64_t *ml;     /* unfrozen multis (lazily compacted) */
+    int64_t nml;
+    int64_t *ovhead; /* [resource]: single flows split off during this computation */
+    int64_t *ovnext; /* [entity][2]: next split-off flow at its send / receive side */
+    int64_t *exn, *exstart; /* [resource]: multis excluding it (their ex lists, inverted) */
+    int64_t *exl;
+    int64_t exl_cap;
+    int32_t *exin;   /* [entity]: its excluded resources in the current level */
+    char *mark2;     /* [resource] scratch of freeze_level */
+    int ntouched;
+    int64_t ent_cap; /* capacity of frozen, ml and ovnext */
     rheap_t *heap;
     int64_t heap_cap;
-    /* global terms of the current computation */
-    int64_t bu;      /* unfrozen broadcasts */
-    double fb;       /* sum of the rates of frozen broadcasts */
+    /* global terms of the current computation, per side */
+    int64_t mu[2];   /* unfrozen multis with leaves on the side */
+    double fm[2];    /* sum of the rates of frozen multis with leaves on the side */
+    int64_t special[2]; /* touched resources of the side */
     int64_t core_cnt;
     double core_used;
     int64_t left;
 };
+
+static int leaf_side(const ent_t *e) { return e->kind == K_BCAST ? 1 : 0; }
+static int hub_node(const ent_t *e) { return e->kind == K_BCAST ? e->src : e->dst; }
+/* A multi's hub resource: the broadcast's sender's send side, the gather's receive side. */
+static int hub_res(const net_t *n, const ent_t *e)
+{
+    return e->kind == K_BCAST ? e->src : n->nodes + e->dst;
+}
 
 net_t *net_new(int nodes, double nic_Bps, double core_Bps)
 {
@@ -73,7 +93,7 @@ net_t *net_new(int nodes, double nic_Bps, double core_Bps)
     n->nic_Bps = nic_Bps;
     n->core_Bps = core_Bps > 0 ? core_Bps : 0;
     n->next_ns = INT64_MAX;
-    size_t R = 2 * (size_t)nodes + 2;
+    size_t R = 2 * (size_t)nodes + 3;
     n->cnt = xcalloc(R, sizeof *n->cnt);
     n->used = xcalloc(R, sizeof *n->used);
     n->adjn = xcalloc(R, sizeof *n->adjn);
@@ -83,6 +103,11 @@ net_t *net_new(int nodes, double nic_Bps, double core_Bps)
     n->in_level = xcalloc(R, 1);
     n->level = xcalloc(R, sizeof *n->level);
     n->touched = xcalloc(R, sizeof *n->touched);
+    n->ovhead = xcalloc(R, sizeof *n->ovhead);
+    n->exn = xcalloc(R, sizeof *n->exn);
+    n->exstart = xcalloc(R, sizeof *n->exstart);
+    n->mark2 = xcalloc(R, 1);
+    for (size_t r = 0; r < R; r++) n->ovhead[r] = -1;
     n->heap_cap = (int64_t)R;
     n->heap = xcalloc(R, sizeof *n->heap);
     return n;
@@ -105,8 +130,14 @@ void net_destroy(net_t **np)
     free(n->touched);
     free(n->adj);
     free(n->frozen);
-    free(n->bl);
-    free(n->ov);
+    free(n->ml);
+    free(n->ovhead);
+    free(n->ovnext);
+    free(n->exn);
+    free(n->exstart);
+    free(n->exl);
+    free(n->exin);
+    free(n->mark2);
     free(n->heap);
     free(n);
     *np = NULL;
@@ -142,7 +173,8 @@ void net_add(net_t *n, int64_t now, int src, int dst, int64_t bytes, int64_t tag
     ASSERT(src >= 0 && src < n->nodes && dst >= 0 && dst < n->nodes && src != dst,
            "flow %d -> %d", src, dst);
     ASSERT(bytes > 0, "empty flow");
-    push_ent(n, now, (ent_t){src, dst, 1, 0, 0, NULL, (double)bytes, 0, INT64_MAX, bytes, tag});
+    push_ent(n, now,
+             (ent_t){K_SINGLE, src, dst, 1, 0, 0, NULL, (double)bytes, 0, INT64_MAX, bytes, tag});
 }
 
 void net_add_bcast(net_t *n, int64_t now, int src, int64_t bytes, int64_t tag)
@@ -151,8 +183,27 @@ void net_add_bcast(net_t *n, int64_t now, int src, int64_t bytes, int64_t tag)
            n->nodes);
     ASSERT(bytes > 0, "empty broadcast");
     push_ent(n, now,
-             (ent_t){src, NET_DST_ALL, n->nodes - 1, 0, 0, NULL, (double)bytes, 0, INT64_MAX,
-                     bytes, tag});
+             (ent_t){K_BCAST, src, NET_DST_ALL, n->nodes - 1, 0, 0, NULL, (double)bytes, 0,
+                     INT64_MAX, bytes, tag});
+}
+
+void net_add_gather(net_t *n, int64_t now, int dst, int64_t bytes, int64_t tag, const int *ex,
+                    int nex)
+{
+    ASSERT(dst >= 0 && dst < n->nodes && nex >= 0 && nex <= n->nodes - 2,
+           "gather to %d of %d excluding %d", dst, n->nodes, nex);
+    ASSERT(bytes > 0, "empty gather");
+    int *cp = NULL;
+    if (nex > 0) {
+        cp = xcalloc((size_t)nex, sizeof *cp);
+        for (int k = 0; k < nex; k++) {
+            ASSERT(ex[k] >= 0 && ex[k] < n->nodes && ex[k] != dst, "gather excludes %d", ex[k]);
+            cp[k] = ex[k];
+        }
+    }
+    push_ent(n, now,
+             (ent_t){K_GATHER, NET_SRC_ALL, dst, n->nodes - 1 - nex, nex, nex, cp, (double)bytes,
+                     0, INT64_MAX, bytes, tag});
 }
 
 int net_dirty(const net_t *n) { return n->dirty; }
@@ -208,15 +259,14 @@ static double share_of(const net_t *n, int r)
     int N = n->nodes;
     double rem;
     int64_t c;
-    if (r < N) {
-        rem = n->nic_Bps - n->used[r];
-        c = n->cnt[r];
-    } else if (r < 2 * N) {
-        rem = n->nic_Bps - n->fb - n->used[r];
-        c = n->bu + n->cnt[r];
-    } else if (r == 2 * N) {
-        rem = n->nic_Bps - n->fb;
-        c = n->bu;
+    if (r < 2 * N) {
+        int side = r >= N;
+        rem = n->nic_Bps - n->fm[side] - n->used[r];
+        c = n->mu[side] + n->cnt[r];
+    } else if (r < 2 * N + 2) {
+        int side = r - 2 * N;
+        rem = n->nic_Bps - n->fm[side];
+        c = n->mu[side];
     } else {
         rem = n->core_Bps - n->core_used;
         c = n->core_cnt;
@@ -232,110 +282,131 @@ static void freeze(net_t *n, int64_t i, double x)
     n->frozen[i] = 1;
     n->left--;
     e->rate = x;
-    n->cnt[e->src] -= e->mult;
-    n->used[e->src] += x * e->mult;
-    if (e->dst >= 0) {
+    if (e->kind == K_SINGLE) {
+        n->cnt[e->src]--;
+        n->used[e->src] += x;
         n->cnt[N + e->dst]--;
         n->used[N + e->dst] += x;
     } else {
-        /* leaves the global terms; the receive sides it does not cross (its sender's, those
-         * split off) never counted it */
-        n->bu--;
-        n->fb += x;
-        n->cnt[N + e->src]++;
-        n->used[N + e->src] -= x;
+        /* leaves the global terms; the leaf-side resources it does not cross (its hub node's,
+         * those excluded) never counted it */
+        int side = leaf_side(e), off = side * N, h = hub_res(n, e);
+        n->cnt[h] -= e->mult;
+        n->used[h] += x * e->mult;
+        n->mu[side]--;
+        n->fm[side] += x;
+        n->cnt[off + hub_node(e)]++;
+        n->used[off + hub_node(e)] -= x;
         for (int k = 0; k < e->nex; k++) {
-            n->cnt[N + e->ex[k]]++;
-            n->used[N + e->ex[k]] -= x;
+            n->cnt[off + e->ex[k]]++;
+            n->used[off + e->ex[k]] -= x;
         }
     }
     n->core_cnt -= e->mult;
     n->core_used += x * e->mult;
 }
 
-/* Whether broadcast g has a flow into d. */
+/* Whether multi g has a leaf at node d. */
 static int crosses(const ent_t *g, int d)
 {
-    if (g->src == d) return 0;
+    if (hub_node(g) == d) return 0;
     for (int k = 0; k < g->nex; k++)
         if (g->ex[k] == d) return 0;
     return 1;
 }
 
-/* Split broadcast i's flow into d off into a single flow (unfrozen, same tag and remaining
- * bytes; the broadcast excludes d from then on). No load changes: d carries one broadcast
- * fewer and one single more, the sender and the core the same flows. Returns its index. */
+static void grow_ent_scratch(net_t *n)
+{
+    if (n->ent_cap >= n->cap) return;
+    n->ent_cap = n->cap;
+    n->frozen = xrealloc(n->frozen, (size_t)n->ent_cap);
+    n->ml = xrealloc(n->ml, (size_t)n->ent_cap * sizeof *n->ml);
+    n->ovnext = xrealloc(n->ovnext, (size_t)n->ent_cap * 2 * sizeof *n->ovnext);
+    n->exin = xrealloc(n->exin, (size_t)n->ent_cap * sizeof *n->exin);
+}
+
+/* Split multi i's flow at leaf d off into a single flow (unfrozen, same tag and remaining
+ * bytes; the multi excludes d from then on). No load changes: d's leaf-side resource carries
+ * one multi fewer and one single more, the hub and the core the same flows. The single is
+ * listed at both its resources. Returns its index. */
 static int64_t split_one(net_t *n, int64_t i, int d)
 {
+    int N = n->nodes;
     if (n->n == n->cap) {
         n->cap *= 2;
         n->f = xrealloc(n->f, (size_t)n->cap * sizeof *n->f);
     }
-    if (n->ent_cap < n->cap) {
-        n->ent_cap = n->cap;
-        n->frozen = xrealloc(n->frozen, (size_t)n->ent_cap);
-        n->bl = xrealloc(n->bl, (size_t)n->ent_cap * sizeof *n->bl);
-        n->ov = xrealloc(n->ov, (size_t)n->ent_cap * sizeof *n->ov);
-    }
+    grow_ent_scratch(n);
     ent_t *g = &n->f[i];
-    ASSERT(g->mult > 1, "broadcast from %d split down to nothing", g->src);
+    ASSERT(g->mult > 1, "multi at %d split down to nothing", hub_node(g));
     if (g->nex == g->cap_ex) {
         g->cap_ex = g->cap_ex ? 2 * g->cap_ex : 4;
         g->ex = xrealloc(g->ex, (size_t)g->cap_ex * sizeof *g->ex);
     }
     g->ex[g->nex++] = d;
     g->mult--;
+    int src = g->kind == K_BCAST ? g->src : d, dst = g->kind == K_BCAST ? d : g->dst;
     int64_t j = n->n++;
-    n->f[j] = (ent_t){g->src, d, 1, 0, 0, NULL, g->rem, 0, INT64_MAX, g->bytes, g->tag};
+    n->f[j] = (ent_t){K_SINGLE, src, dst, 1, 0, 0, NULL, g->rem, 0, INT64_MAX, g->bytes, g->tag};
     n->frozen[j] = 0;
     n->left++;
+    n->ovnext[2 * j] = n->ovhead[src];
+    n->ovhead[src] = j;
+    n->ovnext[2 * j + 1] = n->ovhead[N + dst];
+    n->ovhead[N + dst] = j;
     return j;
 }
 
-/* Freeze every flow crossing a resource of the level (level[0..nl)) at x. A broadcast that
- * also crosses receive sides outside the level keeps those flows rising: either its flows into
- * the level's receive sides are split off and frozen, or (when its plain flows freeze) its
- * flows into the other special receive sides are split off unfrozen. */
-static void freeze_level(net_t *n, int nl, double x, int64_t special)
+/* Freeze every flow crossing a resource of the level (level[0..nl)) at x. A multi that also
+ * crosses leaf-side resources outside the level keeps those flows rising: either its flows
+ * into the level's resources are split off and frozen, or (when its plain flows freeze) its
+ * flows at the other special resources of its leaf side are split off unfrozen. */
+static void freeze_level(net_t *n, int nl, double x)
 {
-    int N = n->nodes, plain = 2 * N, core = 2 * N + 1;
-    int64_t level_recv = 0;
+    int N = n->nodes, core = 2 * N + 2;
+    int64_t level_side[2] = {0, 0};
     for (int k = 0; k < nl; k++) {
         n->in_level[n->level[k]] = 1;
-        level_recv += n->level[k] >= N && n->level[k] < 2 * N;
+        if (n->level[k] < 2 * N) level_side[n->level[k] >= N]++;
     }
     if (n->in_level[core]) {
         for (int64_t i = 0; i < n->n; i++)
             if (!n->frozen[i]) freeze(n, i, x);
-        n->nbl = 0;
+        n->nml = 0;
     }
     for (int k = 0; k < nl; k++) {
         int r = n->level[k];
         if (r >= 2 * N) continue;
         for (int64_t a = n->start[r]; a < n->start[r] + n->adjn[r]; a++)
             if (!n->frozen[n->adj[a]]) freeze(n, n->adj[a], x);
-        for (int64_t a = 0; a < n->nov; a++) {
-            const ent_t *e = &n->f[n->ov[a]];
-            if (!n->frozen[n->ov[a]] && (r < N ? e->src == r : e->dst == r - N))
-                freeze(n, n->ov[a], x);
-        }
+        for (int64_t j = n->ovhead[r]; j >= 0; j = n->ovnext[2 * j + (r >= N)])
+            if (!n->frozen[j]) freeze(n, j, x);
     }
-    int plain_cross = special < N, plain_in = n->in_level[plain];
-    int64_t w = 0, nbl = n->nbl;
-    for (int64_t k = 0; k < nbl; k++) {
-        int64_t i = n->bl[k];
+    /* a multi's excluded resources in the level, from the inverted lists (built at the start
+     * of the computation: a split made later only excludes a resource that saturated with
+     * it, or the multi froze) */
+    for (int k = 0; k < nl; k++) {
+        int r = n->level[k];
+        if (r >= 2 * N) continue;
+        for (int64_t a = n->exstart[r]; a < n->exstart[r] + n->exn[r]; a++) n->exin[n->exl[a]]++;
+    }
+    int64_t w = 0, nml = n->nml;
+    for (int64_t k = 0; k < nml; k++) {
+        int64_t i = n->ml[k];
         if (n->frozen[i]) continue;
         const ent_t *g = &n->f[i];
-        if (n->in_level[g->src]) {
+        int side = leaf_side(g), off = side * N, hub = hub_node(g);
+        if (n->in_level[hub_res(n, g)]) {
             freeze(n, i, x);
             continue;
         }
-        /* special receive sides it crosses: all touched ones but its sender's and excluded */
-        int64_t crossed = special - 1 - g->nex;
-        int64_t crossed_in = level_recv - n->in_level[N + g->src];
-        for (int e = 0; e < g->nex; e++) crossed_in -= n->in_level[N + g->ex[e]];
+        int plain_cross = n->special[side] < N, plain_in = n->in_level[2 * N + side];
+        /* special leaf-side resources it crosses: all touched ones but its hub node's and
+         * those excluded */
+        int64_t crossed = n->special[side] - 1 - g->nex;
+        int64_t crossed_in = level_side[side] - n->in_level[off + hub] - n->exin[i];
         if (crossed_in == 0 && !(plain_cross && plain_in)) {
-            n->bl[w++] = i; /* untouched by this level */
+            n->ml[w++] = i; /* untouched by this level */
             continue;
         }
         if (crossed_in == crossed && (plain_in || !plain_cross)) {
@@ -343,38 +414,48 @@ static void freeze_level(net_t *n, int nl, double x, int64_t special)
             continue;
         }
         if (plain_cross && plain_in) {
-            /* its plain flows freeze; those into special receive sides outside the level
-             * keep rising as singles */
-            for (int t = 0; t < n->nlevel_scan; t++) {
+            /* its plain flows freeze; those at special resources outside the level keep
+             * rising as singles */
+            n->mark2[off + hub] = 1;
+            for (int e = 0; e < g->nex; e++) n->mark2[off + g->ex[e]] = 1;
+            for (int t = 0; t < n->ntouched; t++) {
                 int r = n->touched[t];
-                if (r < N || r >= 2 * N || n->in_level[r] || !crosses(&n->f[i], r - N))
-                    continue;
-                int64_t j = split_one(n, i, r - N);
-                n->ov[n->nov++] = j;
+                if (r < off || r >= off + N || n->in_level[r] || n->mark2[r]) continue;
+                split_one(n, i, r - off);
             }
+            const ent_t *h = &n->f[i]; /* split_one may have moved the entities */
+            n->mark2[off + hub] = 0;
+            for (int e = 0; e < h->nex; e++) n->mark2[off + h->ex[e]] = 0;
             freeze(n, i, x);
             continue;
         }
-        /* its flows into the level's receive sides freeze; the rest keeps rising */
+        /* its flows at the level's resources freeze; the rest keeps rising */
         for (int t = 0; t < nl; t++) {
             int r = n->level[t];
-            if (r < N || r >= 2 * N || !crosses(&n->f[i], r - N)) continue;
-            freeze(n, split_one(n, i, r - N), x);
+            if (r < off || r >= off + N || !crosses(&n->f[i], r - off)) continue;
+            freeze(n, split_one(n, i, r - off), x);
         }
-        n->bl[w++] = i;
+        n->ml[w++] = i;
     }
-    n->nbl = w;
-    for (int k = 0; k < nl; k++) n->in_level[n->level[k]] = 0;
+    n->nml = w;
+    for (int k = 0; k < nl; k++) {
+        int r = n->level[k];
+        n->in_level[r] = 0;
+        if (r >= 2 * N) continue;
+        for (int64_t a = n->exstart[r]; a < n->exstart[r] + n->exn[r]; a++) n->exin[n->exl[a]] = 0;
+    }
 }
 
-static void touch_res(net_t *n, int r, int *nt)
+static void touch_res(net_t *n, int r)
 {
     if (n->mark[r]) return;
     n->mark[r] = 1;
-    n->touched[(*nt)++] = r;
+    n->touched[n->ntouched++] = r;
     n->cnt[r] = 0;
     n->used[r] = 0;
     n->adjn[r] = 0;
+    n->ovhead[r] = -1;
+    n->exn[r] = 0;
 }
 
 void net_recompute(net_t *n, int64_t now)
@@ -385,59 +466,88 @@ void net_recompute(net_t *n, int64_t now)
     n->next_ns = INT64_MAX;
     if (n->n == 0) return;
     int N = n->nodes;
-    if (n->ent_cap < n->cap) {
-        n->ent_cap = n->cap;
-        n->frozen = xrealloc(n->frozen, (size_t)n->ent_cap);
-        n->bl = xrealloc(n->bl, (size_t)n->ent_cap * sizeof *n->bl);
-        n->ov = xrealloc(n->ov, (size_t)n->ent_cap * sizeof *n->ov);
-    }
+    grow_ent_scratch(n);
     if (n->adj_cap < 2 * n->n) {
         n->adj_cap = 2 * n->cap;
         n->adj = xrealloc(n->adj, (size_t)n->adj_cap * sizeof *n->adj);
     }
-    /* Loads of the touched resources, and CSR adjacency: entities by sender, single flows by
-     * receiver. Broadcasts are listed once in bl. */
-    int nt = 0;
-    n->bu = 0;
-    n->fb = 0;
-    n->nbl = 0;
-    n->nov = 0;
+    /* Loads of the touched resources, and CSR adjacency: single flows by sender and by
+     * receiver, multis by hub. Multis are listed once more in ml. */
+    n->ntouched = 0;
+    n->mu[0] = n->mu[1] = 0;
+    n->fm[0] = n->fm[1] = 0;
+    n->nml = 0;
     n->core_cnt = 0;
     n->core_used = 0;
     for (int64_t i = 0; i < n->n; i++) {
         const ent_t *e = &n->f[i];
-        touch_res(n, e->src, &nt);
-        n->cnt[e->src] += e->mult;
-        n->adjn[e->src]++;
-        if (e->dst >= 0) {
-            touch_res(n, N + e->dst, &nt);
+        if (e->kind == K_SINGLE) {
+            touch_res(n, e->src);
+            n->cnt[e->src]++;
+            n->adjn[e->src]++;
+            touch_res(n, N + e->dst);
             n->cnt[N + e->dst]++;
             n->adjn[N + e->dst]++;
         } else {
-            /* a broadcast does not cross its own sender's or its excluded receive sides */
-            touch_res(n, N + e->src, &nt);
-            n->cnt[N + e->src]--;
+            int h = hub_res(n, e), off = leaf_side(e) * N;
+            touch_res(n, h);
+            n->cnt[h] += e->mult;
+            n->adjn[h]++;
+            /* a multi does not cross its hub node's or its excluded leaf-side resources */
+            touch_res(n, off + hub_node(e));
+            n->cnt[off + hub_node(e)]--;
             for (int k = 0; k < e->nex; k++) {
-                touch_res(n, N + e->ex[k], &nt);
-                n->cnt[N + e->ex[k]]--;
+                touch_res(n, off + e->ex[k]);
+                n->cnt[off + e->ex[k]]--;
             }
-            n->bu++;
-            n->bl[n->nbl++] = i;
+            n->mu[leaf_side(e)]++;
+            n->ml[n->nml++] = i;
         }
         n->core_cnt += e->mult;
     }
-    n->nlevel_scan = nt;
-    int64_t acc = 0, special = 0;
+    int nt = n->ntouched;
+    int64_t acc = 0;
+    n->special[0] = n->special[1] = 0;
     for (int k = 0; k < nt; k++) {
         int r = n->touched[k];
         n->start[r] = n->fill[r] = acc;
         acc += n->adjn[r];
-        special += r >= N;
+        n->special[r >= N]++;
     }
     for (int64_t i = 0; i < n->n; i++) {
         const ent_t *e = &n->f[i];
-        n->adj[n->fill[e->src]++] = i;
-        if (e->dst >= 0) n->adj[n->fill[N + e->dst]++] = i;
+        if (e->kind == K_SINGLE) {
+            n->adj[n->fill[e->src]++] = i;
+            n->adj[n->fill[N + e->dst]++] = i;
+        } else {
+            int h = hub_res(n, e);
+            n->adj[n->fill[h]++] = i;
+        }
+    }
+    int64_t nexall = 0;
+    for (int64_t k = 0; k < n->nml; k++) {
+        const ent_t *e = &n->f[n->ml[k]];
+        for (int x = 0; x < e->nex; x++) n->exn[leaf_side(e) * N + e->ex[x]]++;
+        nexall += e->nex;
+        n->exin[n->ml[k]] = 0;
+    }
+    if (n->exl_cap < nexall) {
+        n->exl_cap = 2 * nexall;
+        n->exl = xrealloc(n->exl, (size_t)n->exl_cap * sizeof *n->exl);
+    }
+    acc = 0;
+    for (int k = 0; k < nt; k++) {
+        int r = n->touched[k];
+        n->exstart[r] = acc;
+        acc += n->exn[r];
+        n->exn[r] = 0;
+    }
+    for (int64_t k = 0; k < n->nml; k++) {
+        const ent_t *e = &n->f[n->ml[k]];
+        for (int x = 0; x < e->nex; x++) {
+            int r = leaf_side(e) * N + e->ex[x];
+            n->exl[n->exstart[r] + n->exn[r]++] = n->ml[k];
+        }
     }
     ASSERT(n->n > 0, "no entities");
     memset(n->frozen, 0, (size_t)n->n);
@@ -450,9 +560,13 @@ void net_recompute(net_t *n, int64_t now)
         double s = share_of(n, n->touched[k]);
         if (s < INFINITY) heap_push(n, &hn, s, n->touched[k]);
     }
-    int plain = 2 * N, core = 2 * N + 1;
-    n->in_level[plain] = n->in_level[core] = 0;
-    if (n->bu > 0 && special < N) heap_push(n, &hn, share_of(n, plain), plain);
+    int core = 2 * N + 2;
+    for (int side = 0; side < 2; side++) {
+        n->in_level[2 * N + side] = 0;
+        if (n->mu[side] > 0 && n->special[side] < N)
+            heap_push(n, &hn, share_of(n, 2 * N + side), 2 * N + side);
+    }
+    n->in_level[core] = 0;
     if (n->core_Bps > 0) heap_push(n, &hn, share_of(n, core), core);
     while (hn > 0 && n->left > 0) {
         rheap_t top = heap_pop(n, &hn);
@@ -463,7 +577,7 @@ void net_recompute(net_t *n, int64_t now)
             continue;
         }
         /* Every resource saturating at this level, together: in an all-to-all every NIC
-         * saturates at once, and broadcasts then freeze whole instead of being split. */
+         * saturates at once, and multis then freeze whole instead of being split. */
         double lim = share * (1 + 1e-12);
         int nl = 0;
         n->level[nl++] = top.r;
@@ -474,7 +588,7 @@ void net_recompute(net_t *n, int64_t now)
             if (s2 > lim) heap_push(n, &hn, s2, t2.r);
             else n->level[nl++] = t2.r;
         }
-        freeze_level(n, nl, share, special);
+        freeze_level(n, nl, share);
     }
     for (int k = 0; k < nt; k++) n->mark[n->touched[k]] = 0;
     for (int64_t i = 0; i < n->n; i++) {

@@ -4,23 +4,28 @@
  * and core). Rates are recomputed only when the set of flows changed and virtual time is about
  * to advance, so flows that start or end at the same instant cost one recomputation.
  *
- * Two kinds of entity carry flows:
+ * Three kinds of entity carry flows:
  *   a single flow  src -> dst (net_add);
  *   a broadcast    src -> every other node, the same bytes to each (net_add_bcast): ONE entity
  *                  standing for nodes-1 flows that move at one common rate, the smallest fair
  *                  share, so it ends at one instant. It weighs nodes-1 on its sender's send
- *                  side and on the core, and 1 on every other node's receive side. Where a
- *                  receive side would give its flow less than the others get (it saturates
- *                  first), that flow is split off into a single flow (the broadcast then
- *                  excludes that receiver), so rates are exactly per-flow max-min.
- * The rate computation never visits a broadcast's receivers one by one: a receive side that
- * carries only broadcasts (no single flow ends there, it is the source of no broadcast) is
- * "plain", and all plain receive sides are one resource class with the same load. So a
- * recomputation costs O(entities log entities), not O(flows): an all-to-all of P nodes is P
- * entities (plus the flows split off at congested receivers), not P^2 flows. The rates are
- * those of per-flow max-min over the flows the entities stand for (up to floating-point
- * rounding). Exactness does not rest on the nodes being alike: a broadcast is kept whole only
- * while its flows provably get one rate, and split where they do not.
+ *                  side (its "hub") and on the core, and 1 on every other node's receive side
+ *                  (its "leaves"). Where a receive side would give its flow less than the
+ *                  others get (it saturates first), that flow is split off into a single flow
+ *                  (the broadcast then excludes that receiver), so rates are exactly per-flow
+ *                  max-min.
+ *   a gather       every node but dst and an excluded list -> dst, the same bytes each
+ *                  (net_add_gather): the mirror image, hub = dst's receive side, leaves = the
+ *                  senders' send sides; split the same way where a sender is congested.
+ * The rate computation never visits a broadcast's or gather's leaves one by one: a send or
+ * receive side that carries only the leaves of such entities (no single flow, no hub, not
+ * excluded from any) is "plain", and the plain sides of one direction are one resource class
+ * with the same load. So a recomputation costs O(entities log entities), not O(flows): an
+ * all-to-all of P nodes is P entities, P workers pushing to one shard one entity (plus the
+ * flows split off at congested nodes), not P^2 or P flows. The rates are those of per-flow
+ * max-min over the flows the entities stand for (up to floating-point rounding). Exactness
+ * does not rest on the nodes being alike: an entity is kept whole only while its flows
+ * provably get one rate, and split where they do not.
  *
  * A flow's bytes drain at its rate; net_next_ns() is the earliest finish. Latency is not
  * modelled here: the caller delivers a finished flow after the message latency.
@@ -35,8 +40,10 @@
 
 typedef struct net net_t;
 
-/* The `dst` a finish callback gets for a broadcast: every node but src. */
+/* The `dst` a finish callback gets for a broadcast: every node but src; the `src` it gets for
+ * a gather: every node but dst (and those skipped). */
 #define NET_DST_ALL (-1)
+#define NET_SRC_ALL (-1)
 
 /* core_Bps <= 0: a non-blocking switch. */
 net_t *net_new(int nodes, double nic_Bps, double core_Bps);
@@ -47,6 +54,11 @@ void net_add(net_t *n, int64_t now_ns, int src, int dst, int64_t bytes, int64_t 
 
 /* Start a broadcast: bytes > 0 from src to each of the other nodes-1 nodes (nodes >= 2). */
 void net_add_bcast(net_t *n, int64_t now_ns, int src, int64_t bytes, int64_t tag);
+
+/* Start a gather: bytes > 0 from every node but dst and but ex[0..nex) (distinct, none equal
+ * to dst, nex <= nodes - 2) to dst. */
+void net_add_gather(net_t *n, int64_t now_ns, int dst, int64_t bytes, int64_t tag, const int *ex,
+                    int nex);
 
 /* true when flows were added or removed since the last rate computation. */
 int net_dirty(const net_t *n);
@@ -64,7 +76,10 @@ int64_t net_next_ns(const net_t *n);
 /* Remove every entity finishing at or before now + NET_FINISH_SLACK_NS, calling fn for each
  * (in a fixed order). A broadcast is one call with dst = NET_DST_ALL, bytes per receiver, and
  * the receivers skip[0..nskip) whose flows were split off: each of those finishes as a single
- * flow (dst = that receiver) carrying the broadcast's tag, before or after the broadcast. */
+ * flow (dst = that receiver) carrying the broadcast's tag, before or after the broadcast. A
+ * gather is one call with src = NET_SRC_ALL and skip = the senders it does not cover (those
+ * excluded at the start and those split off; a split-off flow finishes as a single flow from
+ * its sender carrying the gather's tag). */
 typedef void (*net_finish_fn)(void *arg, int64_t tag, int src, int dst, int64_t bytes,
                               const int *skip, int nskip);
 int net_finish(net_t *n, int64_t now_ns, net_finish_fn fn, void *arg);

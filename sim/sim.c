@@ -31,6 +31,14 @@ typedef struct {
     int n;
 } skip_t;
 
+/* A flow of a transfer group waiting for the end of the instant: flows of one op and
+ * iteration that converge on one node with the same bytes (every worker's PUSH to a shard)
+ * enter the network as one gather. */
+typedef struct {
+    int t, op, src, dst;
+    int64_t bytes;
+} pflow_t;
+
 typedef struct {
     const plan_t *p;
     const sim_times_t *tm;
@@ -56,7 +64,12 @@ typedef struct {
     int64_t n_skips, cap_skips;
     int *skip_nodes;
     int64_t n_skip_nodes, cap_skip_nodes;
-    char *skipped;         /* [node] scratch of deliver() */
+    char *skipped;         /* [node] scratch of deliver() and flush_pending() */
+    pflow_t *pend;         /* flows started at this instant, not yet in the network */
+    int64_t n_pend, cap_pend;
+    int64_t *pord;         /* scratch of flush_pending() */
+    int64_t cap_pord;
+    int *pex;              /* [node] scratch: a gather's excluded senders */
     char *computing;
     int64_t *last_ns, *busy_ns, *comm_ns, *both_ns;
     int64_t *sent, *recv;
@@ -207,8 +220,11 @@ static void ready(sim_t *s, int op, int node, int t)
             s->nflows[d]++;
             s->sent[node] += bytes;
             s->recv[d] += bytes;
-            tag = ((((int64_t)t * s->O) + op) * s->N + node) * s->N + d;
-            net_add(s->net, s->now, node, d, bytes, tag);
+            if (s->n_pend == s->cap_pend) {
+                s->cap_pend = s->cap_pend ? 2 * s->cap_pend : 256;
+                s->pend = xrealloc(s->pend, (size_t)s->cap_pend * sizeof *s->pend);
+            }
+            s->pend[s->n_pend++] = (pflow_t){t, op, node, d, bytes};
         }
         break;
     }
@@ -251,10 +267,68 @@ static void complete(sim_t *s, int op, int node, int t, int peer, int64_t bytes)
     }
 }
 
+/* nflow flows of instance (op, src, t) have been delivered. */
+static void sent_done(sim_t *s, int op, int src, int t, int nflow)
+{
+    int32_t *c = &s->cnt[idx(s, t, op, src)];
+    ASSERT(*c >= nflow, "flow of op %d delivered twice", op);
+    *c -= nflow;
+    if (*c == 0) {
+        /* the trace row's bytes and peer; O(1) for a broadcast */
+        int64_t bytes = 0, b;
+        int peer = -1, self;
+        if (s->o->trace && plan_dest_broadcast(s->p, op, src, &b, &self)) {
+            bytes = b * (s->N - 1 + self);
+        } else if (s->o->trace) {
+            int nd = plan_n_dests(s->p, op, src);
+            for (int i = 0; i < nd; i++) {
+                int d = plan_dest(s->p, op, src, i, &b);
+                bytes += b;
+                if (nd == 1) peer = d;
+            }
+        }
+        complete(s, op, src, t, peer, bytes);
+    }
+}
+
+/* A gather's flows into dst: from every node but dst and but the senders of skip list
+ * -2 - src (none when src == NET_SRC_ALL). */
+static void deliver_gather(sim_t *s, int op, int src, int dst, int t)
+{
+    if (src != NET_SRC_ALL) {
+        const skip_t *sk = &s->skips[-2 - src];
+        for (int k = 0; k < sk->n; k++) s->skipped[s->skip_nodes[sk->first + k]] = 1;
+    }
+    s->skipped[dst] = 1;
+    int nflow = 0;
+    for (int n = 0; n < s->N; n++) nflow += !s->skipped[n];
+    for (int k = 0; k < s->rev_n[DEP_RECV][op]; k++) {
+        rev_t r = s->rev[DEP_RECV][s->rev_first[DEP_RECV][op] + k];
+        if (t + r.back >= s->T || !plan_has_instance(s->p, r.op, dst)) continue;
+        /* nflow deliveries at once: the last one readies the instance */
+        int32_t *c = &s->cnt[idx(s, t + r.back, r.op, dst)];
+        ASSERT(*c >= nflow, "op %s unit %d node %d iteration %d: dependency count underflow",
+               op_kind_name(s->p->ops[r.op].kind), s->p->ops[r.op].unit, dst, t + r.back);
+        *c -= nflow - 1;
+        dec(s, r.op, dst, t + r.back);
+    }
+    for (int n = 0; n < s->N; n++)
+        if (!s->skipped[n]) sent_done(s, op, n, t, 1);
+    s->skipped[dst] = 0;
+    if (src != NET_SRC_ALL) {
+        const skip_t *sk = &s->skips[-2 - src];
+        for (int k = 0; k < sk->n; k++) s->skipped[s->skip_nodes[sk->first + k]] = 0;
+    }
+}
+
 /* dst >= 0: one flow. dst < 0: a broadcast's flows to every node but src and but the
- * receivers of skip list -2 - dst (none when dst == NET_DST_ALL). */
+ * receivers of skip list -2 - dst (none when dst == NET_DST_ALL). src < 0: a gather's. */
 static void deliver(sim_t *s, int op, int src, int dst, int t)
 {
+    if (src < 0) {
+        deliver_gather(s, op, src, dst, t);
+        return;
+    }
     int nflow = 1;
     if (dst < 0) {
         nflow = s->N - 1;
@@ -282,25 +356,98 @@ static void deliver(sim_t *s, int op, int src, int dst, int t)
             for (int k = 0; k < sk->n; k++) s->skipped[s->skip_nodes[sk->first + k]] = 0;
         }
     }
-    int32_t *c = &s->cnt[idx(s, t, op, src)];
-    ASSERT(*c >= nflow, "flow of op %d delivered twice", op);
-    *c -= nflow;
-    if (*c == 0) {
-        /* the trace row's bytes and peer; O(1) for a broadcast */
-        int64_t bytes = 0, b;
-        int peer = -1, self;
-        if (s->o->trace && plan_dest_broadcast(s->p, op, src, &b, &self)) {
-            bytes = b * (s->N - 1 + self);
-        } else if (s->o->trace) {
-            int nd = plan_n_dests(s->p, op, src);
-            for (int i = 0; i < nd; i++) {
-                int d = plan_dest(s->p, op, src, i, &b);
-                bytes += b;
-                if (nd == 1) peer = d;
-            }
-        }
-        complete(s, op, src, t, peer, bytes);
+    sent_done(s, op, src, t, nflow);
+}
+
+/* Keep a finished entity's skip list until its delivery; returns its code -2 - index. */
+static int skip_store(sim_t *s, const int *skip, int nskip)
+{
+    if (s->n_skips == s->cap_skips) {
+        s->cap_skips = s->cap_skips ? 2 * s->cap_skips : 64;
+        s->skips = xrealloc(s->skips, (size_t)s->cap_skips * sizeof *s->skips);
     }
+    if (s->n_skip_nodes + nskip > s->cap_skip_nodes) {
+        s->cap_skip_nodes = 2 * (s->n_skip_nodes + nskip);
+        s->skip_nodes = xrealloc(s->skip_nodes, (size_t)s->cap_skip_nodes * sizeof *s->skip_nodes);
+    }
+    s->skips[s->n_skips] = (skip_t){s->n_skip_nodes, nskip};
+    memcpy(s->skip_nodes + s->n_skip_nodes, skip, (size_t)nskip * sizeof *skip);
+    s->n_skip_nodes += nskip;
+    ASSERT(s->n_skips < INT32_MAX / 2, "too many split broadcasts and gathers");
+    return -2 - (int)s->n_skips++;
+}
+
+/* Flush order key: (t, op, dst, bytes), then arrival (qsort has no context argument; the
+ * simulator is single-threaded). */
+static const pflow_t *s_sort_pend;
+static int pord_cmp(const void *a, const void *b)
+{
+    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+    const pflow_t *x = &s_sort_pend[i], *y = &s_sort_pend[j];
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    if (x->op != y->op) return x->op < y->op ? -1 : 1;
+    if (x->dst != y->dst) return x->dst < y->dst ? -1 : 1;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+/* Put the flows started at this instant into the network, in the order they started: those
+ * of one (iteration, op, destination, bytes) from more than half of the other nodes as one
+ * gather (at the place of its first flow), the rest as single flows. */
+static void flush_pending(sim_t *s)
+{
+    int64_t np = s->n_pend;
+    if (np == 0) return;
+    if (np > s->cap_pord) {
+        s->cap_pord = 2 * np;
+        s->pord = xrealloc(s->pord, (size_t)s->cap_pord * 3 * sizeof *s->pord);
+    }
+    int64_t *ord = s->pord, *grp = s->pord + s->cap_pord, *end = grp + s->cap_pord;
+    for (int64_t i = 0; i < np; i++) {
+        ord[i] = i;
+        grp[i] = -1;
+    }
+    s_sort_pend = s->pend;
+    qsort(ord, (size_t)np, sizeof *ord, pord_cmp);
+    /* grp[i]: the position in ord where flow i's gather starts (-1: a single flow); the
+     * group's first flow (its earliest) also knows where it ends */
+    for (int64_t a = 0; a < np;) {
+        const pflow_t *x = &s->pend[ord[a]];
+        int64_t b = a + 1;
+        while (b < np) {
+            const pflow_t *y = &s->pend[ord[b]];
+            if (y->t != x->t || y->op != x->op || y->dst != x->dst || y->bytes != x->bytes) break;
+            b++;
+        }
+        if (b - a >= 2 && 2 * (b - a) > s->N - 1) {
+            for (int64_t k = a; k < b; k++) grp[ord[k]] = a;
+            end[ord[a]] = b;
+        }
+        a = b;
+    }
+    for (int64_t i = 0; i < np; i++) {
+        const pflow_t *f = &s->pend[i];
+        if (grp[i] < 0) {
+            int64_t tag = ((((int64_t)f->t * s->O) + f->op) * s->N + f->src) * s->N + f->dst;
+            net_add(s->net, s->now, f->src, f->dst, f->bytes, tag);
+            continue;
+        }
+        if (ord[grp[i]] != i) continue; /* in the gather led by an earlier flow */
+        for (int n = 0; n < s->N; n++) s->skipped[n] = 1;
+        for (int64_t k = grp[i]; k < end[i]; k++) {
+            int src = s->pend[ord[k]].src;
+            ASSERT(s->skipped[src], "two flows %d -> %d in one group", src, f->dst);
+            s->skipped[src] = 0;
+        }
+        int nex = 0;
+        for (int n = 0; n < s->N; n++) {
+            if (s->skipped[n] && n != f->dst) s->pex[nex++] = n;
+            s->skipped[n] = 0;
+        }
+        int64_t tag = ((((int64_t)f->t * s->O) + f->op) * s->N + f->dst) * s->N + f->dst;
+        net_add_gather(s->net, s->now, f->dst, f->bytes, tag, s->pex, nex);
+    }
+    s->n_pend = 0;
 }
 
 static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, const int *skip,
@@ -310,26 +457,31 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
     (void)bytes;
     int64_t rest = tag / ((int64_t)s->N * s->N);
     int op = (int)(rest % s->O), t = (int)(rest / s->O);
+    if (src == NET_SRC_ALL) {
+        /* a gather: its senders (all but dst and those skipped; flows split off finish on
+         * their own) stop sending */
+        for (int k = 0; k < nskip; k++) s->skipped[skip[k]] = 1;
+        s->skipped[dst] = 1;
+        int covered = 0;
+        for (int n = 0; n < s->N; n++)
+            if (!s->skipped[n]) {
+                touch(s, n);
+                s->nflows[n]--;
+                covered++;
+            }
+        for (int k = 0; k < nskip; k++) s->skipped[skip[k]] = 0;
+        s->skipped[dst] = 0;
+        touch(s, dst);
+        s->nflows[dst] -= covered;
+        if (nskip > 0) src = skip_store(s, skip, nskip);
+        evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
+        return;
+    }
     if (dst == NET_DST_ALL) {
         /* the broadcast's lifetime stands for its group in the communication time, the flows
          * split off from it included */
         bcasts_add(s, -1);
-        if (nskip > 0) {
-            if (s->n_skips == s->cap_skips) {
-                s->cap_skips = s->cap_skips ? 2 * s->cap_skips : 64;
-                s->skips = xrealloc(s->skips, (size_t)s->cap_skips * sizeof *s->skips);
-            }
-            if (s->n_skip_nodes + nskip > s->cap_skip_nodes) {
-                s->cap_skip_nodes = 2 * (s->n_skip_nodes + nskip);
-                s->skip_nodes =
-                    xrealloc(s->skip_nodes, (size_t)s->cap_skip_nodes * sizeof *s->skip_nodes);
-            }
-            s->skips[s->n_skips] = (skip_t){s->n_skip_nodes, nskip};
-            memcpy(s->skip_nodes + s->n_skip_nodes, skip, (size_t)nskip * sizeof *skip);
-            s->n_skip_nodes += nskip;
-            ASSERT(s->n_skips < INT32_MAX / 2, "too many split broadcasts");
-            dst = -2 - (int)s->n_skips++;
-        }
+        if (nskip > 0) dst = skip_store(s, skip, nskip);
         evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
         return;
     }
@@ -402,6 +554,7 @@ int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_res
     s->nflows = xcalloc((size_t)s->N, sizeof *s->nflows);
     s->computing = xcalloc((size_t)s->N, 1);
     s->skipped = xcalloc((size_t)s->N, 1);
+    s->pex = xcalloc((size_t)s->N, sizeof *s->pex);
     s->last_ns = xcalloc((size_t)s->N, sizeof(int64_t));
     s->busy_ns = xcalloc((size_t)s->N, sizeof(int64_t));
     s->comm_ns = xcalloc((size_t)s->N, sizeof(int64_t));
@@ -434,6 +587,7 @@ int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_res
     event_t e;
     for (;;) {
         int64_t te = evq_peek_time(s->q);
+        if (te > s->now) flush_pending(s);
         if (net_dirty(s->net) && te > s->now) net_recompute(s->net, s->now);
         int64_t tn = net_dirty(s->net) ? INT64_MAX : net_next_ns(s->net);
         if (tn == INT64_MAX && te == INT64_MAX) break;
@@ -506,6 +660,9 @@ int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_res
     free(s->nflows);
     free(s->computing);
     free(s->skipped);
+    free(s->pex);
+    free(s->pend);
+    free(s->pord);
     free(s->skips);
     free(s->skip_nodes);
     free(s->last_ns);

@@ -2,7 +2,11 @@
  * node's speed, times per-op noise), server applies take bytes / server throughput, SFB
  * reconstructions take FLOPs / GEMM rate, and transfers become flows of the network model
  * (net.h) delivered one latency after their last byte. The executor follows plan.h's walking
- * rules exactly; it holds no policy of its own.
+ * rules exactly; it holds no policy of its own. How flows enter the network is a matter of
+ * speed only: a broadcast group is one network entity, and the flows started at one instant
+ * by one op and iteration into one node with equal bytes from more than half of the other
+ * nodes (every worker's PUSH to a shard) are one gather; the rates are per-flow max-min
+ * either way.
  *
  * State is O(iterations x ops x nodes) counters; everything is passed through sim_t, so one
  * process can run several simulations. Deterministic for a given (plan, times, seed).

@@ -120,13 +120,15 @@ TEST(sim_net_closed_forms)
 
 #define MIX_FLOWS 40
 
-/* Per-(flow, receiver) finish times of a random mix of single flows and broadcasts, started at
- * random times; expand = 1 runs each broadcast as nodes-1 single flows. */
+/* Per-(flow, receiver) finish times of a random mix of single flows, broadcasts and gathers
+ * (per sender for these), started at random times; expand = 1 runs each broadcast and gather
+ * as its single flows. */
 typedef struct {
-    int64_t *fin; /* [tag * N + dst] */
+    int64_t *fin; /* [tag * N + dst], for a gather's flows [tag * N + src] */
     int N;
     int64_t now;
-    int splits_seen;
+    int splits_seen, gather_splits_seen;
+    char is_gather[MIX_FLOWS];
 } pair_log_t;
 
 static void on_pair(void *arg, int64_t tag, int src, int dst, int64_t bytes, const int *skip,
@@ -134,23 +136,28 @@ static void on_pair(void *arg, int64_t tag, int src, int dst, int64_t bytes, con
 {
     pair_log_t *l = arg;
     (void)bytes;
-    if (dst >= 0) {
-        l->fin[tag * l->N + dst] = l->now;
+    if (src >= 0 && dst >= 0) {
+        l->fin[tag * l->N + (l->is_gather[tag] ? src : dst)] = l->now;
+        l->gather_splits_seen += l->is_gather[tag]; /* split off (or expanded) */
         return;
     }
-    l->splits_seen += nskip > 0;
+    /* a broadcast (dst < 0) or a gather (src < 0): every node but the hub and those skipped */
+    int hub = dst < 0 ? src : dst;
+    if (dst < 0) l->splits_seen += nskip > 0;
     for (int d = 0; d < l->N; d++) {
-        int skipped = d == src;
+        int skipped = d == hub;
         for (int k = 0; k < nskip; k++) skipped |= skip[k] == d;
         if (!skipped) l->fin[tag * l->N + d] = l->now;
     }
 }
 
-static int random_mix(uint64_t seed, int expand, int N, int64_t *fin, double core_Bps)
+static int random_mix(uint64_t seed, int expand, int N, int64_t *fin, double core_Bps,
+                      int *gather_splits)
 {
     rng_t *r = rng_new(seed, 0);
     net_t *n = net_new(N, 1e9, core_Bps);
-    pair_log_t l = {fin, N, 0, 0};
+    pair_log_t l = {fin, N, 0, 0, 0, {0}};
+    int ex[16];
     int64_t start = 0;
     for (int k = 0; k < MIX_FLOWS; k++) {
         int64_t at = start + (int64_t)rng_uint(r, 400000);
@@ -165,7 +172,27 @@ static int random_mix(uint64_t seed, int expand, int N, int64_t *fin, double cor
         l.now = start = at;
         int src = (int)rng_uint(r, (uint64_t)N);
         int64_t bytes = 1000 + (int64_t)rng_uint(r, 1000000);
-        if (rng_uniform(r) < 0.4) {
+        double kind = rng_uniform(r);
+        if (kind >= 0.4 && kind < 0.65) {
+            /* a gather into src from every other node but a random few */
+            int nex = 0, members = 0;
+            for (int d = 0; d < N; d++) {
+                if (d == src) continue;
+                if (rng_uniform(r) < 0.25 && nex < N - 2) ex[nex++] = d;
+                else members++;
+            }
+            l.is_gather[k] = 1;
+            if (expand) {
+                for (int d = 0; d < N; d++) {
+                    int out = d == src;
+                    for (int e = 0; e < nex; e++) out |= ex[e] == d;
+                    if (!out) net_add(n, at, d, src, bytes, k);
+                }
+            } else {
+                net_add_gather(n, at, src, bytes, k, ex, nex);
+            }
+            (void)members;
+        } else if (kind < 0.4) {
             if (expand) {
                 for (int d = 0; d < N; d++)
                     if (d != src) net_add(n, at, src, d, bytes, k);
@@ -191,22 +218,23 @@ static int random_mix(uint64_t seed, int expand, int N, int64_t *fin, double cor
     }
     net_destroy(&n);
     rng_destroy(&r);
+    *gather_splits += l.gather_splits_seen;
     return l.splits_seen;
 }
 
 TEST(sim_net_broadcast_equals_its_flows)
 {
-    /* A broadcast entity gives every one of its flows the rate per-flow max-min gives it, also
-     * when receivers are congested unevenly (then it splits): finish times equal those of
-     * nodes-1 single flows, within the finish slack and rounding. */
-    int splits = 0;
+    /* A broadcast (gather) entity gives every one of its flows the rate per-flow max-min gives
+     * it, also when receivers (senders) are congested unevenly (then it splits): finish times
+     * equal those of its single flows, within the finish slack and rounding. */
+    int splits = 0, gsplits = 0, gexpanded = 0;
     for (uint64_t seed = 1; seed <= 40; seed++) {
         int N = 3 + (int)(seed % 7);
         double core = seed % 4 == 0 ? 2.5e9 : 0;
         size_t len = (size_t)MIX_FLOWS * N;
         int64_t *a = calloc(len, sizeof *a), *b = calloc(len, sizeof *b);
-        splits += random_mix(seed, 0, N, a, core);
-        random_mix(seed, 1, N, b, core);
+        splits += random_mix(seed, 0, N, a, core, &gsplits);
+        random_mix(seed, 1, N, b, core, &gexpanded);
         int bad = 0;
         for (size_t i = 0; i < len; i++)
             if (llabs(a[i] - b[i]) > 2 * NET_FINISH_SLACK_NS) {
@@ -220,6 +248,9 @@ TEST(sim_net_broadcast_equals_its_flows)
         free(b);
     }
     CHECK(splits > 0, "no broadcast was split: the uneven case was not exercised");
+    CHECK(gsplits > 0, "no gather was split: the uneven case was not exercised");
+    CHECK(gsplits < gexpanded, "gathers were not kept whole (%d of %d flows split)", gsplits,
+          gexpanded);
 }
 
 /* A one-layer network (FC 1024 -> 256, no bias: 1 MiB of weights) with fixed compute times. */
