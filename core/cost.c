@@ -107,11 +107,17 @@ cost_t cost_sfb(const cost_params_t *p, int64_t m, int64_t n)
     return c;
 }
 
-int64_t cost_allreduce_bytes(int nodes, int64_t bytes)
+int cost_allreduce_steps(int nodes) { return nodes <= 1 ? 0 : 2 * (nodes - 1); }
+
+int64_t cost_allreduce_chunk_bytes(int nodes, int64_t bytes)
 {
     if (nodes <= 1 || bytes <= 0) return 0;
-    int64_t chunk = (bytes + nodes - 1) / nodes;
-    return 2 * (int64_t)(nodes - 1) * chunk;
+    return (bytes + nodes - 1) / nodes;
+}
+
+int64_t cost_allreduce_bytes(int nodes, int64_t bytes)
+{
+    return (int64_t)cost_allreduce_steps(nodes) * cost_allreduce_chunk_bytes(nodes, bytes);
 }
 
 cost_t cost_allreduce(const cost_params_t *p, int64_t bytes)
@@ -121,7 +127,11 @@ cost_t cost_allreduce(const cost_params_t *p, int64_t bytes)
     if (P == 1 || bytes <= 0) return c;
     int64_t b = cost_allreduce_bytes(P, bytes);
     c.worker_sent = c.worker_recv = c.node_sent = c.node_recv = b;
-    c.time_ns = 2 * (int64_t)(P - 1) * p->lat_ns + xfer_ns(p, b);
+    /* 2(P-1) dependent steps: a node forwards a chunk only after the chunk of the previous
+     * step has arrived from its predecessor, so every step pays a latency (the runtime's ring,
+     * runtime/allreduce.c, as the simulator executes it) */
+    int64_t step_ns = p->lat_ns + xfer_ns(p, cost_allreduce_chunk_bytes(P, bytes));
+    c.time_ns = cost_allreduce_steps(P) * step_ns;
     return c;
 }
 

@@ -11,7 +11,10 @@
  * Time is for the layer alone on an idle full-duplex network: per phase, the busiest NIC
  * direction's bytes / bandwidth + one latency (blocks are pipelined). PS: push, apply on the
  * shard, pull. SFB: one all-to-all broadcast, then P1-1 rank-K reconstructions (2KMN FLOPs
- * each) at gemm_flops. Ring all-reduce: 2(P-1) steps of bytes/P.
+ * each) at gemm_flops. Ring all-reduce: 2(P-1) dependent steps (reduce-scatter, then
+ * all-gather), each moving a chunk of ceil(bytes/P) to the ring successor and paying one
+ * latency, since a node forwards a chunk only once the previous one has arrived:
+ * 2(P-1) (latency + chunk / bandwidth).
  */
 #ifndef POSEIDON_COST_H
 #define POSEIDON_COST_H
@@ -72,6 +75,11 @@ cost_t cost_allreduce(const cost_params_t *p, int64_t bytes);
 /* Ring all-reduce bytes each node sends (and receives): 2(P-1)/P of the tensor, in whole
  * per-step chunks of ceil(bytes/P). */
 int64_t cost_allreduce_bytes(int nodes, int64_t bytes);
+
+/* Steps of a ring all-reduce over `nodes` (2(P-1); 0 for one node) and the bytes one node
+ * sends in each step (ceil(bytes/P)). */
+int cost_allreduce_steps(int nodes);
+int64_t cost_allreduce_chunk_bytes(int nodes, int64_t bytes);
 
 /* SFB bytes one worker sends to one peer per iteration: K(M+N) fp32 values. */
 int64_t cost_sfb_peer_bytes(int batch, int64_t m, int64_t n);

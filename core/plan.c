@@ -41,7 +41,7 @@ static int add_op(builder_t *b, op_kind_t kind, int unit, op_place_t place, op_r
         p->ops = xrealloc(p->ops, (size_t)b->cap_ops * sizeof *p->ops);
     }
     int id = p->n_ops++;
-    p->ops[id] = (plan_op_t){id, kind, unit, place, res, bytes, flops, priority, 0, 0};
+    p->ops[id] = (plan_op_t){id, kind, unit, place, res, bytes, flops, priority, 0, 0, 1};
     return id;
 }
 
@@ -149,6 +149,8 @@ int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme,
             break;
         case SYNC_ALLREDUCE:
             un->ar_bytes = cost_allreduce_bytes(p->workers, t.weight_bytes + t.bias_bytes);
+            un->ar_chunk_bytes =
+                cost_allreduce_chunk_bytes(p->workers, t.weight_bytes + t.bias_bytes);
             break;
         default: break;
         }
@@ -185,9 +187,11 @@ int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme,
                            (p->workers - 1);
             un->op_update = add_op(&b, OP_UPDATE, u, PLACE_WORKERS, RES_UPDATE, 0, recon, u);
         }
-        if (un->method == SYNC_ALLREDUCE)
+        if (un->method == SYNC_ALLREDUCE) {
             un->op_allreduce =
                 add_op(&b, OP_ALLREDUCE, u, PLACE_WORKERS, RES_NET, un->ar_bytes, 0, u);
+            p->ops[un->op_allreduce].steps = cost_allreduce_steps(p->workers);
+        }
     }
 
     /* Dependencies, op by op (contiguous per op). */
@@ -221,7 +225,8 @@ int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme,
             add_dep(&b, o, un->op_bwd, DEP_LOCAL, 0);
             add_dep(&b, o, o, DEP_LOCAL, 1);
             break;
-        case OP_ALLREDUCE: add_dep(&b, o, trigger, DEP_ALL, 0); break;
+        /* no barrier: each step waits for its predecessor's chunk (see plan.h) */
+        case OP_ALLREDUCE: add_dep(&b, o, trigger, DEP_LOCAL, 0); break;
         default: ASSERT(0, "bad op kind %d", op->kind);
         }
     }
@@ -283,7 +288,7 @@ int plan_dest(const plan_t *p, int op, int node, int i, int64_t *bytes)
         *bytes = cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, node);
         return i;
     case OP_SFB: *bytes = u->sfb_peer_bytes; return i < node ? i : i + 1;
-    case OP_ALLREDUCE: *bytes = u->ar_bytes; return (node + 1) % p->workers;
+    case OP_ALLREDUCE: *bytes = u->ar_chunk_bytes; return (node + 1) % p->workers;
     default: ASSERT(0, "op %d is not a transfer", op);
     }
     return -1;

@@ -23,8 +23,16 @@
  *   PUSH      worker -> each shard holding the unit's blocks (its piece of the gradient)
  *   PULL      shard  -> every worker (the updated piece)
  *   SFB       worker -> every other worker (K x (M+N) sufficient factors)
- *   ALLREDUCE worker -> next worker on the ring (2(P-1)/P of the tensor, the ring's steps
- *             collapsed into one flow that starts when every node is ready)
+ *   ALLREDUCE worker -> next worker on the ring, in op.steps = 2(P-1) dependent steps
+ *             (reduce-scatter, then all-gather) of one flow each, plan_dest()'s bytes (a
+ *             chunk: ceil(tensor/P)) per step. Step k > 0 of node r starts when r's own step
+ *             k-1 has been delivered and the predecessor's step k-1 has been delivered to r
+ *             (a node forwards a chunk only once the previous one has arrived, as
+ *             runtime/allreduce.c does). The instance completes when its last step has been
+ *             delivered and it has received the predecessor's last step. For DEP_RECV the
+ *             predecessor's steps count as ONE flow (plan_n_sources() is 1), delivered with
+ *             its last step: the reduced tensor is then complete at r.
+ *   Every other op has steps = 1: its flows start together when the instance is ready.
  *
  * Dependencies of an instance (op, node, t) — each plan_dep_t names an op j and an iteration
  * t - iter_back (a dependency on an iteration < 0 is already met):
@@ -40,7 +48,8 @@
  *   their DEP_LOCAL deps: FWD 0..U-1, BWD U-1..0, then the next iteration); RES_SERVER and
  *   RES_UPDATE ops of a node run one at a time, the ready one with the smallest priority first
  *   (ties: lower op id, then iteration); RES_NET ops start all their flows when ready (the
- *   network shares bandwidth); when an instance completes, or a flow is delivered, decrement
+ *   network shares bandwidth; an op with steps > 1 starts its first step, the others as
+ *   ALLREDUCE above says); when an instance completes, or a flow is delivered, decrement
  *   the counters of the instances that wait on it. Iterations are unrolled: instance (op, t)
  *   only waits on iterations t and t - iter_back.
  *
@@ -94,6 +103,8 @@ typedef struct {
                              UPDATE: SFB reconstruction FLOPs */
     int priority;         /* smaller runs first where a resource has a choice */
     int dep_first, n_deps;
+    int steps;            /* transfers: sequential steps of the group (ALLREDUCE: 2(P-1));
+                             1 otherwise */
 } plan_op_t;
 
 typedef struct {
@@ -103,7 +114,8 @@ typedef struct {
     cost_tensor_t tensor; /* the layer's parameters; tensor.block0 is the PS tensor's block */
     int64_t ps_bytes;     /* bytes through PS (all params, or the biases under SFB) */
     int64_t sfb_peer_bytes;
-    int64_t ar_bytes;     /* bytes each node sends in the ring */
+    int64_t ar_bytes;     /* bytes each node sends in the ring (all its steps) */
+    int64_t ar_chunk_bytes; /* bytes each node sends in one step of the ring */
     int64_t cost_ns[SYNC_METHOD_COUNT]; /* predicted time of each method; -1: not allowed */
     int op_fwd, op_bwd, op_push, op_apply, op_pull, op_sfb, op_update, op_allreduce; /* -1 */
 } plan_unit_t;
@@ -134,7 +146,8 @@ void plan_fini(plan_t *p);
 int plan_has_instance(const plan_t *p, int op, int node);
 int plan_n_instances(const plan_t *p, int op);
 
-/* Flows of a transfer instance (op, node): count, then destination i and its bytes. */
+/* Flows of a transfer instance (op, node): count, then destination i and its bytes (per
+ * step: an op with steps > 1 sends these flows once per step). */
 int plan_n_dests(const plan_t *p, int op, int node);
 int plan_dest(const plan_t *p, int op, int node, int i, int64_t *bytes);
 

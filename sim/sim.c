@@ -73,6 +73,12 @@ typedef struct {
     char *computing;
     int64_t *last_ns, *busy_ns, *comm_ns, *both_ns;
     int64_t *sent, *recv;
+    /* ring steps of ops with steps > 1 (plan.h, ALLREDUCE), [t][ar_of_op[op]][node]: steps
+     * issued, own steps delivered, predecessor's steps received; ready once deps are met */
+    int *ar_of_op;         /* [op]: index among the stepped ops, -1 for others */
+    int n_ar;
+    int32_t *ar_issued, *ar_own, *ar_got;
+    char *ar_ready;
 } sim_t;
 
 static int ctx_fn(char *buf, size_t len, void *arg)
@@ -99,6 +105,12 @@ static void touch(sim_t *s, int n)
 }
 
 static void dec(sim_t *s, int op, int node, int t);
+static void complete(sim_t *s, int op, int node, int t, int peer, int64_t bytes);
+
+static inline int64_t arx(const sim_t *s, int t, int op, int node)
+{
+    return ((int64_t)t * s->n_ar + s->ar_of_op[op]) * s->N + node;
+}
 
 /* The broadcast count changes whether every node communicates: bring all up to now first. */
 static void bcasts_add(sim_t *s, int k)
@@ -163,6 +175,71 @@ static void rq_start_next(sim_t *s, int res, int node)
     evq_push(s->q, s->now + op_duration(s, e.op, node), 0, EV_DONE, e.op, node, e.it, 0);
 }
 
+/* A single flow src -> dst != src of instance (op, src, t), into the network at the end of
+ * the instant. */
+static void flow_start(sim_t *s, int op, int src, int dst, int64_t bytes, int t)
+{
+    touch(s, src);
+    touch(s, dst);
+    s->nflows[src]++;
+    s->nflows[dst]++;
+    s->sent[src] += bytes;
+    s->recv[dst] += bytes;
+    if (s->n_pend == s->cap_pend) {
+        s->cap_pend = s->cap_pend ? 2 * s->cap_pend : 256;
+        s->pend = xrealloc(s->pend, (size_t)s->cap_pend * sizeof *s->pend);
+    }
+    s->pend[s->n_pend++] = (pflow_t){t, op, src, dst, bytes};
+}
+
+/* Starts the next step of stepped instance (op, node, t) if it may (plan.h, ALLREDUCE): the
+ * instance is ready, its own previous step has been delivered, and the predecessor's
+ * previous step has arrived. */
+static void step_try(sim_t *s, int op, int node, int t)
+{
+    int64_t i = arx(s, t, op, node);
+    int k = s->ar_issued[i];
+    if (!s->ar_ready[i] || k >= s->p->ops[op].steps || s->ar_own[i] < k || s->ar_got[i] < k)
+        return;
+    int64_t bytes;
+    ASSERT(plan_n_dests(s->p, op, node) == 1, "stepped op %d with several flows", op);
+    int d = plan_dest(s->p, op, node, 0, &bytes);
+    ASSERT(d != node && bytes > 0, "step of op %d: flow %d -> %d of %lld bytes", op, node, d,
+           (long long)bytes);
+    s->ar_issued[i]++;
+    flow_start(s, op, node, d, bytes, t);
+}
+
+/* Instance (op, node, t) of a stepped op completes once its own steps are delivered and the
+ * predecessor's are all in. */
+static void step_check_done(sim_t *s, int op, int node, int t)
+{
+    int64_t i = arx(s, t, op, node);
+    int S = s->p->ops[op].steps;
+    if (s->ar_own[i] != S || s->ar_got[i] != S) return;
+    int64_t bytes;
+    int d = plan_dest(s->p, op, node, 0, &bytes);
+    s->ar_own[i]++; /* completed: S + 1, so that it completes once */
+    complete(s, op, node, t, d, s->p->ops[op].bytes);
+}
+
+/* One step's flow src -> dst of stepped op delivered. */
+static void step_deliver(sim_t *s, int op, int src, int dst, int t)
+{
+    int S = s->p->ops[op].steps;
+    s->ar_own[arx(s, t, op, src)]++;
+    if (++s->ar_got[arx(s, t, op, dst)] == S)
+        for (int k = 0; k < s->rev_n[DEP_RECV][op]; k++) {
+            rev_t r = s->rev[DEP_RECV][s->rev_first[DEP_RECV][op] + k];
+            if (t + r.back < s->T && plan_has_instance(s->p, r.op, dst))
+                dec(s, r.op, dst, t + r.back);
+        }
+    step_try(s, op, src, t);
+    step_try(s, op, dst, t);
+    step_check_done(s, op, src, t);
+    step_check_done(s, op, dst, t);
+}
+
 static void ready(sim_t *s, int op, int node, int t)
 {
     const plan_op_t *po = &s->p->ops[op];
@@ -186,6 +263,11 @@ static void ready(sim_t *s, int op, int node, int t)
         break;
     }
     case RES_NET: {
+        if (po->steps > 1) {
+            s->ar_ready[arx(s, t, op, node)] = 1;
+            step_try(s, op, node, t);
+            break;
+        }
         int64_t tag = ((((int64_t)t * s->O) + op) * s->N + node) * s->N + node;
         int64_t bb;
         int self;
@@ -214,17 +296,7 @@ static void ready(sim_t *s, int op, int node, int t)
                 evq_push(s->q, s->now, 0, EV_DELIVER, op, node, d, t);
                 continue;
             }
-            touch(s, node);
-            touch(s, d);
-            s->nflows[node]++;
-            s->nflows[d]++;
-            s->sent[node] += bytes;
-            s->recv[d] += bytes;
-            if (s->n_pend == s->cap_pend) {
-                s->cap_pend = s->cap_pend ? 2 * s->cap_pend : 256;
-                s->pend = xrealloc(s->pend, (size_t)s->cap_pend * sizeof *s->pend);
-            }
-            s->pend[s->n_pend++] = (pflow_t){t, op, node, d, bytes};
+            flow_start(s, op, node, d, bytes, t);
         }
         break;
     }
@@ -325,6 +397,10 @@ static void deliver_gather(sim_t *s, int op, int src, int dst, int t)
  * receivers of skip list -2 - dst (none when dst == NET_DST_ALL). src < 0: a gather's. */
 static void deliver(sim_t *s, int op, int src, int dst, int t)
 {
+    if (s->p->ops[op].steps > 1) {
+        step_deliver(s, op, src, dst, t);
+        return;
+    }
     if (src < 0) {
         deliver_gather(s, op, src, dst, t);
         return;
@@ -561,6 +637,19 @@ int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_res
     s->both_ns = xcalloc((size_t)s->N, sizeof(int64_t));
     s->sent = xcalloc((size_t)s->N, sizeof(int64_t));
     s->recv = xcalloc((size_t)s->N, sizeof(int64_t));
+    s->ar_of_op = xcalloc((size_t)s->O, sizeof *s->ar_of_op);
+    for (int op = 0; op < s->O; op++) {
+        ASSERT(p->ops[op].steps >= 1, "op %d has %d steps", op, p->ops[op].steps);
+        s->ar_of_op[op] = p->ops[op].steps > 1 ? s->n_ar++ : -1;
+        ASSERT(p->ops[op].steps == 1 || (p->ops[op].res == RES_NET &&
+                                         p->ops[op].place == PLACE_WORKERS),
+               "op %d: steps on a non-transfer", op);
+    }
+    int64_t n_arx = (int64_t)s->T * s->n_ar * s->N;
+    s->ar_issued = xcalloc((size_t)n_arx + 1, sizeof *s->ar_issued);
+    s->ar_own = xcalloc((size_t)n_arx + 1, sizeof *s->ar_own);
+    s->ar_got = xcalloc((size_t)n_arx + 1, sizeof *s->ar_got);
+    s->ar_ready = xcalloc((size_t)n_arx + 1, 1);
     check_set_context(ctx_fn, s);
 
     /* Dependency counts of every instance; those with none start at time 0. */
@@ -610,6 +699,13 @@ int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_res
             ASSERT(0, "op %s unit %d node %d iteration %d never ran (%d deps left)",
                    op_kind_name(p->ops[op].kind), p->ops[op].unit, n, t, s->cnt[i]);
         }
+    for (int t = 0; t < s->T; t++)
+        for (int op = 0; op < s->O; op++)
+            for (int n = 0; s->ar_of_op[op] >= 0 && n < s->N; n++)
+                ASSERT(s->ar_own[arx(s, t, op, n)] == p->ops[op].steps + 1,
+                       "op %s unit %d node %d iteration %d: ring stopped after %d of %d steps",
+                       op_kind_name(p->ops[op].kind), p->ops[op].unit, n, t,
+                       s->ar_own[arx(s, t, op, n)], p->ops[op].steps);
 
     memset(r, 0, sizeof *r);
     r->nodes = s->N;
@@ -671,5 +767,10 @@ int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_res
     free(s->both_ns);
     free(s->sent);
     free(s->recv);
+    free(s->ar_of_op);
+    free(s->ar_issued);
+    free(s->ar_own);
+    free(s->ar_got);
+    free(s->ar_ready);
     return 0;
 }

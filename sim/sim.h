@@ -6,7 +6,10 @@
  * speed only: a broadcast group is one network entity, and the flows started at one instant
  * by one op and iteration into one node with equal bytes from more than half of the other
  * nodes (every worker's PUSH to a shard) are one gather; the rates are per-flow max-min
- * either way.
+ * either way. An op with steps > 1 (the ring all-reduce) is a chain of single flows, one per
+ * step, each step started at a node by its own previous step's delivery and its
+ * predecessor's (plan.h); O(nodes x steps) flows per instance, so such plans are for the
+ * cluster sizes one runs rings on, not 10,000 nodes.
  *
  * State is O(iterations x ops x nodes) counters; everything is passed through sim_t, so one
  * process can run several simulations. Deterministic for a given (plan, times, seed).

@@ -117,6 +117,15 @@ TEST(cost_times_are_latency_plus_bytes_over_bandwidth)
     /* ring all-reduce: 2(P-1) latencies + 2(P-1)/P of the bytes */
     CHECK_EQ_I64(cost_allreduce_bytes(4, b), 2 * 3 * (b / 4));
     CHECK_EQ_I64(cost_allreduce(&p, b).time_ns, 6 * 1000 + 6 * (b / 4) / 2);
+    /* 2(P-1) steps of ceil(bytes/P), each paying a latency: 4 MB + 2 bytes on 4 nodes is
+     * 6 steps of 1 MB + 1 byte (rounded up), i.e. (1000 + 524288.5 ns rounded) each */
+    CHECK_EQ_I64(cost_allreduce_steps(4), 6);
+    CHECK_EQ_I64(cost_allreduce_steps(1), 0);
+    CHECK_EQ_I64(cost_allreduce_chunk_bytes(4, b + 2), b / 4 + 1);
+    CHECK_EQ_I64(cost_allreduce_bytes(4, b + 2), 6 * (b / 4 + 1));
+    CHECK_EQ_I64(cost_allreduce(&p, b + 2).time_ns, 6 * (1000 + (b / 4 + 1 + 1) / 2));
+    /* latency is paid per step: a tiny tensor costs 2(P-1) latencies, not one */
+    CHECK_EQ_I64(cost_allreduce(&p, 16).time_ns, 6 * (1000 + 2));
     /* SFB: one latency + (P-1) K (M+N) 4 bytes, + reconstruction when a GEMM rate is given */
     CHECK_EQ_I64(cost_sfb(&p, 1000, 2048).time_ns, 1000 + 3 * 32 * 3048 * 4 / 2);
     p.gemm_flops = 1e12;

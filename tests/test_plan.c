@@ -211,3 +211,41 @@ TEST(plan_hybrid_follows_best_scheme_for_vgg19_fc6)
     }
     model_fini(&m);
 }
+
+/* Ring all-reduce: 2(P-1) steps of one chunk to the ring successor, started by the unit's own
+ * BWD (no barrier: each step waits for its predecessor's chunk); every other op one step. */
+TEST(plan_allreduce_is_a_chain_of_steps)
+{
+    model_t m;
+    load_small(&m);
+    for (int P = 2; P <= 9; P += 7) {
+        cluster_t c = cluster_of(P, 10);
+        plan_t p;
+        char err[256];
+        REQUIRE(plan_build(&p, &m, &c, (scheme_t){SCHEME_ALLREDUCE, true}, 0, 32, 0, err,
+                           sizeof err) == 0,
+                "%s", err);
+        for (int u = 0; u < p.n_units; u++) {
+            const plan_unit_t *un = &p.units[u];
+            int o = un->op_allreduce;
+            REQUIRE(o >= 0, "unit %d has no all-reduce", u);
+            int64_t all = un->tensor.weight_bytes + un->tensor.bias_bytes;
+            CHECK_EQ_I64(p.ops[o].steps, 2 * (P - 1));
+            CHECK_EQ_I64(un->ar_chunk_bytes, (all + P - 1) / P);
+            CHECK_EQ_I64(un->ar_bytes, 2 * (P - 1) * un->ar_chunk_bytes);
+            CHECK(has_dep(&p, o, un->op_bwd, DEP_LOCAL, 0), "unit %d: not started by its BWD", u);
+            CHECK_EQ_I64(p.ops[o].n_deps, 1);
+            for (int n = 0; n < P; n++) {
+                int64_t b;
+                CHECK_EQ_I64(plan_n_dests(&p, o, n), 1);
+                CHECK_EQ_I64(plan_dest(&p, o, n, 0, &b), (n + 1) % P);
+                CHECK_EQ_I64(b, un->ar_chunk_bytes);
+                CHECK_EQ_I64(plan_n_sources(&p, o, n), 1);
+            }
+        }
+        for (int o = 0; o < p.n_ops; o++)
+            if (p.ops[o].kind != OP_ALLREDUCE) CHECK_EQ_I64(p.ops[o].steps, 1);
+        plan_fini(&p);
+    }
+    model_fini(&m);
+}

@@ -286,8 +286,9 @@ static int64_t run_closed(scheme_base_t base, int nodes, int shards, int64_t *by
 TEST(sim_plan_closed_forms)
 {
     int64_t B;
-    /* ring all-reduce on 2 nodes: one flow of B each way, full duplex */
-    CHECK_EQ_I64(run_closed(SCHEME_ALLREDUCE, 2, 0, &B), 3000 + 7000 + B);
+    /* ring all-reduce on 2 nodes: 2 dependent steps of B/2 each way, full duplex, each step
+     * one latency (reduce-scatter, then all-gather) */
+    CHECK_EQ_I64(run_closed(SCHEME_ALLREDUCE, 2, 0, &B), 3000 + 2 * (7000 + B / 2));
     CHECK_EQ_I64(B, 1 << 20);
     /* PS on 2 colocated nodes, even split: push B/2 each way, apply (free), pull B/2 */
     CHECK_EQ_I64(run_closed(SCHEME_PS, 2, 0, &B), 3000 + 2 * (7000 + B / 2));
@@ -383,6 +384,21 @@ TEST(sim_ssp0_equals_bsp_and_staleness_helps_stragglers)
               (long long)c.r.makespan_ns, (long long)a.r.makespan_ns);
     }
     model_fini(&m);
+}
+
+/* Ring all-reduce alone on the network: 2(P-1) dependent steps of one chunk (ceil(B/P))
+ * each, every step a latency plus chunk / bandwidth, exactly the cost model's time. */
+TEST(sim_allreduce_is_2p_minus_2_steps_of_a_chunk)
+{
+    for (int P = 2; P <= 7; P++) {
+        int64_t B;
+        int64_t got = run_closed(SCHEME_ALLREDUCE, P, 0, &B);
+        int64_t chunk = (B + P - 1) / P; /* 1 byte per ns */
+        CHECK_EQ_I64(got, 3000 + 2 * (P - 1) * (7000 + chunk));
+        cost_params_t cp = {.workers = P, .shards = P, .batch = 32, .bw_Bps = 1e9,
+                            .lat_ns = 7000};
+        CHECK_EQ_I64(cost_allreduce(&cp, B).time_ns, got - 3000);
+    }
 }
 
 /* The seed-fixed scenario: stragglers and jitter on 4 nodes, every scheme. One line each. */
