@@ -31,7 +31,13 @@ shift $((OPTIND - 1))
 [ $# -ge 1 ] || { echo "emucluster: no command (after --)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "emucluster: needs root (network namespaces)" >&2; exit 2; }
 
-id=$(printf '%04x%x' $(( ($$ ^ RANDOM) & 0xffff )) $((RANDOM & 15)))
+# EMU_ID (1-5 hex digits) names the run's objects, so a caller can find exactly its own.
+if [ -n "${EMU_ID:-}" ]; then
+    [[ "$EMU_ID" =~ ^[0-9a-f]{1,5}$ ]] || { echo "emucluster: EMU_ID must be 1-5 hex digits" >&2; exit 2; }
+    id=$EMU_ID
+else
+    id=$(printf '%04x%x' $(( ($$ ^ RANDOM) & 0xffff )) $((RANDOM & 15)))
+fi
 a=$(( (0x$id >> 8) % 200 + 20 )) b=$(( 0x$id & 255 ))
 br="pbr$id"
 ns_of() { echo "pns$id-$1"; }

@@ -10,7 +10,9 @@ cd "$root"
 [ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
 ip netns add "pchk$$" 2>/dev/null && ip netns del "pchk$$" || { echo "skip: network namespaces unavailable"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
-leftovers() { echo $(( $(ip -o link show | grep -c ' pbr\| pv') + $(ip netns list | grep -c '^pns') )); }
+# This test's runs only (other emulated clusters may come and go meanwhile).
+export EMU_ID=$(printf 'e%04x' $(( $$ & 0xffff )))
+leftovers() { echo $(( $(ip -o link show | grep -c " pbr$EMU_ID\| pv$EMU_ID") + $(ip netns list | grep -c "^pns$EMU_ID-") )); }
 before=$(leftovers)
 
 out=$(timeout 120 experiments/emucluster.sh -n 3 -r 1gbit -- "$build/poseidon" comm-test --iters 2 --floats 100000 2>&1) \

@@ -13,7 +13,8 @@ ip netns add "pchk$$" 2>/dev/null && ip netns del "pchk$$" || { echo "skip: netw
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-before=$(ip netns list | grep -c '^pns')
+export EMU_ID=$(printf 'e%04x' $(( $$ & 0xffff )))   # this test's namespaces only
+before=$(ip netns list | grep -c "^pns$EMU_ID-")
 timeout 120 experiments/validate.sh --build "$build" --out "$tmp/v" --models lenet --nodes 2 --gbps 1 \
     --schemes "ps hybrid" --iterations 4 >"$tmp/log" 2>&1 || { tail -20 "$tmp/log"; fail "validate.sh failed"; }
 cat "$tmp/log" | tail -4
@@ -22,5 +23,5 @@ awk -F, 'NR > 1 { e = $7 < 0 ? -$7 : $7; if (!($6 > 0) || e > 0.5) bad = 1 } END
     fail "a row is off by more than 50%: $(cat "$tmp/v/validate.csv")"
 grep -q "median" "$tmp/log" || fail "no error summary"
 if command -v gnuplot >/dev/null; then [ -s "$tmp/v/validate.png" ] || fail "no plot"; fi
-[ "$(ip netns list | grep -c '^pns')" -eq "$before" ] || fail "namespaces left behind"
+[ "$(ip netns list | grep -c "^pns$EMU_ID-")" -eq "$before" ] || fail "namespaces left behind"
 exit 0
