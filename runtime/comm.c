@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -61,6 +62,20 @@ int64_t comm_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* ZeroMQ receives every payload larger than its 8 KB batch into a fresh malloc of the
+ * payload's size, and frees it when the reader closes the message. With glibc's defaults a
+ * KV block (4 MB) is over the mmap threshold or, once freed, over the trim threshold: every
+ * block came in through a fresh mmap (or a trimmed heap top), i.e. a page fault and a page
+ * clear per 4 KB, which was a quarter of a receiver's CPU (perf record on
+ * `comm-test --mode bench`). Raising both thresholds keeps freed blocks in the heap for the
+ * next message. 32 MB is glibc's largest mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX);
+ * the heap then holds at most the peak of blocks in flight, which the process needed anyway. */
+static void keep_heap(void)
+{
+    if (!mallopt(M_MMAP_THRESHOLD, 32 << 20) || !mallopt(M_TRIM_THRESHOLD, 256 << 20))
+        log_debug("comm: mallopt refused; freed message buffers go back to the system");
+}
+
 void *comm_context(void)
 {
     pthread_mutex_lock(&s_ctx_lock);
@@ -88,6 +103,7 @@ void *comm_context(void)
             if (max_sockets > 1023) ZMQ_CHECK(zmq_ctx_set(s_ctx, ZMQ_MAX_SOCKETS, max_sockets), "zmq_ctx_set");
         }
         s_ctx_pid = getpid();
+        keep_heap();
     }
     pthread_mutex_unlock(&s_ctx_lock);
     return s_ctx;
@@ -230,7 +246,58 @@ static void tracker_release(void *data, void *hint)
 }
 
 static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const void *data,
-                       size_t bytes, comm_tracker_t *tracker);
+                       size_t bytes, comm_tracker_t *tracker, comm_buf_t *buf);
+static int send_via(comm_t *c, int peer, msg_header_t hdr, const void *data, size_t bytes,
+                    comm_tracker_t *tracker, comm_buf_t *buf);
+
+/* ---------------------------------------------------------------- shared buffers */
+
+/* The header sits in front of the data, padded so that the data is COMM_BUF_ALIGN-aligned. */
+struct comm_buf {
+    atomic_int refs; /* the owner's reference plus one per message ZeroMQ has not released */
+    size_t bytes;
+};
+#define COMM_BUF_ALIGN 64
+_Static_assert(sizeof(struct comm_buf) <= COMM_BUF_ALIGN, "comm_buf header fits its padding");
+
+comm_buf_t *comm_buf_new(size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, COMM_BUF_ALIGN, COMM_BUF_ALIGN + (bytes ? bytes : 1)) != 0)
+        die("out of memory (a %zu-byte message buffer)", bytes);
+    comm_buf_t *b = p;
+    atomic_init(&b->refs, 1);
+    b->bytes = bytes;
+    return b;
+}
+
+void *comm_buf_data(comm_buf_t *b) { return (unsigned char *)b + COMM_BUF_ALIGN; }
+size_t comm_buf_bytes(const comm_buf_t *b) { return b->bytes; }
+
+int comm_buf_in_flight(const comm_buf_t *b)
+{
+    /* acquire: pairs with the release in buf_unref, so the I/O thread's last read of the
+     * data happens before the owner's next write */
+    return atomic_load_explicit(&((comm_buf_t *)b)->refs, memory_order_acquire) > 1;
+}
+
+static void buf_unref(comm_buf_t *b)
+{
+    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) free(b);
+}
+
+void comm_buf_release(comm_buf_t **bp)
+{
+    if (!bp || !*bp) return;
+    buf_unref(*bp);
+    *bp = NULL;
+}
+
+static void buf_release(void *data, void *hint)
+{
+    (void)data;
+    buf_unref(hint);
+}
 
 int comm_send_rid(comm_t *c, const unsigned char *rid, size_t rid_len, msg_header_t hdr,
                   const void *data, size_t bytes)
@@ -240,11 +307,29 @@ int comm_send_rid(comm_t *c, const unsigned char *rid, size_t rid_len, msg_heade
         log_debug("comm %s: connection unreachable: %s", c->name, zmq_strerror(zmq_errno()));
         return -1;
     }
-    return send_frames(c, c->router, -1, hdr, data, bytes, NULL);
+    return send_frames(c, c->router, -1, hdr, data, bytes, NULL, NULL);
+}
+
+int comm_send_buf(comm_t *c, int peer, const unsigned char *rid, size_t rid_len,
+                  msg_header_t hdr, comm_buf_t *buf)
+{
+    if (!rid_len) return send_via(c, peer, hdr, comm_buf_data(buf), buf->bytes, NULL, buf);
+    ASSERT(c->router, "comm %s: send by routing id without a ROUTER", c->name);
+    if (zmq_send(c->router, rid, rid_len, ZMQ_SNDMORE) < 0) {
+        log_debug("comm %s: connection unreachable: %s", c->name, zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    return send_frames(c, c->router, peer, hdr, comm_buf_data(buf), buf->bytes, NULL, buf);
 }
 
 int comm_send(comm_t *c, int peer, msg_header_t hdr, const void *data, size_t bytes,
               comm_tracker_t *tracker)
+{
+    return send_via(c, peer, hdr, data, bytes, tracker, NULL);
+}
+
+static int send_via(comm_t *c, int peer, msg_header_t hdr, const void *data, size_t bytes,
+                    comm_tracker_t *tracker, comm_buf_t *buf)
 {
     ASSERT(peer >= 0 && peer < c->n_peers, "peer %d of %d", peer, c->n_peers);
     ASSERT(bytes == 0 || data, "payload of %zu bytes without data", bytes);
@@ -262,11 +347,11 @@ int comm_send(comm_t *c, int peer, msg_header_t hdr, const void *data, size_t by
             return -1;
         }
     }
-    return send_frames(c, sock, peer, hdr, data, bytes, tracker);
+    return send_frames(c, sock, peer, hdr, data, bytes, tracker, buf);
 }
 
 static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const void *data,
-                       size_t bytes, comm_tracker_t *tracker)
+                       size_t bytes, comm_tracker_t *tracker, comm_buf_t *buf)
 {
     hdr.sender = (uint32_t)c->rank;
     hdr.length = bytes;
@@ -279,7 +364,11 @@ static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const 
     }
     if (bytes) {
         zmq_msg_t m;
-        if (tracker && bytes >= COMM_ZEROCOPY_MIN_BYTES) {
+        if (buf && bytes >= COMM_ZEROCOPY_MIN_BYTES) {
+            atomic_fetch_add_explicit(&buf->refs, 1, memory_order_relaxed);
+            ZMQ_CHECK(zmq_msg_init_data(&m, (void *)data, bytes, buf_release, buf),
+                      "zmq_msg_init_data");
+        } else if (tracker && bytes >= COMM_ZEROCOPY_MIN_BYTES) {
             atomic_fetch_add(&tracker->pending, 1);
             ZMQ_CHECK(zmq_msg_init_data(&m, (void *)data, bytes, tracker_release, tracker),
                       "zmq_msg_init_data");
@@ -303,6 +392,26 @@ static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const 
 const void *comm_msg_data(const comm_msg_t *msg)
 {
     return msg->has_payload ? zmq_msg_data((zmq_msg_t *)&msg->payload) : NULL;
+}
+
+void *comm_msg_data_writable(comm_msg_t *msg)
+{
+    return msg->has_payload ? zmq_msg_data(&msg->payload) : NULL;
+}
+
+void comm_msg_move(comm_msg_t *dst, comm_msg_t *src)
+{
+    dst->hdr = src->hdr;
+    dst->peer = src->peer;
+    dst->has_payload = src->has_payload;
+    memcpy(dst->rid, src->rid, sizeof src->rid);
+    dst->rid_len = src->rid_len;
+    if (src->has_payload) {
+        zmq_msg_init(&dst->payload);
+        zmq_msg_move(&dst->payload, &src->payload);
+        zmq_msg_close(&src->payload);
+        src->has_payload = 0;
+    }
 }
 
 size_t comm_msg_bytes(const comm_msg_t *msg)
@@ -483,16 +592,7 @@ static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
 static void stash_push(comm_t *c, comm_msg_t *m)
 {
     stash_node_t *n = xcalloc(1, sizeof *n);
-    n->msg.hdr = m->hdr;
-    n->msg.peer = m->peer;
-    n->msg.has_payload = m->has_payload;
-    memcpy(n->msg.rid, m->rid, sizeof m->rid);
-    n->msg.rid_len = m->rid_len;
-    if (m->has_payload) {
-        zmq_msg_init(&n->msg.payload);
-        zmq_msg_move(&n->msg.payload, &m->payload);
-        m->has_payload = 0;
-    }
+    comm_msg_move(&n->msg, m);
     if (c->stash_tail) c->stash_tail->next = n;
     else c->stash_head = n;
     c->stash_tail = n;
@@ -508,16 +608,7 @@ static int stash_take(comm_t *c, const comm_match_t *m, comm_msg_t *out)
         else c->stash_head = n->next;
         if (c->stash_tail == n) c->stash_tail = prev;
         c->stash_n--;
-        out->hdr = n->msg.hdr;
-        out->peer = n->msg.peer;
-        out->has_payload = n->msg.has_payload;
-        memcpy(out->rid, n->msg.rid, sizeof out->rid);
-        out->rid_len = n->msg.rid_len;
-        if (n->msg.has_payload) {
-            zmq_msg_init(&out->payload);
-            zmq_msg_move(&out->payload, &n->msg.payload);
-            zmq_msg_close(&n->msg.payload);
-        }
+        comm_msg_move(out, &n->msg);
         free(n);
         return 1;
     }

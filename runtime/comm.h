@@ -19,7 +19,11 @@
  * "dropped bad message from <id> (<address>): <reason>", counted, and never returned.
  * Payloads of COMM_ZEROCOPY_MIN_BYTES or more sent with a tracker are handed to ZeroMQ
  * without a copy (zmq_msg_init_data); the caller must not touch the buffer until
- * comm_tracker_wait says ZeroMQ released it.
+ * comm_tracker_wait says ZeroMQ released it; a comm_buf_t is the same for a buffer that is
+ * sent many times (reference-counted, copy-on-write by its owner). Received payloads are
+ * used where ZeroMQ put them (aligned; see COMM_PAYLOAD_ALIGN) and may be written in place.
+ * The process keeps freed message buffers in its heap (comm_context: mallopt), so a stream
+ * of large messages does not page-fault on fresh memory for every one.
  *
  * Receive with a match: messages that arrive but do not match what the caller waits for are
  * kept (in arrival order) and returned by a later matching comm_recv, so the PS client, the
@@ -116,12 +120,37 @@ int comm_send(comm_t *c, int peer, msg_header_t hdr, const void *data, size_t by
 int comm_send_rid(comm_t *c, const unsigned char *rid, size_t rid_len, msg_header_t hdr,
                   const void *data, size_t bytes);
 
+/* A reference-counted payload buffer (data aligned to 64 bytes) for data that is sent many
+ * times and rewritten between sends, as a PS shard's block values: comm_send_buf hands it to
+ * ZeroMQ without a copy and takes a reference that ZeroMQ drops when it has written the
+ * message out. The owner must not write the data while comm_buf_in_flight says it is held
+ * (it can copy into a fresh buffer instead: copy-on-write). comm_buf_release drops the
+ * owner's reference; the memory goes with the last one. */
+typedef struct comm_buf comm_buf_t;
+comm_buf_t *comm_buf_new(size_t bytes);
+void *comm_buf_data(comm_buf_t *b);
+size_t comm_buf_bytes(const comm_buf_t *b);
+int comm_buf_in_flight(const comm_buf_t *b);
+void comm_buf_release(comm_buf_t **bp);
+
+/* Sends the whole of buf to peer as comm_send does, or, when rid_len > 0, through the ROUTER
+ * to the connection rid as comm_send_rid does. Payloads of COMM_ZEROCOPY_MIN_BYTES or more
+ * go without a copy (see comm_buf_t). 0 or -1 as comm_send. */
+int comm_send_buf(comm_t *c, int peer, const unsigned char *rid, size_t rid_len,
+                  msg_header_t hdr, comm_buf_t *buf);
+
 /* Waits up to timeout_ms for a valid message matching m. Returns 1 (out filled; close it
  * with comm_msg_close), 0 on timeout, -1 on an error (logged). */
 int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms);
 
 const void *comm_msg_data(const comm_msg_t *msg);
+/* The payload belongs to the receiver alone (ZeroMQ has no further use for it): it may be
+ * written in place, e.g. to sum other messages into it without a buffer of one's own. */
+void *comm_msg_data_writable(comm_msg_t *msg);
 size_t comm_msg_bytes(const comm_msg_t *msg);
+/* Moves src into dst (dst's previous contents are not closed); src is left empty. */
+void comm_msg_move(comm_msg_t *dst, comm_msg_t *src);
+/* Frees the payload; closing an empty or already closed message does nothing. */
 void comm_msg_close(comm_msg_t *msg);
 
 void comm_tracker_init(comm_tracker_t *t);

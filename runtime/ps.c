@@ -85,8 +85,11 @@ typedef struct pull_req {
 
 typedef struct {
     const ps_block_t *b;
-    float *values;
-    float *accum;           /* (staleness + 1) slots of count floats, slot = t % (s + 1) */
+    comm_buf_t *values;     /* count floats; answers to pulls send it without a copy */
+    comm_msg_t *sum;        /* (staleness + 1) slots, slot = t % (s + 1): the first push of
+                             * iteration t, kept, with the later ones added into its payload
+                             * (no accumulator of our own to copy it into); held iff
+                             * n_push[slot] > 0 */
     int *n_push;            /* per slot */
     unsigned char *pushed;  /* per slot x world */
     int64_t version;        /* iterations applied */
@@ -129,9 +132,7 @@ static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *r
 {
     msg_header_t h = {.type = MSG_PS_VALUES, .layer = layer, .shard = (uint32_t)s->cfg.shard,
                       .iteration = k->version - 1, .offset = k->b->offset};
-    size_t bytes = (size_t)k->b->count * sizeof(float);
-    int rc = rid_len ? comm_send_rid(s->comm, rid, rid_len, h, k->values, bytes)
-                     : comm_send(s->comm, peer, h, k->values, bytes, NULL);
+    int rc = comm_send_buf(s->comm, peer, rid, rid_len, h, k->values);
     if (rc != 0)
         log_warn("ps shard %d: could not answer rank %d's pull of offset %llu", s->cfg.shard,
                  peer, (unsigned long long)k->b->offset);
@@ -182,17 +183,30 @@ static void server_handle(ps_server_t *s, comm_msg_t *m)
     unsigned char *pushed = &k->pushed[(size_t)slot * s->cfg.world + m->peer];
     if (*pushed) return reject(s, m, "second push of this block for this iteration");
     *pushed = 1;
-    float *acc = k->accum + (size_t)slot * k->b->count;
-    const float *g = comm_msg_data(m);
-    for (uint32_t i = 0; i < k->b->count; i++) acc[i] += g[i];
+    if (k->n_push[slot] == 0) {
+        comm_msg_move(&k->sum[slot], m);
+    } else {
+        float *acc = comm_msg_data_writable(&k->sum[slot]);
+        const float *g = comm_msg_data(m);
+        for (uint32_t i = 0; i < k->b->count; i++) acc[i] += g[i];
+    }
     k->n_push[slot]++;
     pthread_mutex_lock(&s->lock);
     for (;;) { /* apply every complete iteration, in order */
         int sl = (int)(k->version % slots);
         if (k->n_push[sl] < s->cfg.n_workers) break;
-        float *a = k->accum + (size_t)sl * k->b->count;
-        s->cfg.update(s->cfg.update_arg, k->values, a, k->b->count, k->b->offset, k->version);
-        memset(a, 0, (size_t)k->b->count * sizeof(float));
+        const float *a = comm_msg_data(&k->sum[sl]);
+        if (comm_buf_in_flight(k->values)) {
+            /* ZeroMQ is still sending these values to a puller: update a copy and let the
+             * old buffer go when that send is done */
+            comm_buf_t *fresh = comm_buf_new(comm_buf_bytes(k->values));
+            memcpy(comm_buf_data(fresh), comm_buf_data(k->values), comm_buf_bytes(k->values));
+            comm_buf_release(&k->values);
+            k->values = fresh;
+        }
+        s->cfg.update(s->cfg.update_arg, comm_buf_data(k->values), a, k->b->count,
+                      k->b->offset, k->version);
+        comm_msg_close(&k->sum[sl]);
         memset(&k->pushed[(size_t)sl * s->cfg.world], 0, (size_t)s->cfg.world);
         k->n_push[sl] = 0;
         k->version++;
@@ -235,9 +249,9 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
         if (pb->shard != cfg->shard) continue;
         sblock_t *k = &s->blk[i++];
         k->b = pb;
-        k->values = xmalloc((size_t)pb->count * sizeof(float));
-        memcpy(k->values, cfg->init + pb->offset, (size_t)pb->count * sizeof(float));
-        k->accum = xcalloc((size_t)slots * pb->count, sizeof(float));
+        k->values = comm_buf_new((size_t)pb->count * sizeof(float));
+        memcpy(comm_buf_data(k->values), cfg->init + pb->offset, (size_t)pb->count * sizeof(float));
+        k->sum = xcalloc((size_t)slots, sizeof *k->sum);
         k->n_push = xcalloc((size_t)slots, sizeof(int));
         k->pushed = xcalloc((size_t)slots * cfg->world, 1);
     }
@@ -259,8 +273,9 @@ void ps_server_destroy(ps_server_t **sp)
             k->pulls = r->next;
             free(r);
         }
-        free(k->values);
-        free(k->accum);
+        comm_buf_release(&k->values);
+        for (int sl = 0; sl < s->cfg.staleness + 1; sl++) comm_msg_close(&k->sum[sl]);
+        free(k->sum);
         free(k->n_push);
         free(k->pushed);
     }
@@ -277,7 +292,7 @@ void ps_server_copy_values(ps_server_t *s, float *arena)
 {
     pthread_mutex_lock(&s->lock);
     for (int i = 0; i < s->n; i++)
-        memcpy(arena + s->blk[i].b->offset, s->blk[i].values,
+        memcpy(arena + s->blk[i].b->offset, comm_buf_data(s->blk[i].values),
                (size_t)s->blk[i].b->count * sizeof(float));
     pthread_mutex_unlock(&s->lock);
 }

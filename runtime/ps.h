@@ -13,7 +13,10 @@
  * it can index its own state, e.g. momentum), in iteration order. version(block) = number of
  * iterations applied. A pull for iteration t is answered once version >= t + 1 - staleness,
  * with the values as they are then: staleness 0 is BSP (a pull for t waits for t's apply);
- * staleness s is SSP(s). A push for t > version + s breaks the bound (the worker skipped
+ * staleness s is SSP(s). Copies per block and iteration: none on the push side (the first
+ * worker's message is kept and the others are added into it) and none on the pull side
+ * (the values go to ZeroMQ by reference; an update while a send still holds them writes a
+ * fresh copy instead). A push for t > version + s breaks the bound (the worker skipped
  * its pull) and is rejected with a log, as is any push that is not exactly one of this
  * shard's blocks. Pull of iteration -1: the current (initial) values.
  *

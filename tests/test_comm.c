@@ -2,6 +2,7 @@
  * messages (forged headers, raw garbage bytes) dropped with a log while service goes on. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -57,6 +58,57 @@ TEST(comm_send_recv_match_and_zero_copy)
     comm_destroy(&a);
     comm_destroy(&b);
     CHECK(a == NULL);
+}
+
+/* A shared buffer sent twice without a copy: while no peer is there to take it (the
+ * connection to a not-yet-bound ipc endpoint queues messages) it is in flight; the owner
+ * may drop its reference at once, and both messages still arrive intact when the peer
+ * appears (ZeroMQ's references keep the memory). */
+TEST(comm_buf_zero_copy_outlives_owner)
+{
+    char ep[96];
+    snprintf(ep, sizeof ep, "ipc:///tmp/poseidon-test-buf-%d", (int)getpid());
+    unlink(ep + strlen("ipc://"));
+    comm_t *b = comm_new("t", 1, 2, NULL, 5000);
+    REQUIRE(b);
+    REQUIRE(comm_connect(b, 0, ep) == 0);
+    size_t n = 4u << 20; /* floats: 16 MB */
+    comm_buf_t *buf = comm_buf_new(n * sizeof(float));
+    CHECK_EQ_I64((uintptr_t)comm_buf_data(buf) % 64, 0);
+    CHECK_EQ_I64(comm_buf_bytes(buf), n * sizeof(float));
+    float *v = comm_buf_data(buf);
+    for (size_t i = 0; i < n; i++) v[i] = (float)(i % 1000);
+    CHECK(!comm_buf_in_flight(buf));
+    msg_header_t h = {.type = MSG_TEST, .iteration = 1};
+    REQUIRE(comm_send_buf(b, 0, NULL, 0, h, buf) == 0);
+    h.iteration = 2;
+    REQUIRE(comm_send_buf(b, 0, NULL, 0, h, buf) == 0);
+    CHECK(comm_buf_in_flight(buf), "nobody listens yet: ZeroMQ must still hold the buffer");
+    comm_buf_release(&buf);
+    CHECK(buf == NULL);
+    comm_t *a = comm_new("t", 0, 2, ep, 5000);
+    REQUIRE(a);
+    for (int it = 1; it <= 2; it++) {
+        comm_match_t m = COMM_MATCH_ANY;
+        m.iteration = it;
+        comm_msg_t g;
+        REQUIRE(comm_recv(a, &m, &g, 10000) == 1);
+        CHECK_EQ_I64(comm_msg_bytes(&g), n * sizeof(float));
+        const float *f = comm_msg_data(&g);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += f[i] != (float)(i % 1000);
+        CHECK_EQ_I64(bad, 0);
+        comm_msg_close(&g);
+    }
+    /* a small buffer is copied: never in flight after the send returns */
+    comm_buf_t *small = comm_buf_new(16);
+    memset(comm_buf_data(small), 7, 16);
+    REQUIRE(comm_send_buf(b, 0, NULL, 0, h, small) == 0);
+    CHECK(!comm_buf_in_flight(small));
+    comm_buf_release(&small);
+    comm_destroy(&a);
+    comm_destroy(&b);
+    unlink(ep + strlen("ipc://"));
 }
 
 /* Forged messages over a real ZeroMQ connection: each dropped and counted, then a valid
