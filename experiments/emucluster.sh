@@ -16,6 +16,15 @@
 # Names carry a per-run id (pid + random), so two runs never collide; addresses are from
 # 10.<a>.<b>.0/24, used only inside the namespaces of this run (the bridge has no address,
 # so the host's routing table is not touched). Needs root and iproute2.
+#
+# Bridge netfilter: with br_netfilter loaded, every frame crossing the bridge goes through
+# the host's iptables/ip6tables/arptables hooks (br_nf_pre_routing, br_nf_post_routing),
+# which showed in CPU profiles of 8-node runs. While a run is up, those of
+# /proc/sys/net/bridge/bridge-nf-call-{iptables,ip6tables,arptables} that are 1 are set to
+# 0 (host-wide). The settings are shared by every run, so each run registers itself under
+# $EMU_NF_DIR (default /run/poseidon-emucluster) while holding a flock: the first run saves
+# the values it changed, the last one to leave (holders whose process is gone do not count)
+# puts them back. EMU_BRIDGE_NF=keep leaves the settings alone.
 set -u
 n=0 rate=1gbit delay="" port=29500 logdir=""
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -42,6 +51,47 @@ a=$(( (0x$id >> 8) % 200 + 20 )) b=$(( 0x$id & 255 ))
 br="pbr$id"
 ns_of() { echo "pns$id-$1"; }
 pids=()
+nfdir=${EMU_NF_DIR:-/run/poseidon-emucluster} nf_held=0
+nf_keys="bridge-nf-call-iptables bridge-nf-call-ip6tables bridge-nf-call-arptables"
+# nf_live: drops the holder files of runs that are gone; prints how many remain
+nf_live() {
+    local f k=0
+    for f in "$nfdir"/holder.*; do
+        [ -e "$f" ] || continue
+        if kill -0 "${f##*.}" 2>/dev/null; then k=$((k + 1)); else rm -f "$f"; fi
+    done
+    echo $k
+}
+nf_acquire() {
+    [ "${EMU_BRIDGE_NF:-}" = keep ] && return 0
+    [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] || return 0
+    mkdir -p "$nfdir" || return 0
+    (
+        flock 9
+        if [ "$(nf_live)" = 0 ]; then
+            : >"$nfdir/saved"
+            for key in $nf_keys; do
+                f=/proc/sys/net/bridge/$key
+                [ -e "$f" ] && [ "$(cat "$f")" = 1 ] || continue
+                echo 0 >"$f" && echo "$key" >>"$nfdir/saved"
+            done
+        fi
+        : >"$nfdir/holder.$$"
+    ) 9>"$nfdir/lock"
+    nf_held=1
+}
+nf_release() {
+    [ $nf_held = 1 ] || return 0
+    nf_held=0
+    (
+        flock 9
+        rm -f "$nfdir/holder.$$"
+        if [ "$(nf_live)" = 0 ] && [ -f "$nfdir/saved" ]; then
+            while read -r key; do echo 1 >"/proc/sys/net/bridge/$key"; done <"$nfdir/saved"
+            rm -f "$nfdir/saved"
+        fi
+    ) 9>"$nfdir/lock"
+}
 cleanup() {
     trap - EXIT INT TERM
     for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
@@ -54,12 +104,14 @@ cleanup() {
         ip link del "pv${id}h$i" 2>/dev/null
     done
     ip link del "$br" 2>/dev/null
+    nf_release
     [ -n "${tmplog:-}" ] && rm -rf "$tmplog"
 }
 trap cleanup EXIT
 trap 'echo "emucluster: interrupted" >&2; exit 130' INT TERM
 
 die() { echo "emucluster: $*" >&2; exit 1; }
+nf_acquire
 ip link add "$br" type bridge || die "cannot create bridge $br"
 ip link set "$br" up
 shape() { # shape NETNS-OR-EMPTY DEV

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -137,6 +138,12 @@ typedef struct worker {
      * thread woke (~0.1-1 ms later on a loaded host): a pass is ~100 sleeps, and their
      * lateness summed was ~8% of an emulated GoogLeNet iteration. */
     int64_t emu_start_ns, emu_end_ns;
+    /* CPU seconds of this process (every thread: compute, syncers, shard, ZeroMQ I/O) and
+     * the clock when iteration 1's first op could start: start-up and the warm-up iteration 0
+     * (connections, first touches of buffers) are excluded from the
+     * steady-state CPU logged at the end (experiments/validate.sh reads it) */
+    double cpu1_s;
+    int64_t cpu1_ns;
 
     trace_t *trace;
     pthread_mutex_t trace_mu;
@@ -450,6 +457,15 @@ static bool compute_ready(worker_t *w, int op, int64_t t)
     return ok;
 }
 
+/* user + system CPU seconds of this process */
+static double process_cpu_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru)) return 0.0;
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
 static void *compute_main(void *arg)
 {
     worker_t *w = arg;
@@ -461,6 +477,10 @@ static void *compute_main(void *arg)
             bool ready = w->emulate && compute_ready(w, op, t);
             wait_for(w, WAIT_DEPS, op, t);
             if (po->kind == OP_BWD) wait_for(w, WAIT_SLOT, op, t);
+            if (t == 1 && !w->cpu1_ns) { /* iteration 0's values are in: it is over */
+                w->cpu1_s = process_cpu_s();
+                w->cpu1_ns = comm_now_ns();
+            }
             progress(w, op, t, "%s computing", op_kind_name(po->kind));
             int64_t t0 = comm_now_ns();
             w->emu_start_ns = ready && w->emu_end_ns > 0 && w->emu_end_ns < t0 ? w->emu_end_ns : t0;
@@ -886,6 +906,14 @@ static int merge_row_cmp(const void *a, const void *b)
     return strcmp(x->layer, y->layer);
 }
 
+/* (iteration, layer) only: every shard's rows of one layer and iteration compare equal. */
+static int merge_row_cmp_any_node(const void *a, const void *b)
+{
+    const merge_row_t *x = a, *y = b;
+    if (x->iteration != y->iteration) return x->iteration < y->iteration ? -1 : 1;
+    return strcmp(x->layer, y->layer);
+}
+
 static void merge_push(merge_row_t **v, int64_t *n, int64_t *cap, const merge_row_t *r)
 {
     if (*n == *cap) {
@@ -901,7 +929,16 @@ static void merge_push(merge_row_t **v, int64_t *n, int64_t *cap, const merge_ro
  * node = the shard, bytes = all it sent (its own rank's copy included), peer = the rank when
  * only one received, else -1, end = the last arrival, start = the first request or, if
  * later, the end of the shard's APPLY of that layer and iteration (when its values exist,
- * as the simulator starts PULL). */
+ * as the simulator starts PULL). PUSH rows end, as the simulator's do, when the bytes are at
+ * the shards rather than when ZeroMQ let go of the sender's buffer (which is when they are in
+ * the kernel's socket buffer, ~ms before they cross a 1 Gbit/s link): at the latest start of
+ * an APPLY of that layer and iteration on the other ranks' shards (the push to its own shard
+ * does not cross the network). An APPLY starts when the shard has every worker's push of the
+ * block, the rank's own one arriving at once, so with 2 nodes this is exactly when this
+ * rank's bytes arrived; with more it is the last remote arrival, which is this rank's own
+ * when the pushes share the shard's link and finish together (the simulator's gather,
+ * sim/sim.c) and later by the other ranks' lag otherwise. Unchanged when the layer lives on
+ * this rank's shard only. */
 static void trace_merge(const char *prefix, int world)
 {
     char path[1100];
@@ -912,8 +949,8 @@ static void trace_merge(const char *prefix, int world)
         return;
     }
     fprintf(out, "%s\n", trace_csv_header);
-    merge_row_t *pull = NULL, *apply = NULL;
-    int64_t n_pull = 0, cap_pull = 0, n_apply = 0, cap_apply = 0;
+    merge_row_t *pull = NULL, *apply = NULL, *push = NULL;
+    int64_t n_pull = 0, cap_pull = 0, n_apply = 0, cap_apply = 0, n_push = 0, cap_push = 0;
     for (int r = 0; r < world; r++) {
         snprintf(path, sizeof path, "%s-rank%d.csv", prefix, r);
         FILE *in = fopen(path, "r");
@@ -933,6 +970,10 @@ static void trace_merge(const char *prefix, int world)
                        m.op, m.layer, &m.peer, &m.bytes, &m.t0, &m.t1) == 8) {
                 if (!strcmp(m.op, "PULL")) {
                     merge_push(&pull, &n_pull, &cap_pull, &m);
+                    continue;
+                }
+                if (!strcmp(m.op, "PUSH")) {
+                    merge_push(&push, &n_push, &cap_push, &m);
                     continue;
                 }
                 if (!strcmp(m.op, "APPLY")) merge_push(&apply, &n_apply, &cap_apply, &m);
@@ -962,6 +1003,23 @@ static void trace_merge(const char *prefix, int world)
         fprintf(out, "%d,%d,PULL,%s,%d,%lld,%lld,%lld\n", g.node, g.iteration, g.layer, g.peer,
                 g.bytes, g.t0, g.t1);
     }
+    if (n_apply) qsort(apply, (size_t)n_apply, sizeof *apply, merge_row_cmp_any_node);
+    for (int64_t i = 0; i < n_push; i++) {
+        merge_row_t g = push[i];
+        const merge_row_t *a = n_apply ? bsearch(&g, apply, (size_t)n_apply, sizeof *apply,
+                                                 merge_row_cmp_any_node)
+                                       : NULL;
+        if (a) { /* every shard's APPLYs of the layer and iteration but this rank's own */
+            long long last = -1;
+            while (a > apply && !merge_row_cmp_any_node(a - 1, &g)) a--;
+            for (; a < apply + n_apply && !merge_row_cmp_any_node(a, &g); a++)
+                if (a->node != g.node && a->t0 > last) last = a->t0;
+            if (last >= 0) g.t1 = last > g.t0 ? last : g.t0;
+        }
+        fprintf(out, "%d,%d,PUSH,%s,%d,%lld,%lld,%lld\n", g.node, g.iteration, g.layer, g.peer,
+                g.bytes, g.t0, g.t1);
+    }
+    free(push);
     free(pull);
     free(apply);
     if (fclose(out)) log_warn("trace: error writing %s.csv", prefix);
@@ -1240,6 +1298,10 @@ int worker_run(const worker_config_t *cfg)
         if (pthread_create(&th[n_threads++], NULL, sync_main, &args[op])) die("pthread_create");
     }
     for (int i = 0; i < n_threads; i++) pthread_join(th[i], NULL);
+    if (w->T >= 2) /* iterations 1 .. T-1: from the start of 1's first op to the end */
+        log_info("rank %d: steady_cpu_s %.3f wall_s %.3f iterations %lld", w->rank,
+                 process_cpu_s() - w->cpu1_s, (double)(comm_now_ns() - w->cpu1_ns) * 1e-9,
+                 (long long)(w->T - 1));
     free(th);
     free(args);
     if (w->rank == 0) report(w, w->T - 1, true);

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# bench_scaling.sh BUILD-DIR: the runtime's weak scaling on the emulated cluster — GoogLeNet,
+# bench_scaling.sh BUILD-DIR [OUT-DIR]: the runtime's weak scaling on the emulated cluster — GoogLeNet,
 # emulated compute (0.3 s per iteration at batch 16), 1, 2, 4, 8 nodes in network namespaces
 # with 1 Gbit/s tbf links, schemes hybrid, ps+wfbp, ps, allreduce+wfbp — and the simulator's
 # prediction of the same runs (experiments/validate.sh does both). Writes
-# out/bench/scaling.csv: model,nodes,gbps,scheme,images_per_s,speedup,predicted_images_per_s,
-# predicted_speedup (speedup: throughput over the 1-node run of the same scheme). Needs root
+# OUT-DIR/scaling.csv (default out/bench): model,nodes,gbps,scheme,images_per_s,speedup,
+# predicted_images_per_s,predicted_speedup,host_bound (speedup: throughput over the 1-node
+# run of the same scheme; host_bound: validate.sh's flag, the ranks used >= 85% of the
+# host's cores, so the host rather than the emulated network set the pace). Needs root
 # for the namespaces: without it, says so and exits 0. About 3-4 minutes on 2 cores.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/.."
-out=out/bench
+out=${2:-out/bench}
 mkdir -p "$out"
 if [ "$(id -u)" != 0 ]; then
     echo "bench_scaling: skipped: needs root (network namespaces for the emulated nodes)"
@@ -21,13 +23,13 @@ experiments/validate.sh --build "$build" --out "$out/scaling-runs" --models "$mo
     --batch "$batch" || { echo "bench_scaling: some runs failed (see $out/scaling-runs)" >&2; exit 1; }
 awk -F, -v b="$batch" '
 NR == 1 { next }
-{ key[NR] = $1 "," $2 "," $3 "," $4; n[NR] = $2; s[NR] = $4
+{ key[NR] = $1 "," $2 "," $3 "," $4; n[NR] = $2; s[NR] = $4; hb[NR] = $8
   ips[NR] = $2 * b / $6; pips[NR] = $2 * b / $5
   if ($2 == 1) { base[$4] = ips[NR]; pbase[$4] = pips[NR] } }
 END {
-    print "model,nodes,gbps,scheme,images_per_s,speedup,predicted_images_per_s,predicted_speedup"
+    print "model,nodes,gbps,scheme,images_per_s,speedup,predicted_images_per_s,predicted_speedup,host_bound"
     for (i = 2; i <= NR; i++)
-        printf "%s,%.2f,%.3f,%.2f,%.3f\n", key[i], ips[i], ips[i] / base[s[i]], pips[i], pips[i] / pbase[s[i]]
+        printf "%s,%.2f,%.3f,%.2f,%.3f,%s\n", key[i], ips[i], ips[i] / base[s[i]], pips[i], pips[i] / pbase[s[i]], hb[i]
 }' "$out/scaling-runs/validate.csv" >"$out/scaling.csv"
 column -s, -t "$out/scaling.csv"
 echo "wrote $out/scaling.csv"

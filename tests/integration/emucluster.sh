@@ -2,7 +2,8 @@
 # experiments/emucluster.sh: a 3-host emulated cluster runs the PS/all-reduce check over
 # the namespace addresses; the tbf rate limit holds (goodput on a 200 Mbit/s link between
 # 80% and 105% of it); and nothing of a run is left behind - after success, after a failing
-# command, and after Ctrl-C. Exit 77 (skip) when not root or without network namespaces.
+# command, and after Ctrl-C - bridge netfilter settings included: off while a run is up,
+# as before once the last run is gone (checked when no other run holds them). Exit 77 (skip) when not root or without network namespaces.
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,10 +15,21 @@ fail() { echo "FAIL: $*"; exit 1; }
 export EMU_ID=$(printf 'e%04x' $(( $$ & 0xffff )))
 leftovers() { echo $(( $(ip -o link show | grep -c " pbr$EMU_ID\| pv$EMU_ID") + $(ip netns list | grep -c "^pns$EMU_ID-") )); }
 before=$(leftovers)
+nf=/proc/sys/net/bridge/bridge-nf-call-iptables nfdir=${EMU_NF_DIR:-/run/poseidon-emucluster}
+nf_others() { local f k=0; for f in "$nfdir"/holder.*; do [ -e "$f" ] && kill -0 "${f##*.}" 2>/dev/null && k=$((k + 1)); done; echo $k; }
+nf_before=""
+[ -e $nf ] && [ "$(nf_others)" = 0 ] && nf_before=$(cat $nf)
 
 out=$(timeout 120 experiments/emucluster.sh -n 3 -r 1gbit -- "$build/poseidon" comm-test --iters 2 --floats 100000 2>&1) \
     || { echo "$out" | tail; fail "3-host check"; }
 [ "$(echo "$out" | grep -c ': ok: ')" -eq 3 ] || fail "not every host reported ok"
+if [ -e $nf ] && [ "${EMU_BRIDGE_NF:-}" != keep ]; then
+    timeout 60 experiments/emucluster.sh -n 1 -- sleep 2 >/dev/null 2>&1 &
+    sleep 1
+    during=$(cat $nf)
+    wait $!
+    [ "$during" = 0 ] || fail "bridge-nf-call-iptables is '$during' during a run, expected 0"
+fi
 [ "$(leftovers)" -eq "$before" ] || fail "links or namespaces left after a successful run"
 
 row=$(timeout 120 experiments/emucluster.sh -n 2 -r 200mbit -- "$build/poseidon" comm-test --mode bench \
@@ -42,4 +54,7 @@ for _ in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
 kill -0 $pid 2>/dev/null && { kill -KILL $pid; fail "did not stop on SIGINT"; }
 sleep 0.3
 [ "$(leftovers)" -eq "$before" ] || fail "links or namespaces left after Ctrl-C"
+if [ -n "$nf_before" ] && [ "$(nf_others)" = 0 ]; then
+    [ "$(cat $nf)" = "$nf_before" ] || fail "bridge-nf-call-iptables is $(cat $nf) after the runs, was $nf_before"
+fi
 echo "ok"

@@ -2,7 +2,8 @@
 # experiments/validate.sh end to end on a tiny grid (LeNet, 2 emulated nodes at 1 Gbit/s,
 # ps and hybrid, 4 iterations): both runs give a result row, the predicted and measured times
 # are within 50% of each other (a loose bound: this checks the pipeline, not the accuracy,
-# which the full grid reports), the plot is written, and no namespace is left behind.
+# which the full grid reports), the steady-state CPU and host_bound columns are filled, the
+# plot is written, and no namespace is left behind.
 # Exit 77 (skip) when not root or without network namespaces.
 set -u
 build=${1:-build}
@@ -22,6 +23,11 @@ cat "$tmp/log" | tail -4
 awk -F, 'NR > 1 { e = $7 < 0 ? -$7 : $7; if (!($6 > 0) || e > 0.5) bad = 1 } END { exit bad }' "$tmp/v/validate.csv" ||
     fail "a row is off by more than 50%: $(cat "$tmp/v/validate.csv")"
 grep -q "median" "$tmp/log" || fail "no error summary"
+grep -q "not host-bound: median" "$tmp/log" || fail "no summary over the rows that are not host-bound"
+# steady-state CPU: logged by every rank, positive, flagged 0/1
+awk -F, 'NR == 1 { ok = $8 == "host_bound" && $9 == "cpu_s_per_iter" && $10 == "host_cpu_frac"; next }
+    { if (!($9 > 0) || !($10 > 0) || ($8 != 0 && $8 != 1)) ok = 0 } END { exit !ok }' "$tmp/v/validate_detail.csv" ||
+    fail "bad CPU columns: $(cat "$tmp/v/validate_detail.csv")"
 if command -v gnuplot >/dev/null; then [ -s "$tmp/v/validate.png" ] || fail "no plot"; fi
 [ "$(ip netns list | grep -c "^pns$EMU_ID-")" -eq "$before" ] || fail "namespaces left behind"
 exit 0
