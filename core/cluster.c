@@ -62,88 +62,13 @@ const char *cluster_keys_help(void)
            "  speed = NODE:FACTOR       fixed speed of one node, repeatable (1)\n";
 }
 
-/* ---- key = value reading ---- */
-
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s)) s++;
-    char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
-    return s;
-}
-
-int kv_split(char *line, char **key, char **val)
-{
-    char *hash = strchr(line, '#');
-    if (hash) *hash = 0;
-    char *s = trim(line);
-    if (!*s) return 0;
-    char *eq = strchr(s, '=');
-    if (!eq) return -1;
-    *eq = 0;
-    *key = trim(s);
-    *val = trim(eq + 1);
-    return **key ? 1 : -1;
-}
-
-int kv_int(const char *s, long long *out)
-{
-    if (!*s) return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end) return -1;
-    *out = v;
-    return 0;
-}
-
-int kv_double(const char *s, double *out)
-{
-    if (!*s) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
-char *kv_read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = xmalloc(cap);
-    size_t r;
-    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (cap - n - 1 == 0) buf = xrealloc(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
-
 /* ---- cluster keys ---- */
-
-static int bad(char *err, size_t errlen, const char *where, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int bad(char *err, size_t errlen, const char *where, const char *fmt, ...)
-{
-    int n = snprintf(err, errlen, "%s: ", where);
-    if (n < 0 || (size_t)n >= errlen) return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static int get_pos(const char *key, const char *val, double lo, double *out, const char *where,
                    char *err, size_t errlen)
 {
     if (kv_double(val, out) || *out < lo)
-        return bad(err, errlen, where, "expected %s = a number >= %g, got '%s'", key, lo, val);
+        return kv_error(err, errlen, where, "expected %s = a number >= %g, got '%s'", key, lo, val);
     return 0;
 }
 
@@ -155,7 +80,7 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
     if (!strcmp(key, "nodes") || !strcmp(key, "devices_per_node") || !strcmp(key, "ps_shards")) {
         long long lo = strcmp(key, "ps_shards") ? 1 : 0;
         if (kv_int(val, &i) || i < lo || i > 10000000)
-            return bad(err, errlen, where, "expected %s = an integer >= %lld, got '%s'", key, lo,
+            return kv_error(err, errlen, where, "expected %s = an integer >= %lld, got '%s'", key, lo,
                        val);
         if (!strcmp(key, "nodes")) c->nodes = (int)i;
         else if (!strcmp(key, "devices_per_node")) c->devices_per_node = (int)i;
@@ -165,7 +90,7 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
         c->nic_Bps = d * 1e9 / 8;
     } else if (!strcmp(key, "nic_efficiency")) {
         if (kv_double(val, &d) || d <= 0 || d > 1)
-            return bad(err, errlen, where, "expected nic_efficiency = a number in (0, 1], got '%s'",
+            return kv_error(err, errlen, where, "expected nic_efficiency = a number in (0, 1], got '%s'",
                        val);
         c->nic_efficiency = d;
     } else if (!strcmp(key, "latency_us")) {
@@ -179,7 +104,7 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
         c->server_Bps = d * 1e9 / 8;
     } else if (!strcmp(key, "device")) {
         if (device_preset(&c->device, val))
-            return bad(err, errlen, where,
+            return kv_error(err, errlen, where,
                        "expected device = titanx-maxwell | k20 | h100, got '%s'", val);
     } else if (!strcmp(key, "peak_tflops")) {
         if (get_pos(key, val, 1e-9, &d, where, err, errlen)) return -1;
@@ -189,7 +114,7 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
         c->device.mem_Bps = d * 1e9;
     } else if (!strcmp(key, "eff_conv") || !strcmp(key, "eff_fc")) {
         if (kv_double(val, &d) || d <= 0 || d > 2)
-            return bad(err, errlen, where, "expected %s = a number in (0, 2], got '%s'", key, val);
+            return kv_error(err, errlen, where, "expected %s = a number in (0, 2], got '%s'", key, val);
         if (!strcmp(key, "eff_conv")) c->device.eff_conv = d;
         else c->device.eff_fc = d;
     } else if (!strcmp(key, "launch_us")) {
@@ -203,52 +128,43 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
         char buf[128];
         snprintf(buf, sizeof buf, "%s", val);
         char *colon = strchr(buf, ':');
-        if (!colon) return bad(err, errlen, where, "expected speed = NODE:FACTOR, got '%s'", val);
+        if (!colon) return kv_error(err, errlen, where, "expected speed = NODE:FACTOR, got '%s'", val);
         *colon = 0;
         if (kv_int(buf, &i) || i < 0 || kv_double(colon + 1, &d) || d <= 0)
-            return bad(err, errlen, where,
+            return kv_error(err, errlen, where,
                        "expected speed = NODE:FACTOR (node >= 0, factor > 0), got '%s'", val);
         if (c->n_speed == CLUSTER_MAX_SPEED)
-            return bad(err, errlen, where, "expected at most %d speed lines", CLUSTER_MAX_SPEED);
+            return kv_error(err, errlen, where, "expected at most %d speed lines", CLUSTER_MAX_SPEED);
         c->speed_node[c->n_speed] = (int)i;
         c->speed_factor[c->n_speed++] = d;
     } else {
-        return bad(err, errlen, where, "expected a cluster key (nodes, nic_gbps, latency_us, ...), "
+        return kv_error(err, errlen, where, "expected a cluster key (nodes, nic_gbps, latency_us, ...), "
                                        "got unknown key '%s'", key);
     }
     return 0;
+}
+
+static int cluster_setter(void *obj, const char *key, const char *val, int line_no,
+                          const char *where, char *err, size_t errlen)
+{
+    (void)line_no;
+    return cluster_set(obj, key, val, where, err, errlen);
 }
 
 int cluster_parse(cluster_t *c, const char *path, const char *text, char *err, size_t errlen)
 {
     cluster_init(c);
     snprintf(c->path, sizeof c->path, "%s", path);
-    char *copy = xstrdup(text);
-    int line_no = 0, rc = 0;
-    char *save = NULL;
-    /* strtok_r would skip empty lines and break the numbering: walk by hand. */
-    for (char *line = copy; line && rc == 0; line = save) {
-        char *nl = strchr(line, '\n');
-        save = nl ? nl + 1 : NULL;
-        if (nl) *nl = 0;
-        if (!nl && !*line) break; /* the end of a file that ends with a newline */
-        line_no++;
-        char where[600], *key, *val;
-        snprintf(where, sizeof where, "%s:%d", path, line_no);
-        int k = kv_split(line, &key, &val);
-        if (k < 0) rc = bad(err, errlen, where, "expected key = value");
-        else if (k > 0) rc = cluster_set(c, key, val, where, err, errlen);
-    }
-    free(copy);
-    if (rc) return -1;
+    int line_no = 0;
+    if (kv_parse_text(path, text, cluster_setter, c, &line_no, err, errlen)) return -1;
     char where[600];
     snprintf(where, sizeof where, "%s:%d", path, line_no);
     if (c->ps_shards > c->nodes)
-        return bad(err, errlen, where, "expected ps_shards <= nodes (%d), got %d", c->nodes,
+        return kv_error(err, errlen, where, "expected ps_shards <= nodes (%d), got %d", c->nodes,
                    c->ps_shards);
     for (int i = 0; i < c->n_speed; i++)
         if (c->speed_node[i] >= c->nodes)
-            return bad(err, errlen, where, "expected speed node < nodes (%d), got %d", c->nodes,
+            return kv_error(err, errlen, where, "expected speed node < nodes (%d), got %d", c->nodes,
                        c->speed_node[i]);
     return 0;
 }

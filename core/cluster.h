@@ -8,8 +8,7 @@
  * Invariants after cluster_load()/cluster_parse(): nodes >= 1, nic_Bps > 0, lat_ns >= 0,
  * 0 <= ps_shards <= nodes (0 means one shard per node, colocated: Poseidon's default),
  * speed[] has `nodes` entries (owned) or is NULL (all 1.0).
- *
- * The key=value line reader (kv_*) is shared with experiment files.
+
  */
 #ifndef POSEIDON_CLUSTER_H
 #define POSEIDON_CLUSTER_H
@@ -17,6 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "kvfile.h"
 
 #define CLUSTER_NAME_MAX 64
 #define CLUSTER_MAX_SPEED 256 /* explicit `speed = NODE:FACTOR` lines */
@@ -75,18 +76,5 @@ int device_preset(device_t *d, const char *name);
 
 /* One line per key, for --help texts. */
 const char *cluster_keys_help(void);
-
-/* --- key = value line reading, shared by cluster and experiment files --- */
-
-/* Split one line in place: strips a '#' comment and blanks. Returns 0 for an empty line,
- * 1 with *key and *val set, -1 when the line has no '='. */
-int kv_split(char *line, char **key, char **val);
-
-/* Strict number parsing: the whole string must be the number. Return 0 or -1. */
-int kv_int(const char *s, long long *out);
-int kv_double(const char *s, double *out);
-
-/* Read a whole file into a NUL-terminated heap buffer; NULL (errno set) on failure. */
-char *kv_read_file(const char *path);
 
 #endif

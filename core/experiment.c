@@ -69,19 +69,6 @@ const char *experiment_keys_help(void)
            "  sweep_schemes = ps,hybrid schemes to run\n";
 }
 
-static int bad(char *err, size_t errlen, const char *where, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int bad(char *err, size_t errlen, const char *where, const char *fmt, ...)
-{
-    int n = snprintf(err, errlen, "%s: ", where);
-    if (n < 0 || (size_t)n >= errlen) return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* A path relative to the experiment file's folder. */
 static void resolve(const experiment_t *e, const char *val, char *out, size_t len)
 {
@@ -145,48 +132,63 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
         resolve(e, val, e->profile_path, sizeof e->profile_path);
     } else if (!strcmp(key, "scheme")) {
         if (scheme_parse(val, &e->scheme))
-            return bad(err, errlen, where,
+            return kv_error(err, errlen, where,
                        "expected scheme = ps | ps+wfbp | sfb+wfbp | allreduce+wfbp | hybrid | "
                        "hybrid3, got '%s'", val);
     } else if (!strcmp(key, "consistency")) {
         if (!strcmp(val, "bsp")) e->staleness = 0;
         else if (!strncmp(val, "ssp:", 4) && !kv_int(val + 4, &i) && i >= 0 && i < 1000)
             e->staleness = (int)i;
-        else return bad(err, errlen, where, "expected consistency = bsp | ssp:S, got '%s'", val);
+        else return kv_error(err, errlen, where, "expected consistency = bsp | ssp:S, got '%s'", val);
     } else if (!strcmp(key, "batch") || !strcmp(key, "iterations")) {
         if (kv_int(val, &i) || i < 1 || i > 1000000)
-            return bad(err, errlen, where, "expected %s = an integer >= 1, got '%s'", key, val);
+            return kv_error(err, errlen, where, "expected %s = an integer >= 1, got '%s'", key, val);
         if (!strcmp(key, "batch")) e->batch = (int)i;
         else e->iterations = (int)i;
     } else if (!strcmp(key, "seed")) {
         if (kv_int(val, &i) || i < 0)
-            return bad(err, errlen, where, "expected seed = an integer >= 0, got '%s'", val);
+            return kv_error(err, errlen, where, "expected seed = an integer >= 0, got '%s'", val);
         e->seed = (uint64_t)i;
     } else if (!strcmp(key, "kv_block_mb")) {
         if (kv_double(val, &d) || d < 0)
-            return bad(err, errlen, where, "expected kv_block_mb = a number >= 0, got '%s'", val);
+            return kv_error(err, errlen, where, "expected kv_block_mb = a number >= 0, got '%s'", val);
         e->kv_block_bytes = llround(d * (1 << 20));
         if (d > 0 && e->kv_block_bytes < 4)
-            return bad(err, errlen, where, "expected kv_block_mb of at least 4 bytes");
+            return kv_error(err, errlen, where, "expected kv_block_mb of at least 4 bytes");
     } else if (!strcmp(key, "sweep_nodes")) {
         if (split_list(val, EXPERIMENT_MAX_SWEEP, item_nodes, e->nodes, &e->n_nodes))
-            return bad(err, errlen, where,
+            return kv_error(err, errlen, where,
                        "expected sweep_nodes = comma list of integers >= 1 (at most %d), got '%s'",
                        EXPERIMENT_MAX_SWEEP, val);
     } else if (!strcmp(key, "sweep_gbps")) {
         if (split_list(val, EXPERIMENT_MAX_SWEEP, item_gbps, e->gbps, &e->n_gbps))
-            return bad(err, errlen, where,
+            return kv_error(err, errlen, where,
                        "expected sweep_gbps = comma list of numbers > 0, got '%s'", val);
     } else if (!strcmp(key, "sweep_schemes")) {
         if (split_list(val, EXPERIMENT_MAX_SWEEP, item_scheme, e->schemes, &e->n_schemes))
-            return bad(err, errlen, where,
+            return kv_error(err, errlen, where,
                        "expected sweep_schemes = comma list of schemes, got '%s'", val);
     } else {
-        return bad(err, errlen, where,
+        return kv_error(err, errlen, where,
                    "expected an experiment key (model, cluster, scheme, batch, ...), got unknown "
                    "key '%s'", key);
     }
     return 0;
+}
+
+/* What experiment_parse keeps while reading: the line of `cluster =`, for messages about
+ * the cluster file. */
+typedef struct {
+    experiment_t *e;
+    int cluster_line;
+} experiment_reader_t;
+
+static int experiment_setter(void *obj, const char *key, const char *val, int line_no,
+                             const char *where, char *err, size_t errlen)
+{
+    experiment_reader_t *r = obj;
+    if (!strcmp(key, "cluster")) r->cluster_line = line_no;
+    return experiment_set(r->e, key, val, where, err, errlen);
 }
 
 int experiment_parse(experiment_t *e, const char *path, const char *text, char *err,
@@ -199,34 +201,18 @@ int experiment_parse(experiment_t *e, const char *path, const char *text, char *
     char *dot = strrchr(e->name, '.');
     if (dot) *dot = 0;
 
-    char *copy = xstrdup(text);
-    int line_no = 0, rc = 0, cluster_line = 0;
+    experiment_reader_t r = {.e = e};
+    int line_no = 0;
+    if (kv_parse_text(path, text, experiment_setter, &r, &line_no, err, errlen)) return -1;
+    int cluster_line = r.cluster_line;
     char where[600];
-    char *next = NULL;
-    for (char *line = copy; line && rc == 0; line = next) {
-        char *nl = strchr(line, '\n');
-        next = nl ? nl + 1 : NULL;
-        if (nl) *nl = 0;
-        if (!nl && !*line) break; /* the end of a file that ends with a newline */
-        line_no++;
-        char *key, *val;
-        snprintf(where, sizeof where, "%s:%d", path, line_no);
-        int k = kv_split(line, &key, &val);
-        if (k < 0) rc = bad(err, errlen, where, "expected key = value");
-        else if (k > 0) {
-            rc = experiment_set(e, key, val, where, err, errlen);
-            if (!strcmp(key, "cluster")) cluster_line = line_no;
-        }
-    }
-    free(copy);
-    if (rc) return -1;
     snprintf(where, sizeof where, "%s:%d", path, line_no);
-    if (!e->model_path[0]) return bad(err, errlen, where, "expected a 'model = FILE' line");
-    if (!e->cluster_path[0]) return bad(err, errlen, where, "expected a 'cluster = FILE' line");
+    if (!e->model_path[0]) return kv_error(err, errlen, where, "expected a 'model = FILE' line");
+    if (!e->cluster_path[0]) return kv_error(err, errlen, where, "expected a 'cluster = FILE' line");
     char cerr[1024];
     if (cluster_load(&e->cluster, e->cluster_path, cerr, sizeof cerr)) {
         snprintf(where, sizeof where, "%s:%d", path, cluster_line);
-        return bad(err, errlen, where, "cluster: %s", cerr);
+        return kv_error(err, errlen, where, "cluster: %s", cerr);
     }
     if (e->n_nodes == 0) e->nodes[e->n_nodes++] = e->cluster.nodes;
     if (e->n_gbps == 0) e->gbps[e->n_gbps++] = e->cluster.nic_Bps * 8 / 1e9;

@@ -1,0 +1,107 @@
+#include "kvfile.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+    return s;
+}
+
+int kv_split(char *line, char **key, char **val)
+{
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    char *s = trim(line);
+    if (!*s) return 0;
+    char *eq = strchr(s, '=');
+    if (!eq) return -1;
+    *eq = 0;
+    *key = trim(s);
+    *val = trim(eq + 1);
+    return **key ? 1 : -1;
+}
+
+int kv_int(const char *s, long long *out)
+{
+    if (!*s) return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+int kv_double(const char *s, double *out)
+{
+    if (!*s) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+char *kv_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = xmalloc(cap);
+    size_t r;
+    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (cap - n - 1 == 0) buf = xrealloc(buf, cap *= 2);
+    }
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+int kv_error(char *err, size_t errlen, const char *where, const char *fmt, ...)
+{
+    int n = snprintf(err, errlen, "%s: ", where);
+    if (n < 0 || (size_t)n >= errlen) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int kv_parse_text(const char *path, const char *text, kv_setter_t set, void *obj, int *n_lines,
+                  char *err, size_t errlen)
+{
+    char *copy = xstrdup(text);
+    int line_no = 0, rc = 0;
+    char where[600];
+    char *next = NULL;
+    /* strtok_r would skip empty lines and break the numbering: walk by hand. */
+    for (char *line = copy; line && rc == 0; line = next) {
+        char *nl = strchr(line, '\n');
+        next = nl ? nl + 1 : NULL;
+        if (nl) *nl = 0;
+        if (!nl && !*line) break; /* the end of a file that ends with a newline */
+        line_no++;
+        snprintf(where, sizeof where, "%s:%d", path, line_no);
+        char *key, *val;
+        int k = kv_split(line, &key, &val);
+        if (k < 0) rc = kv_error(err, errlen, where, "expected key = value");
+        else if (k > 0) rc = set(obj, key, val, line_no, where, err, errlen);
+    }
+    free(copy);
+    if (n_lines) *n_lines = line_no;
+    return rc ? -1 : 0;
+}
