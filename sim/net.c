@@ -47,13 +47,14 @@ struct net {
                         minus the unfrozen multis whose leaves are on its side but that do
                         not cross it (the multis of a side are counted once, globally, in mu) */
     double *used;    /* capacity taken by frozen entities (same split as cnt) */
-    int64_t *adjn, *start, *fill;
+    int64_t *lhead, *ltail; /* [resource]: the entities listed at it, in index order: single
+                               flows by sender and by receiver, multis by hub */
     char *mark;
     char *in_level;  /* resources saturating at the current level */
     int *level;
     int *touched;
-    int64_t *adj;
-    int64_t adj_cap;
+    int64_t *lnext;  /* [entity][side]: next entity of the list at its send / receive side */
+    int64_t lnext_cap;
     char *frozen;
     int64_t *ml;     /* unfrozen multis (lazily compacted) */
     int64_t nml;
@@ -96,9 +97,8 @@ net_t *net_new(int nodes, double nic_Bps, double core_Bps)
     size_t R = 2 * (size_t)nodes + 3;
     n->cnt = xcalloc(R, sizeof *n->cnt);
     n->used = xcalloc(R, sizeof *n->used);
-    n->adjn = xcalloc(R, sizeof *n->adjn);
-    n->start = xcalloc(R, sizeof *n->start);
-    n->fill = xcalloc(R, sizeof *n->fill);
+    n->lhead = xcalloc(R, sizeof *n->lhead);
+    n->ltail = xcalloc(R, sizeof *n->ltail);
     n->mark = xcalloc(R, 1);
     n->in_level = xcalloc(R, 1);
     n->level = xcalloc(R, sizeof *n->level);
@@ -121,14 +121,13 @@ void net_destroy(net_t **np)
     free(n->f);
     free(n->cnt);
     free(n->used);
-    free(n->adjn);
-    free(n->start);
-    free(n->fill);
+    free(n->lhead);
+    free(n->ltail);
     free(n->mark);
     free(n->in_level);
     free(n->level);
     free(n->touched);
-    free(n->adj);
+    free(n->lnext);
     free(n->frozen);
     free(n->ml);
     free(n->ovhead);
@@ -302,8 +301,49 @@ static void freeze(net_t *n, int64_t i, double x)
             n->used[off + e->ex[k]] -= x;
         }
     }
-    n->core_cnt -= e->mult;
-    n->core_used += x * e->mult;
+    /* the core's terms matter only where it is a resource (a dependency chain through
+     * every freeze otherwise) */
+    if (n->core_Bps > 0) {
+        n->core_cnt -= e->mult;
+        n->core_used += x * e->mult;
+    }
+}
+
+/* Freeze every unfrozen entity of resource r's list at x. The same updates as freeze() in
+ * the same order, with r's own terms kept in registers: every single flow of the list
+ * updates them, a chain through memory otherwise. */
+static void freeze_list(net_t *n, int r, double x)
+{
+    int N = n->nodes, side = r >= N;
+    double ur = n->used[r];
+    int64_t cr = n->cnt[r], nf = 0;
+    for (int64_t j = n->lhead[r]; j >= 0; j = n->lnext[2 * j + side]) {
+        if (n->frozen[j]) continue;
+        ent_t *e = &n->f[j];
+        if (e->kind != K_SINGLE) {
+            n->used[r] = ur;
+            n->cnt[r] = cr;
+            freeze(n, j, x);
+            ur = n->used[r];
+            cr = n->cnt[r];
+            continue;
+        }
+        n->frozen[j] = 1;
+        nf++;
+        e->rate = x;
+        int other = side ? e->src : N + e->dst;
+        cr--;
+        ur += x;
+        n->cnt[other]--;
+        n->used[other] += x;
+        if (n->core_Bps > 0) {
+            n->core_cnt -= 1;
+            n->core_used += x;
+        }
+    }
+    n->used[r] = ur;
+    n->cnt[r] = cr;
+    n->left -= nf;
 }
 
 /* Whether multi g has a leaf at node d. */
@@ -377,8 +417,7 @@ static void freeze_level(net_t *n, int nl, double x)
     for (int k = 0; k < nl; k++) {
         int r = n->level[k];
         if (r >= 2 * N) continue;
-        for (int64_t a = n->start[r]; a < n->start[r] + n->adjn[r]; a++)
-            if (!n->frozen[n->adj[a]]) freeze(n, n->adj[a], x);
+        freeze_list(n, r, x);
         for (int64_t j = n->ovhead[r]; j >= 0; j = n->ovnext[2 * j + (r >= N)])
             if (!n->frozen[j]) freeze(n, j, x);
     }
@@ -446,16 +485,40 @@ static void freeze_level(net_t *n, int nl, double x)
     }
 }
 
-static void touch_res(net_t *n, int r)
+static void touch_res_first(net_t *n, int r)
 {
-    if (n->mark[r]) return;
     n->mark[r] = 1;
     n->touched[n->ntouched++] = r;
     n->cnt[r] = 0;
     n->used[r] = 0;
-    n->adjn[r] = 0;
+    n->lhead[r] = -1;
     n->ovhead[r] = -1;
     n->exn[r] = 0;
+}
+
+/* Append entity i to the list of (touched) resource r, on r's side. */
+static inline void list_append(net_t *n, int r, int64_t i)
+{
+    int side = r >= n->nodes;
+    n->lnext[2 * i + side] = -1;
+    if (n->lhead[r] < 0) n->lhead[r] = i;
+    else n->lnext[2 * n->ltail[r] + side] = i;
+    n->ltail[r] = i;
+}
+
+/* Inlined check: most calls find the resource already touched. */
+static inline void touch_res(net_t *n, int r)
+{
+    if (!n->mark[r]) touch_res_first(n, r);
+}
+
+/* llround(x) for 0 <= x < 2^62, without the library call (a tenth of a recomputation went
+ * there): x - trunc(x) is exact, so halves round up exactly as llround rounds them. */
+static inline int64_t round_ns(double x)
+{
+    if (!(x < 4.6e18)) return llround(x);
+    int64_t i = (int64_t)x;
+    return x - (double)i >= 0.5 ? i + 1 : i;
 }
 
 void net_recompute(net_t *n, int64_t now)
@@ -467,12 +530,12 @@ void net_recompute(net_t *n, int64_t now)
     if (n->n == 0) return;
     int N = n->nodes;
     grow_ent_scratch(n);
-    if (n->adj_cap < 2 * n->n) {
-        n->adj_cap = 2 * n->cap;
-        n->adj = xrealloc(n->adj, (size_t)n->adj_cap * sizeof *n->adj);
+    if (n->lnext_cap < 2 * n->n) {
+        n->lnext_cap = 2 * n->cap;
+        n->lnext = xrealloc(n->lnext, (size_t)n->lnext_cap * sizeof *n->lnext);
     }
-    /* Loads of the touched resources, and CSR adjacency: single flows by sender and by
-     * receiver, multis by hub. Multis are listed once more in ml. */
+    /* Loads of the touched resources, and the lists of entities per resource: single flows
+     * by sender and by receiver, multis by hub. Multis are listed once more in ml. */
     n->ntouched = 0;
     n->mu[0] = n->mu[1] = 0;
     n->fm[0] = n->fm[1] = 0;
@@ -484,15 +547,15 @@ void net_recompute(net_t *n, int64_t now)
         if (e->kind == K_SINGLE) {
             touch_res(n, e->src);
             n->cnt[e->src]++;
-            n->adjn[e->src]++;
+            list_append(n, e->src, i);
             touch_res(n, N + e->dst);
             n->cnt[N + e->dst]++;
-            n->adjn[N + e->dst]++;
+            list_append(n, N + e->dst, i);
         } else {
             int h = hub_res(n, e), off = leaf_side(e) * N;
             touch_res(n, h);
             n->cnt[h] += e->mult;
-            n->adjn[h]++;
+            list_append(n, h, i);
             /* a multi does not cross its hub node's or its excluded leaf-side resources */
             touch_res(n, off + hub_node(e));
             n->cnt[off + hub_node(e)]--;
@@ -508,22 +571,7 @@ void net_recompute(net_t *n, int64_t now)
     int nt = n->ntouched;
     int64_t acc = 0;
     n->special[0] = n->special[1] = 0;
-    for (int k = 0; k < nt; k++) {
-        int r = n->touched[k];
-        n->start[r] = n->fill[r] = acc;
-        acc += n->adjn[r];
-        n->special[r >= N]++;
-    }
-    for (int64_t i = 0; i < n->n; i++) {
-        const ent_t *e = &n->f[i];
-        if (e->kind == K_SINGLE) {
-            n->adj[n->fill[e->src]++] = i;
-            n->adj[n->fill[N + e->dst]++] = i;
-        } else {
-            int h = hub_res(n, e);
-            n->adj[n->fill[h]++] = i;
-        }
-    }
+    for (int k = 0; k < nt; k++) n->special[n->touched[k] >= N]++;
     int64_t nexall = 0;
     for (int64_t k = 0; k < n->nml; k++) {
         const ent_t *e = &n->f[n->ml[k]];
@@ -594,7 +642,7 @@ void net_recompute(net_t *n, int64_t now)
     for (int64_t i = 0; i < n->n; i++) {
         ent_t *f = &n->f[i];
         ASSERT(f->rate > 0, "flow %d -> %d got no bandwidth", f->src, f->dst);
-        int64_t d = llround(f->rem / f->rate * 1e9);
+        int64_t d = round_ns(f->rem / f->rate * 1e9);
         f->fin_ns = now + (d > 0 ? d : 0);
         if (f->fin_ns < n->next_ns) n->next_ns = f->fin_ns;
     }
@@ -617,7 +665,8 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
             free(n->f[i].ex);
             done++;
         } else {
-            n->f[w++] = n->f[i];
+            if (w != i) n->f[w] = n->f[i];
+            w++;
         }
     }
     n->n = w;
