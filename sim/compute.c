@@ -65,8 +65,9 @@ int sim_times_profile(sim_times_t *t, const plan_t *p, const char *path, char *e
         char name[MODEL_NAME_MAX + 1];
         long long b, fns, bns;
         char extra;
-        if (sscanf(line, "%96[^,],%lld,%lld,%lld%c", name, &b, &fns, &bns, &extra) != 4 ||
-            b < 1 || fns < 0 || bns < 0) {
+        /* Columns after bwd_ns (poseidon profile --detail) are for people, not read here. */
+        int got = sscanf(line, "%96[^,],%lld,%lld,%lld%c", name, &b, &fns, &bns, &extra);
+        if ((got != 4 && !(got == 5 && extra == ',')) || b < 1 || fns < 0 || bns < 0) {
             snprintf(err, errlen, "%s:%d: expected layer,batch,fwd_ns,bwd_ns", path, line_no);
             rc = -1;
             break;
