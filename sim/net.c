@@ -6,24 +6,34 @@
 
 #include "check.h"
 
-enum { K_SINGLE, K_BCAST, K_GATHER };
-
 /* One entity: a single flow src -> dst, or a "multi" of `mult` flows between a hub node and
  * its leaves (every node but the hub and the nodes in ex): a broadcast (hub = src, leaves
  * receive) or a gather (hub = dst, leaves send). */
 typedef struct {
-    int kind;
     int src, dst;    /* single: both; broadcast: src, dst = NET_DST_ALL; gather: dst,
-                        src = NET_SRC_ALL */
+                        src = NET_SRC_ALL (so the kind needs no field of its own) */
     int mult;        /* flows it stands for: 1, or nodes - 1 - nex for a multi */
-    int nex, cap_ex;
-    int *ex;         /* owned */
-    double rem;      /* bytes left per flow at n->last_ns */
+    int nex;
+    int *ex;         /* owned; room for ex_room(nex) */
+    double rem;      /* bytes left per flow at n->last_ns, less the pending steps */
     double rate;     /* bytes/s per flow */
     int64_t fin_ns;
     int64_t bytes;
     int64_t tag;
 } ent_t;
+/* the passes over every entity stream one cache line per entity */
+_Static_assert(sizeof(ent_t) <= 64, "entity larger than a cache line");
+
+static inline int is_single(const ent_t *e) { return e->src >= 0 && e->dst >= 0; }
+static inline int is_bcast(const ent_t *e) { return e->dst < 0; }
+
+/* The room of an ex list of k > 0 entries: the next power of two, at least 4. */
+static int ex_room(int k)
+{
+    int r = 4;
+    while (r < k) r *= 2;
+    return r;
+}
 
 typedef struct {
     double share;
@@ -47,14 +57,18 @@ struct net {
                         minus the unfrozen multis whose leaves are on its side but that do
                         not cross it (the multis of a side are counted once, globally, in mu) */
     double *used;    /* capacity taken by frozen entities (same split as cnt) */
-    int64_t *lhead, *ltail; /* [resource]: the entities listed at it, in index order: single
-                               flows by sender and by receiver, multis by hub */
+    int64_t *lstart, *lcnt; /* [resource]: its run in lent: the entities listed at it, in
+                               index order: single flows by sender and by receiver, multis by
+                               hub (contiguous, so a level's freeze streams through memory) */
     char *mark;
     char *in_level;  /* resources saturating at the current level */
     int *level;
     int *touched;
-    int64_t *lnext;  /* [entity][side]: next entity of the list at its send / receive side */
-    int64_t lnext_cap;
+    struct lent {
+        int64_t j;   /* entity */
+        int other;   /* a single flow's resource on the other side; -1 for a multi */
+    } *lent;         /* [2 * entities]: the lists of all resources, one run each */
+    int64_t lent_cap;
     char *frozen;
     int64_t *ml;     /* unfrozen multis (lazily compacted) */
     int64_t nml;
@@ -76,14 +90,19 @@ struct net {
     int64_t core_cnt;
     double core_used;
     int64_t left;
+    /* time steps (s) that every entity still has to drain, in order: applied lazily by the
+     * next recomputation's first pass over the entities instead of one pass per step
+     * (entities added since a step have rate 0, so applying it to them changes nothing) */
+    double *pend_dt;
+    int npend, cap_pend;
 };
 
-static int leaf_side(const ent_t *e) { return e->kind == K_BCAST ? 1 : 0; }
-static int hub_node(const ent_t *e) { return e->kind == K_BCAST ? e->src : e->dst; }
+static int leaf_side(const ent_t *e) { return is_bcast(e) ? 1 : 0; }
+static int hub_node(const ent_t *e) { return is_bcast(e) ? e->src : e->dst; }
 /* A multi's hub resource: the broadcast's sender's send side, the gather's receive side. */
 static int hub_res(const net_t *n, const ent_t *e)
 {
-    return e->kind == K_BCAST ? e->src : n->nodes + e->dst;
+    return is_bcast(e) ? e->src : n->nodes + e->dst;
 }
 
 net_t *net_new(int nodes, double nic_Bps, double core_Bps)
@@ -97,8 +116,8 @@ net_t *net_new(int nodes, double nic_Bps, double core_Bps)
     size_t R = 2 * (size_t)nodes + 3;
     n->cnt = xcalloc(R, sizeof *n->cnt);
     n->used = xcalloc(R, sizeof *n->used);
-    n->lhead = xcalloc(R, sizeof *n->lhead);
-    n->ltail = xcalloc(R, sizeof *n->ltail);
+    n->lstart = xcalloc(R, sizeof *n->lstart);
+    n->lcnt = xcalloc(R, sizeof *n->lcnt);
     n->mark = xcalloc(R, 1);
     n->in_level = xcalloc(R, 1);
     n->level = xcalloc(R, sizeof *n->level);
@@ -121,13 +140,13 @@ void net_destroy(net_t **np)
     free(n->f);
     free(n->cnt);
     free(n->used);
-    free(n->lhead);
-    free(n->ltail);
+    free(n->lstart);
+    free(n->lcnt);
     free(n->mark);
     free(n->in_level);
     free(n->level);
     free(n->touched);
-    free(n->lnext);
+    free(n->lent);
     free(n->frozen);
     free(n->ml);
     free(n->ovhead);
@@ -138,22 +157,33 @@ void net_destroy(net_t **np)
     free(n->exin);
     free(n->mark2);
     free(n->heap);
+    free(n->pend_dt);
     free(n);
     *np = NULL;
 }
 
-/* Drain every entity at its current rate up to now. */
+/* Move the network's time to now; the entities drain at their current rates when the
+ * pending steps are applied (drain_pending). */
 static void advance(net_t *n, int64_t now)
 {
     ASSERT(now >= n->last_ns, "network time going back: %lld < %lld", (long long)now,
            (long long)n->last_ns);
     if (now == n->last_ns) return;
-    double dt = (double)(now - n->last_ns) * 1e-9;
-    for (int64_t i = 0; i < n->n; i++) {
-        n->f[i].rem -= n->f[i].rate * dt;
-        if (n->f[i].rem < 0) n->f[i].rem = 0;
+    if (n->npend == n->cap_pend) {
+        n->cap_pend = n->cap_pend ? 2 * n->cap_pend : 4;
+        n->pend_dt = xrealloc(n->pend_dt, (size_t)n->cap_pend * sizeof *n->pend_dt);
     }
+    n->pend_dt[n->npend++] = (double)(now - n->last_ns) * 1e-9;
     n->last_ns = now;
+}
+
+/* Drain entity e by the pending steps, one after the other. */
+static inline void drain_pending(const net_t *n, ent_t *e)
+{
+    for (int k = 0; k < n->npend; k++) {
+        e->rem -= e->rate * n->pend_dt[k];
+        if (e->rem < 0) e->rem = 0;
+    }
 }
 
 static void push_ent(net_t *n, int64_t now, ent_t e)
@@ -173,7 +203,7 @@ void net_add(net_t *n, int64_t now, int src, int dst, int64_t bytes, int64_t tag
            "flow %d -> %d", src, dst);
     ASSERT(bytes > 0, "empty flow");
     push_ent(n, now,
-             (ent_t){K_SINGLE, src, dst, 1, 0, 0, NULL, (double)bytes, 0, INT64_MAX, bytes, tag});
+             (ent_t){src, dst, 1, 0, NULL, (double)bytes, 0, INT64_MAX, bytes, tag});
 }
 
 void net_add_bcast(net_t *n, int64_t now, int src, int64_t bytes, int64_t tag)
@@ -182,7 +212,7 @@ void net_add_bcast(net_t *n, int64_t now, int src, int64_t bytes, int64_t tag)
            n->nodes);
     ASSERT(bytes > 0, "empty broadcast");
     push_ent(n, now,
-             (ent_t){K_BCAST, src, NET_DST_ALL, n->nodes - 1, 0, 0, NULL, (double)bytes, 0,
+             (ent_t){src, NET_DST_ALL, n->nodes - 1, 0, NULL, (double)bytes, 0,
                      INT64_MAX, bytes, tag});
 }
 
@@ -194,14 +224,14 @@ void net_add_gather(net_t *n, int64_t now, int dst, int64_t bytes, int64_t tag, 
     ASSERT(bytes > 0, "empty gather");
     int *cp = NULL;
     if (nex > 0) {
-        cp = xcalloc((size_t)nex, sizeof *cp);
+        cp = xcalloc((size_t)ex_room(nex), sizeof *cp);
         for (int k = 0; k < nex; k++) {
             ASSERT(ex[k] >= 0 && ex[k] < n->nodes && ex[k] != dst, "gather excludes %d", ex[k]);
             cp[k] = ex[k];
         }
     }
     push_ent(n, now,
-             (ent_t){K_GATHER, NET_SRC_ALL, dst, n->nodes - 1 - nex, nex, nex, cp, (double)bytes,
+             (ent_t){NET_SRC_ALL, dst, n->nodes - 1 - nex, nex, cp, (double)bytes,
                      0, INT64_MAX, bytes, tag});
 }
 
@@ -281,7 +311,7 @@ static void freeze(net_t *n, int64_t i, double x)
     n->frozen[i] = 1;
     n->left--;
     e->rate = x;
-    if (e->kind == K_SINGLE) {
+    if (is_single(e)) {
         n->cnt[e->src]--;
         n->used[e->src] += x;
         n->cnt[N + e->dst]--;
@@ -314,13 +344,14 @@ static void freeze(net_t *n, int64_t i, double x)
  * updates them, a chain through memory otherwise. */
 static void freeze_list(net_t *n, int r, double x)
 {
-    int N = n->nodes, side = r >= N;
     double ur = n->used[r];
     int64_t cr = n->cnt[r], nf = 0;
-    for (int64_t j = n->lhead[r]; j >= 0; j = n->lnext[2 * j + side]) {
+    const struct lent *l = n->lent + n->lstart[r], *lend = l + n->lcnt[r];
+    for (; l < lend; l++) {
+        int64_t j = l->j;
         if (n->frozen[j]) continue;
         ent_t *e = &n->f[j];
-        if (e->kind != K_SINGLE) {
+        if (l->other < 0) {
             n->used[r] = ur;
             n->cnt[r] = cr;
             freeze(n, j, x);
@@ -331,7 +362,7 @@ static void freeze_list(net_t *n, int r, double x)
         n->frozen[j] = 1;
         nf++;
         e->rate = x;
-        int other = side ? e->src : N + e->dst;
+        int other = l->other;
         cr--;
         ur += x;
         n->cnt[other]--;
@@ -379,15 +410,13 @@ static int64_t split_one(net_t *n, int64_t i, int d)
     grow_ent_scratch(n);
     ent_t *g = &n->f[i];
     ASSERT(g->mult > 1, "multi at %d split down to nothing", hub_node(g));
-    if (g->nex == g->cap_ex) {
-        g->cap_ex = g->cap_ex ? 2 * g->cap_ex : 4;
-        g->ex = xrealloc(g->ex, (size_t)g->cap_ex * sizeof *g->ex);
-    }
+    if (g->nex == 0 || (g->nex >= 4 && ex_room(g->nex) == g->nex))
+        g->ex = xrealloc(g->ex, (size_t)ex_room(g->nex + 1) * sizeof *g->ex);
     g->ex[g->nex++] = d;
     g->mult--;
-    int src = g->kind == K_BCAST ? g->src : d, dst = g->kind == K_BCAST ? d : g->dst;
+    int src = is_bcast(g) ? g->src : d, dst = is_bcast(g) ? d : g->dst;
     int64_t j = n->n++;
-    n->f[j] = (ent_t){K_SINGLE, src, dst, 1, 0, 0, NULL, g->rem, 0, INT64_MAX, g->bytes, g->tag};
+    n->f[j] = (ent_t){src, dst, 1, 0, NULL, g->rem, 0, INT64_MAX, g->bytes, g->tag};
     n->frozen[j] = 0;
     n->left++;
     n->ovnext[2 * j] = n->ovhead[src];
@@ -491,19 +520,16 @@ static void touch_res_first(net_t *n, int r)
     n->touched[n->ntouched++] = r;
     n->cnt[r] = 0;
     n->used[r] = 0;
-    n->lhead[r] = -1;
+    n->lcnt[r] = 0;
     n->ovhead[r] = -1;
     n->exn[r] = 0;
 }
 
-/* Append entity i to the list of (touched) resource r, on r's side. */
-static inline void list_append(net_t *n, int r, int64_t i)
+/* Put entity j in the next place of (touched) resource r's run; lstart[r] then ends the run
+ * and is moved back to its start once every entity is in place. */
+static inline void list_put(net_t *n, int r, int64_t j, int other)
 {
-    int side = r >= n->nodes;
-    n->lnext[2 * i + side] = -1;
-    if (n->lhead[r] < 0) n->lhead[r] = i;
-    else n->lnext[2 * n->ltail[r] + side] = i;
-    n->ltail[r] = i;
+    n->lent[n->lstart[r]++] = (struct lent){j, other};
 }
 
 /* Inlined check: most calls find the resource already touched. */
@@ -527,12 +553,15 @@ void net_recompute(net_t *n, int64_t now)
     n->dirty = 0;
     n->recomputes++;
     n->next_ns = INT64_MAX;
-    if (n->n == 0) return;
+    if (n->n == 0) {
+        n->npend = 0;
+        return;
+    }
     int N = n->nodes;
     grow_ent_scratch(n);
-    if (n->lnext_cap < 2 * n->n) {
-        n->lnext_cap = 2 * n->cap;
-        n->lnext = xrealloc(n->lnext, (size_t)n->lnext_cap * sizeof *n->lnext);
+    if (n->lent_cap < 2 * n->n) {
+        n->lent_cap = 2 * n->cap;
+        n->lent = xrealloc(n->lent, (size_t)n->lent_cap * sizeof *n->lent);
     }
     /* Loads of the touched resources, and the lists of entities per resource: single flows
      * by sender and by receiver, multis by hub. Multis are listed once more in ml. */
@@ -543,19 +572,20 @@ void net_recompute(net_t *n, int64_t now)
     n->core_cnt = 0;
     n->core_used = 0;
     for (int64_t i = 0; i < n->n; i++) {
-        const ent_t *e = &n->f[i];
-        if (e->kind == K_SINGLE) {
+        ent_t *e = &n->f[i];
+        drain_pending(n, e);
+        if (is_single(e)) {
             touch_res(n, e->src);
             n->cnt[e->src]++;
-            list_append(n, e->src, i);
+            n->lcnt[e->src]++;
             touch_res(n, N + e->dst);
             n->cnt[N + e->dst]++;
-            list_append(n, N + e->dst, i);
+            n->lcnt[N + e->dst]++;
         } else {
             int h = hub_res(n, e), off = leaf_side(e) * N;
             touch_res(n, h);
             n->cnt[h] += e->mult;
-            list_append(n, h, i);
+            n->lcnt[h]++;
             /* a multi does not cross its hub node's or its excluded leaf-side resources */
             touch_res(n, off + hub_node(e));
             n->cnt[off + hub_node(e)]--;
@@ -568,8 +598,24 @@ void net_recompute(net_t *n, int64_t now)
         }
         n->core_cnt += e->mult;
     }
+    n->npend = 0;
     int nt = n->ntouched;
     int64_t acc = 0;
+    for (int k = 0; k < nt; k++) {
+        int r = n->touched[k];
+        n->lstart[r] = acc;
+        acc += n->lcnt[r];
+    }
+    for (int64_t i = 0; i < n->n; i++) {
+        const ent_t *e = &n->f[i];
+        if (is_single(e)) {
+            list_put(n, e->src, i, N + e->dst);
+            list_put(n, N + e->dst, i, e->src);
+        } else {
+            list_put(n, hub_res(n, e), i, -1);
+        }
+    }
+    for (int k = 0; k < nt; k++) n->lstart[n->touched[k]] -= n->lcnt[n->touched[k]];
     n->special[0] = n->special[1] = 0;
     for (int k = 0; k < nt; k++) n->special[n->touched[k] >= N]++;
     int64_t nexall = 0;
