@@ -158,7 +158,8 @@ static void serve_pulls(ps_server_t *s, sblock_t *k)
     }
 }
 
-static void server_handle(ps_server_t *s, comm_msg_t *m)
+/* recv_ns: when comm_recv returned m (comm_now_ns clock). */
+static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
 {
     sblock_t *k = server_block(s, m->hdr.offset);
     if (!k) return reject(s, m, "offset is not the start of a block of this shard");
@@ -183,6 +184,8 @@ static void server_handle(ps_server_t *s, comm_msg_t *m)
     unsigned char *pushed = &k->pushed[(size_t)slot * s->cfg.world + m->peer];
     if (*pushed) return reject(s, m, "second push of this block for this iteration");
     *pushed = 1;
+    if (s->cfg.on_push)
+        s->cfg.on_push(s->cfg.on_push_arg, m->peer, k->b->offset, t, recv_ns);
     if (k->n_push[slot] == 0) {
         comm_msg_move(&k->sum[slot], m);
     } else {
@@ -223,7 +226,7 @@ static void *server_main(void *arg)
         int rc = comm_recv(s->comm, NULL, &m, 50);
         if (rc < 0) break;
         if (rc == 0) continue;
-        server_handle(s, &m);
+        server_handle(s, &m, comm_now_ns());
         comm_msg_close(&m);
     }
     return NULL;
@@ -304,7 +307,10 @@ struct ps_client {
     const ps_layout_t *layout;
     int timeout_ms;
     comm_tracker_t tracker;
+    pthread_mutex_t *arena_lock; /* NULL: none */
 };
+
+void ps_client_set_arena_lock(ps_client_t *c, pthread_mutex_t *lock) { c->arena_lock = lock; }
 
 ps_client_t *ps_client_new(int rank, int world, const ps_layout_t *layout,
                            const char *const *endpoints, int timeout_ms)
@@ -420,7 +426,9 @@ int ps_client_pull_from(ps_client_t *c, int64_t t, int layer, uint64_t offset, u
             comm_msg_close(&g);
             continue;
         }
+        if (c->arena_lock) pthread_mutex_lock(c->arena_lock);
         memcpy(arena + g.hdr.offset, comm_msg_data(&g), comm_msg_bytes(&g));
+        if (c->arena_lock) pthread_mutex_unlock(c->arena_lock);
         if (shard_bytes) {
             shard_bytes[g.peer] += (int64_t)comm_msg_bytes(&g);
             shard_end_ns[g.peer] = comm_now_ns();

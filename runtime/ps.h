@@ -27,6 +27,7 @@
 #ifndef POSEIDON_PS_H
 #define POSEIDON_PS_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +62,12 @@ int ps_layout_find(const ps_layout_t *l, uint64_t offset);
 typedef void (*ps_update_fn)(void *arg, float *params, const float *grad_sum, size_t count,
                              uint64_t offset, int64_t iteration);
 
+/* Called on the shard's thread for every push it accepts (before any apply it completes):
+ * peer = the pushing rank, offset = the block's, recv_ns = comm_now_ns() when the shard took
+ * it from the socket. For traces: when a rank's bytes reached this shard. */
+typedef void (*ps_push_fn)(void *arg, int peer, uint64_t offset, int64_t iteration,
+                           int64_t recv_ns);
+
 typedef struct {
     int shard;                 /* == rank of this process */
     int n_workers;             /* P1: pushes per block per iteration (any ranks, one each) */
@@ -71,6 +78,8 @@ typedef struct {
     int staleness;             /* 0: BSP */
     ps_update_fn update;
     void *update_arg;
+    ps_push_fn on_push;        /* optional */
+    void *on_push_arg;
 } ps_server_config_t;
 
 typedef struct ps_server ps_server_t;
@@ -106,6 +115,10 @@ int ps_client_pull(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64
  * arrived (shard_end_ns[s], comm_now_ns() clock): the trace's PULL rows are per shard. */
 int ps_client_pull_from(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
                         float *arena, int64_t *shard_bytes, int64_t *shard_end_ns);
+/* Pulls of this client write each arriving block into the arena holding *lock (NULL: no
+ * lock), so a reader of the arena that takes the same lock never sees a half-written block.
+ * The lock must outlive the client. */
+void ps_client_set_arena_lock(ps_client_t *c, pthread_mutex_t *lock);
 /* Waits until ZeroMQ released every pushed buffer. 0 or -1 after the timeout. */
 int ps_client_wait_sent(ps_client_t *c);
 /* Payload bytes sent and received, for goodput. */

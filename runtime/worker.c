@@ -86,6 +86,11 @@ typedef struct {
     pthread_mutex_t lock;      /* the unit's parameters: compute thread vs. syncers */
 } wk_unit_t;
 
+typedef struct {
+    int64_t iteration, bytes, first_ns, last_ns;
+    int blocks;
+} wk_arrival_t;
+
 typedef struct worker {
     const worker_config_t *cfg;
     launch_env_t env;
@@ -100,8 +105,8 @@ typedef struct worker {
     int n_entries;
     wk_entry_t *entries;       /* by offset */
     int64_t *layer_off;        /* per model layer */
-    float *params;             /* the replica's parameters (arena layout) */
-    float *staging;            /* pull destination (== params when nothing reads them) */
+    float *params;             /* the replica's parameters (arena layout); pulls write them
+                                * block by block under the unit's lock */
     float *hist_local, *hist_server; /* momentum of worker-side and shard-side updates */
     float *zeros;              /* emulated gradients and factors: never written */
     wk_unit_t *units;
@@ -148,6 +153,11 @@ typedef struct worker {
     trace_t *trace;
     pthread_mutex_t trace_mu;
     int64_t t0_ns;
+    /* Arrivals at this rank's shard (its thread only), per (pushing rank, unit): the blocks of
+     * the push of `iteration` seen so far; when all of the unit's blocks on this shard are in,
+     * one trace row records them (see push_arrived). */
+    wk_arrival_t *arrivals;    /* world x units */
+    int *unit_shard_blocks;    /* per unit: its blocks on this rank's shard */
 
     /* rank 0's report state (compute thread only) */
     FILE *csv;
@@ -388,6 +398,32 @@ static void shard_update(void *arg, float *params, const float *grad_sum, size_t
     }
 }
 
+/* The shard's on_push (trace runs only): rank `peer`'s block of a unit arrived at this
+ * shard. Once every block of the unit on this shard has arrived for the iteration, one PUSH
+ * row records them: node = the pushing rank, peer = this shard, bytes = what arrived here,
+ * start .. end = first .. last arrival. The merge (trace_merge) ends the pushing rank's own
+ * PUSH row at the last of these arrivals at shards other than its own. A push's blocks for
+ * one iteration come in order on one connection before any of the next iteration's, so one
+ * record per (rank, unit) is enough. */
+static void push_arrived(void *arg, int peer, uint64_t offset, int64_t t, int64_t recv_ns)
+{
+    worker_t *w = arg;
+    int b = ps_layout_find(&w->layout, offset);
+    ASSERT(b >= 0, "push of float offset %llu is not a block", (unsigned long long)offset);
+    int u = w->layout.blocks[b].range;
+    ASSERT(w->plan.units[u].op_push >= 0, "unit %d has PS blocks but no PUSH", u);
+    wk_arrival_t *a = &w->arrivals[(size_t)peer * w->plan.n_units + u];
+    if (a->iteration != t) *a = (wk_arrival_t){.iteration = t, .first_ns = recv_ns};
+    a->blocks++;
+    a->bytes += (int64_t)w->layout.blocks[b].count * 4;
+    a->last_ns = recv_ns;
+    if (a->blocks == w->unit_shard_blocks[u]) {
+        wk_trace_node(w, peer, w->plan.units[u].op_push, t, w->rank, a->bytes, a->first_ns,
+                      a->last_ns);
+        a->iteration = -1;
+    }
+}
+
 /* ----------------------------------------------------------------------- compute */
 
 static void compute_op(worker_t *w, int op, int64_t t)
@@ -534,6 +570,12 @@ static void *sync_main(void *arg)
     if (po->kind == OP_PUSH || po->kind == OP_PULL) {
         pc = ps_client_new(w->rank, w->world, &w->layout, (const char *const *)w->ps_eps, to);
         if (!pc) coord_client_fail(w->cl, "cannot connect to the PS shards");
+        /* Pulls write the parameters in place, a block at a time under the unit's lock, which
+         * the compute thread holds while FWD/BWD read them. Under BSP the plan already keeps
+         * them apart (FWD(u, t + 1) waits for PULL(u, t)); under SSP(s) FWD may run during the
+         * pull and see some blocks of the newer values and some of the older ones, both
+         * within the staleness bound, never a half-written block. */
+        ps_client_set_arena_lock(pc, &wu->lock);
     }
     for (int64_t t = 0; t < w->T; t++) {
         int s = (int)(t % w->S);
@@ -547,14 +589,9 @@ static void *sync_main(void *arg)
             /* the shards answer a pull of iteration i at version >= i + 1 - staleness: ask
              * for t + s to get the values after apply(t), the plan's PULL(t) */
             if (ps_client_pull_from(pc, t + w->cfg->staleness, layer, (uint64_t)wu->ps_off,
-                                    (uint64_t)wu->ps_count, w->staging, shard_bytes,
+                                    (uint64_t)wu->ps_count, w->params, shard_bytes,
                                     shard_end_ns))
                 coord_client_fail(w->cl, "PS pull of layer %s timed out after %d ms", name, to);
-            if (w->staging != w->params) {
-                pthread_mutex_lock(&wu->lock);
-                memcpy(w->params + wu->ps_off, w->staging + wu->ps_off, (size_t)wu->ps_count * 4);
-                pthread_mutex_unlock(&wu->lock);
-            }
             /* PULL is the shard's op (core/trace.h, as the simulator writes it): a row per
              * shard that sent this rank a part, peer = this rank; the merge joins them */
             for (int sh = 0; sh < w->layout.n_shards; sh++)
@@ -906,14 +943,6 @@ static int merge_row_cmp(const void *a, const void *b)
     return strcmp(x->layer, y->layer);
 }
 
-/* (iteration, layer) only: every shard's rows of one layer and iteration compare equal. */
-static int merge_row_cmp_any_node(const void *a, const void *b)
-{
-    const merge_row_t *x = a, *y = b;
-    if (x->iteration != y->iteration) return x->iteration < y->iteration ? -1 : 1;
-    return strcmp(x->layer, y->layer);
-}
-
 static void merge_push(merge_row_t **v, int64_t *n, int64_t *cap, const merge_row_t *r)
 {
     if (*n == *cap) {
@@ -924,21 +953,21 @@ static void merge_push(merge_row_t **v, int64_t *n, int64_t *cap, const merge_ro
 }
 
 /* Rank 0 merges every rank's trace CSV into PREFIX.csv (ranks on one host or a shared
- * folder). Rows pass unchanged but PULL: the ranks write one per (shard, receiving rank);
- * the merge joins those of one (shard, iteration, layer) into the simulator's row (sim/sim.c):
- * node = the shard, bytes = all it sent (its own rank's copy included), peer = the rank when
- * only one received, else -1, end = the last arrival, start = the first request or, if
- * later, the end of the shard's APPLY of that layer and iteration (when its values exist,
- * as the simulator starts PULL). PUSH rows end, as the simulator's do, when the bytes are at
- * the shards rather than when ZeroMQ let go of the sender's buffer (which is when they are in
- * the kernel's socket buffer, ~ms before they cross a 1 Gbit/s link): at the latest start of
- * an APPLY of that layer and iteration on the other ranks' shards (the push to its own shard
- * does not cross the network). An APPLY starts when the shard has every worker's push of the
- * block, the rank's own one arriving at once, so with 2 nodes this is exactly when this
- * rank's bytes arrived; with more it is the last remote arrival, which is this rank's own
- * when the pushes share the shard's link and finish together (the simulator's gather,
- * sim/sim.c) and later by the other ranks' lag otherwise. Unchanged when the layer lives on
- * this rank's shard only. */
+ * folder). Rows pass unchanged but PULL and PUSH. PULL: the ranks write one per (shard,
+ * receiving rank); the merge joins those of one (shard, iteration, layer) into the
+ * simulator's row (sim/sim.c): node = the shard, bytes = all it sent (its own rank's copy
+ * included), peer = the rank when only one received, else -1, end = the last arrival, start =
+ * the first request or, if later, the end of the shard's APPLY of that layer and iteration
+ * (when its values exist, as the simulator starts PULL). PUSH: a rank's own row (peer -1)
+ * ends when ZeroMQ let go of its buffers, which is when the bytes are in the kernel's socket
+ * buffer (~ms before they cross a 1 Gbit/s link); the simulator's ends when they are at the
+ * shards. The shards record arrivals (push_arrived: node = the pushing rank, peer = the
+ * shard), so the merge ends the rank's row at the last arrival of its pushes of that layer
+ * and iteration at a shard other than its own (the push to its own shard crosses no
+ * network), and drops the arrival rows. Unchanged when the layer lives on the rank's own
+ * shard only, or when no shard's file could be read. Times of one row come from two
+ * processes' clocks (comm_now_ns, relative to each rank's start): on one host they agree to
+ * the skew of the start barrier. */
 static void trace_merge(const char *prefix, int world)
 {
     char path[1100];
@@ -949,8 +978,9 @@ static void trace_merge(const char *prefix, int world)
         return;
     }
     fprintf(out, "%s\n", trace_csv_header);
-    merge_row_t *pull = NULL, *apply = NULL, *push = NULL;
-    int64_t n_pull = 0, cap_pull = 0, n_apply = 0, cap_apply = 0, n_push = 0, cap_push = 0;
+    merge_row_t *pull = NULL, *apply = NULL, *push = NULL, *arrive = NULL;
+    int64_t n_pull = 0, cap_pull = 0, n_apply = 0, cap_apply = 0, n_push = 0, cap_push = 0,
+            n_arrive = 0, cap_arrive = 0;
     for (int r = 0; r < world; r++) {
         snprintf(path, sizeof path, "%s-rank%d.csv", prefix, r);
         FILE *in = fopen(path, "r");
@@ -973,7 +1003,8 @@ static void trace_merge(const char *prefix, int world)
                     continue;
                 }
                 if (!strcmp(m.op, "PUSH")) {
-                    merge_push(&push, &n_push, &cap_push, &m);
+                    if (m.peer >= 0) merge_push(&arrive, &n_arrive, &cap_arrive, &m);
+                    else merge_push(&push, &n_push, &cap_push, &m);
                     continue;
                 }
                 if (!strcmp(m.op, "APPLY")) merge_push(&apply, &n_apply, &cap_apply, &m);
@@ -1003,23 +1034,24 @@ static void trace_merge(const char *prefix, int world)
         fprintf(out, "%d,%d,PULL,%s,%d,%lld,%lld,%lld\n", g.node, g.iteration, g.layer, g.peer,
                 g.bytes, g.t0, g.t1);
     }
-    if (n_apply) qsort(apply, (size_t)n_apply, sizeof *apply, merge_row_cmp_any_node);
+    if (n_arrive) qsort(arrive, (size_t)n_arrive, sizeof *arrive, merge_row_cmp);
     for (int64_t i = 0; i < n_push; i++) {
         merge_row_t g = push[i];
-        const merge_row_t *a = n_apply ? bsearch(&g, apply, (size_t)n_apply, sizeof *apply,
-                                                 merge_row_cmp_any_node)
-                                       : NULL;
-        if (a) { /* every shard's APPLYs of the layer and iteration but this rank's own */
+        const merge_row_t *a = n_arrive ? bsearch(&g, arrive, (size_t)n_arrive, sizeof *arrive,
+                                                  merge_row_cmp)
+                                        : NULL;
+        if (a) { /* the arrivals of this rank's push at every shard but its own */
             long long last = -1;
-            while (a > apply && !merge_row_cmp_any_node(a - 1, &g)) a--;
-            for (; a < apply + n_apply && !merge_row_cmp_any_node(a, &g); a++)
-                if (a->node != g.node && a->t0 > last) last = a->t0;
+            while (a > arrive && !merge_row_cmp(a - 1, &g)) a--;
+            for (; a < arrive + n_arrive && !merge_row_cmp(a, &g); a++)
+                if (a->peer != g.node && a->t1 > last) last = a->t1;
             if (last >= 0) g.t1 = last > g.t0 ? last : g.t0;
         }
         fprintf(out, "%d,%d,PUSH,%s,%d,%lld,%lld,%lld\n", g.node, g.iteration, g.layer, g.peer,
                 g.bytes, g.t0, g.t1);
     }
     free(push);
+    free(arrive);
     free(pull);
     free(apply);
     if (fclose(out)) log_warn("trace: error writing %s.csv", prefix);
@@ -1095,12 +1127,8 @@ int worker_run(const worker_config_t *cfg)
         goto out;
     }
     w->T = cfg->iterations > 0 ? cfg->iterations : (int64_t)cfg->epochs * w->steps;
-    if (w->net) {
-        w->params = nnet_arena(w->net)->params;
-        w->staging = xcalloc((size_t)w->n_params + 1, sizeof(float));
-    } else {
-        w->params = w->staging = xcalloc((size_t)w->n_params + 1, sizeof(float));
-    }
+    if (w->net) w->params = nnet_arena(w->net)->params;
+    else w->params = xcalloc((size_t)w->n_params + 1, sizeof(float));
     w->hist_local = xcalloc((size_t)w->n_params + 1, sizeof(float));
     w->hist_server = xcalloc((size_t)w->n_params + 1, sizeof(float));
 
@@ -1221,11 +1249,18 @@ int worker_run(const worker_config_t *cfg)
             coord_client_fail(w->cl, "%s", err);
         w->unit_fwd_ns = xcalloc((size_t)n_units, sizeof(int64_t));
         w->unit_bwd_ns = xcalloc((size_t)n_units, sizeof(int64_t));
-        for (int u = 0; u < n_units; u++)
+        /* a `speed = NODE:FACTOR` line of the cluster file slows (or speeds) this rank's
+         * emulated compute as the simulator does (sim/sim.c divides compute time by it);
+         * straggler_sigma's random draws are the simulator's alone */
+        double speed = cluster_node_speed(&cl, w->rank);
+        for (int u = 0; u < n_units; u++) {
             for (int l = w->plan.units[u].first; l <= w->plan.units[u].last; l++) {
                 w->unit_fwd_ns[u] += w->prof.fwd_ns[l];
                 w->unit_bwd_ns[u] += w->prof.bwd_ns[l];
             }
+            w->unit_fwd_ns[u] = (int64_t)((double)w->unit_fwd_ns[u] / speed);
+            w->unit_bwd_ns[u] = (int64_t)((double)w->unit_bwd_ns[u] / speed);
+        }
     }
     units_build(w);
     layout_from_plan(w);
@@ -1235,7 +1270,17 @@ int worker_run(const worker_config_t *cfg)
         ps_server_config_t pc = {.shard = w->rank, .n_workers = w->world, .world = w->world,
                                  .bind = bind, .layout = &w->layout, .init = w->params,
                                  .staleness = cfg->staleness, .update = shard_update,
-                                 .update_arg = w};
+                                 .update_arg = w,
+                                 .on_push = cfg->trace_prefix ? push_arrived : NULL,
+                                 .on_push_arg = w};
+        if (cfg->trace_prefix) {
+            w->arrivals = xcalloc((size_t)w->world * n_units, sizeof *w->arrivals);
+            for (int i = 0; i < w->world * n_units; i++) w->arrivals[i].iteration = -1;
+            w->unit_shard_blocks = xcalloc((size_t)n_units, sizeof *w->unit_shard_blocks);
+            for (int b = 0; b < w->layout.n_blocks; b++)
+                if (w->layout.blocks[b].shard == w->rank)
+                    w->unit_shard_blocks[w->layout.blocks[b].range]++;
+        }
         if (!(w->ps = ps_server_new(&pc))) coord_client_fail(w->cl, "cannot bind the PS shard");
     }
     w->ps_eps = allgather(w, 10, w->ps ? ps_server_endpoint(w->ps) : "-");
@@ -1334,7 +1379,8 @@ out:
     emulate_profile_fini(&w->prof);
     free(w->unit_fwd_ns);
     free(w->unit_bwd_ns);
-    if (w->staging != w->params) free(w->staging);
+    free(w->arrivals);
+    free(w->unit_shard_blocks);
     if (!w->net) free(w->params);
     free(w->hist_local);
     free(w->hist_server);

@@ -1,5 +1,6 @@
 /* ps: layout, push/pull of 4 workers (threads) on 2 and 4 shards giving exactly the sum,
- * SSP staleness bound enforced, BSP = SSP(0), bad pushes rejected. */
+ * SSP staleness bound enforced, BSP = SSP(0), bad pushes rejected; on_push reports every
+ * accepted push and no rejected one. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,23 @@ enum { NW = 4, ITERS = 3 };
 static const ps_range_t s_ranges[] = {{0, 1000}, {1000, 70000}, {71000, 7}};
 #define TOTAL 71007
 
+/* A shard's on_push record: every accepted push, checked as it comes (shard thread). */
+typedef struct {
+    int shard;
+    const ps_layout_t *l;
+    int64_t n, bad, last_ns;
+} push_log_t;
+
+static void on_push(void *arg, int peer, uint64_t offset, int64_t t, int64_t recv_ns)
+{
+    push_log_t *g = arg;
+    int b = ps_layout_find(g->l, offset);
+    g->bad += peer < 0 || peer >= NW || b < 0 || (b >= 0 && g->l->blocks[b].shard != g->shard) ||
+              t < 0 || t >= ITERS || recv_ns < g->last_ns || recv_ns > comm_now_ns();
+    g->last_ns = recv_ns;
+    g->n++;
+}
+
 typedef struct {
     int rank;
     const ps_layout_t *l;
@@ -65,6 +83,8 @@ static void *worker(void *p)
     w_arg_t *a = p;
     ps_client_t *c = ps_client_new(a->rank, NW, a->l, a->eps, 5000);
     a->rc = c ? 0 : -1;
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* pulls write the arena under it */
+    if (c) ps_client_set_arena_lock(c, &lock);
     for (int t = 0; t < ITERS && !a->rc; t++) {
         for (size_t i = 0; i < TOTAL; i++) a->grad[i] = grad_of(a->rank, t, i);
         for (int r = 2; r >= 0 && !a->rc; r--) /* top layer first, as backward does */
@@ -85,10 +105,13 @@ static void run_ps(int n_shards, size_t block_floats, int staleness)
     for (size_t i = 0; i < TOTAL; i++) init[i] = (float)(i % 100);
     ps_server_t *srv[NW] = {0};
     const char *eps[NW];
+    push_log_t plog[NW];
     for (int s = 0; s < n_shards; s++) {
+        plog[s] = (push_log_t){.shard = s, .l = &l};
         ps_server_config_t cfg = {.shard = s, .n_workers = NW, .world = NW,
                                   .bind = "tcp://127.0.0.1:*", .layout = &l, .init = init,
-                                  .staleness = staleness, .update = add_update};
+                                  .staleness = staleness, .update = add_update,
+                                  .on_push = on_push, .on_push_arg = &plog[s]};
         srv[s] = ps_server_new(&cfg);
         REQUIRE(srv[s]);
         eps[s] = ps_server_endpoint(srv[s]);
@@ -124,6 +147,11 @@ static void run_ps(int n_shards, size_t block_floats, int staleness)
     for (int s = 0; s < n_shards; s++) {
         CHECK_EQ_I64(ps_server_n_rejected(srv[s]), 0);
         ps_server_destroy(&srv[s]);
+        /* on_push saw each worker's push of each of the shard's blocks, every iteration */
+        int64_t mine = 0;
+        for (int b = 0; b < l.n_blocks; b++) mine += l.blocks[b].shard == s;
+        CHECK_EQ_I64(plog[s].n, mine * NW * ITERS);
+        CHECK_EQ_I64(plog[s].bad, 0);
     }
     free(final);
     free(init);
@@ -189,8 +217,10 @@ TEST(ps_server_rejects_bad_pushes)
     ps_layout_t l;
     REQUIRE(ps_layout_build(&l, &r, 1, 8, 1) == 0);
     float init[8] = {0}, g[8] = {0}, arena[8];
+    push_log_t plog = {.shard = 0, .l = &l};
     ps_server_config_t cfg = {.shard = 0, .n_workers = 1, .world = 2, .bind = "tcp://127.0.0.1:*",
-                              .layout = &l, .init = init, .update = add_update};
+                              .layout = &l, .init = init, .update = add_update,
+                              .on_push = on_push, .on_push_arg = &plog};
     ps_server_t *srv = ps_server_new(&cfg);
     comm_t *c = comm_new("ps", 1, 2, NULL, 1000);
     comm_connect(c, 0, ps_server_endpoint(srv));
@@ -210,6 +240,8 @@ TEST(ps_server_rejects_bad_pushes)
     ps_client_destroy(&w);
     comm_destroy(&c);
     ps_server_destroy(&srv);
+    CHECK_EQ_I64(plog.n, 1); /* the rejected pushes were never reported as arrivals */
+    CHECK_EQ_I64(plog.bad, 0);
     ps_layout_fini(&l);
 }
 

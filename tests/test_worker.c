@@ -1,7 +1,8 @@
 /* worker: the plan executor across real processes. BSP on N workers computes what one worker
  * computes on the N-times batch (the union of the workers' batches), for every scheme; SSP(0)
  * is BSP; under SSP(2) the ranks still end with the same PS values; emulated compute sleeps
- * the profiled time while moving real bytes. */
+ * the profiled time while moving real bytes; a traced run's PUSH rows end when the rank's
+ * bytes reached the other shards (a slowed rank's end later than the others'). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,4 +224,139 @@ TEST(worker_emulated_compute_sleeps_profile)
     double s = (comm_now_ns() - t0) * 1e-9;
     CHECK(s >= 10 * 0.030, "10 emulated iterations of 30 ms took %.3f s", s);
     CHECK(s < 20, "emulated run took %.1f s", s);
+}
+
+/* A merged trace row (core/trace.h's CSV). */
+typedef struct {
+    int node, iteration, peer;
+    char op[16], layer[64];
+    long long bytes, t0, t1;
+} wt_row_t;
+
+static wt_row_t *wt_trace_read(const char *path, int *n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    int cap = 1024;
+    wt_row_t *v = malloc((size_t)cap * sizeof *v);
+    char line[512];
+    *n = 0;
+    while (fgets(line, sizeof line, f)) {
+        wt_row_t r;
+        if (sscanf(line, "%d,%d,%15[^,],%63[^,],%d,%lld,%lld,%lld", &r.node, &r.iteration, r.op,
+                   r.layer, &r.peer, &r.bytes, &r.t0, &r.t1) != 8)
+            continue; /* the header */
+        if (*n == cap) v = realloc(v, (size_t)(cap *= 2) * sizeof *v);
+        v[(*n)++] = r;
+    }
+    fclose(f);
+    return v;
+}
+
+TEST(worker_trace_push_ends_at_remote_arrival)
+{
+    /* 3 ranks, rank 1 computing at a quarter of the speed: every iteration the fast ranks'
+     * pushes reach the shards well before the slow one's. A PUSH row must end when this
+     * rank's own bytes arrived at the other shards, so the fast ranks' rows end earlier than
+     * the slow rank's; an end at the shards' APPLY (which waits for every rank's push) would
+     * make them all end together. */
+    char prof[600], clu[600], trace[600], merged[700];
+    snprintf(prof, sizeof prof, "%s/mlp.csv", test_tmpdir());
+    snprintf(clu, sizeof clu, "%s/slow1.cluster", test_tmpdir());
+    snprintf(trace, sizeof trace, "%s/tr", test_tmpdir());
+    snprintf(merged, sizeof merged, "%s.csv", trace);
+    FILE *f = fopen(prof, "w");
+    REQUIRE(f);
+    fprintf(f, "layer,batch,fwd_ns,bwd_ns\nfc1,8,2000000,4000000\nrelu1,8,0,0\n"
+               "fc2,8,2000000,4000000\nrelu2,8,0,0\nfc3,8,1000000,2000000\nloss,8,0,0\n");
+    fclose(f);
+    REQUIRE((f = fopen(clu, "w")));
+    fprintf(f, "nodes = 3\nspeed = 1:0.25\n");
+    fclose(f);
+    worker_config_t c;
+    wt_config(&c, "ps", NULL);
+    c.compute = WORKER_COMPUTE_EMULATE;
+    c.profile_path = prof;
+    c.cluster_path = clu;
+    c.trace_prefix = trace;
+    c.iterations = 8;
+    const int world = 3, slow = 1, T = 8;
+    REQUIRE(launch_local(world, launch_free_port(), 5000, wt_child, &c) == 0);
+    int n = 0;
+    wt_row_t *v = wt_trace_read(merged, &n);
+    REQUIRE(v, "no merged trace %s", merged);
+    /* per (rank, iteration, layer): the PUSH row's end; per (shard, iteration, layer): the
+     * latest APPLY start */
+    static const char *layers[3] = {"fc1", "fc2", "fc3"};
+    long long push_end[3][8][3], apply_start[3][8][3];
+    int n_push = 0;
+    for (int a = 0; a < world; a++)
+        for (int t = 0; t < T; t++)
+            for (int l = 0; l < 3; l++) push_end[a][t][l] = apply_start[a][t][l] = -1;
+    for (int i = 0; i < n; i++) {
+        int l = -1;
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(v[i].layer, layers[k])) l = k;
+        if (l < 0 || v[i].node < 0 || v[i].node >= world || v[i].iteration < 0 ||
+            v[i].iteration >= T)
+            continue;
+        if (!strcmp(v[i].op, "PUSH")) {
+            CHECK(v[i].peer == -1, "an arrival row left in the merged trace (peer %d)", v[i].peer);
+            CHECK(v[i].t1 >= v[i].t0, "PUSH of rank %d, %s, iteration %d ends before it starts",
+                  v[i].node, v[i].layer, v[i].iteration);
+            CHECK(push_end[v[i].node][v[i].iteration][l] < 0, "two PUSH rows of one op");
+            push_end[v[i].node][v[i].iteration][l] = v[i].t1;
+            n_push++;
+        }
+        if (!strcmp(v[i].op, "APPLY") && v[i].t0 > apply_start[v[i].node][v[i].iteration][l])
+            apply_start[v[i].node][v[i].iteration][l] = v[i].t0;
+    }
+    CHECK_EQ_I64(n_push, world * T * 3);
+    int compared = 0;
+    for (int t = 0; t < T; t++)
+        for (int l = 0; l < 3; l++) {
+            for (int r = 0; r < world; r++) { /* the bytes arrive before the shards apply */
+                long long last_apply = -1;
+                for (int s = 0; s < world; s++)
+                    if (s != r && apply_start[s][t][l] > last_apply)
+                        last_apply = apply_start[s][t][l];
+                if (last_apply >= 0)
+                    CHECK(push_end[r][t][l] <= last_apply,
+                          "PUSH of rank %d, %s, iteration %d ends at %lld, after the last "
+                          "remote APPLY start %lld", r, layers[l], t, push_end[r][t][l],
+                          last_apply);
+            }
+            for (int r = 0; r < world; r++) {
+                if (r == slow || push_end[r][t][l] < 0 || push_end[slow][t][l] < 0) continue;
+                /* the slow rank's backward takes 4x: its fc3 push alone is >= 6 ms later */
+                CHECK(push_end[r][t][l] + 3000000 <= push_end[slow][t][l],
+                      "PUSH of fast rank %d, %s, iteration %d ends at %.3f ms, the slow "
+                      "rank's at %.3f ms", r, layers[l], t, push_end[r][t][l] * 1e-6,
+                      push_end[slow][t][l] * 1e-6);
+                compared++;
+            }
+        }
+    CHECK(compared == 2 * T * 3, "%d fast/slow pairs compared", compared);
+    /* for the record: the mean fast-to-slow gap, and what an end at the latest remote APPLY
+     * start would have given */
+    double gap = 0, gap_apply = 0;
+    int n_gap = 0;
+    for (int t = 0; t < T; t++)
+        for (int l = 0; l < 3; l++)
+            for (int r = 0; r < world; r++) {
+                if (r == slow) continue;
+                long long ar = -1, as = -1;
+                for (int s = 0; s < world; s++) {
+                    if (s != r && apply_start[s][t][l] > ar) ar = apply_start[s][t][l];
+                    if (s != slow && apply_start[s][t][l] > as) as = apply_start[s][t][l];
+                }
+                if (ar < 0 || as < 0) continue; /* a layer on one shard only */
+                gap += (double)(push_end[slow][t][l] - push_end[r][t][l]) * 1e-6;
+                gap_apply += (double)(as - ar) * 1e-6;
+                n_gap++;
+            }
+    if (n_gap)
+        printf("slow rank's PUSH ends %.2f ms after the fast ranks' on average (%.2f ms by the "
+               "latest remote APPLY start), %d pairs\n", gap / n_gap, gap_apply / n_gap, n_gap);
+    free(v);
 }
