@@ -16,7 +16,7 @@ fail() { echo "FAIL: $*"; [ -f "$tmp/log" ] && tail -15 "$tmp/log"; exit 1; }
 
 experiments/validate_profile.sh "$build/poseidon" models/lenet.net 16 0.25 >"$tmp/prof.csv" ||
     fail "no profile"
-iters=16
+iters=32
 "$build/poseidon" train --workers 2 --model models/lenet.net --data synthetic --no-eval \
     --compute emulate --profile "$tmp/prof.csv" --batch 16 --iterations $iters \
     --report-every 1 --scheme hybrid --no-probe --timeout-ms 20000 >"$tmp/log" 2>&1 &
@@ -45,25 +45,33 @@ zmtp_garbage() {
     printf '\x00\x28'; printf 'G%.0s' $(seq 40)
     printf '\x01\x03abc\x00\x05hello'
 }
-send() { # send PORT: raw bytes, then a ZeroMQ peer with bad messages
+ps_dropped="comm ps rank 1: dropped bad message|ps shard 1: rejected"
+sfb_dropped="comm u[0-9]+ rank 1: dropped bad message"
+send() { # send PORT PATTERN: raw bytes, then a ZeroMQ peer with bad messages, kept
+         # connected until the log shows PATTERN (a peer that leaves at once may take its
+         # undelivered messages with it) or 10 s pass
     { exec 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
     head -c 3000 /dev/urandom >&3
     exec 3>&-
     { exec 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
     zmtp_garbage >&3
-    sleep 0.3
+    for _ in $(seq 100); do
+        grep -Eq "$2" "$tmp/log" && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.1
+    done
     exec 3>&-
 }
-send "$ps_port" || fail "could not connect to rank 1's PS shard (port $ps_port)"
-send "$sfb_port" || fail "could not connect to rank 1's SFB endpoint (port $sfb_port)"
+send "$ps_port" "$ps_dropped" || fail "could not connect to rank 1's PS shard (port $ps_port)"
+send "$sfb_port" "$sfb_dropped" || fail "could not connect to rank 1's SFB endpoint (port $sfb_port)"
 
 wait $pid; rc=$?; pid=""
 [ $rc -eq 0 ] || fail "the run exited $rc after the garbage"
 grep -q "^0\.[0-9]*,$iters," "$tmp/log" || grep -q ",$iters,,,," "$tmp/log" ||
     fail "rank 0 did not report iteration $iters"
-grep -Eq "comm ps rank 1: dropped bad message|ps shard 1: rejected" "$tmp/log" ||
+grep -Eq "$ps_dropped" "$tmp/log" ||
     fail "no rejection logged by rank 1's PS shard"
-grep -Eq "comm u[0-9]+ rank 1: dropped bad message" "$tmp/log" ||
+grep -Eq "$sfb_dropped" "$tmp/log" ||
     fail "no rejection logged by rank 1's SFB endpoint"
 echo "garbage to PS port $ps_port and SFB port $sfb_port: dropped, run completed"
 grep -E "rejected|dropped bad" "$tmp/log" | cut -c1-60 | sort | uniq -c
