@@ -12,6 +12,7 @@
 #include "core/model.h"
 #include "runtime/compute.h"
 #include "runtime/profile.h"
+#include "core/outfile.h"
 
 static void profile_usage(FILE *f)
 {
@@ -113,7 +114,7 @@ int cmd_profile(int argc, char **argv)
         fprintf(stderr, "poseidon profile: %s\n", err);
         goto out;
     }
-    FILE *f = out_path ? fopen(out_path, "w") : stdout;
+    FILE *f = out_path ? outfile_open(out_path, "w") : stdout;
     if (!f) {
         fprintf(stderr, "poseidon profile: %s: cannot create: %s\n", out_path, strerror(errno));
         goto out;

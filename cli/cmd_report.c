@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/trace.h"
+#include "core/outfile.h"
 
 static void usage(FILE *f)
 {
@@ -70,6 +72,11 @@ static int csv_field(const char *line, int k, char *buf, size_t len)
 
 static int report_speedup(const char *csv, const char *prefix)
 {
+    if (outfile_make_parents(prefix) != 0) {
+        fprintf(stderr, "poseidon report: %s: cannot create its folder: %s\n", prefix,
+                strerror(errno));
+        return 2;
+    }
     FILE *f = fopen(csv, "r");
     if (!f) {
         fprintf(stderr, "poseidon report: %s: cannot read: %s\n", csv, strerror(errno));
@@ -138,7 +145,7 @@ static int report_speedup(const char *csv, const char *prefix)
     int rc = system(cmd);
     unlink(gp);
     if (rc != 0) {
-        fprintf(stderr, "poseidon report: gnuplot failed (exit %d); is gnuplot installed?\n", rc);
+        fprintf(stderr, "poseidon report: gnuplot failed (exit status %d); is gnuplot installed?\n", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc);
         return 1;
     }
     printf("wrote %s.png and %s.svg (%d rows, %d schemes, %d bandwidths)\n", prefix, prefix,
@@ -266,7 +273,7 @@ static int report_compare(const char *sim_path, const char *real_path, int from,
         }
     }
     FILE *cf = NULL;
-    if (csv_out && !(cf = fopen(csv_out, "w"))) {
+    if (csv_out && !(cf = outfile_open(csv_out, "w"))) {
         fprintf(stderr, "poseidon report: %s: cannot write: %s\n", csv_out, strerror(errno));
         free(a);
         free(b);

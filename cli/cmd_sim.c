@@ -9,6 +9,7 @@
 #include "core/model.h"
 #include "core/trace.h"
 #include "sim/simrun.h"
+#include "core/outfile.h"
 
 static void sim_usage(FILE *f)
 {
@@ -65,7 +66,7 @@ int cmd_sim(int argc, char **argv)
     if (csv_path && !strcmp(csv_path, "-")) {
         csv = stdout;
         table = 0;
-    } else if (csv_path && !(csv = fopen(csv_path, "w"))) {
+    } else if (csv_path && !(csv = outfile_open(csv_path, "w"))) {
         fprintf(stderr, "%s: cannot write\n", csv_path);
         model_fini(&m);
         return 1;

@@ -17,6 +17,7 @@
 #include "runtime/nnet.h"
 #include "runtime/solver.h"
 #include "runtime/train.h"
+#include "core/outfile.h"
 
 static void train_usage(FILE *f)
 {
@@ -230,7 +231,7 @@ int cmd_train(int argc, char **argv)
                  (long long)meta.epoch, (long long)meta.iter);
     }
     if (csv_path) {
-        csv = fopen(csv_path, meta.epoch > 0 ? "a" : "w");
+        csv = outfile_open(csv_path, meta.epoch > 0 ? "a" : "w");
         if (!csv) {
             fprintf(stderr, "poseidon train: %s: cannot open: %s\n", csv_path, strerror(errno));
             goto out;

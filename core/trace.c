@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "outfile.h"
 
 const char *const trace_csv_header = "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns";
 
@@ -23,14 +24,14 @@ trace_t *trace_open(const char *prefix, char *err, size_t errlen)
     char path[1024];
     trace_t *t = xcalloc(1, sizeof *t);
     snprintf(path, sizeof path, "%s.csv", prefix);
-    t->csv = fopen(path, "w");
+    t->csv = outfile_open(path, "w");
     if (!t->csv) {
         snprintf(err, errlen, "%s: cannot write (%s)", path, strerror(errno));
         free(t);
         return NULL;
     }
     snprintf(path, sizeof path, "%s.json", prefix);
-    t->json = fopen(path, "w");
+    t->json = outfile_open(path, "w");
     if (!t->json) {
         snprintf(err, errlen, "%s: cannot write (%s)", path, strerror(errno));
         fclose(t->csv);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/outfile.h"
 
 #define CKPT_MAGIC "PSDNCKPT"
 #define CKPT_VERSION 1u
@@ -64,7 +65,7 @@ int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const 
                  {a->state, (size_t)a->state_count * sizeof(float)}};
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = outfile_make_parents(tmp) == 0 ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
     if (fd < 0) {
         snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         return -1;

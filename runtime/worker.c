@@ -26,6 +26,7 @@
 #include "runtime/ps.h"
 #include "runtime/sfb.h"
 #include "runtime/train.h"
+#include "core/outfile.h"
 
 void worker_config_init(worker_config_t *c)
 {
@@ -972,7 +973,7 @@ static void trace_merge(const char *prefix, int world)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s.csv", prefix);
-    FILE *out = fopen(path, "w");
+    FILE *out = outfile_open(path, "w");
     if (!out) {
         log_warn("trace: cannot write %s: %s", path, strerror(errno));
         return;
@@ -1061,7 +1062,7 @@ static int write_params(const worker_t *w, const char *prefix)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s.%d", prefix, w->rank);
-    FILE *f = fopen(path, "wb");
+    FILE *f = outfile_open(path, "wb");
     if (!f) return -1;
     size_t n = fwrite(w->params, sizeof(float), (size_t)w->n_params, f);
     return (fclose(f) || n != (size_t)w->n_params) ? -1 : 0;
@@ -1315,7 +1316,7 @@ int worker_run(const worker_config_t *cfg)
     if (w->rank == 0) {
         const char *hdr = "epoch,iteration,loss,train_acc,test_acc,images_per_s,seconds";
         if (cfg->csv_path) {
-            if (!(w->csv = fopen(cfg->csv_path, "w")))
+            if (!(w->csv = outfile_open(cfg->csv_path, "w")))
                 coord_client_fail(w->cl, "%s: cannot open: %s", cfg->csv_path, strerror(errno));
             fprintf(w->csv, "%s\n", hdr);
         }
