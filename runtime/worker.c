@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #include "core/check.h"
@@ -906,6 +907,34 @@ static int data_setup(worker_t *w, char *err, size_t errlen)
     return 0;
 }
 
+/* The zero of the trace clocks. CLOCK_MONOTONIC is one clock for every process of a host, so
+ * ranks on rank 0's host take rank 0's time just before the start barrier: rows of
+ * different ranks (a push and its arrival at another shard) then compare directly, and no
+ * row starts before zero. Returns that time, or 0 on another host (clocks unrelated: the
+ * rank keeps its own start). */
+static int64_t share_time_base(worker_t *w, int timeout_ms)
+{
+    struct {
+        char host[64];
+        int64_t t0_ns;
+    } tb = {.t0_ns = comm_now_ns()}, mine;
+    gethostname(tb.host, sizeof tb.host - 1);
+    mine = tb;
+    void *data = &tb;
+    size_t n = sizeof tb;
+    if (coord_client_bcast(w->cl, 0, 2, &data, &n, timeout_ms) != 0)
+        coord_client_fail(w->cl, "no time base from rank 0");
+    if (w->rank == 0) return tb.t0_ns;
+    int64_t t0 = 0;
+    if (n == sizeof tb) {
+        memcpy(&tb, data, sizeof tb);
+        tb.host[sizeof tb.host - 1] = '\0';
+        if (!strcmp(tb.host, mine.host)) t0 = tb.t0_ns;
+    }
+    free(data);
+    return t0;
+}
+
 /* Every rank's line of text, gathered by one broadcast per rank through the coordinator. */
 static char **allgather(worker_t *w, int64_t id0, const char *line)
 {
@@ -1323,11 +1352,13 @@ int worker_run(const worker_config_t *cfg)
         printf("%s\n", hdr);
         fflush(stdout);
     }
+    int64_t shared_t0_ns = share_time_base(w, cc.join_ms);
     if (coord_client_barrier(w->cl, 0, cc.join_ms))
         coord_client_fail(w->cl, "not every rank reached the start barrier");
 
     /* run: the compute thread, one thread per worker-side sync op */
-    w->t0_ns = w->report_t0_ns = comm_now_ns();
+    w->report_t0_ns = comm_now_ns();
+    w->t0_ns = shared_t0_ns ? shared_t0_ns : w->report_t0_ns;
     int n_threads = 0;
     pthread_t *th = xcalloc((size_t)w->plan.n_ops + 1, sizeof *th);
     wk_arg_t *args = xcalloc((size_t)w->plan.n_ops + 1, sizeof *args);
