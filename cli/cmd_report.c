@@ -2,6 +2,7 @@
  *   speedup SIM.csv --out PREFIX   speedup versus nodes per scheme (and bandwidth), with the
  *                                  ideal line, from `poseidon sim --csv`: gnuplot writes
  *                                  PREFIX.png and PREFIX.svg (the plot reads the CSV only)
+ *   train TRAIN.csv --out PREFIX   loss and accuracies versus epochs, from `poseidon train --csv`
  *   compare SIM.csv REAL.csv       joins two traces (core/trace.h) on (node, iteration, op,
  *                                  layer) and prints per op kind the mean predicted and
  *                                  measured durations and their relative error
@@ -25,11 +26,14 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: poseidon report speedup SIM.csv --out PREFIX\n"
+            "       poseidon report train TRAIN.csv --out PREFIX\n"
             "       poseidon report compare SIM_TRACE.csv REAL_TRACE.csv [--from-iteration I]\n"
             "                                [--csv FILE]\n\n"
             "speedup: speedup over one node versus nodes, a line per scheme and bandwidth, and\n"
             "  the ideal (linear) line, from `poseidon sim --csv` (columns nodes, gbps, scheme,\n"
             "  speedup); gnuplot writes PREFIX.png and PREFIX.svg.\n"
+            "train: loss, training and test accuracy versus epochs, from `poseidon train --csv`\n"
+            "  (one worker or distributed); PREFIX.png and PREFIX.svg.\n"
             "compare: joins a simulated and a real trace (node,iteration,op,layer,peer,bytes,\n"
             "  t_start_ns,t_end_ns; from `poseidon sim --trace` and `poseidon train --trace`)\n"
             "  on (node, iteration, op, layer), iterations >= I only (default 1: the first is\n"
@@ -67,6 +71,29 @@ static int csv_field(const char *line, int k, char *buf, size_t len)
     if (n >= len) n = len - 1;
     memcpy(buf, p, n);
     buf[n] = '\0';
+    return 0;
+}
+
+/* Runs a gnuplot program (through a temporary file, removed after). Returns 0, or 1 after
+ * saying why. */
+static int gnuplot_run(const char *program)
+{
+    char gp[] = "/tmp/poseidon-report-XXXXXX";
+    int fd = mkstemp(gp);
+    if (fd < 0) die("report: mkstemp: %s", strerror(errno));
+    FILE *g = fdopen(fd, "w");
+    if (!g) die("report: fdopen: %s", strerror(errno));
+    fputs(program, g);
+    fclose(g);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s'", gp);
+    int rc = system(cmd);
+    unlink(gp);
+    if (rc != 0) {
+        fprintf(stderr, "poseidon report: gnuplot failed (exit status %d); is gnuplot installed?\n",
+                WIFEXITED(rc) ? WEXITSTATUS(rc) : rc);
+        return 1;
+    }
     return 0;
 }
 
@@ -114,12 +141,10 @@ static int report_speedup(const char *csv, const char *prefix)
         fprintf(stderr, "poseidon report: %s: no rows\n", csv);
         return 2;
     }
-    /* the gnuplot program: a temporary file, run, removed */
-    char gp[] = "/tmp/poseidon-report-XXXXXX";
-    int fd = mkstemp(gp);
-    if (fd < 0) die("report: mkstemp: %s", strerror(errno));
-    FILE *g = fdopen(fd, "w");
-    if (!g) die("report: fdopen: %s", strerror(errno));
+    char *prog = NULL;
+    size_t prog_len = 0;
+    FILE *g = open_memstream(&prog, &prog_len);
+    if (!g) die("report: open_memstream: %s", strerror(errno));
     fprintf(g, "set datafile separator ','\n"
                "set key top left box opaque\nset grid\n"
                "set xlabel 'nodes'\nset ylabel 'speedup over 1 node (images/s)'\n"
@@ -140,16 +165,96 @@ static int report_speedup(const char *csv, const char *prefix)
         fprintf(g, "\nunset output\n");
     }
     fclose(g);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s'", gp);
-    int rc = system(cmd);
-    unlink(gp);
-    if (rc != 0) {
-        fprintf(stderr, "poseidon report: gnuplot failed (exit status %d); is gnuplot installed?\n", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc);
-        return 1;
-    }
+    int rc = gnuplot_run(prog);
+    free(prog);
+    if (rc) return rc;
     printf("wrote %s.png and %s.svg (%d rows, %d schemes, %d bandwidths)\n", prefix, prefix,
            rows, schemes.n, gbps.n);
+    return 0;
+}
+
+/* ----------------------------------------------------------------------- train */
+
+/* Index of column `name` in a CSV header line, or -1. */
+static int csv_column(const char *header, const char *name)
+{
+    char field[64];
+    for (int k = 0; csv_field(header, k, field, sizeof field) == 0; k++)
+        if (!strcmp(field, name)) return k;
+    return -1;
+}
+
+/* Loss and accuracies versus epochs, from `poseidon train --csv` (one worker or many). */
+static int report_train(const char *csv, const char *prefix)
+{
+    if (outfile_make_parents(prefix) != 0) {
+        fprintf(stderr, "poseidon report: %s: cannot create its folder: %s\n", prefix,
+                strerror(errno));
+        return 2;
+    }
+    FILE *f = fopen(csv, "r");
+    if (!f) {
+        fprintf(stderr, "poseidon report: %s: cannot read: %s\n", csv, strerror(errno));
+        return 2;
+    }
+    char header[1024], line[1024];
+    int c_epoch = -1, c_loss = -1, c_train = -1, c_test = -1;
+    if (fgets(header, sizeof header, f)) {
+        c_epoch = csv_column(header, "epoch");
+        c_loss = csv_column(header, "loss");
+        c_train = csv_column(header, "train_acc");
+        c_test = csv_column(header, "test_acc");
+    }
+    if (c_epoch < 0 || c_loss < 0 || c_train < 0 || c_test < 0) {
+        fprintf(stderr, "poseidon report: %s:1: expected the header of poseidon train --csv "
+                        "(epoch,...,loss,train_acc,test_acc,...)\n", csv);
+        fclose(f);
+        return 2;
+    }
+    int rows = 0, lineno = 1;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char e[64];
+        char *end;
+        if (csv_field(line, c_test, e, sizeof e) || csv_field(line, c_epoch, e, sizeof e) ||
+            (strtod(e, &end), end == e)) {
+            fprintf(stderr, "poseidon report: %s:%d: expected a row of poseidon train --csv\n",
+                    csv, lineno);
+            fclose(f);
+            return 2;
+        }
+        rows++;
+    }
+    fclose(f);
+    if (!rows) {
+        fprintf(stderr, "poseidon report: %s: no rows\n", csv);
+        return 2;
+    }
+    char *prog = NULL;
+    size_t prog_len = 0;
+    FILE *g = open_memstream(&prog, &prog_len);
+    if (!g) die("report: open_memstream: %s", strerror(errno));
+    /* gnuplot numbers columns from 1; an empty field (no evaluation) is a missing point */
+    fprintf(g, "set datafile separator ','\nset datafile missing ''\n"
+               "set key center right box opaque\nset grid\n"
+               "set xlabel 'epoch'\nset ylabel 'training loss'\nset y2label 'accuracy'\n"
+               "set ytics nomirror\nset y2tics\nset y2range [0:1]\n"
+               "set title 'Training: %s'\n", csv);
+    for (int fmt = 0; fmt < 2; fmt++) {
+        if (fmt == 0) fprintf(g, "set terminal pngcairo size 800,560\nset output '%s.png'\n", prefix);
+        else fprintf(g, "set terminal svg size 800,560 dynamic\nset output '%s.svg'\n", prefix);
+        fprintf(g, "plot '%s' using %d:%d skip 1 with linespoints pt 7 title 'loss', "
+                   "'%s' using %d:%d skip 1 axes x1y2 with linespoints pt 6 title 'train accuracy', "
+                   "'%s' using %d:%d skip 1 axes x1y2 with linespoints pt 5 title 'test accuracy'\n"
+                   "unset output\n",
+                csv, c_epoch + 1, c_loss + 1, csv, c_epoch + 1, c_train + 1, csv, c_epoch + 1,
+                c_test + 1);
+    }
+    fclose(g);
+    int rc = gnuplot_run(prog);
+    free(prog);
+    if (rc) return rc;
+    printf("wrote %s.png and %s.svg (%d rows)\n", prefix, prefix, rows);
     return 0;
 }
 
@@ -314,20 +419,21 @@ int cmd_report(int argc, char **argv)
         return 2;
     }
     log_banner(argc, argv, 0);
-    if (!strcmp(argv[1], "speedup")) {
+    if (!strcmp(argv[1], "speedup") || !strcmp(argv[1], "train")) {
         const char *out = NULL;
         for (int i = 3; i < argc; i++) {
             if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
             else {
-                fprintf(stderr, "poseidon report speedup: unknown option '%s'\n", argv[i]);
+                fprintf(stderr, "poseidon report %s: unknown option '%s'\n", argv[1], argv[i]);
                 return 2;
             }
         }
         if (!out) {
-            fprintf(stderr, "poseidon report speedup: --out PREFIX is required\n");
+            fprintf(stderr, "poseidon report %s: --out PREFIX is required\n", argv[1]);
             return 2;
         }
-        return report_speedup(argv[2], out);
+        return !strcmp(argv[1], "speedup") ? report_speedup(argv[2], out)
+                                           : report_train(argv[2], out);
     }
     if (!strcmp(argv[1], "compare")) {
         if (argc < 4) {

@@ -5,7 +5,7 @@
 #      parameter server versus Poseidon's hybrid versus ring all-reduce — and its plot;
 #   3. a short real distributed training: 4 worker processes over ZeroMQ training the
 #      LeNet-style CNN on Fashion-MNIST with the same planner (hybrid: PS for the convolutions,
-#      SFB for the FC layers where cheaper).
+#      SFB for the FC layers where cheaper), and its training curve.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -33,7 +33,8 @@ echo "  plot: out/reports/speedup-vgg19-22k.png (and .svg); data: $csv"
 echo
 echo "== 3. real distributed training: 4 workers, LeNet-style CNN, Fashion-MNIST (16,000 images)"
 "$bin" train --workers 4 --model models/lenet.net --scheme hybrid --batch 16 --epochs 1 \
-    --limit 16000 --csv out/demo/train-lenet-4workers.csv
-echo "  rows: out/demo/train-lenet-4workers.csv"
+    --limit 16000 --report-every 50 --csv out/demo/train-lenet-4workers.csv
+"$bin" report train out/demo/train-lenet-4workers.csv --out out/reports/train-lenet-4workers 2>/dev/null
+echo "  rows: out/demo/train-lenet-4workers.csv; plot: out/reports/train-lenet-4workers.png"
 echo "  the full run (>= 89% test accuracy):"
 echo "    $bin train --workers 4 --model models/lenet.net --scheme hybrid --batch 16 --epochs 3"

@@ -107,3 +107,31 @@ TEST(report_speedup_writes_png_and_svg)
                   prefix);
     CHECK(rc == 2, "exit %d for a CSV without the simulator's header", rc);
 }
+
+TEST(report_train_plots_either_training_csv)
+{
+    char out[4096];
+    if (test_run(out, sizeof out, "command -v gnuplot") != 0) SKIP("gnuplot not installed");
+    const char *d = test_tmpdir();
+    char csv[512], prefix[512], path[600];
+    snprintf(csv, sizeof csv, "%s/train.csv", d);
+    /* the single-worker form, then the distributed one (rows without evaluation too) */
+    const char *forms[] = {"epoch,loss,train_acc,test_acc,images_per_s\n"
+                           "1,0.47,0.83,0.88,900\n2,0.32,0.89,0.89,910\n",
+                           "epoch,iteration,loss,train_acc,test_acc,images_per_s,seconds\n"
+                           "0.5,100,0.60,0.78,,800,5\n1.000,200,0.47,0.83,0.88,820,10\n"};
+    for (int i = 0; i < 2; i++) {
+        write_file(csv, forms[i]);
+        snprintf(prefix, sizeof prefix, "%s/sub/train%d", d, i);
+        int rc = test_run(out, sizeof out, "%s/poseidon report train %s --out %s",
+                          test_build_dir(), csv, prefix);
+        CHECK(rc == 0, "form %d: exit %d: %s", i, rc, out);
+        snprintf(path, sizeof path, "%s.png", prefix);
+        CHECK(access(path, R_OK) == 0, "no %s", path);
+    }
+    /* a row that is not a training row: file:line */
+    write_file(csv, "epoch,loss,train_acc,test_acc,images_per_s\n1,0.4,0.8,0.8,9\nx\n");
+    int rc = test_run(out, sizeof out, "%s/poseidon report train %s --out %s 2>&1",
+                      test_build_dir(), csv, prefix);
+    CHECK(rc == 2 && strstr(out, "train.csv:3:"), "exit %d: %s", rc, out);
+}
