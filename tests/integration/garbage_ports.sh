@@ -47,23 +47,25 @@ zmtp_garbage() {
 }
 ps_dropped="comm ps rank 1: dropped bad message|ps shard 1: rejected"
 sfb_dropped="comm u[0-9]+ rank 1: dropped bad message"
-send() { # send PORT PATTERN: raw bytes, then a ZeroMQ peer with bad messages, kept
-         # connected until the log shows PATTERN (a peer that leaves at once may take its
-         # undelivered messages with it) or 10 s pass
-    { exec 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
-    head -c 3000 /dev/urandom >&3
-    exec 3>&-
-    { exec 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
-    zmtp_garbage >&3
-    for _ in $(seq 100); do
-        grep -Eq "$2" "$tmp/log" && break
-        kill -0 $pid 2>/dev/null || break
-        sleep 0.1
-    done
-    exec 3>&-
+# raw bytes to PORT on a connection of their own, then a ZeroMQ peer with bad messages on
+# file descriptor FD, left open: a peer that leaves at once may take its undelivered
+# messages with it
+send() { # send PORT FD
+    { exec 5<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
+    head -c 3000 /dev/urandom >&5
+    exec 5>&-
+    { eval "exec $2<>/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
+    zmtp_garbage >&"$2"
 }
-send "$ps_port" "$ps_dropped" || fail "could not connect to rank 1's PS shard (port $ps_port)"
-send "$sfb_port" "$sfb_dropped" || fail "could not connect to rank 1's SFB endpoint (port $sfb_port)"
+send "$ps_port" 3 || fail "could not connect to rank 1's PS shard (port $ps_port)"
+send "$sfb_port" 4 || fail "could not connect to rank 1's SFB endpoint (port $sfb_port)"
+# both peers stay until both rejections are logged, the run ends, or 10 s pass
+for _ in $(seq 100); do
+    grep -Eq "$ps_dropped" "$tmp/log" && grep -Eq "$sfb_dropped" "$tmp/log" && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+done
+exec 3>&- 4>&-
 
 wait $pid; rc=$?; pid=""
 [ $rc -eq 0 ] || fail "the run exited $rc after the garbage"
