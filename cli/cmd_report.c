@@ -97,13 +97,30 @@ static int gnuplot_run(const char *program)
     return 0;
 }
 
-static int report_speedup(const char *csv, const char *prefix)
+/* PREFIX.png and PREFIX.svg (their folder made first): gnuplot runs `setup`, then `plot`
+ * once per format. Returns 0, or 1 or 2 after saying why. */
+static int gnuplot_png_svg(const char *setup, const char *plot, const char *prefix)
 {
     if (outfile_make_parents(prefix) != 0) {
         fprintf(stderr, "poseidon report: %s: cannot create its folder: %s\n", prefix,
                 strerror(errno));
         return 2;
     }
+    char *prog = NULL;
+    size_t prog_len = 0;
+    FILE *g = open_memstream(&prog, &prog_len);
+    if (!g) die("report: open_memstream: %s", strerror(errno));
+    fprintf(g, "%s\nset terminal pngcairo size 800,560\nset output '%s.png'\n%s\nunset output\n"
+               "set terminal svg size 800,560 dynamic\nset output '%s.svg'\n%s\nunset output\n",
+            setup, prefix, plot, prefix, plot);
+    fclose(g);
+    int rc = gnuplot_run(prog);
+    free(prog);
+    return rc;
+}
+
+static int report_speedup(const char *csv, const char *prefix)
+{
     FILE *f = fopen(csv, "r");
     if (!f) {
         fprintf(stderr, "poseidon report: %s: cannot read: %s\n", csv, strerror(errno));
@@ -141,32 +158,28 @@ static int report_speedup(const char *csv, const char *prefix)
         fprintf(stderr, "poseidon report: %s: no rows\n", csv);
         return 2;
     }
-    char *prog = NULL;
-    size_t prog_len = 0;
-    FILE *g = open_memstream(&prog, &prog_len);
+    char setup[1024], *plot = NULL;
+    snprintf(setup, sizeof setup,
+             "set datafile separator ','\n"
+             "set key top left box opaque\nset grid\n"
+             "set xlabel 'nodes'\nset ylabel 'speedup over 1 node (images/s)'\n"
+             "set title 'Simulated weak scaling: %s'\n"
+             "set logscale xy 2\nset xrange [1:%d]\nset yrange [0.5:%d]\n"
+             "sel(s, g) = (strcol(4) eq s && strcol(3) eq g) ? $9 : NaN",
+             csv, max_nodes * 2, max_nodes * 2);
+    size_t plot_len = 0;
+    FILE *g = open_memstream(&plot, &plot_len);
     if (!g) die("report: open_memstream: %s", strerror(errno));
-    fprintf(g, "set datafile separator ','\n"
-               "set key top left box opaque\nset grid\n"
-               "set xlabel 'nodes'\nset ylabel 'speedup over 1 node (images/s)'\n"
-               "set title 'Simulated weak scaling: %s'\n"
-               "set logscale xy 2\nset xrange [1:%d]\nset yrange [0.5:%d]\n"
-               "sel(s, g) = (strcol(4) eq s && strcol(3) eq g) ? $9 : NaN\n",
-            csv, max_nodes * 2, max_nodes * 2);
-    for (int fmt = 0; fmt < 2; fmt++) {
-        if (fmt == 0) fprintf(g, "set terminal pngcairo size 800,560\nset output '%s.png'\n", prefix);
-        else fprintf(g, "set terminal svg size 800,560 dynamic\nset output '%s.svg'\n", prefix);
-        fprintf(g, "plot x title 'ideal' with lines dt 2 lc rgb 'gray'");
-        for (int i = 0; i < schemes.n; i++)
-            for (int j = 0; j < gbps.n; j++)
-                fprintf(g, ", '%s' using 2:(sel('%s', '%s')) skip 1 with linespoints lc %d pt %d "
-                           "dt %d title '%s %s Gbit/s'",
-                        csv, schemes.v[i], gbps.v[j], i + 1, 7 - (j % 2), j + 1, schemes.v[i],
-                        gbps.v[j]);
-        fprintf(g, "\nunset output\n");
-    }
+    fprintf(g, "plot x title 'ideal' with lines dt 2 lc rgb 'gray'");
+    for (int i = 0; i < schemes.n; i++)
+        for (int j = 0; j < gbps.n; j++)
+            fprintf(g, ", '%s' using 2:(sel('%s', '%s')) skip 1 with linespoints lc %d pt %d "
+                       "dt %d title '%s %s Gbit/s'",
+                    csv, schemes.v[i], gbps.v[j], i + 1, 7 - (j % 2), j + 1, schemes.v[i],
+                    gbps.v[j]);
     fclose(g);
-    int rc = gnuplot_run(prog);
-    free(prog);
+    int rc = gnuplot_png_svg(setup, plot, prefix);
+    free(plot);
     if (rc) return rc;
     printf("wrote %s.png and %s.svg (%d rows, %d schemes, %d bandwidths)\n", prefix, prefix,
            rows, schemes.n, gbps.n);
@@ -187,11 +200,6 @@ static int csv_column(const char *header, const char *name)
 /* Loss and accuracies versus epochs, from `poseidon train --csv` (one worker or many). */
 static int report_train(const char *csv, const char *prefix)
 {
-    if (outfile_make_parents(prefix) != 0) {
-        fprintf(stderr, "poseidon report: %s: cannot create its folder: %s\n", prefix,
-                strerror(errno));
-        return 2;
-    }
     FILE *f = fopen(csv, "r");
     if (!f) {
         fprintf(stderr, "poseidon report: %s: cannot read: %s\n", csv, strerror(errno));
@@ -230,29 +238,22 @@ static int report_train(const char *csv, const char *prefix)
         fprintf(stderr, "poseidon report: %s: no rows\n", csv);
         return 2;
     }
-    char *prog = NULL;
-    size_t prog_len = 0;
-    FILE *g = open_memstream(&prog, &prog_len);
-    if (!g) die("report: open_memstream: %s", strerror(errno));
-    /* gnuplot numbers columns from 1; an empty field (no evaluation) is a missing point */
-    fprintf(g, "set datafile separator ','\nset datafile missing ''\n"
-               "set key center right box opaque\nset grid\n"
-               "set xlabel 'epoch'\nset ylabel 'training loss'\nset y2label 'accuracy'\n"
-               "set ytics nomirror\nset y2tics\nset y2range [0:1]\n"
-               "set title 'Training: %s'\n", csv);
-    for (int fmt = 0; fmt < 2; fmt++) {
-        if (fmt == 0) fprintf(g, "set terminal pngcairo size 800,560\nset output '%s.png'\n", prefix);
-        else fprintf(g, "set terminal svg size 800,560 dynamic\nset output '%s.svg'\n", prefix);
-        fprintf(g, "plot '%s' using %d:%d skip 1 with linespoints pt 7 title 'loss', "
-                   "'%s' using %d:%d skip 1 axes x1y2 with linespoints pt 6 title 'train accuracy', "
-                   "'%s' using %d:%d skip 1 axes x1y2 with linespoints pt 5 title 'test accuracy'\n"
-                   "unset output\n",
-                csv, c_epoch + 1, c_loss + 1, csv, c_epoch + 1, c_train + 1, csv, c_epoch + 1,
-                c_test + 1);
-    }
-    fclose(g);
-    int rc = gnuplot_run(prog);
-    free(prog);
+    char setup[1024], plot[2048];
+    /* an empty field (a row without evaluation) is a missing point */
+    snprintf(setup, sizeof setup,
+             "set datafile separator ','\nset datafile missing ''\n"
+             "set key center right box opaque\nset grid\n"
+             "set xlabel 'epoch'\nset ylabel 'training loss'\nset y2label 'accuracy'\n"
+             "set ytics nomirror\nset y2tics\nset y2range [0:1]\n"
+             "set title 'Training: %s'", csv);
+    /* gnuplot numbers columns from 1 */
+    snprintf(plot, sizeof plot,
+             "plot '%s' using %d:%d skip 1 with linespoints pt 7 title 'loss', "
+             "'%s' using %d:%d skip 1 axes x1y2 with linespoints pt 6 title 'train accuracy', "
+             "'%s' using %d:%d skip 1 axes x1y2 with linespoints pt 5 title 'test accuracy'",
+             csv, c_epoch + 1, c_loss + 1, csv, c_epoch + 1, c_train + 1, csv, c_epoch + 1,
+             c_test + 1);
+    int rc = gnuplot_png_svg(setup, plot, prefix);
     if (rc) return rc;
     printf("wrote %s.png and %s.svg (%d rows)\n", prefix, prefix, rows);
     return 0;
