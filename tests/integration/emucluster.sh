@@ -8,8 +8,8 @@ set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
-ip netns add "pchk$$" 2>/dev/null && ip netns del "pchk$$" || { echo "skip: network namespaces unavailable"; exit 77; }
+. tests/integration/lib/common.bash
+require_netns
 fail() { echo "FAIL: $*"; exit 1; }
 # This test's runs only (other emulated clusters may come and go meanwhile).
 export EMU_ID=$(printf 'e%04x' $(( $$ & 0xffff )))

@@ -4,12 +4,10 @@
 # rank 0 reports every 10 steps. Exit 77 (skip) without mpirun.
 set -u
 build=${1:-build}
-command -v mpirun >/dev/null 2>&1 || { echo "skip: mpirun not installed (apt-get install openmpi-bin)"; exit 77; }
-mpirun --version 2>/dev/null | grep -q "Open MPI" || { echo "skip: mpirun is not Open MPI"; exit 77; }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-extra=()
-[ "$(id -u)" = 0 ] && extra+=(--allow-run-as-root)
-out=$(timeout 120 mpirun "${extra[@]}" --oversubscribe -np 4 -x MASTER_PORT=$port \
+. "$(dirname "$0")/lib/common.bash"
+require_open_mpi
+port=$(free_port) || exit 1
+out=$(timeout 120 mpirun "${MPIRUN_ARGS[@]}" -np 4 -x MASTER_PORT=$port \
       "$build/poseidon" train --model models/mlp.net --scheme hybrid --data synthetic \
       --synthetic-n 2048 --batch 8 --iterations 30 --report-every 10 2>&1); rc=$?
 echo "$out" | grep -v '^\[' | tail -8

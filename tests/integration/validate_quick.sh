@@ -9,8 +9,8 @@ set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
-ip netns add "pchk$$" 2>/dev/null && ip netns del "pchk$$" || { echo "skip: network namespaces unavailable"; exit 77; }
+. tests/integration/lib/common.bash
+require_netns
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

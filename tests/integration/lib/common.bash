@@ -1,0 +1,27 @@
+# Sourced by the integration scripts (tests/integration/*.sh): the checks that decide
+# whether a script can run here (exit 77, skip, with the reason when not) and small helpers.
+
+# Open MPI's mpirun, or skip; sets MPIRUN_ARGS (root needs --allow-run-as-root).
+require_open_mpi() {
+    command -v mpirun >/dev/null 2>&1 || { echo "skip: mpirun not installed (apt-get install openmpi-bin)"; exit 77; }
+    mpirun --version 2>/dev/null | grep -q "Open MPI" || { echo "skip: mpirun is not Open MPI"; exit 77; }
+    MPIRUN_ARGS=(--oversubscribe)
+    [ "$(id -u)" = 0 ] && MPIRUN_ARGS+=(--allow-run-as-root)
+}
+
+# Root and network namespaces, or skip.
+require_netns() {
+    [ "$(id -u)" = 0 ] || { echo "skip: needs root for network namespaces"; exit 77; }
+    ip netns add "pchk$$" 2>/dev/null && ip netns del "pchk$$" || { echo "skip: network namespaces unavailable"; exit 77; }
+}
+
+# A TCP port on 127.0.0.1 that nothing listens on now.
+free_port() {
+    local p
+    for _ in $(seq 50); do
+        p=$(( 20000 + RANDOM % 30000 ))
+        ss -Htln "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return 0; }
+    done
+    echo "free_port: no free port found" >&2
+    return 1
+}
