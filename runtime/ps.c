@@ -86,10 +86,11 @@ typedef struct pull_req {
 typedef struct {
     const ps_block_t *b;
     comm_buf_t *values;     /* count floats; answers to pulls send it without a copy */
-    comm_msg_t *sum;        /* (staleness + 1) slots, slot = t % (s + 1): the first push of
-                             * iteration t, kept, with the later ones added into its payload
-                             * (no accumulator of our own to copy it into); held iff
-                             * n_push[slot] > 0 */
+    comm_msg_t *held;       /* (staleness + 1) slots x world, slot = t % (s + 1): each rank's
+                             * push of iteration t, held (no copy) until every worker's is
+                             * in, then summed in rank order into the lowest rank's payload:
+                             * the sum, and so a whole run, does not depend on the order in
+                             * which pushes arrive; held iff pushed[] is set */
     int *n_push;            /* per slot */
     unsigned char *pushed;  /* per slot x world */
     int64_t version;        /* iterations applied */
@@ -186,19 +187,28 @@ static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
     *pushed = 1;
     if (s->cfg.on_push)
         s->cfg.on_push(s->cfg.on_push_arg, m->peer, k->b->offset, t, recv_ns);
-    if (k->n_push[slot] == 0) {
-        comm_msg_move(&k->sum[slot], m);
-    } else {
-        float *acc = comm_msg_data_writable(&k->sum[slot]);
-        const float *g = comm_msg_data(m);
-        for (uint32_t i = 0; i < k->b->count; i++) acc[i] += g[i];
-    }
+    comm_msg_move(&k->held[(size_t)slot * s->cfg.world + m->peer], m);
     k->n_push[slot]++;
     pthread_mutex_lock(&s->lock);
     for (;;) { /* apply every complete iteration, in order */
         int sl = (int)(k->version % slots);
         if (k->n_push[sl] < s->cfg.n_workers) break;
-        const float *a = comm_msg_data(&k->sum[sl]);
+        comm_msg_t *held = &k->held[(size_t)sl * s->cfg.world];
+        const unsigned char *in = &k->pushed[(size_t)sl * s->cfg.world];
+        float *acc = NULL;
+        int first = -1;
+        for (int r = 0; r < s->cfg.world; r++) {
+            if (!in[r]) continue;
+            if (first < 0) {
+                first = r;
+                acc = comm_msg_data_writable(&held[r]);
+                continue;
+            }
+            const float *g = comm_msg_data(&held[r]);
+            for (uint32_t i = 0; i < k->b->count; i++) acc[i] += g[i];
+            comm_msg_close(&held[r]);
+        }
+        const float *a = acc;
         if (comm_buf_in_flight(k->values)) {
             /* ZeroMQ is still sending these values to a puller: update a copy and let the
              * old buffer go when that send is done */
@@ -209,7 +219,7 @@ static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
         }
         s->cfg.update(s->cfg.update_arg, comm_buf_data(k->values), a, k->b->count,
                       k->b->offset, k->version);
-        comm_msg_close(&k->sum[sl]);
+        comm_msg_close(&held[first]);
         memset(&k->pushed[(size_t)sl * s->cfg.world], 0, (size_t)s->cfg.world);
         k->n_push[sl] = 0;
         k->version++;
@@ -254,7 +264,7 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
         k->b = pb;
         k->values = comm_buf_new((size_t)pb->count * sizeof(float));
         memcpy(comm_buf_data(k->values), cfg->init + pb->offset, (size_t)pb->count * sizeof(float));
-        k->sum = xcalloc((size_t)slots, sizeof *k->sum);
+        k->held = xcalloc((size_t)slots * cfg->world, sizeof *k->held);
         k->n_push = xcalloc((size_t)slots, sizeof(int));
         k->pushed = xcalloc((size_t)slots * cfg->world, 1);
     }
@@ -277,8 +287,11 @@ void ps_server_destroy(ps_server_t **sp)
             free(r);
         }
         comm_buf_release(&k->values);
-        for (int sl = 0; sl < s->cfg.staleness + 1; sl++) comm_msg_close(&k->sum[sl]);
-        free(k->sum);
+        for (int sl = 0; sl < s->cfg.staleness + 1; sl++)
+            for (int r = 0; r < s->cfg.world; r++)
+                if (k->pushed[(size_t)sl * s->cfg.world + r])
+                    comm_msg_close(&k->held[(size_t)sl * s->cfg.world + r]);
+        free(k->held);
         free(k->n_push);
         free(k->pushed);
     }
