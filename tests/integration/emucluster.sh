@@ -3,7 +3,8 @@
 # the namespace addresses; the tbf rate limit holds (goodput on a 200 Mbit/s link between
 # 80% and 105% of it); and nothing of a run is left behind - after success, after a failing
 # command, and after Ctrl-C - bridge netfilter settings included: off while a run is up,
-# as before once the last run is gone (checked when no other run holds them). Exit 77 (skip) when not root or without network namespaces.
+# as before once the last run is gone (checked when no other run holds them).
+# Exit 77 (skip) when not root or without network namespaces.
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
