@@ -6,15 +6,22 @@
 
 #include "check.h"
 
-/* One entity: a single flow src -> dst, or a "multi" of `mult` flows between a hub node and
- * its leaves (every node but the hub and the nodes in ex): a broadcast (hub = src, leaves
- * receive) or a gather (hub = dst, leaves send). */
+/* One entity: a single flow src -> dst; a "multi" of `mult` flows between a hub node and
+ * its leaves (every node but the hub and the nodes in its set): a broadcast (hub = src,
+ * leaves receive) or a gather (hub = dst, leaves send); or a "fan": the same with the leaves
+ * listed in its set (mult of them). Fans are made only by splitting: the flows of a multi (or
+ * fan) that saturate at one level of a rate computation leave it together, as one fan, so
+ * they keep one rate and one remaining size and finish at one instant — one entity and one
+ * finish event, where one single flow per leaf would cost as many of each. */
+#define FAN (-2)
 typedef struct {
     int src, dst;    /* single: both; broadcast: src, dst = NET_DST_ALL; gather: dst,
-                        src = NET_SRC_ALL (so the kind needs no field of its own) */
-    int mult;        /* flows it stands for: 1, or nodes - 1 - nex for a multi */
-    int nex;
-    int *ex;         /* owned; room for ex_room(nex) */
+                        src = NET_SRC_ALL; fan out: src, dst = FAN; fan in: dst, src = FAN
+                        (so the kind needs no field of its own) */
+    int mult;        /* flows it stands for: 1; nodes - 1 - nset for a multi; nset for a fan */
+    int nset;
+    int *set;        /* owned; room for ex_room(nset): multi: the nodes it excludes; fan: its
+                        leaves */
     double rem;      /* bytes left per flow at n->last_ns, less the pending steps */
     double rate;     /* bytes/s per flow */
     int64_t fin_ns;
@@ -25,7 +32,10 @@ typedef struct {
 _Static_assert(sizeof(ent_t) <= 64, "entity larger than a cache line");
 
 static inline int is_single(const ent_t *e) { return e->src >= 0 && e->dst >= 0; }
-static inline int is_bcast(const ent_t *e) { return e->dst < 0; }
+static inline int is_fan(const ent_t *e) { return e->src == FAN || e->dst == FAN; }
+static inline int is_multi(const ent_t *e) { return !is_single(e) && !is_fan(e); }
+/* broadcast or fan out: the hub sends */
+static inline int hub_sends(const ent_t *e) { return e->dst < 0; }
 
 /* The room of an ex list of k > 0 entries: the next power of two, at least 4. */
 static int ex_room(int k)
@@ -40,11 +50,14 @@ typedef struct {
     int r;
 } rheap_t;
 
+enum { LIST_WHOLE = -1, LIST_FAN_LEAF = -2 };
+
 /* Resources: send side of node s is s, receive side of node d is N + d, the class of plain
  * send sides is 2N, of plain receive sides 2N + 1, the core 2N + 2. Side 0 is send, 1 is
  * receive: a broadcast's hub is on side 0 and its leaves on side 1, a gather the reverse. */
 struct net {
     int nodes;
+    int whole;       /* multis are never split (net_set_whole) */
     double nic_Bps, core_Bps;
     ent_t *f;
     int64_t n, cap;
@@ -66,21 +79,30 @@ struct net {
     int *touched;
     struct lent {
         int64_t j;   /* entity */
-        int other;   /* a single flow's resource on the other side; -1 for a multi */
+        int other;   /* a single flow's resource on the other side; LIST_WHOLE for a multi or
+                        fan at its hub, LIST_FAN_LEAF for a fan at one of its leaves */
     } *lent;         /* [2 * entities]: the lists of all resources, one run each */
     int64_t lent_cap;
     char *frozen;
     int64_t *ml;     /* unfrozen multis (lazily compacted) */
     int64_t nml;
-    int64_t *ovhead; /* [resource]: single flows split off during this computation */
-    int64_t *ovnext; /* [entity][2]: next split-off flow at its send / receive side */
+    /* entities split off during this computation that are still rising, listed at each of
+     * their resources: ovhead[resource] starts a chain through ov */
+    int64_t *ovhead;
+    struct ovl {
+        int64_t j, next;
+    } *ov;
+    int64_t nov, ov_cap;
+    int64_t *seen;   /* [entity]: the last level that split it (a fan is met once per leaf) */
+    int64_t levels;
     int64_t *exn, *exstart; /* [resource]: multis excluding it (their ex lists, inverted) */
     int64_t *exl;
     int64_t exl_cap;
     int32_t *exin;   /* [entity]: its excluded resources in the current level */
-    char *mark2;     /* [resource] scratch of freeze_level */
+    char *mark2;     /* [resource] scratch of freeze_level and split_off */
+    int *leafbuf;    /* [node] scratch: the leaves being split off */
     int ntouched;
-    int64_t ent_cap; /* capacity of frozen, ml and ovnext */
+    int64_t ent_cap; /* capacity of frozen, ml, exin and seen */
     rheap_t *heap;
     int64_t heap_cap;
     /* global terms of the current computation, per side */
@@ -97,12 +119,12 @@ struct net {
     int npend, cap_pend;
 };
 
-static int leaf_side(const ent_t *e) { return is_bcast(e) ? 1 : 0; }
-static int hub_node(const ent_t *e) { return is_bcast(e) ? e->src : e->dst; }
+static int leaf_side(const ent_t *e) { return hub_sends(e) ? 1 : 0; }
+static int hub_node(const ent_t *e) { return hub_sends(e) ? e->src : e->dst; }
 /* A multi's hub resource: the broadcast's sender's send side, the gather's receive side. */
 static int hub_res(const net_t *n, const ent_t *e)
 {
-    return is_bcast(e) ? e->src : n->nodes + e->dst;
+    return hub_sends(e) ? e->src : n->nodes + e->dst;
 }
 
 net_t *net_new(int nodes, double nic_Bps, double core_Bps)
@@ -126,6 +148,7 @@ net_t *net_new(int nodes, double nic_Bps, double core_Bps)
     n->exn = xcalloc(R, sizeof *n->exn);
     n->exstart = xcalloc(R, sizeof *n->exstart);
     n->mark2 = xcalloc(R, 1);
+    n->leafbuf = xcalloc((size_t)nodes, sizeof *n->leafbuf);
     for (size_t r = 0; r < R; r++) n->ovhead[r] = -1;
     n->heap_cap = (int64_t)R;
     n->heap = xcalloc(R, sizeof *n->heap);
@@ -136,7 +159,7 @@ void net_destroy(net_t **np)
 {
     if (!np || !*np) return;
     net_t *n = *np;
-    for (int64_t i = 0; i < n->n; i++) free(n->f[i].ex);
+    for (int64_t i = 0; i < n->n; i++) free(n->f[i].set);
     free(n->f);
     free(n->cnt);
     free(n->used);
@@ -150,12 +173,14 @@ void net_destroy(net_t **np)
     free(n->frozen);
     free(n->ml);
     free(n->ovhead);
-    free(n->ovnext);
+    free(n->ov);
+    free(n->seen);
     free(n->exn);
     free(n->exstart);
     free(n->exl);
     free(n->exin);
     free(n->mark2);
+    free(n->leafbuf);
     free(n->heap);
     free(n->pend_dt);
     free(n);
@@ -234,6 +259,8 @@ void net_add_gather(net_t *n, int64_t now, int dst, int64_t bytes, int64_t tag, 
              (ent_t){NET_SRC_ALL, dst, n->nodes - 1 - nex, nex, cp, (double)bytes,
                      0, INT64_MAX, bytes, tag});
 }
+
+void net_set_whole(net_t *n, int whole) { n->whole = whole != 0; }
 
 int net_dirty(const net_t *n) { return n->dirty; }
 int64_t net_next_ns(const net_t *n) { return n->next_ns; }
@@ -316,6 +343,14 @@ static void freeze(net_t *n, int64_t i, double x)
         n->used[e->src] += x;
         n->cnt[N + e->dst]--;
         n->used[N + e->dst] += x;
+    } else if (is_fan(e)) {
+        int off = leaf_side(e) * N, h = hub_res(n, e);
+        n->cnt[h] -= e->mult;
+        n->used[h] += x * e->mult;
+        for (int k = 0; k < e->nset; k++) {
+            n->cnt[off + e->set[k]]--;
+            n->used[off + e->set[k]] += x;
+        }
     } else {
         /* leaves the global terms; the leaf-side resources it does not cross (its hub node's,
          * those excluded) never counted it */
@@ -326,9 +361,9 @@ static void freeze(net_t *n, int64_t i, double x)
         n->fm[side] += x;
         n->cnt[off + hub_node(e)]++;
         n->used[off + hub_node(e)] -= x;
-        for (int k = 0; k < e->nex; k++) {
-            n->cnt[off + e->ex[k]]++;
-            n->used[off + e->ex[k]] -= x;
+        for (int k = 0; k < e->nset; k++) {
+            n->cnt[off + e->set[k]]++;
+            n->used[off + e->set[k]] -= x;
         }
     }
     /* the core's terms matter only where it is a resource (a dependency chain through
@@ -339,9 +374,12 @@ static void freeze(net_t *n, int64_t i, double x)
     }
 }
 
-/* Freeze every unfrozen entity of resource r's list at x. The same updates as freeze() in
- * the same order, with r's own terms kept in registers: every single flow of the list
- * updates them, a chain through memory otherwise. */
+static void fan_level(net_t *n, int64_t j, double x);
+
+/* Freeze every unfrozen entity of resource r's list at x (a fan listed at one of its leaves:
+ * the flows of it that the level holds). The same updates as freeze() in the same order, with
+ * r's own terms kept in registers: every single flow of the list updates them, a chain
+ * through memory otherwise. */
 static void freeze_list(net_t *n, int r, double x)
 {
     double ur = n->used[r];
@@ -350,15 +388,16 @@ static void freeze_list(net_t *n, int r, double x)
     for (; l < lend; l++) {
         int64_t j = l->j;
         if (n->frozen[j]) continue;
-        ent_t *e = &n->f[j];
         if (l->other < 0) {
             n->used[r] = ur;
             n->cnt[r] = cr;
-            freeze(n, j, x);
+            if (l->other == LIST_FAN_LEAF) fan_level(n, j, x);
+            else freeze(n, j, x);
             ur = n->used[r];
             cr = n->cnt[r];
             continue;
         }
+        ent_t *e = &n->f[j];
         n->frozen[j] = 1;
         nf++;
         e->rate = x;
@@ -377,30 +416,40 @@ static void freeze_list(net_t *n, int r, double x)
     n->left -= nf;
 }
 
-/* Whether multi g has a leaf at node d. */
-static int crosses(const ent_t *g, int d)
-{
-    if (hub_node(g) == d) return 0;
-    for (int k = 0; k < g->nex; k++)
-        if (g->ex[k] == d) return 0;
-    return 1;
-}
-
 static void grow_ent_scratch(net_t *n)
 {
     if (n->ent_cap >= n->cap) return;
     n->ent_cap = n->cap;
     n->frozen = xrealloc(n->frozen, (size_t)n->ent_cap);
     n->ml = xrealloc(n->ml, (size_t)n->ent_cap * sizeof *n->ml);
-    n->ovnext = xrealloc(n->ovnext, (size_t)n->ent_cap * 2 * sizeof *n->ovnext);
+    n->seen = xrealloc(n->seen, (size_t)n->ent_cap * sizeof *n->seen);
     n->exin = xrealloc(n->exin, (size_t)n->ent_cap * sizeof *n->exin);
 }
 
-/* Split multi i's flow at leaf d off into a single flow (unfrozen, same tag and remaining
- * bytes; the multi excludes d from then on). No load changes: d's leaf-side resource carries
- * one multi fewer and one single more, the hub and the core the same flows. The single is
- * listed at both its resources. Returns its index. */
-static int64_t split_one(net_t *n, int64_t i, int d)
+/* List entity j at resource r for the rest of this computation. */
+static void ov_put(net_t *n, int r, int64_t j)
+{
+    if (n->nov == n->ov_cap) {
+        n->ov_cap = n->ov_cap ? 2 * n->ov_cap : 1024;
+        n->ov = xrealloc(n->ov, (size_t)n->ov_cap * sizeof *n->ov);
+    }
+    n->ov[n->nov] = (struct ovl){j, n->ovhead[r]};
+    n->ovhead[r] = n->nov++;
+}
+
+/* Room for add more nodes in a set of nset (a set's room is at least ex_room(nset)). */
+static void set_reserve(int **set, int nset, int add)
+{
+    int room = nset > 0 ? ex_room(nset) : 0;
+    if (nset + add > room) *set = xrealloc(*set, (size_t)ex_room(nset + add) * sizeof **set);
+}
+
+/* Move the flows of multi or fan i at leaves[0..k) (distinct leaves of it, fewer than all)
+ * into a new entity: a single flow when k is 1, else a fan, with i's tag and remaining
+ * bytes. A multi excludes them from then on, a fan drops them from its set. No load changes:
+ * the same flows cross the same resources. `rising`: the new entity stays unfrozen, so it is
+ * listed at its resources for the rest of the computation. Returns its index. */
+static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int rising)
 {
     int N = n->nodes;
     if (n->n == n->cap) {
@@ -409,30 +458,75 @@ static int64_t split_one(net_t *n, int64_t i, int d)
     }
     grow_ent_scratch(n);
     ent_t *g = &n->f[i];
-    ASSERT(g->mult > 1, "multi at %d split down to nothing", hub_node(g));
-    if (g->nex == 0 || (g->nex >= 4 && ex_room(g->nex) == g->nex))
-        g->ex = xrealloc(g->ex, (size_t)ex_room(g->nex + 1) * sizeof *g->ex);
-    g->ex[g->nex++] = d;
-    g->mult--;
-    int src = is_bcast(g) ? g->src : d, dst = is_bcast(g) ? d : g->dst;
+    ASSERT(k >= 1 && k < g->mult, "splitting %d of the %d flows at node %d", k, g->mult,
+           hub_node(g));
+    int off = leaf_side(g) * N, hres = hub_res(n, g);
+    if (is_fan(g)) {
+        for (int a = 0; a < k; a++) n->mark2[off + leaves[a]] = 1;
+        int w = 0;
+        for (int a = 0; a < g->nset; a++)
+            if (!n->mark2[off + g->set[a]]) g->set[w++] = g->set[a];
+        for (int a = 0; a < k; a++) n->mark2[off + leaves[a]] = 0;
+        ASSERT(w == g->nset - k, "fan at node %d split at nodes it does not reach", hub_node(g));
+        g->nset = w;
+    } else {
+        set_reserve(&g->set, g->nset, k);
+        memcpy(g->set + g->nset, leaves, (size_t)k * sizeof *leaves);
+        g->nset += k;
+    }
+    g->mult -= k;
+    int hub = hub_node(g), sends = hub_sends(g);
+    ent_t e = {.mult = k, .rem = g->rem, .fin_ns = INT64_MAX, .bytes = g->bytes, .tag = g->tag};
+    if (k == 1) {
+        e.src = sends ? hub : leaves[0];
+        e.dst = sends ? leaves[0] : hub;
+    } else {
+        e.src = sends ? hub : FAN;
+        e.dst = sends ? FAN : hub;
+        e.nset = k;
+        e.set = xcalloc((size_t)ex_room(k), sizeof *e.set);
+        memcpy(e.set, leaves, (size_t)k * sizeof *leaves);
+    }
     int64_t j = n->n++;
-    n->f[j] = (ent_t){src, dst, 1, 0, NULL, g->rem, 0, INT64_MAX, g->bytes, g->tag};
+    n->f[j] = e;
     n->frozen[j] = 0;
+    n->seen[j] = 0;
     n->left++;
-    n->ovnext[2 * j] = n->ovhead[src];
-    n->ovhead[src] = j;
-    n->ovnext[2 * j + 1] = n->ovhead[N + dst];
-    n->ovhead[N + dst] = j;
+    if (rising) {
+        ov_put(n, hres, j);
+        for (int a = 0; a < k; a++) ov_put(n, off + leaves[a], j);
+    }
     return j;
+}
+
+/* Fan j meets the level: it freezes whole at x when its hub or all its leaves are in the
+ * level, else its flows at the level's leaves freeze, as one fan, and the rest keeps
+ * rising. Met once per level (it is listed at each of its leaves). */
+static void fan_level(net_t *n, int64_t j, double x)
+{
+    if (n->frozen[j] || n->seen[j] == n->levels) return;
+    n->seen[j] = n->levels;
+    const ent_t *e = &n->f[j];
+    if (n->in_level[hub_res(n, e)]) {
+        freeze(n, j, x);
+        return;
+    }
+    int off = leaf_side(e) * n->nodes, k = 0;
+    for (int a = 0; a < e->nset; a++)
+        if (n->in_level[off + e->set[a]]) n->leafbuf[k++] = e->set[a];
+    if (k == e->nset) freeze(n, j, x);
+    else if (k > 0) freeze(n, split_off(n, j, n->leafbuf, k, 0), x);
 }
 
 /* Freeze every flow crossing a resource of the level (level[0..nl)) at x. A multi that also
  * crosses leaf-side resources outside the level keeps those flows rising: either its flows
- * into the level's resources are split off and frozen, or (when its plain flows freeze) its
- * flows at the other special resources of its leaf side are split off unfrozen. */
+ * into the level's resources leave it as one fan, frozen, or (when its plain flows freeze,
+ * or most of its flows are in the level) its flows at the other special resources of its
+ * leaf side leave it as one fan, still rising, and the multi freezes. */
 static void freeze_level(net_t *n, int nl, double x)
 {
     int N = n->nodes, core = 2 * N + 2;
+    n->levels++;
     int64_t level_side[2] = {0, 0};
     for (int k = 0; k < nl; k++) {
         n->in_level[n->level[k]] = 1;
@@ -447,8 +541,12 @@ static void freeze_level(net_t *n, int nl, double x)
         int r = n->level[k];
         if (r >= 2 * N) continue;
         freeze_list(n, r, x);
-        for (int64_t j = n->ovhead[r]; j >= 0; j = n->ovnext[2 * j + (r >= N)])
-            if (!n->frozen[j]) freeze(n, j, x);
+        for (int64_t a = n->ovhead[r]; a >= 0; a = n->ov[a].next) {
+            int64_t j = n->ov[a].j;
+            if (n->frozen[j]) continue;
+            if (is_fan(&n->f[j])) fan_level(n, j, x);
+            else freeze(n, j, x);
+        }
     }
     /* a multi's excluded resources in the level, from the inverted lists (built at the start
      * of the computation: a split made later only excludes a resource that saturated with
@@ -471,39 +569,45 @@ static void freeze_level(net_t *n, int nl, double x)
         int plain_cross = n->special[side] < N, plain_in = n->in_level[2 * N + side];
         /* special leaf-side resources it crosses: all touched ones but its hub node's and
          * those excluded */
-        int64_t crossed = n->special[side] - 1 - g->nex;
+        int64_t crossed = n->special[side] - 1 - g->nset;
         int64_t crossed_in = level_side[side] - n->in_level[off + hub] - n->exin[i];
         if (crossed_in == 0 && !(plain_cross && plain_in)) {
             n->ml[w++] = i; /* untouched by this level */
             continue;
         }
-        if (crossed_in == crossed && (plain_in || !plain_cross)) {
-            freeze(n, i, x); /* all its flows saturate here */
+        if (n->whole || (crossed_in == crossed && (plain_in || !plain_cross))) {
+            freeze(n, i, x); /* all its flows saturate here, or it moves as one */
             continue;
         }
-        if (plain_cross && plain_in) {
-            /* its plain flows freeze; those at special resources outside the level keep
-             * rising as singles */
-            n->mark2[off + hub] = 1;
-            for (int e = 0; e < g->nex; e++) n->mark2[off + g->ex[e]] = 1;
+        /* the leaf-side resources it does not cross */
+        n->mark2[off + hub] = 1;
+        for (int e = 0; e < g->nset; e++) n->mark2[off + g->set[e]] = 1;
+        int m = 0, rest_rises = plain_in || (!plain_cross && 2 * crossed_in >= crossed);
+        if (rest_rises) {
+            /* its flows at special resources outside the level keep rising, as one fan;
+             * the multi freezes with the rest */
             for (int t = 0; t < n->ntouched; t++) {
                 int r = n->touched[t];
-                if (r < off || r >= off + N || n->in_level[r] || n->mark2[r]) continue;
-                split_one(n, i, r - off);
+                if (r >= off && r < off + N && !n->in_level[r] && !n->mark2[r])
+                    n->leafbuf[m++] = r - off;
             }
-            const ent_t *h = &n->f[i]; /* split_one may have moved the entities */
-            n->mark2[off + hub] = 0;
-            for (int e = 0; e < h->nex; e++) n->mark2[off + h->ex[e]] = 0;
+        } else {
+            /* its flows at the level's resources freeze, as one fan; the rest keeps rising */
+            for (int t = 0; t < nl; t++) {
+                int r = n->level[t];
+                if (r >= off && r < off + N && !n->mark2[r]) n->leafbuf[m++] = r - off;
+            }
+        }
+        n->mark2[off + hub] = 0;
+        for (int e = 0; e < g->nset; e++) n->mark2[off + g->set[e]] = 0;
+        ASSERT(m > 0, "multi at node %d: nothing to split", hub);
+        int64_t j = split_off(n, i, n->leafbuf, m, rest_rises);
+        if (rest_rises) {
             freeze(n, i, x);
-            continue;
+        } else {
+            freeze(n, j, x);
+            n->ml[w++] = i;
         }
-        /* its flows at the level's resources freeze; the rest keeps rising */
-        for (int t = 0; t < nl; t++) {
-            int r = n->level[t];
-            if (r < off || r >= off + N || !crosses(&n->f[i], r - off)) continue;
-            freeze(n, split_one(n, i, r - off), x);
-        }
-        n->ml[w++] = i;
     }
     n->nml = w;
     for (int k = 0; k < nl; k++) {
@@ -559,12 +663,9 @@ void net_recompute(net_t *n, int64_t now)
     }
     int N = n->nodes;
     grow_ent_scratch(n);
-    if (n->lent_cap < 2 * n->n) {
-        n->lent_cap = 2 * n->cap;
-        n->lent = xrealloc(n->lent, (size_t)n->lent_cap * sizeof *n->lent);
-    }
     /* Loads of the touched resources, and the lists of entities per resource: single flows
-     * by sender and by receiver, multis by hub. Multis are listed once more in ml. */
+     * by sender and by receiver, multis by hub, fans by hub and by leaf. Multis are listed
+     * once more in ml. */
     n->ntouched = 0;
     n->mu[0] = n->mu[1] = 0;
     n->fm[0] = n->fm[1] = 0;
@@ -581,6 +682,16 @@ void net_recompute(net_t *n, int64_t now)
             touch_res(n, N + e->dst);
             n->cnt[N + e->dst]++;
             n->lcnt[N + e->dst]++;
+        } else if (is_fan(e)) {
+            int h = hub_res(n, e), off = leaf_side(e) * N;
+            touch_res(n, h);
+            n->cnt[h] += e->mult;
+            n->lcnt[h]++;
+            for (int k = 0; k < e->nset; k++) {
+                touch_res(n, off + e->set[k]);
+                n->cnt[off + e->set[k]]++;
+                n->lcnt[off + e->set[k]]++;
+            }
         } else {
             int h = hub_res(n, e), off = leaf_side(e) * N;
             touch_res(n, h);
@@ -589,16 +700,19 @@ void net_recompute(net_t *n, int64_t now)
             /* a multi does not cross its hub node's or its excluded leaf-side resources */
             touch_res(n, off + hub_node(e));
             n->cnt[off + hub_node(e)]--;
-            for (int k = 0; k < e->nex; k++) {
-                touch_res(n, off + e->ex[k]);
-                n->cnt[off + e->ex[k]]--;
+            for (int k = 0; k < e->nset; k++) {
+                touch_res(n, off + e->set[k]);
+                n->cnt[off + e->set[k]]--;
             }
             n->mu[leaf_side(e)]++;
             n->ml[n->nml++] = i;
         }
         n->core_cnt += e->mult;
+        n->seen[i] = 0;
     }
     n->npend = 0;
+    n->nov = 0;
+    n->levels = 0;
     int nt = n->ntouched;
     int64_t acc = 0;
     for (int k = 0; k < nt; k++) {
@@ -606,13 +720,21 @@ void net_recompute(net_t *n, int64_t now)
         n->lstart[r] = acc;
         acc += n->lcnt[r];
     }
+    if (n->lent_cap < acc) {
+        n->lent_cap = 2 * acc;
+        n->lent = xrealloc(n->lent, (size_t)n->lent_cap * sizeof *n->lent);
+    }
     for (int64_t i = 0; i < n->n; i++) {
         const ent_t *e = &n->f[i];
         if (is_single(e)) {
             list_put(n, e->src, i, N + e->dst);
             list_put(n, N + e->dst, i, e->src);
         } else {
-            list_put(n, hub_res(n, e), i, -1);
+            list_put(n, hub_res(n, e), i, LIST_WHOLE);
+            if (is_fan(e)) {
+                int off = leaf_side(e) * N;
+                for (int k = 0; k < e->nset; k++) list_put(n, off + e->set[k], i, LIST_FAN_LEAF);
+            }
         }
     }
     for (int k = 0; k < nt; k++) n->lstart[n->touched[k]] -= n->lcnt[n->touched[k]];
@@ -621,8 +743,8 @@ void net_recompute(net_t *n, int64_t now)
     int64_t nexall = 0;
     for (int64_t k = 0; k < n->nml; k++) {
         const ent_t *e = &n->f[n->ml[k]];
-        for (int x = 0; x < e->nex; x++) n->exn[leaf_side(e) * N + e->ex[x]]++;
-        nexall += e->nex;
+        for (int x = 0; x < e->nset; x++) n->exn[leaf_side(e) * N + e->set[x]]++;
+        nexall += e->nset;
         n->exin[n->ml[k]] = 0;
     }
     if (n->exl_cap < nexall) {
@@ -638,8 +760,8 @@ void net_recompute(net_t *n, int64_t now)
     }
     for (int64_t k = 0; k < n->nml; k++) {
         const ent_t *e = &n->f[n->ml[k]];
-        for (int x = 0; x < e->nex; x++) {
-            int r = leaf_side(e) * N + e->ex[x];
+        for (int x = 0; x < e->nset; x++) {
+            int r = leaf_side(e) * N + e->set[x];
             n->exl[n->exstart[r] + n->exn[r]++] = n->ml[k];
         }
     }
@@ -705,10 +827,19 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
     /* Walk in index order, compacting: the callback order is deterministic. */
     int64_t w = 0;
     for (int64_t i = 0; i < n->n; i++) {
-        if (n->f[i].fin_ns <= due) {
-            fn(arg, n->f[i].tag, n->f[i].src, n->f[i].dst, n->f[i].bytes, n->f[i].ex,
-               n->f[i].nex);
-            free(n->f[i].ex);
+        const ent_t *e = &n->f[i];
+        if (e->fin_ns <= due) {
+            if (is_fan(e)) {
+                /* its flows finish as the single flows they were split off as */
+                for (int k = 0; k < e->nset; k++) {
+                    int leaf = e->set[k];
+                    fn(arg, e->tag, hub_sends(e) ? e->src : leaf, hub_sends(e) ? leaf : e->dst,
+                       e->bytes, NULL, 0);
+                }
+            } else {
+                fn(arg, e->tag, e->src, e->dst, e->bytes, e->set, e->nset);
+            }
+            free(e->set);
             done++;
         } else {
             if (w != i) n->f[w] = n->f[i];

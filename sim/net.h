@@ -11,9 +11,11 @@
  *                  share, so it ends at one instant. It weighs nodes-1 on its sender's send
  *                  side (its "hub") and on the core, and 1 on every other node's receive side
  *                  (its "leaves"). Where a receive side would give its flow less than the
- *                  others get (it saturates first), that flow is split off into a single flow
- *                  (the broadcast then excludes that receiver), so rates are exactly per-flow
- *                  max-min.
+ *                  others get (it saturates first), that flow is split off (the broadcast
+ *                  then excludes that receiver), so rates are exactly per-flow max-min. The
+ *                  flows split off at one level of the computation leave together, as one
+ *                  entity with its leaves listed (a "fan"), so that they keep finishing at
+ *                  one instant.
  *   a gather       every node but dst and an excluded list -> dst, the same bytes each
  *                  (net_add_gather): the mirror image, hub = dst's receive side, leaves = the
  *                  senders' send sides; split the same way where a sender is congested.
@@ -59,6 +61,14 @@ void net_add_bcast(net_t *n, int64_t now_ns, int src, int64_t bytes, int64_t tag
  * to dst, nex <= nodes - 2) to dst. */
 void net_add_gather(net_t *n, int64_t now_ns, int dst, int64_t bytes, int64_t tag, const int *ex,
                     int nex);
+
+/* Keep every broadcast and gather whole: its flows move at one rate, the smallest fair share
+ * among the resources it crosses, so it never splits (default: off, exact per-flow max-min).
+ * Rates stay feasible and every resource's capacity is shared among the rest as before, but
+ * a flow of a broadcast (gather) at an uncongested receiver (sender) gets no more than the
+ * most congested one. A recomputation then costs O(entities) with entities = the transfers
+ * started, however unevenly the nodes are loaded: for clusters of thousands of nodes. */
+void net_set_whole(net_t *n, int whole);
 
 /* true when flows were added or removed since the last rate computation. */
 int net_dirty(const net_t *n);

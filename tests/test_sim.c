@@ -253,6 +253,73 @@ TEST(sim_net_broadcast_equals_its_flows)
           gexpanded);
 }
 
+/* Finish time at each receiver of the broadcast tagged 1 (other flows are ignored). */
+typedef struct {
+    int64_t now;
+    int64_t at[16];
+} bcast_log_t;
+
+static void on_bcast(void *arg, int64_t tag, int src, int dst, int64_t bytes, const int *skip,
+                     int nskip)
+{
+    bcast_log_t *l = arg;
+    (void)bytes;
+    if (tag != 1) return;
+    if (dst >= 0) {
+        l->at[dst] = l->now;
+        return;
+    }
+    for (int d = 0; d < 16; d++) {
+        int skipped = d == src;
+        for (int k = 0; k < nskip; k++) skipped |= skip[k] == d;
+        if (!skipped) l->at[d] = l->now;
+    }
+}
+
+/* A broadcast of 1 MB from node 0 of 10 (1 GB/s NICs) whose receivers 1-4 also receive 12
+ * long flows each (3 from each of nodes 5-8): they saturate together at 1/13 GB/s per flow,
+ * below the hub's 1/9. Returns the number of entities after the first rate computation. */
+static int64_t congested_bcast(int whole, bcast_log_t *l)
+{
+    net_t *n = net_new(10, 1e9, 0);
+    net_set_whole(n, whole);
+    net_add_bcast(n, 0, 0, 1000000, 1);
+    int64_t tag = 100;
+    for (int d = 1; d <= 4; d++)
+        for (int s = 5; s <= 8; s++)
+            for (int k = 0; k < 3; k++) net_add(n, 0, s, d, 1000000000, tag++);
+    net_recompute(n, 0);
+    int64_t entities = net_active(n);
+    memset(l, 0, sizeof *l);
+    for (int64_t now = 0;;) {
+        if (net_dirty(n)) net_recompute(n, now);
+        int64_t t = net_next_ns(n);
+        if (t == INT64_MAX) break;
+        now = l->now = t;
+        net_finish(n, t, on_bcast, l);
+    }
+    net_destroy(&n);
+    return entities;
+}
+
+TEST(sim_net_flows_saturating_together_split_off_as_one)
+{
+    /* Exact max-min: the flows to 1-4 run at 1/13 GB/s (13 ms); the rest of the broadcast
+     * takes what the hub has left, (1 - 4/13) / 5 GB/s each (65/9 ms). The four split-off
+     * flows move as one entity: 48 singles + the broadcast + 1, not + 4. */
+    bcast_log_t l;
+    CHECK_EQ_I64(congested_bcast(0, &l), 50);
+    for (int d = 1; d <= 4; d++) CHECK(llabs(l.at[d] - 13000000) <= 1, "receiver %d: %lld", d,
+                                       (long long)l.at[d]);
+    for (int d = 5; d <= 9; d++) CHECK(llabs(l.at[d] - 7222222) <= 1, "receiver %d: %lld", d,
+                                       (long long)l.at[d]);
+    /* Kept whole, the broadcast moves at its most congested receiver's share: all at 13 ms,
+     * and nothing is split. */
+    CHECK_EQ_I64(congested_bcast(1, &l), 49);
+    for (int d = 1; d <= 9; d++) CHECK(llabs(l.at[d] - 13000000) <= 1, "whole, receiver %d: %lld",
+                                       d, (long long)l.at[d]);
+}
+
 /* A one-layer network (FC 1024 -> 256, no bias: 1 MiB of weights) with fixed compute times. */
 static const char *s_fc_net = "input data shape=1024x1x1\nfc f out=256 bias=0\nsoftmax_loss loss\n";
 
