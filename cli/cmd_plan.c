@@ -16,10 +16,11 @@ static void plan_usage(FILE *f)
             "Build the plan of an experiment (experiments/*.exp) for each configuration of its\n"
             "sweep and print, per layer with parameters, the sync method chosen and every\n"
             "alternative's bytes per node (sent + received, busiest node) and predicted time\n"
-            "alone on the network (core/cost.h).\n\n"
+            "alone on the network (core/cost.h), and the all-reduce bucket of the layer (units\n"
+            "that share a bucket share one ring; allreduce_bucket_mb, core/plan.h).\n\n"
             "  --csv            one CSV table per configuration (header: unit,layer,type,params,\n"
             "                   method,ps_bytes,ps_ns,sfb_bytes,sfb_ns,allreduce_bytes,\n"
-            "                   allreduce_ns; -1: method not allowed)\n"
+            "                   allreduce_ns,bucket; -1: method not allowed, no bucket)\n"
             "  --set KEY=VALUE  override an experiment key, or a cluster key as cluster.KEY\n\n"
             "experiment keys:\n%s\ncluster keys:\n%s",
             experiment_keys_help(), cluster_keys_help());
@@ -59,7 +60,10 @@ int cmd_plan(int argc, char **argv)
         scheme_t s;
         experiment_config(&e, i, &c, &s);
         plan_t p;
-        if (plan_build(&p, &m, &c, s, e.staleness, e.batch, e.kv_block_bytes, err, sizeof err)) {
+        plan_opts_t po = {.scheme = s, .staleness = e.staleness, .batch = e.batch,
+                          .kv_block_bytes = e.kv_block_bytes,
+                          .allreduce_bucket_bytes = e.allreduce_bucket_bytes};
+        if (plan_build_opts(&p, &m, &c, &po, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             rc = 1;
             break;

@@ -3,6 +3,7 @@
  * it the rank comes from the launcher's environment (mpirun, srun, or RANK/WORLD_SIZE/
  * MASTER_ADDR/MASTER_PORT by hand). Rank 0 prints the report rows on stdout. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,9 @@ static void usage(FILE *f)
             "  --no-probe          keep the cluster's bandwidth and latency (no link probe)\n"
             "  --probe-bytes B     bulk bytes of the probe (default 4194304, sent twice)\n"
             "  --kv-block BYTES    PS block (default 4194304; 0: split evenly over shards)\n"
+            "  --bucket-mb X       fuse the all-reduce layers, in backward order, into buckets\n"
+            "                      of >= X MB, one ring each (default 0: one ring per layer;\n"
+            "                      the experiment key allreduce_bucket_mb of poseidon sim)\n"
             "  --lr X --momentum X --weight-decay X   SGD (defaults 0.01, 0.9, 0.0005)\n"
             "  --seed S            initialisation, shuffling, synthetic data (default 1)\n"
             "  --threads T         BLAS threads per worker (default 1)\n"
@@ -123,6 +127,14 @@ int cmd_train_distributed(int argc, char **argv)
         else if (!strcmp(a, "--cluster")) c->cluster_path = s;
         else if (!strcmp(a, "--probe-bytes")) rc = num(a, s, 4, &v), c->probe_bytes = (int64_t)v;
         else if (!strcmp(a, "--kv-block")) rc = num(a, s, 0, &v), c->kv_block_bytes = (int64_t)v;
+        else if (!strcmp(a, "--bucket-mb")) {
+            rc = num(a, s, 0, &v);
+            if (!rc && v > 1e6) {
+                fprintf(stderr, "poseidon train: --bucket-mb expects at most 1e6, got '%s'\n", s);
+                rc = -1;
+            }
+            c->allreduce_bucket_bytes = llround(v * (1 << 20));
+        }
         else if (!strcmp(a, "--lr")) rc = num(a, s, 0, &c->solver.lr);
         else if (!strcmp(a, "--momentum")) rc = num(a, s, 0, &c->solver.momentum);
         else if (!strcmp(a, "--weight-decay")) rc = num(a, s, 0, &c->solver.weight_decay);

@@ -52,6 +52,17 @@ void experiment_init(experiment_t *e)
     e->kv_block_bytes = 4 << 20;
 }
 
+const char *net_model_name(net_model_t m)
+{
+    return m == NET_MODEL_EXACT ? "exact" : m == NET_MODEL_WHOLE ? "whole" : "auto";
+}
+
+net_model_t net_model_for(net_model_t m, int nodes)
+{
+    if (m != NET_MODEL_AUTO) return m;
+    return nodes <= NET_MODEL_AUTO_EXACT_NODES ? NET_MODEL_EXACT : NET_MODEL_WHOLE;
+}
+
 const char *experiment_keys_help(void)
 {
     return "  model = FILE.net          network (required)\n"
@@ -64,6 +75,11 @@ const char *experiment_keys_help(void)
            "  iterations = T            simulated iterations, first one is warm-up (5)\n"
            "  seed = N                  (1)\n"
            "  kv_block_mb = B           PS key-value block, 0 = even split (4)\n"
+           "  allreduce_bucket_mb = B   fuse all-reduce units, in backward order, into buckets\n"
+           "                            of >= B MB, one ring each; 0 = one per layer (0)\n"
+           "  net_model = M             simulated bandwidth sharing: exact (per-flow max-min),\n"
+           "                            whole (broadcasts/gathers move as one, faster), or\n"
+           "                            auto (exact up to 512 nodes) (auto)\n"
            "  sweep_nodes = 1,2,4       node counts to run\n"
            "  sweep_gbps = 40,10        NIC bandwidths to run\n"
            "  sweep_schemes = ps,hybrid schemes to run\n";
@@ -155,6 +171,17 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
         e->kv_block_bytes = llround(d * (1 << 20));
         if (d > 0 && e->kv_block_bytes < 4)
             return kv_error(err, errlen, where, "expected kv_block_mb of at least 4 bytes");
+    } else if (!strcmp(key, "allreduce_bucket_mb")) {
+        if (kv_double(val, &d) || !(d >= 0 && d <= 1e6))
+            return kv_error(err, errlen, where,
+                            "expected allreduce_bucket_mb = MB from 0 to 1e6, got '%s'", val);
+        e->allreduce_bucket_bytes = llround(d * (1 << 20));
+    } else if (!strcmp(key, "net_model")) {
+        if (!strcmp(val, "auto")) e->net_model = NET_MODEL_AUTO;
+        else if (!strcmp(val, "exact")) e->net_model = NET_MODEL_EXACT;
+        else if (!strcmp(val, "whole")) e->net_model = NET_MODEL_WHOLE;
+        else return kv_error(err, errlen, where,
+                             "expected net_model = auto | exact | whole, got '%s'", val);
     } else if (!strcmp(key, "sweep_nodes")) {
         if (split_list(val, EXPERIMENT_MAX_SWEEP, item_nodes, e->nodes, &e->n_nodes))
             return kv_error(err, errlen, where,

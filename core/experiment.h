@@ -45,6 +45,15 @@ const char *scheme_name(scheme_t s, char *buf, size_t len);
 
 #define EXPERIMENT_MAX_SWEEP 64
 
+/* How the simulator's network shares bandwidth (sim/net.h): exact per-flow max-min, or with
+ * broadcasts and gathers kept whole (faster on thousands of nodes); auto picks exact up to
+ * NET_MODEL_AUTO_EXACT_NODES nodes. */
+typedef enum { NET_MODEL_AUTO, NET_MODEL_EXACT, NET_MODEL_WHOLE } net_model_t;
+#define NET_MODEL_AUTO_EXACT_NODES 512
+const char *net_model_name(net_model_t m);
+/* The model that runs on a cluster of `nodes` (auto resolved). */
+net_model_t net_model_for(net_model_t m, int nodes);
+
 typedef struct {
     char path[512];
     char name[128];            /* file name without folder and ".exp" */
@@ -58,6 +67,8 @@ typedef struct {
     int iterations;            /* simulated iterations (the first is the warm-up) */
     uint64_t seed;
     int64_t kv_block_bytes;    /* KV-store block; 0 splits each tensor evenly over shards */
+    int64_t allreduce_bucket_bytes; /* all-reduce fusion bucket (core/plan.h); 0: none */
+    net_model_t net_model;
 
     int n_nodes;
     int nodes[EXPERIMENT_MAX_SWEEP];
@@ -68,7 +79,7 @@ typedef struct {
 } experiment_t;
 
 /* Defaults: scheme hybrid, BSP, batch 32, 5 iterations, seed 1, 4 MB KV blocks
- * (Poseidon-TF's default, POSEIDON.md §4). */
+ * (Poseidon-TF's default, POSEIDON.md §4), no all-reduce fusion, network model auto. */
 void experiment_init(experiment_t *e);
 
 /* Parse an experiment file and the cluster file it names. Returns 0, or -1 with

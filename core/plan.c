@@ -60,12 +60,52 @@ static void add_dep(builder_t *b, int op, int on, dep_scope_t scope, int back)
     p->ops[op].n_deps++;
 }
 
+/* add_dep, unless op already has that dependency (the members of an all-reduce bucket share
+ * its op: FWD 0 without WFBP waits for it once). op's deps are the last ones added. */
+static void add_dep_once(builder_t *b, int op, int on, dep_scope_t scope, int back)
+{
+    const plan_t *p = b->p;
+    for (int d = p->ops[op].dep_first; d < p->n_deps; d++)
+        if (p->deps[d].op == on && p->deps[d].scope == scope && p->deps[d].iter_back == back)
+            return;
+    add_dep(b, op, on, scope, back);
+}
+
 /* The deps that say "unit u's parameters of iteration t - back are in place". */
 static void add_sync_deps(builder_t *b, int op, const plan_unit_t *u, int back)
 {
     if (u->op_pull >= 0) add_dep(b, op, u->op_pull, DEP_RECV, back);
     if (u->op_update >= 0) add_dep(b, op, u->op_update, DEP_LOCAL, back);
-    if (u->op_allreduce >= 0) add_dep(b, op, u->op_allreduce, DEP_RECV, back);
+    if (u->op_allreduce >= 0) add_dep_once(b, op, u->op_allreduce, DEP_RECV, back);
+}
+
+/* Cut the all-reduce units into buckets (plan.h): backward order, skipping units synced
+ * otherwise; a bucket closes once it holds >= B bytes (B = 0: every unit alone). */
+static void buckets_build(plan_t *p)
+{
+    p->buckets = xcalloc((size_t)p->n_units, sizeof *p->buckets);
+    int open = -1;
+    for (int u = p->n_units - 1; u >= 0; u--) {
+        plan_unit_t *un = &p->units[u];
+        un->bucket = -1;
+        if (un->method != SYNC_ALLREDUCE) continue;
+        if (open < 0) {
+            open = p->n_buckets++;
+            p->buckets[open] = (plan_bucket_t){.first = u, .last = u, .op = -1};
+        }
+        plan_bucket_t *bk = &p->buckets[open];
+        un->bucket = open;
+        bk->first = u;
+        bk->n_units++;
+        bk->bytes += un->tensor.weight_bytes + un->tensor.bias_bytes;
+        if (bk->bytes >= p->allreduce_bucket_bytes) open = -1;
+    }
+    for (int k = 0; k < p->n_buckets; k++) {
+        plan_bucket_t *bk = &p->buckets[k];
+        bk->ar_bytes = cost_allreduce_bytes(p->workers, bk->bytes);
+        bk->ar_chunk_bytes = cost_allreduce_chunk_bytes(p->workers, bk->bytes);
+        bk->cost_ns = cost_allreduce(&p->cost, bk->bytes).time_ns;
+    }
 }
 
 static double range_flops(const model_t *m, int first, int last, int bwd)
@@ -79,12 +119,26 @@ static double range_flops(const model_t *m, int first, int last, int bwd)
 int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme, int staleness,
                int batch, int64_t kv_block_bytes, char *err, size_t errlen)
 {
+    plan_opts_t o = {.scheme = scheme, .staleness = staleness, .batch = batch,
+                     .kv_block_bytes = kv_block_bytes};
+    return plan_build_opts(p, m, c, &o, err, errlen);
+}
+
+int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_opts_t *o,
+                    char *err, size_t errlen)
+{
     memset(p, 0, sizeof *p);
     if (m->n_layers < 1) {
         snprintf(err, errlen, "%s: expected a model with layers", m->path);
         return -1;
     }
+    scheme_t scheme = o->scheme;
+    int staleness = o->staleness, batch = o->batch;
+    int64_t kv_block_bytes = o->kv_block_bytes;
     ASSERT(batch >= 1 && staleness >= 0, "batch %d, staleness %d", batch, staleness);
+    ASSERT(o->allreduce_bucket_bytes >= 0, "bucket of %lld bytes",
+           (long long)o->allreduce_bucket_bytes);
+    p->allreduce_bucket_bytes = o->allreduce_bucket_bytes;
     p->model = m;
     p->cluster = *c;
     p->scheme = scheme;
@@ -156,6 +210,7 @@ int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme,
         }
         block += cost_ps_blocks(&p->cost, un->ps_bytes);
     }
+    buckets_build(p);
 
     /* Ops: compute in program order (FWD 0..U-1, BWD U-1..0), then each unit's sync ops. */
     builder_t b = {p, 0, 0};
@@ -187,12 +242,15 @@ int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme,
                            (p->workers - 1);
             un->op_update = add_op(&b, OP_UPDATE, u, PLACE_WORKERS, RES_UPDATE, 0, recon, u);
         }
-        if (un->method == SYNC_ALLREDUCE) {
-            un->op_allreduce =
-                add_op(&b, OP_ALLREDUCE, u, PLACE_WORKERS, RES_NET, un->ar_bytes, 0, u);
-            p->ops[un->op_allreduce].steps = cost_allreduce_steps(p->workers);
+        /* a bucket's op belongs to its lowest unit, whose BWD completes the bucket */
+        plan_bucket_t *bk = un->bucket >= 0 ? &p->buckets[un->bucket] : NULL;
+        if (bk && bk->first == u) {
+            bk->op = add_op(&b, OP_ALLREDUCE, u, PLACE_WORKERS, RES_NET, bk->ar_bytes, 0, u);
+            p->ops[bk->op].steps = cost_allreduce_steps(p->workers);
         }
     }
+    for (int u = 0; u < U; u++)
+        if (p->units[u].bucket >= 0) p->units[u].op_allreduce = p->buckets[p->units[u].bucket].op;
 
     /* Dependencies, op by op (contiguous per op). */
     int back = 1 + staleness;
@@ -235,6 +293,7 @@ int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme,
 
 void plan_fini(plan_t *p)
 {
+    free(p->buckets);
     free(p->units);
     free(p->ops);
     free(p->deps);
@@ -288,7 +347,9 @@ int plan_dest(const plan_t *p, int op, int node, int i, int64_t *bytes)
         *bytes = cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, node);
         return i;
     case OP_SFB: *bytes = u->sfb_peer_bytes; return i < node ? i : i + 1;
-    case OP_ALLREDUCE: *bytes = u->ar_chunk_bytes; return (node + 1) % p->workers;
+    case OP_ALLREDUCE:
+        *bytes = p->buckets[u->bucket].ar_chunk_bytes;
+        return (node + 1) % p->workers;
     default: ASSERT(0, "op %d is not a transfer", op);
     }
     return -1;
@@ -326,8 +387,30 @@ int64_t plan_predicted_sync_ns(const plan_t *p)
 {
     int64_t t = 0;
     for (int u = 0; u < p->n_units; u++)
-        if (p->units[u].method != SYNC_NONE) t += p->units[u].cost_ns[p->units[u].method];
+        if (p->units[u].method != SYNC_NONE && p->units[u].method != SYNC_ALLREDUCE)
+            t += p->units[u].cost_ns[p->units[u].method];
+    for (int k = 0; k < p->n_buckets; k++) t += p->buckets[k].cost_ns;
     return t;
+}
+
+int64_t plan_flows_per_iteration(const plan_t *p)
+{
+    int64_t flows = 0;
+    for (int o = 0; o < p->n_ops; o++) {
+        if (p->ops[o].res != RES_NET) continue;
+        for (int n = 0; n < p->workers; n++) {
+            if (!plan_has_instance(p, o, n)) continue;
+            int64_t bytes;
+            int self;
+            if (plan_dest_broadcast(p, o, n, &bytes, &self)) { /* every other node */
+                flows += (int64_t)(p->workers - 1) * p->ops[o].steps;
+                continue;
+            }
+            for (int i = 0; i < plan_n_dests(p, o, n); i++)
+                if (plan_dest(p, o, n, i, &bytes) != n) flows += p->ops[o].steps;
+        }
+    }
+    return flows;
 }
 
 void plan_print(const plan_t *p, FILE *f, int csv)
@@ -336,13 +419,15 @@ void plan_print(const plan_t *p, FILE *f, int csv)
     scheme_name(p->scheme, sb, sizeof sb);
     if (csv)
         fprintf(f, "unit,layer,type,params,method,ps_bytes,ps_ns,sfb_bytes,sfb_ns,"
-                   "allreduce_bytes,allreduce_ns\n");
+                   "allreduce_bytes,allreduce_ns,bucket\n");
     else
-        fprintf(f, "# %s on %d nodes (%d shards), %.3g Gbit/s, batch %d, scheme %s, %s\n"
-                   "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s\n",
+        fprintf(f, "# %s on %d nodes (%d shards), %.3g Gbit/s, batch %d, scheme %s, %s, "
+                   "all-reduce buckets of %.6g MB\n"
+                   "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s %6s\n",
                 p->model->name, p->workers, p->shards, p->cost.bw_Bps * 8 / 1e9, p->batch, sb,
-                p->staleness ? "ssp" : "bsp", "unit", "layer", "type", "params", "method",
-                "ps_bytes/node", "ps_ms", "sfb_bytes/node", "sfb_ms", "ar_bytes/node", "ar_ms");
+                p->staleness ? "ssp" : "bsp", p->allreduce_bucket_bytes / (double)(1 << 20),
+                "unit", "layer", "type", "params", "method", "ps_bytes/node", "ps_ms",
+                "sfb_bytes/node", "sfb_ms", "ar_bytes/node", "ar_ms", "bucket");
     for (int u = 0; u < p->n_units; u++) {
         const plan_unit_t *un = &p->units[u];
         if (un->layer < 0) continue;
@@ -359,7 +444,7 @@ void plan_print(const plan_t *p, FILE *f, int csv)
             for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++)
                 fprintf(f, ",%lld,%lld", (long long)(un->cost_ns[j] >= 0 ? by[j] : -1),
                         (long long)un->cost_ns[j]);
-            fputc('\n', f);
+            fprintf(f, ",%d\n", un->bucket);
         } else {
             fprintf(f, "%-4d %-28s %-8s %12lld %-9s", u, l->name, layer_type_name(l->type),
                     (long long)l->params, sync_method_name(un->method));
@@ -367,10 +452,28 @@ void plan_print(const plan_t *p, FILE *f, int csv)
                 if (un->cost_ns[j] < 0) fprintf(f, " %14s %10s", "-", "-");
                 else fprintf(f, " %14lld %10.3f", (long long)by[j], un->cost_ns[j] / 1e6);
             }
-            fputc('\n', f);
+            if (un->bucket >= 0) fprintf(f, " %6d\n", un->bucket);
+            else fprintf(f, " %6s\n", "-");
         }
     }
-    if (!csv)
-        fprintf(f, "# predicted sync time per iteration (sum over layers, no overlap): %.3f ms\n",
-                plan_predicted_sync_ns(p) / 1e6);
+    if (csv) return;
+    int ar_units = 0, fused = 0;
+    for (int u = 0; u < p->n_units; u++) ar_units += p->units[u].bucket >= 0;
+    for (int k = 0; k < p->n_buckets; k++) fused += p->buckets[k].n_units > 1;
+    if (fused) {
+        fprintf(f, "# %d all-reduce buckets for %d units; those with several units:\n",
+                p->n_buckets, ar_units);
+        for (int k = 0; k < p->n_buckets; k++) {
+            const plan_bucket_t *bk = &p->buckets[k];
+            if (bk->n_units < 2) continue;
+            fprintf(f, "#   bucket %d: %d units, %s .. %s, %lld bytes, %lld bytes/node, %.3f ms\n",
+                    k, bk->n_units, p->model->layers[p->units[bk->last].layer].name,
+                    p->model->layers[p->units[bk->first].layer].name, (long long)bk->bytes,
+                    (long long)(2 * bk->ar_bytes), bk->cost_ns / 1e6);
+        }
+    }
+    fprintf(f, "# network flows per iteration (all nodes): %lld\n",
+            (long long)plan_flows_per_iteration(p));
+    fprintf(f, "# predicted sync time per iteration (sum over layers, no overlap): %.3f ms\n",
+            plan_predicted_sync_ns(p) / 1e6);
 }

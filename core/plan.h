@@ -25,14 +25,33 @@
  *   SFB       worker -> every other worker (K x (M+N) sufficient factors)
  *   ALLREDUCE worker -> next worker on the ring, in op.steps = 2(P-1) dependent steps
  *             (reduce-scatter, then all-gather) of one flow each, plan_dest()'s bytes (a
- *             chunk: ceil(tensor/P)) per step. Step k > 0 of node r starts when r's own step
- *             k-1 has been delivered and the predecessor's step k-1 has been delivered to r
- *             (a node forwards a chunk only once the previous one has arrived, as
- *             runtime/allreduce.c does). The instance completes when its last step has been
- *             delivered and it has received the predecessor's last step. For DEP_RECV the
+ *             chunk: ceil(tensor/P), the tensor of the op's bucket, below) per step. Step
+ *             k > 0 of node r starts when r's own step k-1 has been delivered and the
+ *             predecessor's step k-1 has been delivered to r (a node forwards a chunk only
+ *             once the previous one has arrived, as runtime/allreduce.c does). The
+ *             instance completes when its last step has been delivered and it has received
+ *             the predecessor's last step. For DEP_RECV the
  *             predecessor's steps count as ONE flow (plan_n_sources() is 1), delivered with
  *             its last step: the reduced tensor is then complete at r.
  *   Every other op has steps = 1: its flows start together when the instance is ready.
+ *
+ * All-reduce buckets (gradient fusion, as Horovod's tensor fusion and PyTorch DDP's buckets).
+ * Every unit synced by all-reduce belongs to exactly one bucket, and each bucket has ONE
+ * OP_ALLREDUCE op over the concatenation of its units' tensors. With a bucket size of B bytes
+ * (plan_opts_t.allreduce_bucket_bytes), the units are walked in backward order (unit U-1
+ * first); all-reduce units join the open bucket, which closes as soon as it holds >= B bytes,
+ * and the next all-reduce unit opens a new one. A unit synced by another method (hybrid3) is
+ * skipped over: it neither joins nor closes a bucket, so a bucket's units need not be
+ * consecutive. B = 0 turns fusion off: one bucket per unit, and the plan is exactly the
+ * unfused one (same ops, deps, bytes). The methods are chosen before and independently of the
+ * buckets (each unit's all-reduce is costed alone).
+ *   The bucket's op has unit = buckets[b].first, its lowest unit: the member whose BWD runs
+ *   last. It waits for that BWD (with WFBP; without, for the last BWD as every sync op), which
+ *   under the compute chain means every member's gradient is ready. Its bytes are the ring's
+ *   bytes of the bucket's tensor, ceil(bucket bytes / P) per step, 2(P-1) steps, and the cost
+ *   model's time is cost_allreduce() of the bucket's bytes (buckets[b].cost_ns). Every member
+ *   u has units[u].op_allreduce = the bucket's op, so FWD(u) of the next iteration waits for
+ *   the bucket's all-reduce exactly as it waits for its own unfused one.
  *
  * Dependencies of an instance (op, node, t) — each plan_dep_t names an op j and an iteration
  * t - iter_back (a dependency on an iteration < 0 is already met):
@@ -114,11 +133,26 @@ typedef struct {
     cost_tensor_t tensor; /* the layer's parameters; tensor.block0 is the PS tensor's block */
     int64_t ps_bytes;     /* bytes through PS (all params, or the biases under SFB) */
     int64_t sfb_peer_bytes;
-    int64_t ar_bytes;     /* bytes each node sends in the ring (all its steps) */
-    int64_t ar_chunk_bytes; /* bytes each node sends in one step of the ring */
+    int64_t ar_bytes;     /* bytes each node sends in the unit's own ring (all its steps);
+                             a fused bucket's ring moves buckets[bucket].ar_bytes */
+    int64_t ar_chunk_bytes; /* bytes each node sends in one step of the unit's own ring */
     int64_t cost_ns[SYNC_METHOD_COUNT]; /* predicted time of each method; -1: not allowed */
-    int op_fwd, op_bwd, op_push, op_apply, op_pull, op_sfb, op_update, op_allreduce; /* -1 */
-} plan_unit_t;
+    int bucket;           /* all-reduce bucket of the unit; -1: not synced by all-reduce */
+    int op_fwd, op_bwd, op_push, op_apply, op_pull, op_sfb, op_update;
+    int op_allreduce;     /* the OP_ALLREDUCE of the unit's bucket, shared by its members */
+} plan_unit_t;                /* op_*: -1 when the unit has no such op */
+
+/* A bucket of all-reduce units (see above): members are the units u in first..last with
+ * units[u].bucket equal to the bucket's index; n_units of them. */
+typedef struct {
+    int first, last;      /* lowest and highest member unit */
+    int n_units;
+    int64_t bytes;        /* the members' tensors (weights + biases), summed */
+    int64_t ar_bytes;     /* bytes each node sends in the bucket's ring (all its steps) */
+    int64_t ar_chunk_bytes; /* bytes each node sends in one step */
+    int64_t cost_ns;      /* cost_allreduce() of bytes: the ring alone on an idle network */
+    int op;               /* its OP_ALLREDUCE */
+} plan_bucket_t;
 
 typedef struct {
     const model_t *model;  /* borrowed: must outlive the plan */
@@ -134,10 +168,25 @@ typedef struct {
     plan_op_t *ops;
     int n_deps;
     plan_dep_t *deps;
+    int64_t allreduce_bucket_bytes; /* B; 0: no fusion */
+    int n_buckets;
+    plan_bucket_t *buckets; /* in backward order: bucket 0 holds unit U-1's all-reduce */
 } plan_t;
 
+/* What a plan is built for, beyond the model and the cluster. */
+typedef struct {
+    scheme_t scheme;
+    int staleness;                  /* SSP s; 0: BSP */
+    int batch;                      /* per worker */
+    int64_t kv_block_bytes;         /* PS block; 0: every tensor split evenly over shards */
+    int64_t allreduce_bucket_bytes; /* all-reduce bucket size B; 0: one all-reduce per unit */
+} plan_opts_t;
+
 /* Build the plan. Returns 0, or -1 with a message in err (a model without layers). The plan
- * borrows the model; free with plan_fini(). */
+ * borrows the model; free with plan_fini(). plan_build() is plan_build_opts() without
+ * all-reduce fusion. */
+int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_opts_t *o,
+                    char *err, size_t errlen);
 int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme, int staleness,
                int batch, int64_t kv_block_bytes, char *err, size_t errlen);
 void plan_fini(plan_t *p);
@@ -162,11 +211,17 @@ int plan_dest_broadcast(const plan_t *p, int op, int node, int64_t *bytes, int *
 int plan_n_sources(const plan_t *p, int op, int node);
 
 /* The cost model's prediction of the sync time of one iteration: the sum over units of the
- * chosen method's time (no overlap counted). */
+ * chosen method's time, an all-reduce bucket counted once with its own time (no overlap
+ * counted). */
 int64_t plan_predicted_sync_ns(const plan_t *p);
 
+/* Network flows (messages between two different nodes) of one iteration, over all nodes: a
+ * transfer instance sends one flow per destination other than its node, per step. */
+int64_t plan_flows_per_iteration(const plan_t *p);
+
 /* Per-unit table: layer, parameters, method chosen, each alternative's bytes per node and
- * predicted time. csv: one header line then one row per unit. */
+ * predicted time, the all-reduce bucket. csv: one header line then one row per unit; the
+ * text form ends with the buckets that fuse several units. */
 void plan_print(const plan_t *p, FILE *f, int csv);
 
 #endif

@@ -81,12 +81,23 @@ typedef struct {
     int64_t w_off, w_count;    /* SFB: the weights; all-reduce: the whole layer */
     int m, n;                  /* SFB: outputs x inputs */
     float **gslot;             /* S slots: the PS range's gradient */
-    float **ar_slot;           /* S slots: the all-reduce buffer */
+    int64_t ar_off;            /* all-reduce: where the gradient sits in its bucket's buffer */
+    float **ar_slot;           /* S slots: the gradient's place in its bucket's buffer */
     float **u_slot, **v_slot;  /* S slots: own factors, (K, m) and (K, n) */
     float **stash;             /* S slots: world x K x (m + n), every rank's factors */
     float *gsum;               /* SFB: the rebuilt weight gradient (m, n) */
     pthread_mutex_t lock;      /* the unit's parameters: compute thread vs. syncers */
 } wk_unit_t;
+
+/* An all-reduce bucket's buffer: its members' gradients back to back, in unit order, one
+ * ring over the whole of it (core/plan.h). The BWD of each member copies its gradient out of
+ * the net straight into its place here (the copy an unfused unit makes into a buffer of its
+ * own), so fusion costs no packing or unpacking: the ring runs over one contiguous buffer and
+ * each member's update reads its own range of it. */
+typedef struct {
+    int64_t count;             /* floats */
+    float **slot;              /* S slots of count floats */
+} wk_bucket_t;
 
 typedef struct {
     int64_t iteration, bytes, first_ns, last_ns;
@@ -112,6 +123,7 @@ typedef struct worker {
     float *hist_local, *hist_server; /* momentum of worker-side and shard-side updates */
     float *zeros;              /* emulated gradients and factors: never written */
     wk_unit_t *units;
+    wk_bucket_t *buckets;      /* per plan bucket */
 
     pthread_mutex_t mu;
     int64_t *done;             /* per op: instances completed on this rank */
@@ -242,10 +254,17 @@ static void wake_lists_build(worker_t *w)
                 if (pass == 0) cnt[j]++;
                 else w->wake[cnt[j]++] = i;
             }
-            int k = unit_ops(&p->units[po->unit], ops);
-            for (int e = 0; e < k; e++) {
-                if (pass == 0) cnt[i]++;
-                else w->wake[cnt[i]++] = ops[e];
+            /* a bucket's all-reduce frees the slot every member's BWD waits for */
+            int b = po->kind == OP_ALLREDUCE ? p->units[po->unit].bucket : -1;
+            int lo = b >= 0 ? p->buckets[b].first : po->unit;
+            int hi = b >= 0 ? p->buckets[b].last : po->unit;
+            for (int v = lo; v <= hi; v++) {
+                if (v != po->unit && p->units[v].bucket != b) continue;
+                int k = unit_ops(&p->units[v], ops);
+                for (int e = 0; e < k; e++) {
+                    if (pass == 0) cnt[i]++;
+                    else w->wake[cnt[i]++] = ops[e];
+                }
             }
         }
     }
@@ -644,18 +663,27 @@ static void *sync_main(void *arg)
                 pthread_mutex_unlock(&w->update_mu);
                 break;
             }
-            case OP_ALLREDUCE:
-                progress(w, op, t, "ring all-reduce of layer %s", name);
-                if (allreduce_sum(w->ucomm[u], t, layer, wu->ar_slot[s], (size_t)wu->w_count,
+            case OP_ALLREDUCE: {
+                /* one ring over the bucket's buffer, then each member's update as unfused */
+                const plan_bucket_t *pb = &w->plan.buckets[un->bucket];
+                const wk_bucket_t *wb = &w->buckets[un->bucket];
+                progress(w, op, t, "ring all-reduce of layer %s (bucket of %d layers)", name,
+                         pb->n_units);
+                if (allreduce_sum(w->ucomm[u], t, layer, wb->slot[s], (size_t)wb->count,
                                   ALLREDUCE_CHUNK_FLOATS_DEFAULT, to))
-                    coord_client_fail(w->cl, "all-reduce of layer %s timed out after %d ms",
-                                      name, to);
-                pthread_mutex_lock(&wu->lock);
-                sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->ar_slot[s],
-                          w->hist_local + wu->w_off, 1.0f / (float)w->world, t);
-                pthread_mutex_unlock(&wu->lock);
-                bytes = un->ar_bytes;
+                    coord_client_fail(w->cl, "all-reduce of layer %s (bucket of %d layers) "
+                                      "timed out after %d ms", name, pb->n_units, to);
+                for (int v = pb->first; v <= pb->last; v++) {
+                    if (w->plan.units[v].bucket != un->bucket) continue;
+                    wk_unit_t *wv = &w->units[v];
+                    pthread_mutex_lock(&wv->lock);
+                    sgd_range(w, wv->w_off, wv->w_count, w->params + wv->w_off, wv->ar_slot[s],
+                              w->hist_local + wv->w_off, 1.0f / (float)w->world, t);
+                    pthread_mutex_unlock(&wv->lock);
+                }
+                bytes = po->bytes;
                 break;
+            }
             default: ASSERT(0, "op kind %s has no worker-side executor", op_kind_name(po->kind));
             }
         }
@@ -831,6 +859,21 @@ static void units_build(worker_t *w)
         if ((int64_t)K * wu->n > zmax) zmax = (int64_t)K * wu->n;
     }
     if (w->emulate) w->zeros = xcalloc((size_t)zmax, sizeof(float));
+    /* all-reduce buckets: members in unit order, back to back */
+    w->buckets = xcalloc((size_t)p->n_buckets + 1, sizeof *w->buckets);
+    for (int u = 0; u < p->n_units; u++) {
+        int b = p->units[u].bucket;
+        if (b < 0) continue;
+        w->units[u].ar_off = w->buckets[b].count;
+        w->buckets[b].count += w->units[u].w_count;
+    }
+    for (int b = 0; b < p->n_buckets; b++) {
+        wk_bucket_t *wb = &w->buckets[b];
+        ASSERT(wb->count * 4 == p->buckets[b].bytes, "bucket %d: %lld floats, plan %lld bytes",
+               b, (long long)wb->count, (long long)p->buckets[b].bytes);
+        wb->slot = xcalloc((size_t)S, sizeof(float *));
+        for (int s = 0; s < S; s++) wb->slot[s] = xcalloc((size_t)wb->count, 4);
+    }
     for (int u = 0; u < p->n_units; u++) {
         const plan_unit_t *un = &p->units[u];
         wk_unit_t *wu = &w->units[u];
@@ -842,7 +885,7 @@ static void units_build(worker_t *w)
         for (int s = 0; s < S; s++) {
             if (wu->ps_count)
                 wu->gslot[s] = w->emulate ? w->zeros : xcalloc((size_t)wu->ps_count, 4);
-            if (un->method == SYNC_ALLREDUCE) wu->ar_slot[s] = xcalloc((size_t)wu->w_count, 4);
+            if (un->bucket >= 0) wu->ar_slot[s] = w->buckets[un->bucket].slot[s] + wu->ar_off;
             if (un->method == SYNC_SFB) {
                 wu->u_slot[s] = w->emulate ? w->zeros : xcalloc((size_t)K * wu->m, 4);
                 wu->v_slot[s] = w->emulate ? w->zeros : xcalloc((size_t)K * wu->n, 4);
@@ -864,7 +907,6 @@ static void units_free(worker_t *w)
                 free(wu->u_slot[s]);
                 free(wu->v_slot[s]);
             }
-            free(wu->ar_slot[s]);
             free(wu->stash[s]);
         }
         free(wu->gslot);
@@ -877,6 +919,12 @@ static void units_free(worker_t *w)
     }
     free(w->units);
     w->units = NULL;
+    for (int b = 0; b < w->plan.n_buckets; b++) {
+        for (int s = 0; s < w->S && w->buckets[b].slot; s++) free(w->buckets[b].slot[s]);
+        free(w->buckets[b].slot);
+    }
+    free(w->buckets);
+    w->buckets = NULL;
 }
 
 static int data_setup(worker_t *w, char *err, size_t errlen)
@@ -949,6 +997,13 @@ static char **allgather(worker_t *w, int64_t id0, const char *line)
             coord_client_fail(w->cl, "malformed endpoints from rank %d", r);
     }
     return tab;
+}
+
+/* Whether unit u runs an all-reduce bucket's ring (on its comm): the bucket's op is u's. */
+static bool owns_bucket(const plan_t *p, int u)
+{
+    int b = p->units[u].bucket;
+    return b >= 0 && p->buckets[b].first == u;
 }
 
 static int n_units_of(const model_t *m)
@@ -1190,10 +1245,11 @@ int worker_run(const worker_config_t *cfg)
     {
         /* every rank must run the same job: rank 0's description against this rank's */
         char desc[1400], sb[64];
-        snprintf(desc, sizeof desc, "model=%.100s scheme=%s ssp=%d batch=%d T=%lld kv=%lld seed=%llu "
-                                    "compute=%d data=%.100s",
+        snprintf(desc, sizeof desc, "model=%.100s scheme=%s ssp=%d batch=%d T=%lld kv=%lld "
+                                    "bucket=%lld seed=%llu compute=%d data=%.100s",
                  w->model.name, scheme_name(cfg->scheme, sb, sizeof sb), cfg->staleness,
                  cfg->batch, (long long)w->T, (long long)cfg->kv_block_bytes,
+                 (long long)cfg->allreduce_bucket_bytes,
                  (unsigned long long)cfg->seed, (int)cfg->compute, w->emulate ? "-" : cfg->data);
         void *blob = desc;
         size_t n = strlen(desc) + 1;
@@ -1254,8 +1310,10 @@ int worker_run(const worker_config_t *cfg)
         cl.nic_efficiency = 1.0;
         cl.lat_ns = pr.lat_ns;
     }
-    if (plan_build(&w->plan, &w->model, &cl, cfg->scheme, cfg->staleness, cfg->batch,
-                   cfg->kv_block_bytes, err, sizeof err))
+    plan_opts_t po = {.scheme = cfg->scheme, .staleness = cfg->staleness, .batch = cfg->batch,
+                      .kv_block_bytes = cfg->kv_block_bytes,
+                      .allreduce_bucket_bytes = cfg->allreduce_bucket_bytes};
+    if (plan_build_opts(&w->plan, &w->model, &cl, &po, err, sizeof err))
         coord_client_fail(w->cl, "%s", err);
     w->plan_built = true;
     ASSERT(w->plan.n_units == n_units, "plan has %d units, expected %d", w->plan.n_units,
@@ -1317,7 +1375,7 @@ int worker_run(const worker_config_t *cfg)
     /* where this rank listens (for operators, and the test that sends garbage to them) */
     log_info("rank %d endpoint: PS shard %s", w->rank, w->ps ? ps_server_endpoint(w->ps) : "-");
     for (int u = 0; u < n_units; u++)
-        if (w->plan.units[u].method == SYNC_SFB || w->plan.units[u].method == SYNC_ALLREDUCE)
+        if (w->plan.units[u].method == SYNC_SFB || owns_bucket(&w->plan, u))
             log_info("rank %d endpoint: %s of %s %s", w->rank,
                      sync_method_name(w->plan.units[u].method), unit_name(w, u),
                      comm_endpoint(w->ucomm[u]));
@@ -1326,7 +1384,7 @@ int worker_run(const worker_config_t *cfg)
         if (m == SYNC_SFB)
             for (int r = 0; r < w->world; r++)
                 if (r != w->rank) comm_connect(w->ucomm[u], r, eps[r][1 + u]);
-        if (m == SYNC_ALLREDUCE && w->world > 1) {
+        if (owns_bucket(&w->plan, u) && w->world > 1) { /* the bucket's ring */
             int right = (w->rank + 1) % w->world;
             comm_connect(w->ucomm[u], right, eps[right][1 + u]);
         }

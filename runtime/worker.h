@@ -24,8 +24,11 @@
  *
  * Buffers. Gradients and SFB factors are copied out of the net when BWD(u) ends into one of
  * s + 1 slots per unit, because the next FWD/BWD may overwrite them while the sync of u is
- * still in flight; BWD(u, t) waits until the slot it refills was released. The parameters of
- * a unit are written by its syncers and read by the compute thread under a per-unit lock.
+ * still in flight; BWD(u, t) waits until the slot it refills was released. The gradients of
+ * the units of one all-reduce bucket are copied side by side into one slot of the bucket, over
+ * which the bucket's single ring runs; each member's update then reads its own range. The
+ * parameters of a unit are written by its syncers and read by the compute thread under a
+ * per-unit lock.
  *
  * Identity comes from the launcher's environment (launch_env_detect); rank 0 also runs the
  * coordinator. Returns the process exit code.
@@ -62,6 +65,8 @@ typedef struct {
     init_kind_t init;
     uint64_t seed;
     int64_t kv_block_bytes;    /* PS block; 0: every tensor split evenly over the shards */
+    int64_t allreduce_bucket_bytes; /* fuse all-reduce units into buckets of >= this many
+                                       bytes (core/plan.h); 0: one ring per unit */
     int64_t report_every;      /* iterations between report rows; 0: once per epoch */
     bool evaluate;             /* test accuracy at each report row (rank 0) */
     int threads;               /* BLAS threads per worker */
