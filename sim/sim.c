@@ -608,6 +608,7 @@ int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_res
     ASSERT((double)s->T * s->O * s->N * s->N < 9e18, "flow tags overflow");
     s->q = evq_new();
     s->net = net_new(s->N, cluster_nic_Bps(&p->cluster), p->cluster.core_Bps);
+    net_set_whole(s->net, o->whole_network);
     int64_t total = (int64_t)s->T * s->O * s->N;
     s->cnt = xcalloc((size_t)total, sizeof *s->cnt);
     s->t_start = o->trace ? xcalloc((size_t)total, sizeof *s->t_start) : xcalloc(1, 8);

@@ -27,6 +27,8 @@ typedef struct {
     int iterations;      /* >= 1; the first is the warm-up */
     uint64_t seed;
     trace_t *trace;      /* optional: one row per op instance */
+    int whole_network;   /* broadcasts and gathers move whole (net_set_whole): faster on
+                            thousands of nodes, not exactly per-flow max-min */
 } sim_opts_t;
 
 typedef struct {
