@@ -74,7 +74,8 @@ const char *experiment_keys_help(void)
            "  batch = K                 images per worker per iteration (32)\n"
            "  iterations = T            simulated iterations, first one is warm-up (5)\n"
            "  seed = N                  (1)\n"
-           "  kv_block_mb = B           PS key-value block, 0 = even split (4)\n"
+           "  kv_block_mb = B           PS key-value block, 0 = even split, tensor = each\n"
+           "                            tensor whole on one shard, round-robin (4)\n"
            "  allreduce_bucket_mb = B   fuse all-reduce units, in backward order, into buckets\n"
            "                            of >= B MB, one ring each; 0 = one per layer (0)\n"
            "  net_model = M             simulated bandwidth sharing: exact (per-flow max-min),\n"
@@ -165,9 +166,12 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
         if (kv_int(val, &i) || i < 0)
             return kv_error(err, errlen, where, "expected seed = an integer >= 0, got '%s'", val);
         e->seed = (uint64_t)i;
+    } else if (!strcmp(key, "kv_block_mb") && !strcmp(val, "tensor")) {
+        e->kv_block_bytes = KV_BLOCK_WHOLE_TENSOR;
     } else if (!strcmp(key, "kv_block_mb")) {
-        if (kv_double(val, &d) || d < 0)
-            return kv_error(err, errlen, where, "expected kv_block_mb = a number >= 0, got '%s'", val);
+        if (kv_double(val, &d) || d < 0 || d > 1e9)
+            return kv_error(err, errlen, where,
+                            "expected kv_block_mb = MB from 0 to 1e9 or 'tensor', got '%s'", val);
         e->kv_block_bytes = llround(d * (1 << 20));
         if (d > 0 && e->kv_block_bytes < 4)
             return kv_error(err, errlen, where, "expected kv_block_mb of at least 4 bytes");

@@ -45,6 +45,11 @@ const char *scheme_name(scheme_t s, char *buf, size_t len);
 
 #define EXPERIMENT_MAX_SWEEP 64
 
+/* A KV block larger than any tensor: every tensor is one block, so the tensors are dealt out
+ * whole, round-robin, over the shards (`kv_block_mb = tensor`): TensorFlow's default
+ * variable placement over PS tasks (replica_device_setter). */
+#define KV_BLOCK_WHOLE_TENSOR ((int64_t)1 << 50)
+
 /* How the simulator's network shares bandwidth (sim/net.h): exact per-flow max-min, or with
  * broadcasts and gathers kept whole (faster on thousands of nodes); auto picks exact up to
  * NET_MODEL_AUTO_EXACT_NODES nodes. */
@@ -66,7 +71,8 @@ typedef struct {
     int batch;                 /* images per worker per iteration */
     int iterations;            /* simulated iterations (the first is the warm-up) */
     uint64_t seed;
-    int64_t kv_block_bytes;    /* KV-store block; 0 splits each tensor evenly over shards */
+    int64_t kv_block_bytes;    /* KV-store block; 0 splits each tensor evenly over shards;
+                                  KV_BLOCK_WHOLE_TENSOR puts each tensor whole on one shard */
     int64_t allreduce_bucket_bytes; /* all-reduce fusion bucket (core/plan.h); 0: none */
     net_model_t net_model;
 

@@ -5,6 +5,7 @@
 # 40/30/20/10/5/2 GbE (experiments/bandwidth.exp); plus the 2015 K20 runs. Writes
 #   out/experiments/scaling-MODEL.csv, bandwidth-MODEL.csv, k20-MODEL.csv
 #   out/reports/speedup-MODEL.{png,svg}, bandwidth-MODEL.{png,svg}
+#   out/experiments/tfplace-MODEL.csv: the TF baseline with whole tensors per shard
 #   out/reports/claims.md and claims.csv: every published claim next to the simulated point.
 # With MODEL arguments only those networks are run (the K20 runs and the table are skipped
 # unless all of them are run).
@@ -43,6 +44,14 @@ for m in alexnet googlenet cifar10-quick; do
     "$bin" sim "experiments/$m-k20.exp" --csv "out/experiments/k20-$m.csv" > /dev/null
 done
 
+# Open-source TensorFlow's default placement: each variable whole on one PS task,
+# round-robin (kv_block_mb = tensor), instead of Poseidon's 4 MB blocks.
+for m in vgg19-22k inception-v3; do
+    echo "== $m: ps with whole tensors per shard (TensorFlow's placement), 40 GbE" >&2
+    "$bin" sim "experiments/$m.exp" --set kv_block_mb=tensor --set sweep_schemes=ps \
+        --set sweep_gbps=40 --csv "out/experiments/tfplace-$m.csv" > /dev/null
+done
+
 # The claims of POSEIDON.md §5 and where the simulated value is found:
 # label | published speedup | CSV | nodes | gbps | scheme | relation (= or <)
 claims='VGG19-22K 16 nodes 10 GbE Poseidon (hybrid)|15.5|scaling-vgg19-22k|16|10|hybrid|=
@@ -51,6 +60,9 @@ Inception-V3 32 nodes 40 GbE open-source TF (ps baseline)|20|scaling-inception-v
 VGG19-22K 32 nodes 40 GbE Poseidon-TF (hybrid)|30|scaling-vgg19-22k|32|40|hybrid|=
 VGG19-22K 16 nodes 40 GbE open-source TF (ps baseline)|8|scaling-vgg19-22k|16|40|ps|=
 VGG19-22K 32 nodes 40 GbE open-source TF (ps baseline)|1|scaling-vgg19-22k|32|40|ps|<
+Inception-V3 32 nodes 40 GbE open-source TF (ps, whole tensors per shard)|20|tfplace-inception-v3|32|40|ps|=
+VGG19-22K 16 nodes 40 GbE open-source TF (ps, whole tensors per shard)|8|tfplace-vgg19-22k|16|40|ps|=
+VGG19-22K 32 nodes 40 GbE open-source TF (ps, whole tensors per shard)|1|tfplace-vgg19-22k|32|40|ps|<
 AlexNet 8 K20 nodes 40 GbE Poseidon 2015 (hybrid)|4.5|k20-alexnet|8|40|hybrid|=
 GoogLeNet 8 K20 nodes 40 GbE Poseidon 2015 (hybrid)|4|k20-googlenet|8|40|hybrid|=
 CIFAR-10 quick 8 K20 nodes 40 GbE Poseidon 2015 (hybrid)|4|k20-cifar10-quick|8|40|hybrid|='
