@@ -429,6 +429,46 @@ TEST(sim_net_model_auto_whole_and_exact)
     model_fini(&m);
 }
 
+TEST(sim_kv_block_tensor_puts_each_tensor_on_one_shard)
+{
+    /* TensorFlow's placement: every PS tensor whole on one shard, consecutive tensors on
+     * consecutive shards; with 4 MB blocks VGG19's fc6 (411 MB) is spread over all 16. */
+    experiment_t e;
+    model_t m;
+    load_exp(&e, &m, exp_text("kv_block_mb = tensor\nscheme = ps\n"));
+    CHECK_EQ_I64(e.kv_block_bytes, KV_BLOCK_WHOLE_TENSOR);
+    for (int whole = 1; whole >= 0; whole--) {
+        cluster_t c = e.cluster;
+        c.nodes = 16;
+        plan_t p;
+        char err[512];
+        REQUIRE(plan_build(&p, &m, &c, e.scheme, 0, 32, whole ? e.kv_block_bytes : 4 << 20, err,
+                           sizeof err) == 0, "%s", err);
+        int prev = -1, units = 0;
+        for (int u = 0; u < p.n_units; u++) {
+            const plan_unit_t *un = &p.units[u];
+            if (un->op_push < 0) continue;
+            int nd = plan_n_dests(&p, un->op_push, 0);
+            if (whole) {
+                CHECK(nd == 1, "unit %d pushes to %d shards", u, nd);
+                int64_t b;
+                int d = plan_dest(&p, un->op_push, 0, 0, &b);
+                CHECK_EQ_I64(b, un->ps_bytes);
+                int next = prev + 1 == 16 ? 0 : prev + 1;
+                if (prev >= 0) CHECK(d == next, "unit %d on shard %d after %d", u, d, prev);
+                prev = d;
+            } else if (un->ps_bytes > 64 << 20) {
+                CHECK(nd == 16, "unit %d (%lld bytes) pushes to %d shards", u,
+                      (long long)un->ps_bytes, nd);
+            }
+            units++;
+        }
+        CHECK(units > 10, "%d PS units", units);
+        plan_fini(&p);
+    }
+    model_fini(&m);
+}
+
 TEST(sim_more_bandwidth_is_never_slower)
 {
     experiment_t e;
