@@ -24,6 +24,7 @@
 #include "sim/sim.h"
 #include "sim/simrun.h"
 #include "test.h"
+#include "tests/bsp_ref.h"
 
 #define MB (1 << 20)
 
@@ -528,68 +529,6 @@ static void bt_config(worker_config_t *c, const char *model, const char *scheme,
     c->allreduce_bucket_bytes = bucket_bytes;
 }
 
-/* One worker on the union of the world's batches: its parameters after BT_STEPS steps. */
-static float *bt_reference(const worker_config_t *c, int world, int steps, int64_t *count)
-{
-    char err[512];
-    model_t m;
-    load_net(&m, c->model_path);
-    dataset_t d;
-    data_synthetic(&d, m.layers[0].out_shape, 10, c->synthetic_n, c->seed);
-    compute_t *cp = compute_new(COMPUTE_CPU, 1, err, sizeof err);
-    REQUIRE(cp, "%s", err);
-    nnet_t *net = nnet_new(&m, world * c->batch, cp, c->seed, err, sizeof err);
-    REQUIRE(net, "%s", err);
-    solver_t *s = solver_new(&c->solver, nnet_arena(net));
-    solver_init_params(&m, nnet_arena(net), c->init, c->seed);
-    int *order = malloc((size_t)world * c->batch * sizeof *order);
-    for (int64_t t = 0; t < steps; t++) {
-        for (int r = 0; r < world; r++)
-            worker_batch_order(d.n, r, world, c->batch, t, c->seed, c->shuffle,
-                               order + r * c->batch);
-        data_gather(&d, order, world * c->batch, nnet_input(net), nnet_labels(net));
-        nnet_forward(net);
-        nnet_backward(net);
-        solver_step(s, t);
-    }
-    *count = nnet_arena(net)->count;
-    float *p = malloc((size_t)*count * sizeof *p);
-    memcpy(p, nnet_arena(net)->params, (size_t)*count * sizeof *p);
-    free(order);
-    solver_destroy(&s);
-    nnet_destroy(&net);
-    compute_destroy(&cp);
-    data_fini(&d);
-    model_fini(&m);
-    return p;
-}
-
-static float *bt_read(const char *prefix, int rank, int64_t n)
-{
-    char path[700];
-    snprintf(path, sizeof path, "%s.%d", prefix, rank);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    float *p = malloc((size_t)n * sizeof *p);
-    size_t got = fread(p, sizeof *p, (size_t)n, f);
-    fclose(f);
-    if (got == (size_t)n) return p;
-    free(p);
-    return NULL;
-}
-
-/* Worst |a - b| / (atol + rtol |b|), the tolerance of tests/test_worker.c; <= 1 passes. */
-static double bt_worst(const float *a, const float *b, int64_t n, int64_t *at)
-{
-    const double atol = 2e-6, rtol = 1e-4;
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]) / (atol + rtol * fabs((double)b[i]));
-        if (!(e <= worst)) worst = e, *at = i;
-    }
-    return worst;
-}
-
 /* The ALLREDUCE rows of a merged trace for iteration t: count and summed bytes. */
 static int bt_trace_rings(const char *path, int t, int64_t *bytes)
 {
@@ -641,18 +580,18 @@ static void bt_case(const char *model, const char *scheme, int world, int64_t bu
     int rings = bt_trace_rings(merged, 1, &ring_bytes);
     CHECK(rings == want_rings, "%s, %d workers, bucket %lld B: %d rings in iteration 1, "
           "expected %d", scheme, world, (long long)bucket_bytes, rings, want_rings);
-    float *ref = bt_reference(&c, world, BT_STEPS, &n);
-    float *r0 = bt_read(out, 0, n);
+    float *ref = bsp_reference(&c, world, BT_STEPS, &n);
+    float *r0 = bsp_read_params(out, 0, n);
     REQUIRE(r0, "no parameters from rank 0");
     for (int r = 1; r < world; r++) {
-        float *p = bt_read(out, r, n);
+        float *p = bsp_read_params(out, r, n);
         REQUIRE(p, "no parameters from rank %d", r);
         CHECK(!memcmp(p, r0, (size_t)n * sizeof *p), "%s: rank %d differs from rank 0", scheme,
               r);
         free(p);
     }
     int64_t at = 0;
-    double worst = bt_worst(r0, ref, n, &at);
+    double worst = bsp_worst_error(r0, ref, n, &at);
     printf("%s on %d workers, buckets of %lld B: %d rings (%lld bytes/node), worst parameter "
            "at %.3f of the tolerance\n", scheme, world, (long long)bucket_bytes, rings,
            (long long)ring_bytes, worst);
@@ -660,11 +599,11 @@ static void bt_case(const char *model, const char *scheme, int world, int64_t bu
           scheme, world, (long long)at, r0[at], ref[at], worst);
     /* the parameters moved, and one wrong value would be seen */
     int64_t n0;
-    float *init = bt_reference(&c, world, 0, &n0);
-    CHECK(bt_worst(r0, init, n, &at) > 100.0, "%s: parameters did not move", scheme);
+    float *init = bsp_reference(&c, world, 0, &n0);
+    CHECK(bsp_worst_error(r0, init, n, &at) > 100.0, "%s: parameters did not move", scheme);
     free(init);
     r0[n / 3] += 1e-3f + 1e-2f * fabsf(r0[n / 3]);
-    CHECK(bt_worst(r0, ref, n, &at) > 1.0 && at == n / 3, "a corrupted parameter went unseen");
+    CHECK(bsp_worst_error(r0, ref, n, &at) > 1.0 && at == n / 3, "a corrupted parameter went unseen");
     free(r0);
     free(ref);
 }

@@ -1,0 +1,73 @@
+#include "tests/bsp_ref.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/model.h"
+#include "runtime/compute.h"
+#include "runtime/data.h"
+#include "runtime/nnet.h"
+#include "runtime/solver.h"
+#include "tests/test.h"
+
+float *bsp_reference(const worker_config_t *c, int world, int64_t steps, int64_t *count)
+{
+    char err[512];
+    model_t m;
+    REQUIRE(model_load(&m, c->model_path, err, sizeof err) == 0, "%s", err);
+    dataset_t d;
+    data_synthetic(&d, m.layers[0].out_shape, 10, c->synthetic_n, c->seed);
+    compute_t *cp = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    REQUIRE(cp, "%s", err);
+    nnet_t *net = nnet_new(&m, world * c->batch, cp, c->seed, err, sizeof err);
+    REQUIRE(net, "%s", err);
+    solver_t *s = solver_new(&c->solver, nnet_arena(net));
+    solver_init_params(&m, nnet_arena(net), c->init, c->seed);
+    int *order = malloc((size_t)world * c->batch * sizeof *order);
+    for (int64_t t = 0; t < steps; t++) {
+        for (int r = 0; r < world; r++)
+            worker_batch_order(d.n, r, world, c->batch, t, c->seed, c->shuffle,
+                               order + r * c->batch);
+        data_gather(&d, order, world * c->batch, nnet_input(net), nnet_labels(net));
+        nnet_forward(net);
+        nnet_backward(net);
+        solver_step(s, t);
+    }
+    *count = nnet_arena(net)->count;
+    float *p = malloc((size_t)*count * sizeof *p);
+    memcpy(p, nnet_arena(net)->params, (size_t)*count * sizeof *p);
+    free(order);
+    solver_destroy(&s);
+    nnet_destroy(&net);
+    compute_destroy(&cp);
+    data_fini(&d);
+    model_fini(&m);
+    return p;
+}
+
+float *bsp_read_params(const char *prefix, int rank, int64_t n)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s.%d", prefix, rank);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    float *p = malloc((size_t)n * sizeof *p);
+    size_t got = fread(p, sizeof *p, (size_t)n, f);
+    fclose(f);
+    if (got == (size_t)n) return p;
+    free(p);
+    return NULL;
+}
+
+double bsp_worst_error(const float *a, const float *b, int64_t n, int64_t *at)
+{
+    const double atol = 2e-6, rtol = 1e-4;
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / (atol + rtol * fabs((double)b[i]));
+        if (!(e <= worst)) worst = e, *at = i; /* NaN counts as worst */
+    }
+    return worst;
+}

@@ -1,0 +1,22 @@
+/* bsp_ref: what the distributed-training tests compare against — one worker trained on the
+ * union of the N workers' batches — and the parameters each rank writes. Shared by
+ * tests/test_worker.c and tests/test_bucket.c. */
+#ifndef POSEIDON_TESTS_BSP_REF_H
+#define POSEIDON_TESTS_BSP_REF_H
+
+#include <stdint.h>
+
+#include "runtime/worker.h"
+
+/* One worker on the union of the `world` workers' batches for `steps` steps (the same batch
+ * order as the ranks): its parameters (malloc'ed), their count in *count. */
+float *bsp_reference(const worker_config_t *c, int world, int64_t steps, int64_t *count);
+
+/* The n parameters rank wrote to PREFIX.RANK, or NULL (missing or short file). */
+float *bsp_read_params(const char *prefix, int rank, int64_t n);
+
+/* Worst |a - b| / (2e-6 + 1e-4 |b|) over n values and where (NaN counts as worst); <= 1 is
+ * the tolerance of the BSP equivalence tests. */
+double bsp_worst_error(const float *a, const float *b, int64_t n, int64_t *at);
+
+#endif
