@@ -5,8 +5,9 @@
 # runs one command per namespace with the launcher environment set, and removes everything
 # afterwards - also on failure, Ctrl-C or TERM.
 #
-#   experiments/emucluster.sh -n N [-r RATE] [-d DELAY] [-p PORT] [-l LOGDIR] -- CMD [ARGS...]
+#   experiments/emucluster.sh -n N [-r RATE] [-q QUEUE] [-d DELAY] [-p PORT] [-l LOGDIR] -- CMD [ARGS...]
 #     RATE   tc rate, e.g. 1gbit, 500mbit (default 1gbit); "none" for no limit
+#     QUEUE  how a link queues what waits for it: "fair" (default) or "fifo" (see below)
 #     DELAY  one-way netem delay per host, e.g. 1ms (default: none)
 #   Each command gets RANK, WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR (host 0's address),
 #   MASTER_PORT and EMU_ADDR (its own address). Its output goes to LOGDIR/rank<i>.log
@@ -17,6 +18,20 @@
 # 10.<a>.<b>.0/24, used only inside the namespaces of this run (the bridge has no address,
 # so the host's routing table is not touched). Needs root and iproute2.
 #
+# Queues: each direction of a host's link is a tbf at RATE (the wire). Under it, "fair"
+# serves the TCP connections waiting for the link in turn, one packet each (HTB classes
+# with a 1514-byte quantum, a connection's class picked by a hash of its two ports; 256
+# classes), packets under 128 bytes (ACKs, requests) first - what a host's fq_codel does
+# and what the simulator's max-min sharing of a NIC among flows assumes. "fifo" is one
+# queue: the runtime's many connections (one per layer and syncer) park up to ~4 MB in
+# it, and a small late transfer (the first layers' syncs that the next forward pass waits
+# for) waits behind all of it, where max-min sharing would finish it at once (GoogLeNet,
+# 2 nodes, ps+wfbp, 1 Gbit/s, 3 runs each: 0.348-0.367 s per iteration with fifo,
+# 0.321-0.348 with fair, 0.342 predicted; reports/README.md has the whole grid: fair is
+# closer at 2 nodes, not at 4). The fair classes hold 10,000 packets each, so that they do
+# not drop (the simulator has no losses; the fifo's 100 ms dropped packets in 4-node runs
+# at 0.5 Gbit/s). This kernel has no fq_codel or sfq (only htb and tbf), hence the hash.
+#
 # Bridge netfilter: with br_netfilter loaded, every frame crossing the bridge goes through
 # the host's iptables/ip6tables/arptables hooks (br_nf_pre_routing, br_nf_post_routing),
 # which showed in CPU profiles of 8-node runs. While a run is up, those of
@@ -26,11 +41,12 @@
 # the values it changed, the last one to leave (holders whose process is gone do not count)
 # puts them back. EMU_BRIDGE_NF=keep leaves the settings alone.
 set -u
-n=0 rate=1gbit delay="" port=29500 logdir=""
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
-while getopts "n:r:d:p:l:h" o; do
+n=0 rate=1gbit queue=fair delay="" port=29500 logdir=""
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+while getopts "n:r:q:d:p:l:h" o; do
     case $o in
-    n) n=$OPTARG ;; r) rate=$OPTARG ;; d) delay=$OPTARG ;; p) port=$OPTARG ;; l) logdir=$OPTARG ;;
+    n) n=$OPTARG ;; r) rate=$OPTARG ;; q) queue=$OPTARG ;; d) delay=$OPTARG ;; p) port=$OPTARG ;;
+    l) logdir=$OPTARG ;;
     h) usage; exit 0 ;; *) usage >&2; exit 2 ;;
     esac
 done
@@ -38,6 +54,7 @@ shift $((OPTIND - 1))
 [ "${1:-}" = "--" ] && shift
 [ "$n" -ge 1 ] 2>/dev/null && [ "$n" -le 64 ] || { echo "emucluster: -n must be 1..64" >&2; exit 2; }
 [ $# -ge 1 ] || { echo "emucluster: no command (after --)" >&2; exit 2; }
+case $queue in fair|fifo) ;; *) echo "emucluster: -q must be fair or fifo" >&2; exit 2 ;; esac
 [ "$(id -u)" = 0 ] || { echo "emucluster: needs root (network namespaces)" >&2; exit 2; }
 
 # EMU_ID (1-5 hex digits) names the run's objects, so a caller can find exactly its own.
@@ -114,17 +131,52 @@ die() { echo "emucluster: $*" >&2; exit 1; }
 nf_acquire
 ip link add "$br" type bridge || die "cannot create bridge $br"
 ip link set "$br" up
+# fair_queue DEV: the `tc -batch` lines of the "fair" queue under tbf 2: (see Queues above).
+# Class 3:10: packets under 128 bytes (IPv4 total length) and whatever is not TCP; classes
+# 3:100-3:1ff: TCP by (source port bits 1-4, destination port bits 1-4) - bit 0 is left
+# out, as the kernel gives connecting and listening sockets ports of fixed parity. A u32
+# hash reads one masked field, so a first table splits by source port and links each
+# bucket to a table that splits by destination port. Offset 20: TCP ports after an IPv4
+# header without options (the runtime's traffic has none).
+fair_queue() {
+    local d=$1 i j
+    echo "qdisc add dev $d parent 2:1 handle 3: htb default 10 r2q 1000"
+    echo "class add dev $d parent 3: classid 3:10 htb rate 100gbit prio 0 quantum 1514"
+    for i in $(seq 0 255); do
+        printf 'class add dev %s parent 3: classid 3:%x htb rate 100gbit prio 1 quantum 1514\n' \
+            "$d" $((0x100 + i))
+    done
+    echo "filter add dev $d parent 3: prio 1 protocol ip u32 match u16 0x0000 0xff80 at 2 flowid 3:10"
+    echo "filter add dev $d parent 3: prio 2 handle 1: protocol ip u32 divisor 16"
+    for i in $(seq 0 15); do
+        printf 'filter add dev %s parent 3: prio 2 handle %x: protocol ip u32 divisor 16\n' \
+            "$d" $((i + 2))
+        for j in $(seq 0 15); do
+            printf 'filter add dev %s parent 3: prio 2 protocol ip u32 ht %x:%x: match u8 0 0 flowid 3:%x\n' \
+                "$d" $((i + 2)) $j $((0x100 + 16 * i + j))
+        done
+        printf 'filter add dev %s parent 3: prio 2 protocol ip u32 ht 1:%x: match u8 0 0 hashkey mask 0x0000001e at 20 link %x:\n' \
+            "$d" $i $((i + 2))
+    done
+    echo "filter add dev $d parent 3: prio 2 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask 0x001e0000 at 20 link 1:"
+}
 shape() { # shape NETNS-OR-EMPTY DEV
     local pre=() ; [ -n "$1" ] && pre=(ip netns exec "$1")
     local parent="root"
+    # the queue of each htb class (a pfifo) holds txqueuelen packets
+    "${pre[@]}" ip link set dev "$2" txqueuelen 10000 || return 1
     if [ -n "$delay" ]; then
         "${pre[@]}" tc qdisc add dev "$2" root handle 1: netem delay "$delay" limit 100000 ||
             { echo "emucluster: netem failed (is sch_netem in this kernel?)" >&2; return 1; }
         parent="parent 1:"
     fi
     if [ "$rate" != none ]; then
-        # burst: 2 ms at the rate and at least 64 KB (a 1 Gbit/s tbf needs >= rate/HZ bytes)
+        # burst 256 KB: > rate/HZ (a 1 Gbit/s tbf needs >= 125 KB at HZ=1000); the fifo
+        # holds 100 ms at the rate
         "${pre[@]}" tc qdisc add dev "$2" $parent handle 2: tbf rate "$rate" burst 256kb latency 100ms || return 1
+        if [ "$queue" = fair ]; then
+            fair_queue "$2" | "${pre[@]}" tc -batch - || return 1
+        fi
     fi
 }
 for i in $(seq 0 $((n - 1))); do

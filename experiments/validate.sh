@@ -11,6 +11,8 @@
 #   --gbps "0.5 1"      link rates, Gbit/s (default 0.5 1)
 #   --schemes "..."     default: ps ps+wfbp hybrid allreduce+wfbp
 #   --iterations T      iterations per run, the first a warm-up (default 6)
+#   --repeat R          runs per configuration; the measured time is their median (default 1)
+#   --queue Q           the emulated links' queue, fair or fifo (emucluster.sh -q; default fair)
 #   --batch K           per worker (default 16)
 #   --compute-s S       emulated FWD+BWD time of one iteration (default 0.3)
 #   --out DIR           default out/validate
@@ -19,17 +21,27 @@
 # Writes DIR/validate.csv (model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound
 # with error = (predicted - measured) / measured), DIR/validate_detail.csv (plus the CPU
 # seconds of all ranks per steady-state iteration, that CPU as a fraction of the host's cores,
-# the sim's MB per node and the run's wall seconds), DIR/validate.png and .svg
-# (reports/validate.gp), and prints the median and worst |error| over all rows and over the
-# rows that are not host-bound. Steady-state CPU: each rank logs the CPU seconds of its
-# process (all threads) from the start of iteration 1 to its end (runtime/worker.c), so
-# start-up and the warm-up iteration are not in it. host_bound = 1 when the ranks used
-# >= 85% of the host's cores over those iterations: then the host, not the emulated network
-# or compute, sets the pace (wake-ups wait for a core), which the simulator does not model;
-# such rows are kept and marked. Both sides define the
+# the sim's MB per node, the runs' wall seconds, host_busy, the runs counted, the fastest
+# and slowest of them, and same_plan: 1 when every run's rank 0 logged, layer by layer, the
+# sync methods of `poseidon plan` for the point - a `hybrid` that chose otherwise (it builds
+# its plan from the cluster file, --no-probe, as the simulator does) would compare two
+# different plans), DIR/validate.png and .svg (reports/validate.gp), and prints the
+# median and worst |error| over all rows and over the rows that are not host-bound.
+# Steady-state CPU: each rank logs the CPU seconds of its process (all threads) from the
+# start of iteration 1 to its end (runtime/worker.c), so start-up and the warm-up iteration
+# are not in it. host_busy: the fraction of the host's cores busy over the same window
+# (all processes and the kernel's network work: /proc/stat sampled every 0.2 s through the
+# run, the window ending when the first rank ended): other work on a shared host shows
+# here, and so does the kernel's part of the emulated network, which the ranks' CPU does
+# not count. host_bound = 1 when the ranks used >= 85% of the host's
+# cores over the steady-state iterations or the host was >= 85% busy: then the host, not
+# the emulated network or compute, sets the pace (wake-ups wait for a core), which the
+# simulator does not model; such rows are kept and marked. Both sides define the
 # iteration time the same way: (end of iteration T-1 - end of iteration 0) / (T - 1), where
 # an iteration ends with the last op of it on any node (sim/sim.c; the runtime's merged
-# trace). Needs root (network namespaces); the runs' namespaces are removed by
+# trace). With --repeat R the row's measured time is the median run's (the lower middle
+# one for even R), which keeps one run slowed by other work on the host from deciding the
+# row. Needs root (network namespaces); the runs' namespaces are removed by
 # emucluster.sh, also on failure or Ctrl-C. Ranks run at nice -10 so that other work on the
 # host delays their wake-ups less.
 #   HOST_BOUND_FRAC (environment, default 0.85) moves the host_bound threshold.
@@ -38,8 +50,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=6 batch=16 compute_s=0.3 out=out/validate
+repeat=1 queue=fair
 build=build
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift; continue ;;
@@ -49,6 +62,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --models) models=$2 ;; --nodes) nodes=$2 ;; --gbps) gbps=$2 ;; --schemes) schemes=$2 ;;
     --iterations) iters=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
+    --repeat) repeat=$2 ;; --queue) queue=$2 ;;
     --out) out=$2 ;; --build) build=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     esac
@@ -58,6 +72,10 @@ if [ $quick = 1 ]; then models="googlenet" nodes="2 4" gbps="1"; fi
 [ "$(id -u)" = 0 ] || { echo "validate: needs root (one network namespace per emulated node); run it as root: sudo $0 $*" >&2; exit 2; }
 [ -x "$build/poseidon" ] || { echo "validate: $build/poseidon not built (make all)" >&2; exit 2; }
 [ "$iters" -ge 3 ] 2>/dev/null || { echo "validate: --iterations must be >= 3" >&2; exit 2; }
+[ "$repeat" -ge 1 ] 2>/dev/null || { echo "validate: --repeat must be >= 1" >&2; exit 2; }
+case $queue in fair|fifo) ;; *) echo "validate: --queue must be fair or fifo" >&2; exit 2 ;; esac
+# busy and total CPU ticks of the whole host (all processes, the kernel's network work too)
+cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
 
 mkdir -p "$out"/profiles "$out"/clusters "$out"/sim "$out"/runs
 # a private copy: `make` by others may relink build/poseidon while the grid runs
@@ -69,7 +87,7 @@ bin=$tmp/poseidon
 
 csv=$out/validate.csv detail=$out/validate_detail.csv
 echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound" >"$csv"
-echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_iter,host_cpu_frac,sim_sent_MB_per_node,wall_s" >"$detail"
+echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_iter,host_cpu_frac,sim_sent_MB_per_node,wall_s,host_busy,runs,measured_min_s,measured_max_s,same_plan" >"$detail"
 cores=$(nproc) bound_frac=${HOST_BOUND_FRAC:-0.85}
 n_runs=0 n_failed=0
 t_start=$(date +%s)
@@ -104,39 +122,85 @@ for model in $models; do
                 rm -rf "$run"; mkdir -p "$run"
                 pred=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $7; exit }' "$simcsv")
                 sent=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $10; exit }' "$simcsv")
-                t0=$(date +%s.%N)
-                timeout 600 experiments/emucluster.sh -n "$n" -r "$rate" -l "$run/logs" -- \
-                    nice -n -10 "$bin" train --model "$net" --compute emulate --profile "$prof" \
-                    --batch "$batch" --iterations "$iters" --data synthetic --synthetic-n 4096 \
-                    --no-eval --scheme "$s" --cluster "$cl" --no-probe --timeout-ms 60000 \
-                    --trace "$run/trace" >"$run/out.log" 2>&1
-                rc=$?
-                wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-                n_runs=$((n_runs + 1))
-                meas=""
-                [ $rc = 0 ] && meas=$(awk -F, -v T="$iters" 'NR > 1 && $8 > e[$2] { e[$2] = $8 }
-                    END { if ((0 in e) && ((T - 1) in e)) printf "%.6f", (e[T - 1] - e[0]) / (T - 1) / 1e9 }' "$run/trace.csv")
-                if [ -z "$meas" ] || [ -z "$pred" ]; then
-                    n_failed=$((n_failed + 1))
-                    echo "validate: $tag: no result (exit $rc; see $run/out.log)" >&2
-                    tail -3 "$run/out.log" >&2
-                    continue
-                fi
-                # the ranks' steady-state CPU (runtime/worker.c logs "steady_cpu_s C wall_s W
-                # iterations K"): per iteration, and as a fraction of the host's cores over
-                # the ranks' mean window
-                read -r cpu frac < <(cat "$run"/logs/rank*.log | awk -v P="$cores" '
-                    { for (i = 1; i + 5 <= NF; i++) if ($i == "steady_cpu_s" && $(i + 2) == "wall_s") {
-                        c += $(i + 1); w += $(i + 3); k = $(i + 5); r++ } }
-                    END { if (r && k && w > 0) printf "%.3f %.3f\n", c / k, c / (w / r) / P; else print "nan nan" }')
-                bound=$(awk -v f="$frac" -v b="$bound_frac" 'BEGIN { print (f != "nan" && f + 0 >= b) ? 1 : 0 }')
+                # the simulator's per-layer methods, to check that the runtime ran the same plan
+                "$bin" plan "$exp" --csv --set sweep_nodes="$n" --set sweep_schemes="$s" 2>/dev/null |
+                    awk -F, '$1 ~ /^[0-9]+$/ { print $1, $5 }' >"$run/plan_sim.txt"
+                # one line per run of the point: measured cpu frac host_busy wall same_plan
+                : >"$run/runs.txt"
+                for k in $(seq 1 "$repeat"); do
+                    rd=$run; [ "$repeat" -gt 1 ] && rd=$run/r$k
+                    mkdir -p "$rd"
+                    t0=$(date +%s.%N)
+                    # the host's CPU ticks, sampled through the run; each rank notes when it ended
+                    (while :; do echo "$(date +%s.%N) $(cpu_ticks)"; sleep 0.2; done) >"$rd/host_cpu.txt" &
+                    sampler=$!
+                    timeout 600 experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -l "$rd/logs" -- \
+                        sh -c '"$@"; rc=$?; date +%s.%N >"$0.$RANK"; exit $rc' "$rd/logs/end" \
+                        nice -n -10 "$bin" train --model "$net" --compute emulate --profile "$prof" \
+                        --batch "$batch" --iterations "$iters" --data synthetic --synthetic-n 4096 \
+                        --no-eval --scheme "$s" --cluster "$cl" --no-probe --timeout-ms 60000 \
+                        --trace "$rd/trace" >"$rd/out.log" 2>&1
+                    rc=$?
+                    kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+                    wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+                    n_runs=$((n_runs + 1))
+                    meas=""
+                    [ $rc = 0 ] && meas=$(awk -F, -v T="$iters" 'NR > 1 && $8 > e[$2] { e[$2] = $8 }
+                        END { if ((0 in e) && ((T - 1) in e)) printf "%.6f", (e[T - 1] - e[0]) / (T - 1) / 1e9 }' "$rd/trace.csv")
+                    rm -f "$rd"/trace-rank*.json "$rd"/trace-rank*.csv
+                    if [ -z "$meas" ] || [ -z "$pred" ]; then
+                        n_failed=$((n_failed + 1))
+                        echo "validate: $tag: no result (exit $rc; see $rd/out.log)" >&2
+                        tail -3 "$rd/out.log" >&2
+                        continue
+                    fi
+                    # the ranks' steady-state CPU (runtime/worker.c logs "steady_cpu_s C wall_s W
+                    # iterations K"): per iteration, and as a fraction of the host's cores over
+                    # the ranks' mean window
+                    read -r cpu frac < <(cat "$rd"/logs/rank*.log | awk -v P="$cores" '
+                        { for (i = 1; i + 5 <= NF; i++) if ($i == "steady_cpu_s" && $(i + 2) == "wall_s") {
+                            c += $(i + 1); w += $(i + 3); k = $(i + 5); r++ } }
+                        END { if (r && k && w > 0) printf "%.3f %.3f\n", c / k, c / (w / r) / P; else print "nan nan" }')
+                    # rank 0 logs "  unit U LAYER METHOD" for the plan it built (runtime/worker.c)
+                    grep -E "^  unit [0-9]+ " "$rd/logs/rank0.log" | awk '{ print $2, $NF }' >"$rd/plan_run.txt"
+                    same=1
+                    if ! cmp -s "$run/plan_sim.txt" "$rd/plan_run.txt"; then
+                        same=0
+                        echo "validate: $tag: the runtime's plan differs from the simulator's (layers: diff $run/plan_sim.txt $rd/plan_run.txt)" >&2
+                    fi
+                    # host_busy over the ranks' steady-state window: the wall_s they logged, up
+                    # to the first rank's end (the samples nearest to both ends)
+                    w=$(cat "$rd"/logs/rank*.log | awk '{ for (i = 1; i + 1 <= NF; i++) if ($i == "wall_s") { s += $(i + 1); k++ } }
+                        END { if (k) printf "%.3f", s / k }')
+                    te=$(cat "$rd"/logs/end.* 2>/dev/null | sort -g | head -1)
+                    busy=$(awk -v w="$w" -v te="$te" '
+                        { t[NR] = $1; b[NR] = $2; a[NR] = $3 }
+                        END { if (w == "" || te == "" || NR < 2) { print "nan"; exit }
+                              i = 1; j = NR
+                              for (k = 1; k <= NR; k++) {
+                                  if ((t[k] - (te - w)) ^ 2 < (t[i] - (te - w)) ^ 2) i = k
+                                  if ((t[k] - te) ^ 2 < (t[j] - te) ^ 2) j = k }
+                              if (j <= i) { print "nan"; exit }
+                              printf "%.3f", (b[j] - b[i]) / (a[j] - a[i]) }' "$rd/host_cpu.txt")
+                    echo "$meas $cpu $frac $busy $wall $same" >>"$run/runs.txt"
+                done
+                [ -s "$run/runs.txt" ] || continue
+                # the point: the median run's time (the lower middle one of an even count);
+                # CPU and host load averaged over the runs, their wall times summed
+                read -r meas mmin mmax cpu frac busy wall nok same < <(sort -g "$run/runs.txt" | awk '
+                    BEGIN { same = 1 }
+                    { m[NR] = $1; c += $2; f += $3; h += $4; w += $5; if ($6 != 1) same = 0 }
+                    END { printf "%s %s %s %.3f %.3f %.3f %.1f %d %d\n", m[int((NR + 1) / 2)], m[1], m[NR],
+                          c / NR, f / NR, h / NR, w, NR, same }')
+                bound=$(awk -v f="$frac" -v h="$busy" -v b="$bound_frac" 'BEGIN { print ((f != "nan" && f + 0 >= b) || (h != "nan" && h + 0 >= b)) ? 1 : 0 }')
                 err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%.4f", (p - m) / m }')
                 echo "$model,$n,$g,$s,$pred,$meas,$err,$bound" >>"$csv"
-                echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall" >>"$detail"
-                printf "%-14s %d nodes %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (cpu %s s/iter, %s of %d cores%s, %ss)\n" \
+                echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same" >>"$detail"
+                spread=""
+                [ "$nok" -gt 1 ] && spread=$(printf ", %d runs %.3f-%.3f s" "$nok" "$mmin" "$mmax")
+                printf "%-14s %d nodes %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (cpu %s s/iter, %s of %d cores, host %s busy%s%s, %ss)\n" \
                     "$model" "$n" "$g" "$s" "$pred" "$meas" "$(awk -v e="$err" 'BEGIN { print e * 100 }')" \
-                    "$cpu" "$frac" "$cores" "$([ "$bound" = 1 ] && echo ": host-bound")" "$wall"
-                rm -f "$run"/trace-rank*.json "$run"/trace-rank*.csv
+                    "$cpu" "$frac" "$cores" "$busy" "$spread" "$([ "$bound" = 1 ] && echo ": host-bound")" "$wall"
             done
         done
     done

@@ -16,13 +16,16 @@
 
 typedef struct {
     int64_t lat_ns;      /* one-way: the median round trip of small messages / 2 */
-    double bw_Bps;       /* bulk bytes / (time until acknowledged - one round trip) */
+    double bw_Bps;       /* the bulk messages after the first / the time rank 1 took to
+                          * receive them (with one round: bulk bytes / (time until
+                          * acknowledged - one round trip)) */
     int64_t bulk_bytes;  /* bytes moved by the bulk transfer */
     int pings;
 } probe_result_t;
 
 /* Runs the probe on ranks 0 and 1 of c: `pings` round trips, then `rounds` messages of
- * bulk_bytes from rank 0 to rank 1 and one acknowledgement. Returns 0 (out filled on rank 0;
+ * bulk_bytes from rank 0 to rank 1, sent back to back, and one acknowledgement that carries
+ * the time between the arrivals of the first and the last. Returns 0 (out filled on rank 0;
  * zeros elsewhere), or -1 after a wait of timeout_ms (logged). */
 int probe_links(comm_t *c, int pings, int64_t bulk_bytes, int rounds, probe_result_t *out,
                 int timeout_ms);
