@@ -13,6 +13,8 @@
 #   --iterations T      iterations per run, the first a warm-up (default 6)
 #   --repeat R          runs per configuration; the measured time is their median (default 1)
 #   --queue Q           the emulated links' queue, fair or fifo (emucluster.sh -q; default fair)
+#   --bucket-mb B       all-reduce fusion buckets of >= B MB on both sides (train --bucket-mb,
+#                       allreduce_bucket_mb; default 0: one ring per layer)
 #   --batch K           per worker (default 16)
 #   --compute-s S       emulated FWD+BWD time of one iteration (default 0.3)
 #   --out DIR           default out/validate
@@ -50,9 +52,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=6 batch=16 compute_s=0.3 out=out/validate
-repeat=1 queue=fair
+repeat=1 queue=fair bucket_mb=0
 build=build
-usage() { sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift; continue ;;
@@ -62,7 +64,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --models) models=$2 ;; --nodes) nodes=$2 ;; --gbps) gbps=$2 ;; --schemes) schemes=$2 ;;
     --iterations) iters=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
-    --repeat) repeat=$2 ;; --queue) queue=$2 ;;
+    --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;;
     --out) out=$2 ;; --build) build=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     esac
@@ -107,6 +109,7 @@ for model in $models; do
             echo "batch = $batch"
             echo "iterations = $iters"
             echo "kv_block_mb = 4"
+            echo "allreduce_bucket_mb = $bucket_mb"
             echo "sweep_nodes = $(echo $nodes | tr ' ' ,)"
             echo "sweep_gbps = $g"
             echo "sweep_schemes = $(echo $schemes | tr ' ' ,)"
@@ -138,7 +141,7 @@ for model in $models; do
                         sh -c '"$@"; rc=$?; date +%s.%N >"$0.$RANK"; exit $rc' "$rd/logs/end" \
                         nice -n -10 "$bin" train --model "$net" --compute emulate --profile "$prof" \
                         --batch "$batch" --iterations "$iters" --data synthetic --synthetic-n 4096 \
-                        --no-eval --scheme "$s" --cluster "$cl" --no-probe --timeout-ms 60000 \
+                        --no-eval --scheme "$s" --bucket-mb "$bucket_mb" --cluster "$cl" --no-probe --timeout-ms 60000 \
                         --trace "$rd/trace" >"$rd/out.log" 2>&1
                     rc=$?
                     kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
