@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "check.h"
@@ -852,4 +853,66 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
         n->next_ns = INT64_MAX;
     }
     return done;
+}
+
+/* Whether entity e carries the flow src -> dst. */
+static int carries(const ent_t *e, int src, int dst)
+{
+    if (is_single(e)) return e->src == src && e->dst == dst;
+    int hub = hub_node(e), leaf = hub_sends(e) ? dst : src;
+    if ((hub_sends(e) ? src : dst) != hub || leaf == hub) return 0;
+    int listed = 0;
+    for (int k = 0; k < e->nset; k++) listed |= e->set[k] == leaf;
+    return is_fan(e) ? listed : !listed;
+}
+
+int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen)
+{
+    int N = n->nodes, R = 2 * N + 1;
+    int64_t F = 0;
+    for (int64_t i = 0; i < n->n; i++) F += n->f[i].mult;
+    int *fs = xcalloc((size_t)F + 1, sizeof *fs), *fd = xcalloc((size_t)F + 1, sizeof *fd);
+    int64_t *fe = xcalloc((size_t)F + 1, sizeof *fe);
+    double *rate = xcalloc((size_t)F + 1, sizeof *rate), *cap = xcalloc((size_t)R, sizeof *cap);
+    char *done = xcalloc((size_t)F + 1, 1);
+    int64_t k = 0;
+    int rc = 0;
+    for (int64_t i = 0; i < n->n; i++)
+        for (int s = 0; s < N; s++)
+            for (int d = 0; d < N; d++)
+                if (s != d && carries(&n->f[i], s, d)) fs[k] = s, fd[k] = d, fe[k++] = i;
+    if (k != F) {
+        snprintf(err, errlen, "the entities stand for %lld flows, not %lld", (long long)k,
+                 (long long)F);
+        rc = -1;
+    }
+    /* progressive filling, one flow at a time: the textbook definition */
+    for (int r = 0; r < 2 * N; r++) cap[r] = n->nic_Bps;
+    cap[2 * N] = n->core_Bps > 0 ? n->core_Bps : INFINITY;
+    for (int64_t left = F; rc == 0 && left > 0;) {
+        double best = INFINITY;
+        int br = -1;
+        for (int r = 0; r < R; r++) {
+            int64_t c = 0;
+            for (int64_t f = 0; f < F; f++)
+                c += !done[f] && (fs[f] == r || N + fd[f] == r || r == 2 * N);
+            if (c > 0 && cap[r] / (double)c < best) best = cap[r] / (double)c, br = r;
+        }
+        ASSERT(br >= 0, "no resource limits %lld flows", (long long)left);
+        for (int64_t f = 0; f < F; f++)
+            if (!done[f] && (fs[f] == br || N + fd[f] == br || br == 2 * N)) {
+                done[f] = 1, rate[f] = best, left--;
+                cap[fs[f]] -= best, cap[N + fd[f]] -= best, cap[2 * N] -= best;
+            }
+    }
+    for (int64_t f = 0; rc == 0 && f < F; f++) {
+        double got = n->f[fe[f]].rate;
+        if (fabs(got - rate[f]) > rel_tol * rate[f]) {
+            snprintf(err, errlen, "flow %d -> %d gets %.9g B/s, per-flow max-min gives %.9g",
+                     fs[f], fd[f], got, rate[f]);
+            rc = -1;
+        }
+    }
+    free(fs), free(fd), free(fe), free(rate), free(cap), free(done);
+    return rc;
 }

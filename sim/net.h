@@ -38,6 +38,7 @@
 #ifndef POSEIDON_NET_H
 #define POSEIDON_NET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct net net_t;
@@ -93,6 +94,12 @@ int64_t net_next_ns(const net_t *n);
 typedef void (*net_finish_fn)(void *arg, int64_t tag, int src, int dst, int64_t bytes,
                               const int *skip, int nskip);
 int net_finish(net_t *n, int64_t now_ns, net_finish_fn fn, void *arg);
+
+/* Test aid: recompute the rates of every flow the entities stand for by per-flow progressive
+ * filling, one flow at a time (O(flows^2 x resources)), and compare them with the entities'
+ * rates (valid after net_recompute, in the exact model). Returns 0, or -1 with the first
+ * flow that differs by more than rel_tol in err. */
+int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen);
 
 int64_t net_active(const net_t *n);     /* active entities */
 int64_t net_recomputes(const net_t *n);

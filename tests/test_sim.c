@@ -151,6 +151,14 @@ static void on_pair(void *arg, int64_t tag, int src, int dst, int64_t bytes, con
     }
 }
 
+/* Every recomputation's rates against per-flow progressive filling (sim/net.h). */
+static void verify_rates(const net_t *n, uint64_t seed)
+{
+    char err[256];
+    CHECK(net_verify_maxmin(n, 1e-6, err, sizeof err) == 0, "seed %llu, recomputation %lld: %s",
+          (unsigned long long)seed, (long long)net_recomputes(n), err);
+}
+
 static int random_mix(uint64_t seed, int expand, int N, int64_t *fin, double core_Bps,
                       int *gather_splits)
 {
@@ -163,7 +171,10 @@ static int random_mix(uint64_t seed, int expand, int N, int64_t *fin, double cor
         int64_t at = start + (int64_t)rng_uint(r, 400000);
         /* run the network up to `at` */
         for (;;) {
-            if (net_dirty(n)) net_recompute(n, l.now);
+            if (net_dirty(n)) {
+                net_recompute(n, l.now);
+                verify_rates(n, seed);
+            }
             int64_t t = net_next_ns(n);
             if (t > at) break;
             l.now = t;
@@ -210,7 +221,10 @@ static int random_mix(uint64_t seed, int expand, int N, int64_t *fin, double cor
         }
     }
     for (;;) {
-        if (net_dirty(n)) net_recompute(n, l.now);
+        if (net_dirty(n)) {
+            net_recompute(n, l.now);
+            verify_rates(n, seed);
+        }
         int64_t t = net_next_ns(n);
         if (t == INT64_MAX) break;
         l.now = t;
