@@ -71,3 +71,33 @@ double bsp_worst_error(const float *a, const float *b, int64_t n, int64_t *at)
     }
     return worst;
 }
+
+double bsp_check_run(const worker_config_t *c, const char *prefix, int world, int64_t steps,
+                     const char *what)
+{
+    int64_t n, n0, at = 0;
+    float *ref = bsp_reference(c, world, steps, &n);
+    float *r0 = bsp_read_params(prefix, 0, n);
+    REQUIRE(r0, "%s: no parameters from rank 0", what);
+    for (int r = 1; r < world; r++) { /* every replica ends bit-identical */
+        float *p = bsp_read_params(prefix, r, n);
+        REQUIRE(p, "%s: no parameters from rank %d", what, r);
+        CHECK(memcmp(p, r0, (size_t)n * sizeof *p) == 0, "%s: rank %d differs from rank 0",
+              what, r);
+        free(p);
+    }
+    double worst = bsp_worst_error(r0, ref, n, &at);
+    CHECK(worst <= 1.0, "%s: parameter %lld is %.9g, one worker %.9g (%.2f x tol)", what,
+          (long long)at, r0[at], ref[at], worst);
+    /* the run moved the parameters: not a comparison of two untouched inits */
+    float *init = bsp_reference(c, world, 0, &n0);
+    CHECK(bsp_worst_error(r0, init, n, &at) > 100.0, "%s: parameters did not move", what);
+    free(init);
+    /* the comparison can fail: one corrupted parameter is caught */
+    r0[n / 2] += 1e-3f + 1e-2f * fabsf(r0[n / 2]);
+    CHECK(bsp_worst_error(r0, ref, n, &at) > 1.0 && at == n / 2,
+          "%s: a corrupted parameter went unseen", what);
+    free(r0);
+    free(ref);
+    return worst;
+}

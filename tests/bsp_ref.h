@@ -19,4 +19,12 @@ float *bsp_read_params(const char *prefix, int rank, int64_t n);
  * the tolerance of the BSP equivalence tests. */
 double bsp_worst_error(const float *a, const float *b, int64_t n, int64_t *at);
 
+/* The checks every BSP equivalence test makes on a finished run that wrote its parameters to
+ * PREFIX.RANK after `steps` steps: every rank is bit-identical to rank 0; rank 0 is within
+ * the tolerance of bsp_reference(); the parameters moved from their initial values; and a
+ * corrupted parameter is seen (the comparison can fail). `what` names the run in messages.
+ * Returns the worst error, as a fraction of the tolerance. */
+double bsp_check_run(const worker_config_t *c, const char *prefix, int world, int64_t steps,
+                     const char *what);
+
 #endif

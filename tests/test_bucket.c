@@ -25,6 +25,7 @@
 #include "sim/simrun.h"
 #include "test.h"
 #include "tests/bsp_ref.h"
+#include "tests/exp_fixture.h"
 
 #define MB (1 << 20)
 
@@ -407,18 +408,6 @@ TEST(bucket_sim_two_fc_closed_form)
     model_fini(&m);
 }
 
-static void load_exp(experiment_t *e, model_t *m, const char *text)
-{
-    char path[600], err[2048];
-    snprintf(path, sizeof path, "%s/x.exp", test_tmpdir());
-    FILE *f = fopen(path, "w");
-    REQUIRE(f, "cannot write %s", path);
-    fputs(text, f);
-    fclose(f);
-    REQUIRE(experiment_load(e, path, err, sizeof err) == 0, "%s", err);
-    REQUIRE(model_load(m, e->model_path, err, sizeof err) == 0, "%s", err);
-}
-
 TEST(bucket_experiment_key)
 {
     char cwd[512], text[2048], err[2048];
@@ -427,7 +416,7 @@ TEST(bucket_experiment_key)
     model_t m;
     snprintf(text, sizeof text, "model = %s/models/mlp.net\ncluster = %s/experiments/clusters/"
                                 "emu-veth.cluster\nallreduce_bucket_mb = 2.5\n", cwd, cwd);
-    load_exp(&e, &m, text);
+    fixture_load_exp(&e, &m, text);
     CHECK_EQ_I64(e.allreduce_bucket_bytes, 5 * MB / 2);
     CHECK(experiment_override(&e, "allreduce_bucket_mb=0", err, sizeof err) == 0, "%s", err);
     CHECK_EQ_I64(e.allreduce_bucket_bytes, 0);
@@ -459,7 +448,7 @@ TEST(bucket_sim_googlenet_8_nodes)
              cwd, cwd);
     experiment_t e;
     model_t m;
-    load_exp(&e, &m, text);
+    fixture_load_exp(&e, &m, text);
     const double mbs[] = {0, 1, 4, 25};
     const char *schemes[] = {"allreduce", "allreduce+wfbp"};
     for (int s = 0; s < 2; s++) {
@@ -576,36 +565,16 @@ static void bt_case(const char *model, const char *scheme, int world, int64_t bu
     int rc = launch_local(world, launch_free_port(), 5000, bt_child, &c);
     REQUIRE(rc == 0, "%s, %d workers, bucket %lld: job exited %d", scheme, world,
             (long long)bucket_bytes, rc);
-    int64_t n, ring_bytes = 0;
+    int64_t ring_bytes = 0;
     int rings = bt_trace_rings(merged, 1, &ring_bytes);
     CHECK(rings == want_rings, "%s, %d workers, bucket %lld B: %d rings in iteration 1, "
           "expected %d", scheme, world, (long long)bucket_bytes, rings, want_rings);
-    float *ref = bsp_reference(&c, world, BT_STEPS, &n);
-    float *r0 = bsp_read_params(out, 0, n);
-    REQUIRE(r0, "no parameters from rank 0");
-    for (int r = 1; r < world; r++) {
-        float *p = bsp_read_params(out, r, n);
-        REQUIRE(p, "no parameters from rank %d", r);
-        CHECK(!memcmp(p, r0, (size_t)n * sizeof *p), "%s: rank %d differs from rank 0", scheme,
-              r);
-        free(p);
-    }
-    int64_t at = 0;
-    double worst = bsp_worst_error(r0, ref, n, &at);
-    printf("%s on %d workers, buckets of %lld B: %d rings (%lld bytes/node), worst parameter "
-           "at %.3f of the tolerance\n", scheme, world, (long long)bucket_bytes, rings,
-           (long long)ring_bytes, worst);
-    CHECK(worst <= 1.0, "%s on %d workers: parameter %lld is %.9g, one worker %.9g (%.2f x tol)",
-          scheme, world, (long long)at, r0[at], ref[at], worst);
-    /* the parameters moved, and one wrong value would be seen */
-    int64_t n0;
-    float *init = bsp_reference(&c, world, 0, &n0);
-    CHECK(bsp_worst_error(r0, init, n, &at) > 100.0, "%s: parameters did not move", scheme);
-    free(init);
-    r0[n / 3] += 1e-3f + 1e-2f * fabsf(r0[n / 3]);
-    CHECK(bsp_worst_error(r0, ref, n, &at) > 1.0 && at == n / 3, "a corrupted parameter went unseen");
-    free(r0);
-    free(ref);
+    char what[128];
+    snprintf(what, sizeof what, "%s on %d workers, buckets of %lld B", scheme, world,
+             (long long)bucket_bytes);
+    double worst = bsp_check_run(&c, out, world, BT_STEPS, what);
+    printf("%s: %d rings (%lld bytes/node), worst parameter at %.3f of the tolerance\n", what,
+           rings, (long long)ring_bytes, worst);
 }
 
 TEST(bucket_worker_allreduce_equals_one_worker)

@@ -16,6 +16,7 @@
 #include "sim/sim.h"
 #include "sim/simrun.h"
 #include "test.h"
+#include "tests/exp_fixture.h"
 
 TEST(sim_evq_total_order)
 {
@@ -381,18 +382,6 @@ TEST(sim_plan_closed_forms)
     CHECK_EQ_I64(run_closed(SCHEME_SFB, 2, 0, &B), 3000 + 7000 + sf + recon);
 }
 
-static void load_exp(experiment_t *e, model_t *m, const char *text)
-{
-    char path[600], err[2048];
-    snprintf(path, sizeof path, "%s/x.exp", test_tmpdir());
-    FILE *f = fopen(path, "w");
-    REQUIRE(f, "cannot write %s", path);
-    fputs(text, f);
-    fclose(f);
-    REQUIRE(experiment_load(e, path, err, sizeof err) == 0, "%s", err);
-    REQUIRE(model_load(m, e->model_path, err, sizeof err) == 0, "%s", err);
-}
-
 static simrun_out_t run_cfg(const experiment_t *e, const model_t *m, int nodes, double gbps,
                             const char *scheme)
 {
@@ -429,7 +418,7 @@ TEST(sim_net_model_auto_whole_and_exact)
     CHECK(net_model_for(NET_MODEL_EXACT, 10000) == NET_MODEL_EXACT, "exact stays exact");
     experiment_t e;
     model_t m;
-    load_exp(&e, &m, exp_text("iterations = 2\nnet_model = exact\n"));
+    fixture_load_exp(&e, &m, exp_text("iterations = 2\nnet_model = exact\n"));
     simrun_out_t exact = run_cfg(&e, &m, 64, 10, "ps");
     e.net_model = NET_MODEL_AUTO;
     simrun_out_t autom = run_cfg(&e, &m, 64, 10, "ps");
@@ -449,7 +438,7 @@ TEST(sim_kv_block_tensor_puts_each_tensor_on_one_shard)
      * consecutive shards; with 4 MB blocks VGG19's fc6 (411 MB) is spread over all 16. */
     experiment_t e;
     model_t m;
-    load_exp(&e, &m, exp_text("kv_block_mb = tensor\nscheme = ps\n"));
+    fixture_load_exp(&e, &m, exp_text("kv_block_mb = tensor\nscheme = ps\n"));
     CHECK_EQ_I64(e.kv_block_bytes, KV_BLOCK_WHOLE_TENSOR);
     for (int whole = 1; whole >= 0; whole--) {
         cluster_t c = e.cluster;
@@ -487,7 +476,7 @@ TEST(sim_more_bandwidth_is_never_slower)
 {
     experiment_t e;
     model_t m;
-    load_exp(&e, &m, exp_text("iterations = 3\n"));
+    fixture_load_exp(&e, &m, exp_text("iterations = 3\n"));
     const char *schemes[] = {"ps", "ps+wfbp", "hybrid", "allreduce+wfbp", "sfb+wfbp"};
     const double gbps[] = {1, 2, 5, 10, 20, 40, 100};
     for (int s = 0; s < 5; s++) {
@@ -507,14 +496,14 @@ TEST(sim_ssp0_equals_bsp_and_staleness_helps_stragglers)
     experiment_t bsp, ssp0, ssp2;
     model_t m;
     const char *noise = "iterations = 6\nseed = 3\n";
-    load_exp(&bsp, &m, exp_text(noise));
+    fixture_load_exp(&bsp, &m, exp_text(noise));
     model_fini(&m);
     char extra[256];
     snprintf(extra, sizeof extra, "%sconsistency = ssp:0\n", noise);
-    load_exp(&ssp0, &m, exp_text(extra));
+    fixture_load_exp(&ssp0, &m, exp_text(extra));
     model_fini(&m);
     snprintf(extra, sizeof extra, "%sconsistency = ssp:2\n", noise);
-    load_exp(&ssp2, &m, exp_text(extra));
+    fixture_load_exp(&ssp2, &m, exp_text(extra));
     CHECK_EQ_I64(ssp0.staleness, 0);
     for (int k = 0; k < 2; k++) {
         experiment_t *es[3] = {&bsp, &ssp0, &ssp2};
@@ -551,7 +540,7 @@ static void scenario_lines(char *out, size_t len)
 {
     experiment_t e;
     model_t m;
-    load_exp(&e, &m, exp_text("iterations = 3\nseed = 7\n"));
+    fixture_load_exp(&e, &m, exp_text("iterations = 3\nseed = 7\n"));
     e.cluster.straggler_sigma = 0.2;
     e.cluster.jitter_sigma = 0.1;
     const char *schemes[] = {"ps", "ps+wfbp", "sfb+wfbp", "allreduce+wfbp", "hybrid", "hybrid3"};
@@ -600,7 +589,7 @@ TEST(sim_trace_has_one_row_per_instance)
 {
     experiment_t e;
     model_t m;
-    load_exp(&e, &m, exp_text("iterations = 2\n"));
+    fixture_load_exp(&e, &m, exp_text("iterations = 2\n"));
     cluster_t c = e.cluster;
     c.nodes = 4;
     char prefix[600], err[1024];

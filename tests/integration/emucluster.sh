@@ -11,7 +11,6 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 . tests/integration/lib/common.bash
 require_netns
-fail() { echo "FAIL: $*"; exit 1; }
 # This test's runs only (other emulated clusters may come and go meanwhile).
 export EMU_ID=$(printf 'e%04x' $(( $$ & 0xffff )))
 leftovers() { echo $(( $(ip -o link show | grep -c " pbr$EMU_ID\| pv$EMU_ID") + $(ip netns list | grep -c "^pns$EMU_ID-") )); }

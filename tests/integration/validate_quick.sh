@@ -11,7 +11,6 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 . tests/integration/lib/common.bash
 require_netns
-fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export EMU_ID=$(printf 'e%04x' $(( $$ & 0xffff )))   # this test's namespaces only

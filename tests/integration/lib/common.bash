@@ -25,3 +25,6 @@ free_port() {
     echo "free_port: no free port found" >&2
     return 1
 }
+
+# Fail the script with a message (a script may define its own to print more).
+fail() { echo "FAIL: $*"; exit 1; }

@@ -1,0 +1,13 @@
+/* exp_fixture: an experiment written from text into the test's temporary folder and loaded
+ * with its model — shared by the simulator tests (tests/test_sim.c, tests/test_bucket.c). */
+#ifndef POSEIDON_TESTS_EXP_FIXTURE_H
+#define POSEIDON_TESTS_EXP_FIXTURE_H
+
+#include "core/experiment.h"
+#include "core/model.h"
+
+/* Write text as an experiment file, load it and the model it names (a failure fails the
+ * test). Free the model with model_fini(). */
+void fixture_load_exp(experiment_t *e, model_t *m, const char *text);
+
+#endif
