@@ -166,9 +166,11 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
         if (kv_int(val, &i) || i < 0)
             return kv_error(err, errlen, where, "expected seed = an integer >= 0, got '%s'", val);
         e->seed = (uint64_t)i;
-    } else if (!strcmp(key, "kv_block_mb") && !strcmp(val, "tensor")) {
-        e->kv_block_bytes = KV_BLOCK_WHOLE_TENSOR;
     } else if (!strcmp(key, "kv_block_mb")) {
+        if (!strcmp(val, "tensor")) {
+            e->kv_block_bytes = KV_BLOCK_WHOLE_TENSOR;
+            return 0;
+        }
         if (kv_double(val, &d) || d < 0 || d > 1e9)
             return kv_error(err, errlen, where,
                             "expected kv_block_mb = MB from 0 to 1e9 or 'tensor', got '%s'", val);

@@ -34,7 +34,6 @@ _Static_assert(sizeof(ent_t) <= 64, "entity larger than a cache line");
 
 static inline int is_single(const ent_t *e) { return e->src >= 0 && e->dst >= 0; }
 static inline int is_fan(const ent_t *e) { return e->src == FAN || e->dst == FAN; }
-static inline int is_multi(const ent_t *e) { return !is_single(e) && !is_fan(e); }
 /* broadcast or fan out: the hub sends */
 static inline int hub_sends(const ent_t *e) { return e->dst < 0; }
 
