@@ -62,7 +62,8 @@ int cmd_plan(int argc, char **argv)
         plan_t p;
         plan_opts_t po = {.scheme = s, .staleness = e.staleness, .batch = e.batch,
                           .kv_block_bytes = e.kv_block_bytes,
-                          .allreduce_bucket_bytes = e.allreduce_bucket_bytes};
+                          .allreduce_bucket_bytes = e.allreduce_bucket_bytes,
+                          .kv_placement = e.kv_placement};
         if (plan_build_opts(&p, &m, &c, &po, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             rc = 1;

@@ -43,6 +43,8 @@ static void usage(FILE *f)
             "  --no-probe          keep the cluster's bandwidth and latency (no link probe)\n"
             "  --probe-bytes B     bulk bytes of the probe (default 4194304, sent twice)\n"
             "  --kv-block BYTES    PS block (default 4194304; 0: split evenly over shards)\n"
+            "  --kv-placement P    least_loaded (default) or round_robin: which shard each\n"
+            "                      block goes to (the experiment key kv_placement)\n"
             "  --bucket-mb X       fuse the all-reduce layers, in backward order, into buckets\n"
             "                      of >= X MB, one ring each (default 0: one ring per layer;\n"
             "                      the experiment key allreduce_bucket_mb of poseidon sim)\n"
@@ -127,7 +129,13 @@ int cmd_train_distributed(int argc, char **argv)
         else if (!strcmp(a, "--cluster")) c->cluster_path = s;
         else if (!strcmp(a, "--probe-bytes")) rc = num(a, s, 4, &v), c->probe_bytes = (int64_t)v;
         else if (!strcmp(a, "--kv-block")) rc = num(a, s, 0, &v), c->kv_block_bytes = (int64_t)v;
-        else if (!strcmp(a, "--bucket-mb")) {
+        else if (!strcmp(a, "--kv-placement")) {
+            if (kv_place_parse(s, &c->kv_placement)) {
+                fprintf(stderr, "poseidon train: --kv-placement is least_loaded or round_robin, "
+                                "not '%s'\n", s);
+                return 2;
+            }
+        } else if (!strcmp(a, "--bucket-mb")) {
             rc = num(a, s, 0, &v);
             if (!rc && v > 1e6) {
                 fprintf(stderr, "poseidon train: --bucket-mb expects at most 1e6, got '%s'\n", s);

@@ -1,6 +1,8 @@
 #include "cost.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -18,6 +20,34 @@ static int64_t xfer_ns(const cost_params_t *p, int64_t bytes)
     return bytes > 0 ? llround((double)bytes / p->bw_Bps * 1e9) : 0;
 }
 
+static const char *const s_place_names[KV_PLACE_COUNT] = {"least_loaded", "round_robin"};
+
+const char *kv_place_name(kv_place_t k)
+{
+    ASSERT(k >= 0 && k < KV_PLACE_COUNT, "bad KV placement %d", k);
+    return s_place_names[k];
+}
+
+int kv_place_parse(const char *name, kv_place_t *k)
+{
+    for (int i = 0; i < KV_PLACE_COUNT; i++)
+        if (!strcmp(name, s_place_names[i])) {
+            *k = (kv_place_t)i;
+            return 0;
+        }
+    return -1;
+}
+
+int cost_kv_next_shard(kv_place_t k, const int64_t *load, int shards, int64_t block)
+{
+    ASSERT(shards >= 1, "%d shards", shards);
+    if (k == KV_PLACE_ROUND_ROBIN) return (int)(block % shards);
+    int best = 0;
+    for (int s = 1; s < shards; s++)
+        if (load[s] < load[best]) best = s;
+    return best;
+}
+
 int64_t cost_ps_blocks(const cost_params_t *p, int64_t bytes)
 {
     if (bytes <= 0) return 0;
@@ -26,33 +56,87 @@ int64_t cost_ps_blocks(const cost_params_t *p, int64_t bytes)
     return elems < p->shards ? elems : p->shards;
 }
 
-int cost_ps_holders(const cost_params_t *p, int64_t bytes)
+/* Even split: this shard's position in the tensor's rotation, which starts at block0. */
+static int64_t rotation_pos(const cost_params_t *p, int64_t block0, int shard)
+{
+    int64_t P2 = p->shards;
+    return ((shard - block0) % P2 + P2) % P2;
+}
+
+static int64_t even_piece_bytes(const cost_params_t *p, int64_t bytes, int64_t r)
+{
+    /* Even split in fp32 elements; the first (elems % P2) positions hold one more. */
+    int64_t elems = bytes / 4, P2 = p->shards;
+    int64_t b = (elems / P2 + (r < elems % P2 ? 1 : 0)) * 4;
+    if (r == 0) b += bytes % 4; /* odd byte counts never occur for fp32; keep the sum exact */
+    return b;
+}
+
+int64_t cost_ps_block_bytes(const cost_params_t *p, int64_t bytes, int64_t i)
 {
     int64_t nb = cost_ps_blocks(p, bytes);
-    return (int)(nb < p->shards ? nb : p->shards);
+    ASSERT(i >= 0 && i < nb, "block %lld of %lld", (long long)i, (long long)nb);
+    if (p->kv_block_bytes <= 0) return even_piece_bytes(p, bytes, i);
+    int64_t B = p->kv_block_bytes;
+    return i < nb - 1 ? B : bytes - (nb - 1) * B;
+}
+
+int cost_ps_block_shard(const cost_params_t *p, int64_t bytes, int64_t block0, int64_t i)
+{
+    ASSERT(i >= 0 && i < cost_ps_blocks(p, bytes), "block %lld", (long long)i);
+    if (p->kv_block_bytes > 0 && p->block_shard) return p->block_shard[block0 + i];
+    return (int)((block0 + i) % p->shards);
 }
 
 int64_t cost_ps_shard_bytes(const cost_params_t *p, int64_t bytes, int64_t block0, int shard)
 {
     ASSERT(shard >= 0 && shard < p->shards, "shard %d of %d", shard, p->shards);
     if (bytes <= 0) return 0;
-    int64_t P2 = p->shards;
-    int64_t r = ((shard - block0) % P2 + P2) % P2; /* this shard's position in the rotation */
-    if (p->kv_block_bytes <= 0) {
-        /* Even split in fp32 elements; the first (elems % P2) positions hold one more. */
-        int64_t elems = bytes / 4;
-        int64_t mine = elems / P2 + (r < elems % P2 ? 1 : 0);
-        int64_t b = mine * 4;
-        if (r == 0) b += bytes % 4; /* odd byte counts never occur for fp32; keep the sum exact */
+    int64_t P2 = p->shards, r = rotation_pos(p, block0, shard);
+    if (p->kv_block_bytes <= 0) return r < cost_ps_blocks(p, bytes) ? even_piece_bytes(p, bytes, r) : 0;
+    int64_t nb = cost_ps_blocks(p, bytes), b = 0;
+    if (p->block_shard) {
+        for (int64_t i = 0; i < nb; i++)
+            if (p->block_shard[block0 + i] == shard) b += cost_ps_block_bytes(p, bytes, i);
         return b;
     }
-    int64_t B = p->kv_block_bytes;
-    int64_t nb = (bytes + B - 1) / B;
     if (r >= nb) return 0;
-    int64_t count = (nb - 1 - r) / P2 + 1;
-    int64_t b = count * B;
+    int64_t B = p->kv_block_bytes;
+    b = ((nb - 1 - r) / P2 + 1) * B;
     if ((nb - 1) % P2 == r) b -= nb * B - bytes; /* the last, shorter block is here */
     return b;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int cost_ps_pieces(const cost_params_t *p, int64_t bytes, int64_t block0, int *shard,
+                   int64_t *piece_bytes)
+{
+    int64_t nb = cost_ps_blocks(p, bytes);
+    int n = 0;
+    if (nb == 0) return 0;
+    if (p->kv_block_bytes > 0 && p->block_shard) {
+        /* the distinct shards of the tensor's blocks, ascending */
+        for (int64_t i = 0; i < nb && n < p->shards; i++) {
+            int s = p->block_shard[block0 + i];
+            int seen = 0;
+            for (int j = 0; j < n && !seen; j++) seen = shard[j] == s;
+            if (!seen) shard[n++] = s;
+        }
+        qsort(shard, (size_t)n, sizeof *shard, cmp_int);
+    } else {
+        /* a rotation of min(blocks, P2) shards from block0 mod P2, listed ascending */
+        int64_t P2 = p->shards, h = nb < P2 ? nb : P2, start = block0 % P2;
+        int64_t wrapped = start + h > P2 ? start + h - P2 : 0;
+        for (int64_t s = 0; s < wrapped; s++) shard[n++] = (int)s;
+        for (int64_t s = start; s < start + h - wrapped; s++) shard[n++] = (int)s;
+    }
+    for (int j = 0; j < n; j++) piece_bytes[j] = cost_ps_shard_bytes(p, bytes, block0, shard[j]);
+    return n;
 }
 
 cost_t cost_ps(const cost_params_t *p, int64_t bytes, int64_t block0)
@@ -66,21 +150,26 @@ cost_t cost_ps(const cost_params_t *p, int64_t bytes, int64_t block0)
         c.worker_sent = c.worker_recv = bytes;
         push = bytes;
     }
+    int64_t nb = cost_ps_blocks(p, bytes);
+    int cap = (int)(nb < P2 ? nb : P2);
+    int *shard = xcalloc((size_t)cap, sizeof *shard);
+    int64_t *piece = xcalloc((size_t)cap, sizeof *piece);
+    int holders = cost_ps_pieces(p, bytes, block0, shard, piece);
     /* Only holders differ from zero; a non-holder colocated node just sends its gradient. */
-    int holders = cost_ps_holders(p, bytes);
     if (holders < P2) {
         if (bytes > c.node_sent) c.node_sent = c.node_recv = bytes;
         if (bytes > push) push = bytes;
     }
     for (int i = 0; i < holders; i++) {
-        int s = (int)(((block0 + i) % P2 + P2) % P2);
-        int64_t b = cost_ps_shard_bytes(p, bytes, block0, s);
+        int64_t b = piece[i];
         if (b > bmax) bmax = b;
         int64_t node = (bytes - b) + (int64_t)(P1 - 1) * b;
         if (node > c.node_sent) c.node_sent = c.node_recv = node;
         int64_t ph = bytes - b > (int64_t)(P1 - 1) * b ? bytes - b : (int64_t)(P1 - 1) * b;
         if (ph > push) push = ph;
     }
+    free(shard);
+    free(piece);
     c.server_sent = c.server_recv = (int64_t)P1 * bmax;
     int64_t apply = p->server_Bps > 0 ? llround((double)P1 * bmax / p->server_Bps * 1e9) : 0;
     c.time_ns = 2 * (p->lat_ns + xfer_ns(p, push)) + apply;

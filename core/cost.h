@@ -4,9 +4,11 @@
  * all-reduce. The planner chooses schemes with it; the simulator adds contention on top.
  *
  * Byte counts are the formulas of POSEIDON.md §2 (×4 bytes, fp32) when the PS split is even
- * (kv_block_bytes = 0); with KV blocks each shard holds whole blocks, assigned round-robin
- * from a global block counter, so a small layer lands on one shard. A node that is both a
- * worker and a shard does not send to itself.
+ * (kv_block_bytes = 0); with KV blocks each shard holds whole blocks. Blocks are numbered
+ * globally, tensor after tensor in the plan's unit order, and placed one at a time by a
+ * kv_place_t policy (least-loaded by default), so a small layer lands on one shard; the
+ * plan records every block's shard in a table (cost_params_t.block_shard). A node that is
+ * both a worker and a shard does not send to itself.
  *
  * Time is for the layer alone on an idle full-duplex network: per phase, the busiest NIC
  * direction's bytes / bandwidth + one latency (blocks are pipelined). PS: push, apply on the
@@ -32,11 +34,26 @@ typedef enum {
 
 const char *sync_method_name(sync_method_t m);
 
+/* Where the next KV block goes. Least-loaded: to the shard holding the fewest bytes so far
+ * (ties: the lowest shard), which keeps the busiest shard close to the mean: round-robin
+ * gave one of 4 shards 49% of GoogLeNet's parameters, least-loaded 34%. Round-robin: block
+ * b to shard b mod P2 (Poseidon-TF's KV store walked its blocks in turn). */
+typedef enum { KV_PLACE_LEAST_LOADED, KV_PLACE_ROUND_ROBIN, KV_PLACE_COUNT } kv_place_t;
+
+const char *kv_place_name(kv_place_t k);
+/* 0 and *k set, or -1 for an unknown name ("least_loaded", "round_robin"). */
+int kv_place_parse(const char *name, kv_place_t *k);
+
+/* The shard of global block `block` under policy k, given each shard's bytes so far. */
+int cost_kv_next_shard(kv_place_t k, const int64_t *load, int shards, int64_t block);
+
 typedef struct {
     int workers;            /* P1 */
     int shards;             /* P2 <= P1, on nodes 0..P2-1 (colocated with workers) */
     int batch;              /* K, per worker */
     int64_t kv_block_bytes; /* 0: every tensor split evenly over the shards */
+    const int *block_shard; /* with KV blocks: the shard of every global block (the plan's
+                               table); NULL: block b on shard b mod P2 */
     double bw_Bps;          /* per NIC and direction */
     int64_t lat_ns;         /* per message */
     double server_Bps;      /* bytes/s a shard applies; 0: free */
@@ -58,14 +75,23 @@ typedef struct {
     int64_t time_ns;                  /* predicted time, alone on an idle network */
 } cost_t;
 
-/* Bytes of a PS tensor of `bytes` starting at global block `block0` held by shard s. */
+/* Bytes of a PS tensor of `bytes` starting at global block `block0` held by shard s. With
+ * an even split (kv_block_bytes = 0) the tensor's pieces rotate from shard block0 mod P2. */
 int64_t cost_ps_shard_bytes(const cost_params_t *p, int64_t bytes, int64_t block0, int shard);
 
 /* Number of KV blocks of a tensor (1 per shard-piece when kv_block_bytes is 0). */
 int64_t cost_ps_blocks(const cost_params_t *p, int64_t bytes);
 
-/* Shards that hold a piece of the tensor: min(blocks, P2). */
-int cost_ps_holders(const cost_params_t *p, int64_t bytes);
+/* Bytes of block i of a tensor (the last block may be shorter). */
+int64_t cost_ps_block_bytes(const cost_params_t *p, int64_t bytes, int64_t i);
+
+/* The shard of block i of a tensor starting at global block block0. */
+int cost_ps_block_shard(const cost_params_t *p, int64_t bytes, int64_t block0, int64_t i);
+
+/* The shards that hold a piece of the tensor, ascending, and each one's bytes: writes up to
+ * min(blocks, P2) entries to shard[] and piece_bytes[] and returns how many. */
+int cost_ps_pieces(const cost_params_t *p, int64_t bytes, int64_t block0, int *shard,
+                   int64_t *piece_bytes);
 
 /* The pieces of one scheme. */
 cost_t cost_ps(const cost_params_t *p, int64_t bytes, int64_t block0);

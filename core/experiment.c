@@ -75,7 +75,10 @@ const char *experiment_keys_help(void)
            "  iterations = T            simulated iterations, first one is warm-up (5)\n"
            "  seed = N                  (1)\n"
            "  kv_block_mb = B           PS key-value block, 0 = even split, tensor = each\n"
-           "                            tensor whole on one shard, round-robin (4)\n"
+           "                            tensor whole on one shard (4)\n"
+           "  kv_placement = P          which shard each KV block goes to: least_loaded (the\n"
+           "                            one with the fewest bytes so far) or round_robin\n"
+           "                            (least_loaded)\n"
            "  allreduce_bucket_mb = B   fuse all-reduce units, in backward order, into buckets\n"
            "                            of >= B MB, one ring each; 0 = one per layer (0)\n"
            "  net_model = M             simulated bandwidth sharing: exact (per-flow max-min),\n"
@@ -177,6 +180,10 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
         e->kv_block_bytes = llround(d * (1 << 20));
         if (d > 0 && e->kv_block_bytes < 4)
             return kv_error(err, errlen, where, "expected kv_block_mb of at least 4 bytes");
+    } else if (!strcmp(key, "kv_placement")) {
+        if (kv_place_parse(val, &e->kv_placement))
+            return kv_error(err, errlen, where,
+                            "expected kv_placement = least_loaded | round_robin, got '%s'", val);
     } else if (!strcmp(key, "allreduce_bucket_mb")) {
         if (kv_double(val, &d) || !(d >= 0 && d <= 1e6))
             return kv_error(err, errlen, where,

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "cluster.h"
+#include "cost.h"
 
 /* How parameters are synchronised. A scheme is a base plus whether sync overlaps backward
  * (wait-free backprop). */
@@ -74,6 +75,7 @@ typedef struct {
     int64_t kv_block_bytes;    /* KV-store block; 0 splits each tensor evenly over shards;
                                   KV_BLOCK_WHOLE_TENSOR puts each tensor whole on one shard */
     int64_t allreduce_bucket_bytes; /* all-reduce fusion bucket (core/plan.h); 0: none */
+    kv_place_t kv_placement;   /* KV block to shard policy (core/cost.h) */
     net_model_t net_model;
 
     int n_nodes;

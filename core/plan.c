@@ -108,6 +108,71 @@ static void buckets_build(plan_t *p)
     }
 }
 
+/* The KV block table under construction: each shard's bytes so far (committed units). */
+typedef struct {
+    plan_t *p;
+    int64_t *load;
+    int64_t cap;
+    int64_t *scratch;
+} kv_table_t;
+
+static void kv_reserve(kv_table_t *kv, int64_t n)
+{
+    plan_t *p = kv->p;
+    if (n <= kv->cap) return;
+    kv->cap = n > 2 * kv->cap ? n : 2 * kv->cap;
+    p->kv_block_shard = xrealloc(p->kv_block_shard, (size_t)kv->cap * sizeof *p->kv_block_shard);
+    p->cost.block_shard = p->kv_block_shard;
+}
+
+/* Place a tensor of `bytes` from global block block0 as if it were committed, so the cost
+ * model can price PS for it; the committed loads are left as they were. */
+static void kv_preview(kv_table_t *kv, int64_t block0, int64_t bytes)
+{
+    plan_t *p = kv->p;
+    int64_t nb = cost_ps_blocks(&p->cost, bytes);
+    kv_reserve(kv, block0 + nb);
+    if (!kv->scratch) kv->scratch = xcalloc((size_t)p->shards, sizeof *kv->scratch);
+    memcpy(kv->scratch, kv->load, (size_t)p->shards * sizeof *kv->scratch);
+    for (int64_t i = 0; i < nb; i++) {
+        int s = cost_kv_next_shard(p->kv_placement, kv->scratch, p->shards, block0 + i);
+        p->kv_block_shard[block0 + i] = s;
+        kv->scratch[s] += cost_ps_block_bytes(&p->cost, bytes, i);
+    }
+}
+
+/* Commit the unit's PS tensor (its first blocks are where kv_preview put them). */
+static void kv_commit(kv_table_t *kv, int64_t block0, int64_t bytes)
+{
+    plan_t *p = kv->p;
+    int64_t nb = cost_ps_blocks(&p->cost, bytes);
+    for (int64_t i = 0; i < nb; i++)
+        kv->load[p->kv_block_shard[block0 + i]] += cost_ps_block_bytes(&p->cost, bytes, i);
+}
+
+/* Every unit's shards and bytes, ascending by shard: what PUSH, APPLY and PULL walk. */
+static void pieces_build(plan_t *p)
+{
+    int64_t total = 0;
+    for (int u = 0; u < p->n_units; u++) {
+        int64_t nb = cost_ps_blocks(&p->cost, p->units[u].ps_bytes);
+        total += nb < p->shards ? nb : p->shards;
+    }
+    ASSERT(total < INT32_MAX, "%lld PS pieces", (long long)total);
+    p->pieces = xcalloc((size_t)total + 1, sizeof *p->pieces);
+    int *shard = xcalloc((size_t)p->shards, sizeof *shard);
+    int64_t *bytes = xcalloc((size_t)p->shards, sizeof *bytes);
+    for (int u = 0; u < p->n_units; u++) {
+        plan_unit_t *un = &p->units[u];
+        un->piece0 = p->n_pieces;
+        un->n_pieces = cost_ps_pieces(&p->cost, un->ps_bytes, un->tensor.block0, shard, bytes);
+        for (int i = 0; i < un->n_pieces; i++)
+            p->pieces[p->n_pieces++] = (plan_piece_t){shard[i], bytes[i]};
+    }
+    free(shard);
+    free(bytes);
+}
+
 static double range_flops(const model_t *m, int first, int last, int bwd)
 {
     double f = 0;
@@ -139,6 +204,7 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
     ASSERT(o->allreduce_bucket_bytes >= 0, "bucket of %lld bytes",
            (long long)o->allreduce_bucket_bytes);
     p->allreduce_bucket_bytes = o->allreduce_bucket_bytes;
+    p->kv_placement = o->kv_placement;
     p->model = m;
     p->cluster = *c;
     p->scheme = scheme;
@@ -175,6 +241,8 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
 
     /* Choose each unit's method in unit order; PS tensors take global KV blocks in turn. */
     unsigned mask = scheme_mask(scheme.base);
+    kv_table_t kv = {.p = p};
+    if (kv_block_bytes > 0) kv.load = xcalloc((size_t)p->shards, sizeof *kv.load);
     int64_t block = 0;
     for (int u = 0; u < p->n_units; u++) {
         plan_unit_t *un = &p->units[u];
@@ -190,6 +258,7 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
         t.weight_bytes = l->weights * 4;
         t.bias_bytes = l->biases * 4;
         t.block0 = block;
+        if (kv.load) kv_preview(&kv, block, t.weight_bytes + t.bias_bytes);
         for (int j = 0; j < SYNC_METHOD_COUNT; j++)
             if (cost_method_allowed(&p->cost, &t, (sync_method_t)j))
                 un->cost_ns[j] = cost_layer(&p->cost, &t, (sync_method_t)j).time_ns;
@@ -208,8 +277,13 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
             break;
         default: break;
         }
+        if (kv.load) kv_commit(&kv, block, un->ps_bytes);
         block += cost_ps_blocks(&p->cost, un->ps_bytes);
     }
+    free(kv.load);
+    free(kv.scratch);
+    p->n_kv_blocks = kv.load ? block : 0;
+    pieces_build(p);
     buckets_build(p);
 
     /* Ops: compute in program order (FWD 0..U-1, BWD U-1..0), then each unit's sync ops. */
@@ -293,6 +367,8 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
 
 void plan_fini(plan_t *p)
 {
+    free(p->kv_block_shard);
+    free(p->pieces);
     free(p->buckets);
     free(p->units);
     free(p->ops);
@@ -306,26 +382,38 @@ static const plan_unit_t *unit_of(const plan_t *p, int op)
     return &p->units[p->ops[op].unit];
 }
 
+int64_t plan_shard_bytes(const plan_t *p, int unit, int shard)
+{
+    const plan_unit_t *u = &p->units[unit];
+    const plan_piece_t *pc = p->pieces + u->piece0;
+    int lo = 0, hi = u->n_pieces - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (pc[mid].shard == shard) return pc[mid].bytes;
+        if (pc[mid].shard < shard) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return 0;
+}
+
 int plan_has_instance(const plan_t *p, int op, int node)
 {
     if (node < 0 || node >= p->workers) return 0;
     if (p->ops[op].place == PLACE_WORKERS) return 1;
-    const plan_unit_t *u = unit_of(p, op);
-    return node < p->shards &&
-           cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, node) > 0;
+    return plan_shard_bytes(p, p->ops[op].unit, node) > 0;
 }
 
 int plan_n_instances(const plan_t *p, int op)
 {
     if (p->ops[op].place == PLACE_WORKERS) return p->workers;
-    return cost_ps_holders(&p->cost, unit_of(p, op)->ps_bytes);
+    return unit_of(p, op)->n_pieces;
 }
 
 int plan_n_dests(const plan_t *p, int op, int node)
 {
     const plan_unit_t *u = unit_of(p, op);
     switch (p->ops[op].kind) {
-    case OP_PUSH: return cost_ps_holders(&p->cost, u->ps_bytes);
+    case OP_PUSH: return u->n_pieces;
     case OP_PULL: return p->workers;
     case OP_SFB: return p->workers - 1;
     case OP_ALLREDUCE: return 1;
@@ -337,14 +425,12 @@ int plan_dest(const plan_t *p, int op, int node, int i, int64_t *bytes)
 {
     const plan_unit_t *u = unit_of(p, op);
     ASSERT(i >= 0 && i < plan_n_dests(p, op, node), "dest %d of op %d", i, op);
-    int d;
     switch (p->ops[op].kind) {
     case OP_PUSH:
-        d = (int)((u->tensor.block0 + i) % p->shards);
-        *bytes = cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, d);
-        return d;
+        *bytes = p->pieces[u->piece0 + i].bytes;
+        return p->pieces[u->piece0 + i].shard;
     case OP_PULL:
-        *bytes = cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, node);
+        *bytes = plan_shard_bytes(p, p->ops[op].unit, node);
         return i;
     case OP_SFB: *bytes = u->sfb_peer_bytes; return i < node ? i : i + 1;
     case OP_ALLREDUCE:
@@ -360,7 +446,7 @@ int plan_dest_broadcast(const plan_t *p, int op, int node, int64_t *bytes, int *
     const plan_unit_t *u = unit_of(p, op);
     switch (p->ops[op].kind) {
     case OP_PULL: /* destinations 0..workers-1 (every node), one piece each */
-        *bytes = cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, node);
+        *bytes = plan_shard_bytes(p, p->ops[op].unit, node);
         *self = 1;
         return p->workers >= 2;
     case OP_SFB: /* every node but the sender */
@@ -376,7 +462,7 @@ int plan_n_sources(const plan_t *p, int op, int node)
     const plan_unit_t *u = unit_of(p, op);
     switch (p->ops[op].kind) {
     case OP_PUSH: return plan_has_instance(p, u->op_apply, node) ? p->workers : 0;
-    case OP_PULL: return cost_ps_holders(&p->cost, u->ps_bytes);
+    case OP_PULL: return u->n_pieces;
     case OP_SFB: return p->workers - 1;
     case OP_ALLREDUCE: return 1;
     default: return 0;
@@ -471,6 +557,21 @@ void plan_print(const plan_t *p, FILE *f, int csv)
                     p->model->layers[p->units[bk->first].layer].name, (long long)bk->bytes,
                     (long long)(2 * bk->ar_bytes), bk->cost_ns / 1e6);
         }
+    }
+    if (p->n_pieces > 0 && p->shards > 1) {
+        int64_t *held = xcalloc((size_t)p->shards, sizeof *held), total = 0;
+        int busiest = 0;
+        for (int i = 0; i < p->n_pieces; i++) {
+            held[p->pieces[i].shard] += p->pieces[i].bytes;
+            total += p->pieces[i].bytes;
+        }
+        for (int s = 1; s < p->shards; s++)
+            if (held[s] > held[busiest]) busiest = s;
+        fprintf(f, "# PS: %lld bytes over %d shards (%s), the busiest (shard %d) holds %.1f%%\n",
+                (long long)total, p->shards,
+                p->cost.kv_block_bytes > 0 ? kv_place_name(p->kv_placement) : "even split",
+                busiest, 100.0 * (double)held[busiest] / (double)total);
+        free(held);
     }
     fprintf(f, "# network flows per iteration (all nodes): %lld\n",
             (long long)plan_flows_per_iteration(p));

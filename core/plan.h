@@ -10,6 +10,14 @@
  * first..last; the layers before the first parameter layer join unit 0). Unit u syncs the
  * parameters of layer units[u].layer with units[u].method.
  *
+ * KV blocks. A unit's PS tensor (all its parameters, or its biases under SFB) is cut into
+ * cost_ps_blocks() blocks numbered globally in unit order (tensor.block0 is its first); each
+ * block goes to a shard by the kv_placement policy, evaluated block by block in that order,
+ * and kv_block_shard records the result, the one table that the cost model, the simulator
+ * and the runtime's PS layout read. A method is costed with the blocks placed as if the unit
+ * chose PS; the placement of block i of a tensor depends only on the blocks before it, so
+ * the biases alone (SFB) land on the shards of that tensor's first blocks.
+ *
  * Ops are a template for ONE iteration; an op instance is (op, node, iteration t). The template
  * has O(layers) ops, so the plan's size does not grow with the cluster; an executor's state is
  * O(nodes x ops). Placement says where instances exist:
@@ -138,6 +146,7 @@ typedef struct {
     int64_t ar_chunk_bytes; /* bytes each node sends in one step of the unit's own ring */
     int64_t cost_ns[SYNC_METHOD_COUNT]; /* predicted time of each method; -1: not allowed */
     int bucket;           /* all-reduce bucket of the unit; -1: not synced by all-reduce */
+    int piece0, n_pieces; /* the PS tensor's shards: pieces[piece0 .. piece0 + n_pieces) */
     int op_fwd, op_bwd, op_push, op_apply, op_pull, op_sfb, op_update;
     int op_allreduce;     /* the OP_ALLREDUCE of the unit's bucket, shared by its members */
 } plan_unit_t;                /* op_*: -1 when the unit has no such op */
@@ -153,6 +162,12 @@ typedef struct {
     int64_t cost_ns;      /* cost_allreduce() of bytes: the ring alone on an idle network */
     int op;               /* its OP_ALLREDUCE */
 } plan_bucket_t;
+
+/* The part of a unit's PS tensor that one shard holds. */
+typedef struct {
+    int shard;
+    int64_t bytes;
+} plan_piece_t;
 
 typedef struct {
     const model_t *model;  /* borrowed: must outlive the plan */
@@ -171,6 +186,11 @@ typedef struct {
     int64_t allreduce_bucket_bytes; /* B; 0: no fusion */
     int n_buckets;
     plan_bucket_t *buckets; /* in backward order: bucket 0 holds unit U-1's all-reduce */
+    kv_place_t kv_placement;
+    int64_t n_kv_blocks;    /* global KV blocks (kv_block_bytes > 0; else 0) */
+    int *kv_block_shard;    /* their shards; cost.block_shard points here */
+    int n_pieces;
+    plan_piece_t *pieces;   /* per unit, ascending by shard */
 } plan_t;
 
 /* What a plan is built for, beyond the model and the cluster. */
@@ -180,6 +200,7 @@ typedef struct {
     int batch;                      /* per worker */
     int64_t kv_block_bytes;         /* PS block; 0: every tensor split evenly over shards */
     int64_t allreduce_bucket_bytes; /* all-reduce bucket size B; 0: one all-reduce per unit */
+    kv_place_t kv_placement;        /* which shard each KV block goes to (core/cost.h) */
 } plan_opts_t;
 
 /* Build the plan. Returns 0, or -1 with a message in err (a model without layers). The plan
@@ -190,6 +211,9 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
 int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme, int staleness,
                int batch, int64_t kv_block_bytes, char *err, size_t errlen);
 void plan_fini(plan_t *p);
+
+/* Bytes of unit u's PS tensor that shard holds (0 when none). */
+int64_t plan_shard_bytes(const plan_t *p, int unit, int shard);
 
 /* Where instances of op exist. */
 int plan_has_instance(const plan_t *p, int op, int node);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/cost.h"
 #include "core/log.h"
 #include "runtime/comm.h"
 
@@ -29,14 +30,12 @@ int ps_layout_build(ps_layout_t *l, const ps_range_t *ranges, int n_ranges, size
     int cap = 0;
     for (int i = 0; i < n_ranges; i++) cap += (int)((ranges[i].count + block_floats - 1) / block_floats);
     l->blocks = xcalloc((size_t)cap + 1, sizeof *l->blocks);
-    uint64_t *load = xcalloc((size_t)n_shards, sizeof *load);
+    int64_t *load = xcalloc((size_t)n_shards, sizeof *load);
     for (int i = 0; i < n_ranges; i++)
         for (uint64_t o = 0; o < ranges[i].count; o += block_floats) {
             uint64_t n = ranges[i].count - o < block_floats ? ranges[i].count - o : block_floats;
-            int best = 0;
-            for (int s = 1; s < n_shards; s++)
-                if (load[s] < load[best]) best = s;
-            load[best] += n;
+            int best = cost_kv_next_shard(KV_PLACE_LEAST_LOADED, load, n_shards, l->n_blocks);
+            load[best] += (int64_t)n;
             l->blocks[l->n_blocks++] =
                 (ps_block_t){.offset = ranges[i].offset + o, .count = (uint32_t)n,
                              .shard = best, .range = i};

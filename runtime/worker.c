@@ -752,8 +752,8 @@ static int cmp_block(const void *a, const void *b)
 }
 
 /* The PS layout the plan describes: unit u's PS tensor is cut into cost_ps_blocks() blocks,
- * block i on shard (block0 + i) mod P2 (plan_dest), so that every byte goes where the plan
- * and the simulator say it goes. */
+ * block i on the plan's shard for it (kv_block_shard, plan_dest), so that every byte goes
+ * where the plan and the simulator say it goes. */
 static void layout_from_plan(worker_t *w)
 {
     const plan_t *p = &w->plan;
@@ -768,12 +768,8 @@ static void layout_from_plan(worker_t *w)
         int64_t bytes = wu->ps_count * 4, block0 = p->units[u].tensor.block0;
         int64_t nb = cost_ps_blocks(&p->cost, bytes), off = wu->ps_off;
         for (int64_t i = 0; i < nb; i++) {
-            int shard = (int)((block0 + i) % p->shards);
-            int64_t b = p->cost.kv_block_bytes > 0
-                            ? (bytes - i * p->cost.kv_block_bytes < p->cost.kv_block_bytes
-                                   ? bytes - i * p->cost.kv_block_bytes
-                                   : p->cost.kv_block_bytes)
-                            : cost_ps_shard_bytes(&p->cost, bytes, block0, shard);
+            int shard = cost_ps_block_shard(&p->cost, bytes, block0, i);
+            int64_t b = cost_ps_block_bytes(&p->cost, bytes, i);
             l->blocks[l->n_blocks++] =
                 (ps_block_t){.offset = (uint64_t)off, .count = (uint32_t)(b / 4), .shard = shard,
                              .range = u};
@@ -781,14 +777,14 @@ static void layout_from_plan(worker_t *w)
         }
         ASSERT(off == wu->ps_off + wu->ps_count, "unit %d: blocks end at %lld, range at %lld", u,
                (long long)off, (long long)(wu->ps_off + wu->ps_count));
-        for (int s = 0; s < p->shards; s++) { /* the same bytes per shard as the cost model */
+        for (int s = 0; s < p->shards; s++) { /* the same bytes per shard as the plan */
             int64_t mine = 0;
             for (int k = 0; k < l->n_blocks; k++)
                 if (l->blocks[k].range == u && l->blocks[k].shard == s)
                     mine += (int64_t)l->blocks[k].count * 4;
-            ASSERT(mine == cost_ps_shard_bytes(&p->cost, bytes, block0, s),
+            ASSERT(mine == plan_shard_bytes(p, u, s),
                    "unit %d shard %d: %lld bytes, the plan says %lld", u, s, (long long)mine,
-                   (long long)cost_ps_shard_bytes(&p->cost, bytes, block0, s));
+                   (long long)plan_shard_bytes(p, u, s));
         }
     }
     qsort(l->blocks, (size_t)l->n_blocks, sizeof *l->blocks, cmp_block);
@@ -1312,7 +1308,8 @@ int worker_run(const worker_config_t *cfg)
     }
     plan_opts_t po = {.scheme = cfg->scheme, .staleness = cfg->staleness, .batch = cfg->batch,
                       .kv_block_bytes = cfg->kv_block_bytes,
-                      .allreduce_bucket_bytes = cfg->allreduce_bucket_bytes};
+                      .allreduce_bucket_bytes = cfg->allreduce_bucket_bytes,
+                      .kv_placement = cfg->kv_placement};
     if (plan_build_opts(&w->plan, &w->model, &cl, &po, err, sizeof err))
         coord_client_fail(w->cl, "%s", err);
     w->plan_built = true;

@@ -65,6 +65,7 @@ typedef struct {
     init_kind_t init;
     uint64_t seed;
     int64_t kv_block_bytes;    /* PS block; 0: every tensor split evenly over the shards */
+    kv_place_t kv_placement;   /* which shard each block goes to (core/cost.h) */
     int64_t allreduce_bucket_bytes; /* fuse all-reduce units into buckets of >= this many
                                        bytes (core/plan.h); 0: one ring per unit */
     int64_t report_every;      /* iterations between report rows; 0: once per epoch */

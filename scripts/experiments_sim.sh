@@ -48,7 +48,8 @@ done
 # round-robin (kv_block_mb = tensor), instead of Poseidon's 4 MB blocks.
 for m in vgg19-22k inception-v3; do
     echo "== $m: ps with whole tensors per shard (TensorFlow's placement), 40 GbE" >&2
-    "$bin" sim "experiments/$m.exp" --set kv_block_mb=tensor --set sweep_schemes=ps \
+    "$bin" sim "experiments/$m.exp" --set kv_block_mb=tensor --set kv_placement=round_robin \
+        --set sweep_schemes=ps \
         --set sweep_gbps=40 --csv "out/experiments/tfplace-$m.csv" > /dev/null
 done
 

@@ -146,8 +146,7 @@ static int64_t op_duration(sim_t *s, int op, int node)
     case OP_UPDATE: ns = po->flops / s->tm->update_flops * 1e9; break;
     case OP_APPLY: {
         if (p->cluster.server_Bps <= 0) return 0;
-        const plan_unit_t *u = &p->units[po->unit];
-        int64_t b = cost_ps_shard_bytes(&p->cost, u->ps_bytes, u->tensor.block0, node);
+        int64_t b = plan_shard_bytes(p, po->unit, node);
         return llround((double)b * p->workers / p->cluster.server_Bps * 1e9);
     }
     default: ASSERT(0, "op %d has no duration", op);

@@ -19,7 +19,8 @@ int simrun_config(const experiment_t *e, const model_t *m, const cluster_t *c, s
     plan_t p;
     plan_opts_t po = {.scheme = s, .staleness = e->staleness, .batch = e->batch,
                       .kv_block_bytes = e->kv_block_bytes,
-                      .allreduce_bucket_bytes = e->allreduce_bucket_bytes};
+                      .allreduce_bucket_bytes = e->allreduce_bucket_bytes,
+                      .kv_placement = e->kv_placement};
     if (plan_build_opts(&p, m, c, &po, err, errlen)) return -1;
     sim_times_t tm;
     if (e->profile_path[0]) {

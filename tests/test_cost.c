@@ -81,13 +81,18 @@ TEST(cost_kv_blocks_split_tensors_over_shards)
     cost_params_t p = params(8, 8, 32);
     p.kv_block_bytes = 4 << 20;
     /* A tensor below one block lives on one shard; the shard follows block0. */
-    CHECK_EQ_I64(cost_ps_holders(&p, 1000), 1);
+    int shard[8];
+    int64_t piece[8];
+    CHECK_EQ_I64(cost_ps_pieces(&p, 1000, 13, shard, piece), 1);
+    CHECK_EQ_I64(shard[0], 13 % 8);
+    CHECK_EQ_I64(piece[0], 1000);
     CHECK_EQ_I64(cost_ps_shard_bytes(&p, 1000, 13, 13 % 8), 1000);
     CHECK_EQ_I64(cost_ps_shard_bytes(&p, 1000, 13, 0), 0);
     /* 10 blocks + a tail over 8 shards: shards of positions 0..2 hold two pieces. */
     int64_t bytes = 10 * (4 << 20) + 12345, sum = 0;
     CHECK_EQ_I64(cost_ps_blocks(&p, bytes), 11);
-    CHECK_EQ_I64(cost_ps_holders(&p, bytes), 8);
+    CHECK_EQ_I64(cost_ps_pieces(&p, bytes, 5, shard, piece), 8);
+    for (int s = 0; s < 8; s++) CHECK_EQ_I64(shard[s], s); /* listed ascending */
     for (int s = 0; s < 8; s++) sum += cost_ps_shard_bytes(&p, bytes, 5, s);
     CHECK_EQ_I64(sum, bytes);
     CHECK_EQ_I64(cost_ps_shard_bytes(&p, bytes, 5, 5), 2 * (4 << 20));
@@ -100,6 +105,43 @@ TEST(cost_kv_blocks_split_tensors_over_shards)
     CHECK_EQ_I64(sum, 4 * 1001);
     CHECK_EQ_I64(cost_ps_shard_bytes(&p, 4 * 1001, 0, 0), 4 * 126);
     CHECK_EQ_I64(cost_ps_shard_bytes(&p, 4 * 1001, 0, 7), 4 * 125);
+    /* A rotation that wraps: 3 elements from shard 6 sit on 6, 7 and 0. */
+    CHECK_EQ_I64(cost_ps_pieces(&p, 12, 6, shard, piece), 3);
+    CHECK(shard[0] == 0 && shard[1] == 6 && shard[2] == 7, "%d %d %d", shard[0], shard[1],
+          shard[2]);
+    CHECK(piece[0] == 4 && piece[1] == 4 && piece[2] == 4, "pieces");
+}
+
+TEST(cost_kv_table_places_blocks_where_it_says)
+{
+    /* Least-loaded picks the emptiest shard, the lowest on a tie; round-robin b mod P2. */
+    int64_t load[4] = {30, 10, 10, 20};
+    CHECK_EQ_I64(cost_kv_next_shard(KV_PLACE_LEAST_LOADED, load, 4, 7), 1);
+    CHECK_EQ_I64(cost_kv_next_shard(KV_PLACE_ROUND_ROBIN, load, 4, 7), 3);
+    kv_place_t k;
+    CHECK(kv_place_parse("round_robin", &k) == 0 && k == KV_PLACE_ROUND_ROBIN, "parse");
+    CHECK(kv_place_parse("least_loaded", &k) == 0 && k == KV_PLACE_LEAST_LOADED, "parse");
+    CHECK(kv_place_parse("random", &k) == -1, "unknown name accepted");
+    /* With a table, a tensor's bytes per shard follow the table, not the rotation. */
+    cost_params_t p = params(4, 4, 32);
+    p.kv_block_bytes = 100;
+    const int table[] = {1, 1, 2, 2, 2, 0, 2}; /* blocks 0..1 belong to another tensor */
+    p.block_shard = table;
+    int64_t bytes = 450; /* blocks 2..6: 100 on 2, 100 on 2, 100 on 2, 100 on 0, 50 on 2 */
+    CHECK_EQ_I64(cost_ps_shard_bytes(&p, bytes, 2, 2), 350);
+    CHECK_EQ_I64(cost_ps_shard_bytes(&p, bytes, 2, 0), 100);
+    CHECK_EQ_I64(cost_ps_shard_bytes(&p, bytes, 2, 1), 0);
+    CHECK_EQ_I64(cost_ps_block_shard(&p, bytes, 2, 3), 0);
+    CHECK_EQ_I64(cost_ps_block_bytes(&p, bytes, 4), 50);
+    int shard[4];
+    int64_t piece[4];
+    CHECK_EQ_I64(cost_ps_pieces(&p, bytes, 2, shard, piece), 2);
+    CHECK(shard[0] == 0 && piece[0] == 100 && shard[1] == 2 && piece[1] == 350, "pieces");
+    /* The PS time is set by the busiest shard: 350 of 450 bytes on one of 4 nodes, so it
+     * receives 3 x 350 and sends 100 of its own gradient elsewhere. */
+    cost_t c = cost_ps(&p, bytes, 2);
+    CHECK_EQ_I64(c.server_recv, 4 * 350);
+    CHECK_EQ_I64(c.node_recv, 3 * 350 + 100);
 }
 
 TEST(cost_times_are_latency_plus_bytes_over_bandwidth)

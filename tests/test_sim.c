@@ -438,15 +438,21 @@ TEST(sim_kv_block_tensor_puts_each_tensor_on_one_shard)
      * consecutive shards; with 4 MB blocks VGG19's fc6 (411 MB) is spread over all 16. */
     experiment_t e;
     model_t m;
-    fixture_load_exp(&e, &m, exp_text("kv_block_mb = tensor\nscheme = ps\n"));
+    fixture_load_exp(&e, &m,
+                     exp_text("kv_block_mb = tensor\nkv_placement = round_robin\nscheme = ps\n"));
     CHECK_EQ_I64(e.kv_block_bytes, KV_BLOCK_WHOLE_TENSOR);
+    CHECK_EQ_I64(e.kv_placement, KV_PLACE_ROUND_ROBIN);
+    char err[512];
+    CHECK(experiment_override(&e, "kv_placement=random", err, sizeof err) == -1, "accepted");
+    CHECK(strstr(err, "kv_placement") && strstr(err, "random"), "%s", err);
     for (int whole = 1; whole >= 0; whole--) {
         cluster_t c = e.cluster;
         c.nodes = 16;
         plan_t p;
-        char err[512];
-        REQUIRE(plan_build(&p, &m, &c, e.scheme, 0, 32, whole ? e.kv_block_bytes : 4 << 20, err,
-                           sizeof err) == 0, "%s", err);
+        plan_opts_t o = {.scheme = e.scheme, .batch = 32,
+                         .kv_block_bytes = whole ? e.kv_block_bytes : 4 << 20,
+                         .kv_placement = e.kv_placement};
+        REQUIRE(plan_build_opts(&p, &m, &c, &o, err, sizeof err) == 0, "%s", err);
         int prev = -1, units = 0;
         for (int u = 0; u < p.n_units; u++) {
             const plan_unit_t *un = &p.units[u];
