@@ -132,7 +132,11 @@ nf_acquire
 ip link add "$br" type bridge || die "cannot create bridge $br"
 ip link set "$br" up
 # fair_queue DEV: the `tc -batch` lines of the "fair" queue under tbf 2: (see Queues above).
-# Class 3:10: packets under 128 bytes (IPv4 total length) and whatever is not TCP; classes
+# Class 3:10: packets under 128 bytes (IPv4 total length), the coordinator's connections
+# (MASTER_PORT: heartbeats and control, sparse flows that fq_codel would serve first; hashed
+# with the bulk transfers, a heartbeat waited over 3 s behind a class's queue in an 8-node
+# Inception-V3 run at 1 Gbit/s, and the coordinator declared the node dead) and whatever is
+# not TCP; classes
 # 3:100-3:1ff: TCP by (source port bits 1-4, destination port bits 1-4) - bit 0 is left
 # out, as the kernel gives connecting and listening sockets ports of fixed parity. A u32
 # hash reads one masked field, so a first table splits by source port and links each
@@ -147,6 +151,8 @@ fair_queue() {
             "$d" $((0x100 + i))
     done
     echo "filter add dev $d parent 3: prio 1 protocol ip u32 match u16 0x0000 0xff80 at 2 flowid 3:10"
+    echo "filter add dev $d parent 3: prio 1 protocol ip u32 match ip sport $port 0xffff flowid 3:10"
+    echo "filter add dev $d parent 3: prio 1 protocol ip u32 match ip dport $port 0xffff flowid 3:10"
     echo "filter add dev $d parent 3: prio 2 handle 1: protocol ip u32 divisor 16"
     for i in $(seq 0 15); do
         printf 'filter add dev %s parent 3: prio 2 handle %x: protocol ip u32 divisor 16\n' \
