@@ -403,6 +403,7 @@ void comm_msg_move(comm_msg_t *dst, comm_msg_t *src)
 {
     dst->hdr = src->hdr;
     dst->peer = src->peer;
+    dst->recv_ns = src->recv_ns;
     dst->has_payload = src->has_payload;
     memcpy(dst->rid, src->rid, sizeof src->rid);
     dst->rid_len = src->rid_len;
@@ -585,6 +586,7 @@ static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
     }
     out->hdr = h;
     out->peer = peer;
+    out->recv_ns = comm_now_ns();
     c->bytes_received += h.length;
     return 1;
 }
@@ -615,14 +617,15 @@ static int stash_take(comm_t *c, const comm_match_t *m, comm_msg_t *out)
     return 0;
 }
 
-int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms)
+/* Polls the comm's sockets (and fd, when >= 0) until a message matching m arrives (1, out
+ * filled; out NULL: every message is kept), fd is readable (2), or timeout_ms passes (0).
+ * Messages not returned go to the stash with their arrival time. -1 on an error (logged). */
+static int poll_in(comm_t *c, const comm_match_t *m, int fd, comm_msg_t *out, int timeout_ms)
 {
-    out->has_payload = 0;
-    if (stash_take(c, m, out)) return 1;
     int64_t deadline = comm_now_ns() + (int64_t)timeout_ms * 1000000;
     int n_items = 0;
-    zmq_pollitem_t items[1 + c->n_peers];
-    int item_peer[1 + c->n_peers];
+    zmq_pollitem_t items[2 + c->n_peers];
+    int item_peer[2 + c->n_peers];
     if (c->router) {
         items[n_items] = (zmq_pollitem_t){c->router, 0, ZMQ_POLLIN, 0};
         item_peer[n_items++] = -1;
@@ -632,6 +635,12 @@ int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms)
             items[n_items] = (zmq_pollitem_t){c->peers[i].dealer, 0, ZMQ_POLLIN, 0};
             item_peer[n_items++] = i;
         }
+    int fd_item = -1;
+    if (fd >= 0) {
+        fd_item = n_items;
+        items[n_items] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
+        item_peer[n_items++] = -1;
+    }
     for (;;) {
         int64_t left_ns = deadline - comm_now_ns();
         if (left_ns < 0) left_ns = 0;
@@ -648,7 +657,7 @@ int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms)
             continue;
         }
         for (int i = 0; i < n_items; i++) {
-            if (!(items[i].revents & ZMQ_POLLIN)) continue;
+            if (!(items[i].revents & ZMQ_POLLIN) || i == fd_item) continue;
             for (;;) { /* empty this socket before polling again */
                 comm_msg_t g;
                 int r = recv_one(c, items[i].socket, item_peer[i], &g);
@@ -658,7 +667,7 @@ int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms)
                 }
                 if (r == 2) break;
                 if (r == 0) continue;
-                if (match_ok(m, &g)) {
+                if (out && match_ok(m, &g)) {
                     *out = g;
                     return 1;
                 }
@@ -672,6 +681,21 @@ int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms)
                 stash_push(c, &g);
             }
         }
-        if (stash_take(c, m, out)) return 1;
+        if (out && stash_take(c, m, out)) return 1;
+        if (fd_item >= 0 && (items[fd_item].revents & ZMQ_POLLIN)) return 2;
     }
+}
+
+int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms)
+{
+    out->has_payload = 0;
+    if (stash_take(c, m, out)) return 1;
+    return poll_in(c, m, -1, out, timeout_ms);
+}
+
+int comm_stash_until(comm_t *c, int fd, int timeout_ms)
+{
+    ASSERT(fd >= 0, "comm %s: no descriptor to wait for", c->name);
+    int rc = poll_in(c, NULL, fd, NULL, timeout_ms);
+    return rc == 2 ? 1 : rc;
 }

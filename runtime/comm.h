@@ -13,7 +13,7 @@
  * comms of one process connecting to the same ROUTER do not collide). The receiver takes the
  * peer's rank from it; a message whose header claims another sender is dropped.
  *
- * Messages: frame 1 is the 48-byte msg header (msg.h), frame 2 (only when length > 0) the
+ * Messages: frame 1 is the 56-byte msg header (msg.h), frame 2 (only when length > 0) the
  * payload. Every received message is validated (frame count, header, payload length ==
  * header length, claimed sender == transport sender); a bad one is logged as
  * "dropped bad message from <id> (<address>): <reason>", counted, and never returned.
@@ -71,6 +71,8 @@ typedef struct {
 typedef struct {
     msg_header_t hdr;
     int peer;          /* rank of the sender according to the transport */
+    int64_t recv_ns;   /* comm_now_ns() when it was taken from its socket (a message kept
+                        * for a later receive keeps its time) */
     zmq_msg_t payload; /* valid when has_payload */
     int has_payload;
     unsigned char rid[32]; /* routing id of the connection it came on (ROUTER only) */
@@ -142,6 +144,13 @@ int comm_send_buf(comm_t *c, int peer, const unsigned char *rid, size_t rid_len,
 /* Waits up to timeout_ms for a valid message matching m. Returns 1 (out filled; close it
  * with comm_msg_close), 0 on timeout, -1 on an error (logged). */
 int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms);
+
+/* Takes every message that arrives off the sockets into the kept messages (a later
+ * comm_recv returns it, with its recv_ns) until the file descriptor fd (an eventfd, a
+ * pipe) is readable or timeout_ms passes: a thread that waits for something else can so
+ * note when its messages arrive. Returns 1 when fd is readable (it is not read here), 0 on
+ * timeout, -1 on an error (logged). */
+int comm_stash_until(comm_t *c, int fd, int timeout_ms);
 
 const void *comm_msg_data(const comm_msg_t *msg);
 /* The payload belongs to the receiver alone (ZeroMQ has no further use for it): it may be

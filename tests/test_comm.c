@@ -1,10 +1,12 @@
-/* comm: messages between two comms on loopback, matching/stash, zero-copy release, and bad
- * messages (forged headers, raw garbage bytes) dropped with a log while service goes on. */
+/* comm: messages between two comms on loopback, matching/stash, zero-copy release, arrival
+ * times of messages kept while the receiver waits for a descriptor, and bad messages (forged
+ * headers, raw garbage bytes) dropped with a log while service goes on. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -58,6 +60,37 @@ TEST(comm_send_recv_match_and_zero_copy)
     comm_destroy(&a);
     comm_destroy(&b);
     CHECK(a == NULL);
+}
+
+/* A thread that waits for an eventfd in comm_stash_until takes messages off the socket as
+ * they come: the one read much later by comm_recv keeps its arrival time, and a write to the
+ * eventfd ends the wait at once. */
+TEST(comm_stash_until_times_arrivals)
+{
+    comm_t *a = comm_new("t", 0, 2, "tcp://127.0.0.1:*", 2000);
+    comm_t *b = comm_new("t", 1, 2, "tcp://127.0.0.1:*", 2000);
+    REQUIRE(a && b);
+    REQUIRE(comm_connect(b, 0, comm_endpoint(a)) == 0);
+    int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    REQUIRE(efd >= 0);
+    int64_t sent_ns = comm_now_ns();
+    REQUIRE(comm_send(b, 0, (msg_header_t){.type = MSG_TEST, .iteration = 3}, "x", 1, NULL) == 0);
+    CHECK_EQ_I64(comm_stash_until(a, efd, 300), 0); /* no write: the timeout */
+    int64_t waited_ns = comm_now_ns();
+    uint64_t one = 1;
+    REQUIRE(write(efd, &one, sizeof one) == sizeof one);
+    CHECK_EQ_I64(comm_stash_until(a, efd, 5000), 1);
+    CHECK(comm_now_ns() - waited_ns < 1000000000LL, "the eventfd did not end the wait");
+    comm_msg_t g;
+    REQUIRE(comm_recv(a, NULL, &g, 0) == 1, "the message was not kept");
+    CHECK_EQ_I64(g.hdr.iteration, 3);
+    CHECK(g.recv_ns >= sent_ns && g.recv_ns < waited_ns,
+          "arrival %lld ns after the send, the wait ended %lld ns after it",
+          (long long)(g.recv_ns - sent_ns), (long long)(waited_ns - sent_ns));
+    comm_msg_close(&g);
+    close(efd);
+    comm_destroy(&a);
+    comm_destroy(&b);
 }
 
 /* A shared buffer sent twice without a copy: while no peer is there to take it (the
