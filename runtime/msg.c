@@ -57,6 +57,7 @@ void msg_encode(const msg_header_t *h, unsigned char out[MSG_HEADER_BYTES])
     put_u64(out + 24, (uint64_t)h->iteration);
     put_u64(out + 32, h->offset);
     put_u64(out + 40, h->length);
+    put_u64(out + 48, (uint64_t)h->stamp_ns);
     put_u32(out + 20, header_crc(out));
 }
 
@@ -115,6 +116,7 @@ int msg_decode(const void *buf, size_t bytes, msg_header_t *h, char *why, size_t
         .iteration = (int64_t)get_u64(b + 24),
         .offset = get_u64(b + 32),
         .length = get_u64(b + 40),
+        .stamp_ns = (int64_t)get_u64(b + 48),
     };
     if (!strcmp(msg_type_name(m.type), "?")) FAIL("unknown message type %u", m.type);
     if (m.length > MSG_MAX_PAYLOAD_BYTES)
@@ -126,6 +128,7 @@ int msg_decode(const void *buf, size_t bytes, msg_header_t *h, char *why, size_t
              (unsigned long long)m.length);
     if (m.layer < -1) FAIL("layer %d", m.layer);
     if (m.iteration < -1) FAIL("iteration %lld", (long long)m.iteration);
+    if (m.stamp_ns < 0) FAIL("stamp %lld ns", (long long)m.stamp_ns);
     *h = m;
     return 0;
 }

@@ -1,6 +1,6 @@
 /* msg: the fixed binary header carried as the first frame of every runtime message.
  *
- * Wire layout (48 bytes, little-endian, packed by hand byte by byte so that neither the
+ * Wire layout (56 bytes, little-endian, packed by hand byte by byte so that neither the
  * compiler's struct padding nor the host's byte order reaches the wire):
  *
  *   off size field
@@ -10,16 +10,21 @@
  *     8    4 sender     rank of the sending process
  *    12    4 layer      layer index, or -1
  *    16    4 shard      PS shard, ring step, or peer: meaning depends on type
- *    20    4 crc        zlib crc32 of bytes 0..19 and 24..47 (the header without this field)
+ *    20    4 crc        zlib crc32 of bytes 0..19 and 24..55 (the header without this field)
  *    24    8 iteration  signed; -1 for messages outside the training loop
  *    32    8 offset     float offset in the parameter arena (or in the reduced buffer)
  *    40    8 length     payload bytes that follow in the next frame (0: no payload frame)
+ *    48    8 stamp_ns   signed; PS_VALUES: when the shard answered, on the job's trace clock
+ *                       (runtime/ps.h); 0: no stamp (every other type, or no shared clock)
+ *
+ * Version 2 added stamp_ns; a version 1 peer is refused (the job runs one build).
  *
  * Invariant: msg_decode accepts a buffer only if it is exactly MSG_HEADER_BYTES long, the
  * magic, version and crc match, the type is known, and the fields are self-consistent
- * (offset + length does not overflow; float payload types have length % 4 == 0). Any single
- * corrupted byte is rejected (crc32 detects every burst of up to 32 bits). The payload
- * length is checked against the received frame by the receiver (comm), not here.
+ * (offset + length does not overflow; float payload types have length % 4 == 0; stamp_ns is
+ * not negative). Any single corrupted byte is rejected (crc32 detects every burst of up to
+ * 32 bits). The payload length is checked against the received frame by the receiver
+ * (comm), not here.
  */
 #ifndef POSEIDON_MSG_H
 #define POSEIDON_MSG_H
@@ -28,8 +33,8 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x4E445350u /* "PSDN" read as little-endian bytes */
-#define MSG_VERSION 1
-#define MSG_HEADER_BYTES 48
+#define MSG_VERSION 2
+#define MSG_HEADER_BYTES 56
 /* Largest payload accepted in one message: 1 GiB. A KV block is 4 MB by default
  * (Poseidon-TF); this bound only guards against a forged length. */
 #define MSG_MAX_PAYLOAD_BYTES (1ull << 30)
@@ -66,6 +71,7 @@ typedef struct {
     int64_t iteration;  /* -1: none */
     uint64_t offset;    /* floats */
     uint64_t length;    /* payload bytes */
+    int64_t stamp_ns;   /* see the wire layout; 0: none */
 } msg_header_t;
 
 /* Fills out[MSG_HEADER_BYTES] with the wire form of h (magic, version and crc added). */

@@ -105,6 +105,7 @@ struct ps_server {
     pthread_t thread;
     atomic_int stop;
     atomic_ullong n_rejected;
+    atomic_llong trace_zero_ns; /* 0: answers carry no stamp */
 };
 
 static sblock_t *server_block(ps_server_t *s, uint64_t offset)
@@ -132,6 +133,11 @@ static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *r
 {
     msg_header_t h = {.type = MSG_PS_VALUES, .layer = layer, .shard = (uint32_t)s->cfg.shard,
                       .iteration = k->version - 1, .offset = k->b->offset};
+    int64_t zero = atomic_load(&s->trace_zero_ns);
+    if (zero) { /* when these values start towards the worker: the start of its PULL row */
+        h.stamp_ns = comm_now_ns() - zero;
+        if (h.stamp_ns < 1) h.stamp_ns = 1;
+    }
     int rc = comm_send_buf(s->comm, peer, rid, rid_len, h, k->values);
     if (rc != 0)
         log_warn("ps shard %d: could not answer rank %d's pull of offset %llu", s->cfg.shard,
@@ -301,6 +307,10 @@ void ps_server_destroy(ps_server_t **sp)
 }
 
 const char *ps_server_endpoint(const ps_server_t *s) { return comm_endpoint(s->comm); }
+void ps_server_set_trace_zero(ps_server_t *s, int64_t zero_ns)
+{
+    atomic_store(&s->trace_zero_ns, zero_ns);
+}
 uint64_t ps_server_n_rejected(ps_server_t *s) { return atomic_load(&s->n_rejected); }
 
 void ps_server_copy_values(ps_server_t *s, float *arena)
@@ -402,14 +412,15 @@ int ps_client_push(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64
 int ps_client_pull(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
                    float *arena)
 {
-    return ps_client_pull_from(c, t, layer, offset, count, arena, NULL, NULL);
+    return ps_client_pull_from(c, t, layer, offset, count, arena, NULL);
 }
 
 int ps_client_pull_from(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
-                        float *arena, int64_t *shard_bytes, int64_t *shard_end_ns)
+                        float *arena, ps_pull_times_t *per_shard)
 {
-    if (shard_bytes)
-        for (int s = 0; s < c->layout->n_shards; s++) shard_bytes[s] = shard_end_ns[s] = 0;
+    if (per_shard)
+        for (int s = 0; s < c->layout->n_shards; s++)
+            per_shard[s] = (ps_pull_times_t){0, 0, 0};
     int first, last;
     span(c, offset, count, &first, &last);
     for (int b = first; b <= last; b++) {
@@ -441,9 +452,12 @@ int ps_client_pull_from(ps_client_t *c, int64_t t, int layer, uint64_t offset, u
         if (c->arena_lock) pthread_mutex_lock(c->arena_lock);
         memcpy(arena + g.hdr.offset, comm_msg_data(&g), comm_msg_bytes(&g));
         if (c->arena_lock) pthread_mutex_unlock(c->arena_lock);
-        if (shard_bytes) {
-            shard_bytes[g.peer] += (int64_t)comm_msg_bytes(&g);
-            shard_end_ns[g.peer] = comm_now_ns();
+        if (per_shard) {
+            ps_pull_times_t *ps = &per_shard[g.peer];
+            ps->bytes += (int64_t)comm_msg_bytes(&g);
+            if (g.hdr.stamp_ns && (!ps->first_stamp_ns || g.hdr.stamp_ns < ps->first_stamp_ns))
+                ps->first_stamp_ns = g.hdr.stamp_ns;
+            if (g.recv_ns > ps->last_recv_ns) ps->last_recv_ns = g.recv_ns;
         }
         comm_msg_close(&g);
         got++;

@@ -92,6 +92,11 @@ const char *ps_server_endpoint(const ps_server_t *s);
 void ps_server_copy_values(ps_server_t *s, float *arena);
 /* Messages it rejected (bad, duplicate, out of the staleness bound). */
 uint64_t ps_server_n_rejected(ps_server_t *s);
+/* From now on every answer to a pull carries stamp_ns = comm_now_ns() - zero_ns (>= 1):
+ * when the shard handed that block's values to ZeroMQ, on the clock of the job's trace
+ * (zero_ns: its zero; runtime/worker.c). Before the call, or with zero_ns = 0, answers
+ * carry no stamp. Thread-safe. */
+void ps_server_set_trace_zero(ps_server_t *s, int64_t zero_ns);
 
 typedef struct ps_client ps_client_t;
 
@@ -110,11 +115,18 @@ int ps_client_push(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64
  * offsets). 0, or -1 after the timeout. */
 int ps_client_pull(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
                    float *arena);
-/* ps_client_pull that also reports, per shard s (arrays of layout->n_shards entries), the
- * bytes it sent (shard_bytes[s], 0 when it holds none of the range) and when its last block
- * arrived (shard_end_ns[s], comm_now_ns() clock): the trace's PULL rows are per shard. */
+/* What one shard sent to one pull: the trace's PULL rows are per shard. */
+typedef struct {
+    int64_t bytes;          /* 0: the shard holds none of the range */
+    int64_t first_stamp_ns; /* the earliest stamp_ns of its answers (its trace clock; see
+                               ps_server_set_trace_zero), 0 when they carried none */
+    int64_t last_recv_ns;   /* when its last block was taken from the socket (comm_now_ns) */
+} ps_pull_times_t;
+
+/* ps_client_pull that also fills per_shard[s] for every shard s (layout->n_shards entries;
+ * per_shard may be NULL). */
 int ps_client_pull_from(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
-                        float *arena, int64_t *shard_bytes, int64_t *shard_end_ns);
+                        float *arena, ps_pull_times_t *per_shard);
 /* Pulls of this client write each arriving block into the arena holding *lock (NULL: no
  * lock), so a reader of the arena that takes the same lock never sees a half-written block.
  * The lock must outlive the client. */

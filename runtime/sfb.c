@@ -27,7 +27,8 @@ static int recv_factor(comm_t *c, int type, int peer, int64_t it, int layer, siz
 }
 
 int sfb_exchange(comm_t *c, int64_t iteration, int layer, const float *u, const float *v,
-                 size_t k, size_t m, size_t n, sfb_factor_fn fn, void *arg, int timeout_ms)
+                 size_t k, size_t m, size_t n, sfb_factor_fn fn, void *arg,
+                 int64_t *arrived_ns, int timeout_ms)
 {
     int w = comm_n_peers(c), r = comm_rank(c);
     comm_tracker_t tr;
@@ -44,6 +45,7 @@ int sfb_exchange(comm_t *c, int64_t iteration, int layer, const float *u, const 
     }
     for (int p = 0; p < w && !rc; p++) {
         if (p == r) {
+            if (arrived_ns) arrived_ns[p] = 0;
             fn(arg, r, u, v, k, m, n);
             continue;
         }
@@ -57,6 +59,7 @@ int sfb_exchange(comm_t *c, int64_t iteration, int layer, const float *u, const 
             rc = -1;
             break;
         }
+        if (arrived_ns) arrived_ns[p] = gu.recv_ns > gv.recv_ns ? gu.recv_ns : gv.recv_ns;
         size_t ku = comm_msg_bytes(&gu) / (m * sizeof(float));
         size_t kv = comm_msg_bytes(&gv) / (n * sizeof(float));
         if (ku != kv) {

@@ -22,8 +22,12 @@ typedef void (*sfb_factor_fn)(void *arg, int rank, const float *u, const float *
                               size_t m, size_t n);
 
 /* Exchanges this rank's factors (k x m and k x n) for layer at iteration and calls fn for
- * every rank in rank order. 0, or -1 after timeout_ms (logged naming the missing rank). */
+ * every rank in rank order. arrived_ns (optional, W entries): for every other rank, when
+ * the later of its two factor messages was taken from the socket (comm_msg_t.recv_ns,
+ * possibly before the call when the caller kept them with comm_stash_until); 0 for this
+ * rank. 0, or -1 after timeout_ms (logged naming the missing rank). */
 int sfb_exchange(comm_t *c, int64_t iteration, int layer, const float *u, const float *v,
-                 size_t k, size_t m, size_t n, sfb_factor_fn fn, void *arg, int timeout_ms);
+                 size_t k, size_t m, size_t n, sfb_factor_fn fn, void *arg,
+                 int64_t *arrived_ns, int timeout_ms);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 
 #include "core/check.h"
@@ -136,6 +137,11 @@ typedef struct worker {
     pthread_cond_t *op_cv;     /* n_op_cv of them */
     int n_op_cv;
     int *wake_first, *wake;
+    /* Per op, an eventfd that mark_done signals along with op_cv, for the ops whose thread
+     * waits in comm_stash_until rather than on the condition (SFB: it keeps taking peers'
+     * factors off its sockets while it waits, so that their arrival times are true); -1
+     * for the others. */
+    int *op_efd;
     pthread_mutex_t update_mu; /* RES_UPDATE: one at a time per node */
 
     coord_server_t *cs;
@@ -167,6 +173,7 @@ typedef struct worker {
     trace_t *trace;
     pthread_mutex_t trace_mu;
     int64_t t0_ns;
+    bool t0_shared;            /* t0_ns is rank 0's: one clock with every rank on its host */
     /* Arrivals at this rank's shard (its thread only), per (pushing rank, unit): the blocks of
      * the push of `iteration` seen so far; when all of the unit's blocks on this shard are in,
      * one trace row records them (see push_arrived). */
@@ -237,7 +244,14 @@ static void wake_lists_build(worker_t *w)
     const plan_t *p = &w->plan;
     int n = p->n_ops;
     w->op_cv = xcalloc((size_t)n, sizeof *w->op_cv);
-    for (int op = 0; op < n; op++) pthread_cond_init(&w->op_cv[op], NULL);
+    w->op_efd = xcalloc((size_t)n, sizeof *w->op_efd);
+    for (int op = 0; op < n; op++) {
+        pthread_cond_init(&w->op_cv[op], NULL);
+        w->op_efd[op] = -1;
+        if (p->ops[op].kind == OP_SFB &&
+            (w->op_efd[op] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+            die("eventfd: %s", strerror(errno));
+    }
     w->n_op_cv = n;
     int *cnt = xcalloc((size_t)n + 1, sizeof *cnt), ops[8];
     for (int pass = 0; pass < 2; pass++) {
@@ -324,10 +338,13 @@ static bool wait_ready(const worker_t *w, wait_kind_t k, int op, int64_t t)
 }
 
 /* Blocks until the condition holds; a wait longer than the timeout ends the job, naming the
- * iteration, the layer and what it waited for. */
-static void wait_for(worker_t *w, wait_kind_t k, int op, int64_t t)
+ * iteration, the layer and what it waited for. With a comm c (the op has an eventfd, see
+ * worker_t.op_efd), the thread waits in comm_stash_until on c instead of on the op's
+ * condition: what peers send on c meanwhile is taken off the sockets as it arrives. */
+static void wait_for_on(worker_t *w, wait_kind_t k, int op, int64_t t, comm_t *c)
 {
     const plan_op_t *po = &w->plan.ops[op];
+    ASSERT(!c || w->op_efd[op] >= 0, "op %d waits on a comm without an eventfd", op);
     int64_t deadline = comm_now_ns() + (int64_t)w->cfg->timeout_ms * 1000000;
     pthread_mutex_lock(&w->mu);
     while (!wait_ready(w, k, op, t)) {
@@ -338,6 +355,19 @@ static void wait_for(worker_t *w, wait_kind_t k, int op, int64_t t)
                               k == WAIT_DEPS ? "its plan dependencies" : "a free buffer",
                               w->cfg->timeout_ms);
         }
+        if (c) {
+            /* a completion after the check above leaves the eventfd readable: no wake-up
+             * is lost between the unlock and the poll */
+            pthread_mutex_unlock(&w->mu);
+            if (comm_stash_until(c, w->op_efd[op], 100) < 0)
+                coord_client_fail(w->cl, "%s of layer %s, iteration %lld: receive failed",
+                                  op_kind_name(po->kind), unit_name(w, po->unit), (long long)t);
+            uint64_t n;
+            if (read(w->op_efd[op], &n, sizeof n) < 0 && errno != EAGAIN)
+                die("eventfd read: %s", strerror(errno));
+            pthread_mutex_lock(&w->mu);
+            continue;
+        }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100 * 1000000;
@@ -347,14 +377,24 @@ static void wait_for(worker_t *w, wait_kind_t k, int op, int64_t t)
     pthread_mutex_unlock(&w->mu);
 }
 
+static void wait_for(worker_t *w, wait_kind_t k, int op, int64_t t)
+{
+    wait_for_on(w, k, op, t, NULL);
+}
+
 static void mark_done(worker_t *w, int op, int64_t t)
 {
     pthread_mutex_lock(&w->mu);
     ASSERT(w->done[op] == t, "op %d: instance %lld done after %lld", op, (long long)t,
            (long long)w->done[op]);
     w->done[op] = t + 1;
-    for (int i = w->wake_first[op]; i < w->wake_first[op + 1]; i++)
+    for (int i = w->wake_first[op]; i < w->wake_first[op + 1]; i++) {
         pthread_cond_broadcast(&w->op_cv[w->wake[i]]);
+        uint64_t one = 1;
+        if (w->op_efd[w->wake[i]] >= 0 && write(w->op_efd[w->wake[i]], &one, sizeof one) < 0 &&
+            errno != EAGAIN)
+            die("eventfd write: %s", strerror(errno));
+    }
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -583,11 +623,11 @@ static void *sync_main(void *arg)
     const char *name = unit_name(w, u);
     int K = w->cfg->batch, to = w->cfg->timeout_ms;
     ps_client_t *pc = NULL;
-    int64_t *shard_bytes = NULL, *shard_end_ns = NULL;
-    if (po->kind == OP_PULL) {
-        shard_bytes = xcalloc((size_t)w->layout.n_shards, sizeof *shard_bytes);
-        shard_end_ns = xcalloc((size_t)w->layout.n_shards, sizeof *shard_end_ns);
-    }
+    ps_pull_times_t *from_shard = NULL;
+    int64_t *arrived_ns = NULL;
+    if (po->kind == OP_PULL)
+        from_shard = xcalloc((size_t)w->layout.n_shards, sizeof *from_shard);
+    if (po->kind == OP_SFB) arrived_ns = xcalloc((size_t)w->world, sizeof *arrived_ns);
     if (po->kind == OP_PUSH || po->kind == OP_PULL) {
         pc = ps_client_new(w->rank, w->world, &w->layout, (const char *const *)w->ps_eps, to);
         if (!pc) coord_client_fail(w->cl, "cannot connect to the PS shards");
@@ -610,20 +650,28 @@ static void *sync_main(void *arg)
             /* the shards answer a pull of iteration i at version >= i + 1 - staleness: ask
              * for t + s to get the values after apply(t), the plan's PULL(t) */
             if (ps_client_pull_from(pc, t + w->cfg->staleness, layer, (uint64_t)wu->ps_off,
-                                    (uint64_t)wu->ps_count, w->params, shard_bytes,
-                                    shard_end_ns))
+                                    (uint64_t)wu->ps_count, w->params, from_shard))
                 coord_client_fail(w->cl, "PS pull of layer %s timed out after %d ms", name, to);
-            /* PULL is the shard's op (core/trace.h, as the simulator writes it): a row per
-             * shard that sent this rank a part, peer = this rank; the merge joins them */
-            for (int sh = 0; sh < w->layout.n_shards; sh++)
-                if (shard_bytes[sh])
-                    wk_trace_node(w, sh, op, t, w->rank, shard_bytes[sh], t0, shard_end_ns[sh]);
+            /* PULL is the shard's op (core/trace.h): a row per shard that sent this rank a
+             * part, node = the shard, peer = this rank, from when the shard answered (its
+             * stamp, on this rank's clock when the zero is shared; else from the request)
+             * to when the last block arrived here; the merge joins the ranks' rows */
+            for (int sh = 0; sh < w->layout.n_shards; sh++) {
+                const ps_pull_times_t *f = &from_shard[sh];
+                if (!f->bytes) continue;
+                int64_t start = f->first_stamp_ns && w->t0_shared ? w->t0_ns + f->first_stamp_ns
+                                                                  : t0;
+                wk_trace_node(w, sh, op, t, w->rank, f->bytes, start, f->last_recv_ns);
+            }
             mark_done(w, op, t);
             continue;
         } else {
             progress(w, op, t, "%s of %s: its plan dependencies", op_kind_name(po->kind), name);
-            wait_for(w, WAIT_DEPS, op, t);
-            if (po->kind == OP_SFB) wait_for(w, WAIT_STASH, op, t);
+            /* SFB listens on its comm while it waits: peers' factors that come before this
+             * rank's backward are timed on arrival (their senders' trace rows end there) */
+            comm_t *listen = po->kind == OP_SFB ? w->ucomm[u] : NULL;
+            wait_for_on(w, WAIT_DEPS, op, t, listen);
+            if (po->kind == OP_SFB) wait_for_on(w, WAIT_STASH, op, t, listen);
             t0 = comm_now_ns();
             switch (po->kind) {
             case OP_PUSH:
@@ -640,9 +688,15 @@ static void *sync_main(void *arg)
                 stash_arg_t sa = {wu, s, K};
                 if (sfb_exchange(w->ucomm[u], t, layer, wu->u_slot[s], wu->v_slot[s],
                                  (size_t)K, (size_t)wu->m, (size_t)wu->n, stash_factors, &sa,
-                                 to))
+                                 arrived_ns, to))
                     coord_client_fail(w->cl, "SFB of layer %s timed out after %d ms", name, to);
-                bytes = un->sfb_peer_bytes;
+                /* the arrival of each peer's factors here: node = that peer, peer = this
+                 * rank; the merge ends the peer's own SFB row at the last of them */
+                for (int r = 0; r < w->world; r++)
+                    if (r != w->rank)
+                        wk_trace_node(w, r, op, t, w->rank, un->sfb_peer_bytes, arrived_ns[r],
+                                      arrived_ns[r]);
+                bytes = un->sfb_peer_bytes * (w->world - 1); /* the group's, as the plan's */
                 break;
             }
             case OP_UPDATE: {
@@ -691,8 +745,8 @@ static void *sync_main(void *arg)
         mark_done(w, op, t);
     }
     ps_client_destroy(&pc);
-    free(shard_bytes);
-    free(shard_end_ns);
+    free(from_shard);
+    free(arrived_ns);
     return NULL;
 }
 
@@ -1033,22 +1087,44 @@ static void merge_push(merge_row_t **v, int64_t *n, int64_t *cap, const merge_ro
     (*v)[(*n)++] = *r;
 }
 
+/* Ends a transfer group's own rows (PUSH, SFB: node = the sending rank, peer -1) at the
+ * last arrival of its bytes at another node, from the receivers' arrival rows (node = the
+ * sender, peer = the receiver, end = the arrival); a row without arrivals elsewhere (a push
+ * to the rank's own shard only, or an unreadable file) stays as the rank wrote it. Writes
+ * the rows; the arrival rows are dropped. */
+static void merge_end_at_arrivals(FILE *out, const char *op, merge_row_t *own, int64_t n_own,
+                                  merge_row_t *arrive, int64_t n_arrive)
+{
+    if (n_arrive) qsort(arrive, (size_t)n_arrive, sizeof *arrive, merge_row_cmp);
+    for (int64_t i = 0; i < n_own; i++) {
+        merge_row_t g = own[i];
+        const merge_row_t *a = n_arrive ? bsearch(&g, arrive, (size_t)n_arrive, sizeof *arrive,
+                                                  merge_row_cmp)
+                                        : NULL;
+        if (a) {
+            long long last = -1;
+            while (a > arrive && !merge_row_cmp(a - 1, &g)) a--;
+            for (; a < arrive + n_arrive && !merge_row_cmp(a, &g); a++)
+                if (a->peer != g.node && a->t1 > last) last = a->t1;
+            if (last >= 0) g.t1 = last > g.t0 ? last : g.t0;
+        }
+        fprintf(out, "%d,%d,%s,%s,%d,%lld,%lld,%lld\n", g.node, g.iteration, op, g.layer, g.peer,
+                g.bytes, g.t0, g.t1);
+    }
+}
+
 /* Rank 0 merges every rank's trace CSV into PREFIX.csv (ranks on one host or a shared
- * folder). Rows pass unchanged but PULL and PUSH. PULL: the ranks write one per (shard,
- * receiving rank); the merge joins those of one (shard, iteration, layer) into the
- * simulator's row (sim/sim.c): node = the shard, bytes = all it sent (its own rank's copy
- * included), peer = the rank when only one received, else -1, end = the last arrival, start =
- * the first request or, if later, the end of the shard's APPLY of that layer and iteration
- * (when its values exist, as the simulator starts PULL). PUSH: a rank's own row (peer -1)
- * ends when ZeroMQ let go of its buffers, which is when the bytes are in the kernel's socket
- * buffer (~ms before they cross a 1 Gbit/s link); the simulator's ends when they are at the
- * shards. The shards record arrivals (push_arrived: node = the pushing rank, peer = the
- * shard), so the merge ends the rank's row at the last arrival of its pushes of that layer
- * and iteration at a shard other than its own (the push to its own shard crosses no
- * network), and drops the arrival rows. Unchanged when the layer lives on the rank's own
- * shard only, or when no shard's file could be read. Times of one row come from two
- * processes' clocks (comm_now_ns, relative to each rank's start): on one host they agree to
- * the skew of the start barrier. */
+ * folder), so that every row means what core/trace.h says, as the simulator's do. Rows pass
+ * unchanged but PULL, PUSH and SFB. PULL: the ranks write one per (shard, receiving rank),
+ * from the shard's answer to the last arrival; the merge joins those of one (shard,
+ * iteration, layer): bytes = all the shard sent (its own rank's copy included), peer = the
+ * rank when only one received, else -1, start = the earliest answer, end = the last
+ * arrival. PUSH and SFB: a rank's own row ends when ZeroMQ let go of its buffers (PUSH),
+ * or when the peers' factors were in (SFB, the receive side); the group completes when its
+ * bytes are at the other nodes, which they record (push_arrived at the shards, the SFB
+ * threads on their comm), so the merge ends the row at the last of those arrivals
+ * (merge_end_at_arrivals). Times of one row then come from two processes' clocks: on one
+ * host they share rank 0's zero (share_time_base), across hosts they do not. */
 static void trace_merge(const char *prefix, int world)
 {
     char path[1100];
@@ -1059,9 +1135,9 @@ static void trace_merge(const char *prefix, int world)
         return;
     }
     fprintf(out, "%s\n", trace_csv_header);
-    merge_row_t *pull = NULL, *apply = NULL, *push = NULL, *arrive = NULL;
-    int64_t n_pull = 0, cap_pull = 0, n_apply = 0, cap_apply = 0, n_push = 0, cap_push = 0,
-            n_arrive = 0, cap_arrive = 0;
+    enum { PULL, PUSH_OWN, PUSH_ARRIVE, SFB_OWN, SFB_ARRIVE, N_KEPT };
+    merge_row_t *kept[N_KEPT] = {0};
+    int64_t n[N_KEPT] = {0}, cap[N_KEPT] = {0};
     for (int r = 0; r < world; r++) {
         snprintf(path, sizeof path, "%s-rank%d.csv", prefix, r);
         FILE *in = fopen(path, "r");
@@ -1077,64 +1153,39 @@ static void trace_merge(const char *prefix, int world)
                 continue;
             }
             merge_row_t m;
+            int k = -1;
             if (sscanf(line, "%d,%d,%15[^,],%95[^,],%d,%lld,%lld,%lld", &m.node, &m.iteration,
                        m.op, m.layer, &m.peer, &m.bytes, &m.t0, &m.t1) == 8) {
-                if (!strcmp(m.op, "PULL")) {
-                    merge_push(&pull, &n_pull, &cap_pull, &m);
-                    continue;
-                }
-                if (!strcmp(m.op, "PUSH")) {
-                    if (m.peer >= 0) merge_push(&arrive, &n_arrive, &cap_arrive, &m);
-                    else merge_push(&push, &n_push, &cap_push, &m);
-                    continue;
-                }
-                if (!strcmp(m.op, "APPLY")) merge_push(&apply, &n_apply, &cap_apply, &m);
+                if (!strcmp(m.op, "PULL")) k = PULL;
+                else if (!strcmp(m.op, "PUSH")) k = m.peer >= 0 ? PUSH_ARRIVE : PUSH_OWN;
+                else if (!strcmp(m.op, "SFB")) k = m.peer >= 0 ? SFB_ARRIVE : SFB_OWN;
             }
-            fputs(line, out);
+            if (k < 0) {
+                fputs(line, out);
+                continue;
+            }
+            merge_push(&kept[k], &n[k], &cap[k], &m);
         }
         fclose(in);
     }
-    if (n_pull) qsort(pull, (size_t)n_pull, sizeof *pull, merge_row_cmp);
-    if (n_apply) qsort(apply, (size_t)n_apply, sizeof *apply, merge_row_cmp);
-    for (int64_t i = 0, j; i < n_pull; i = j) {
+    merge_row_t *pull = kept[PULL];
+    if (n[PULL]) qsort(pull, (size_t)n[PULL], sizeof *pull, merge_row_cmp);
+    for (int64_t i = 0, j; i < n[PULL]; i = j) {
         merge_row_t g = pull[i];
-        for (j = i + 1; j < n_pull && !merge_row_cmp(&pull[j], &g); j++) {
+        for (j = i + 1; j < n[PULL] && !merge_row_cmp(&pull[j], &g); j++) {
             g.bytes += pull[j].bytes;
             if (pull[j].t0 < g.t0) g.t0 = pull[j].t0;
             if (pull[j].t1 > g.t1) g.t1 = pull[j].t1;
             g.peer = -1;
         }
-        const merge_row_t *a = n_apply ? bsearch(&g, apply, (size_t)n_apply, sizeof *apply,
-                                                 merge_row_cmp)
-                                       : NULL;
-        if (a) { /* bsearch finds one of a layer's block APPLYs: scan to all of them */
-            while (a > apply && !merge_row_cmp(a - 1, &g)) a--;
-            for (; a < apply + n_apply && !merge_row_cmp(a, &g); a++)
-                if (a->t1 > g.t0) g.t0 = a->t1 < g.t1 ? a->t1 : g.t1;
-        }
         fprintf(out, "%d,%d,PULL,%s,%d,%lld,%lld,%lld\n", g.node, g.iteration, g.layer, g.peer,
                 g.bytes, g.t0, g.t1);
     }
-    if (n_arrive) qsort(arrive, (size_t)n_arrive, sizeof *arrive, merge_row_cmp);
-    for (int64_t i = 0; i < n_push; i++) {
-        merge_row_t g = push[i];
-        const merge_row_t *a = n_arrive ? bsearch(&g, arrive, (size_t)n_arrive, sizeof *arrive,
-                                                  merge_row_cmp)
-                                        : NULL;
-        if (a) { /* the arrivals of this rank's push at every shard but its own */
-            long long last = -1;
-            while (a > arrive && !merge_row_cmp(a - 1, &g)) a--;
-            for (; a < arrive + n_arrive && !merge_row_cmp(a, &g); a++)
-                if (a->peer != g.node && a->t1 > last) last = a->t1;
-            if (last >= 0) g.t1 = last > g.t0 ? last : g.t0;
-        }
-        fprintf(out, "%d,%d,PUSH,%s,%d,%lld,%lld,%lld\n", g.node, g.iteration, g.layer, g.peer,
-                g.bytes, g.t0, g.t1);
-    }
-    free(push);
-    free(arrive);
-    free(pull);
-    free(apply);
+    merge_end_at_arrivals(out, "PUSH", kept[PUSH_OWN], n[PUSH_OWN], kept[PUSH_ARRIVE],
+                          n[PUSH_ARRIVE]);
+    merge_end_at_arrivals(out, "SFB", kept[SFB_OWN], n[SFB_OWN], kept[SFB_ARRIVE],
+                          n[SFB_ARRIVE]);
+    for (int k = 0; k < N_KEPT; k++) free(kept[k]);
     if (fclose(out)) log_warn("trace: error writing %s.csv", prefix);
 }
 
@@ -1414,6 +1465,10 @@ int worker_run(const worker_config_t *cfg)
     /* run: the compute thread, one thread per worker-side sync op */
     w->report_t0_ns = comm_now_ns();
     w->t0_ns = shared_t0_ns ? shared_t0_ns : w->report_t0_ns;
+    w->t0_shared = shared_t0_ns != 0;
+    /* the shard stamps its answers on the trace clock only where every rank of its host
+     * reads the same one: PULL rows then start when the values left the shard */
+    if (w->ps && w->trace && w->t0_shared) ps_server_set_trace_zero(w->ps, w->t0_ns);
     int n_threads = 0;
     pthread_t *th = xcalloc((size_t)w->plan.n_ops + 1, sizeof *th);
     wk_arg_t *args = xcalloc((size_t)w->plan.n_ops + 1, sizeof *args);
@@ -1484,8 +1539,12 @@ out:
     model_fini(&w->model);
     pthread_mutex_destroy(&w->mu);
     if (w->op_cv)
-        for (int op = 0; op < w->n_op_cv; op++) pthread_cond_destroy(&w->op_cv[op]);
+        for (int op = 0; op < w->n_op_cv; op++) {
+            pthread_cond_destroy(&w->op_cv[op]);
+            if (w->op_efd[op] >= 0) close(w->op_efd[op]);
+        }
     free(w->op_cv);
+    free(w->op_efd);
     free(w->wake_first);
     free(w->wake);
     pthread_mutex_destroy(&w->update_mu);

@@ -30,7 +30,7 @@ static void rebuild(void *arg, int rank, const float *u, const float *v, size_t 
 static void *sfb_thread(void *p)
 {
     sfb_arg_t *a = p;
-    a->rc = sfb_exchange(a->c, 4, 2, a->u, a->v, a->k, M, N, rebuild, a, 5000);
+    a->rc = sfb_exchange(a->c, 4, 2, a->u, a->v, a->k, M, N, rebuild, a, NULL, 5000);
     return NULL;
 }
 

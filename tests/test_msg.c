@@ -8,7 +8,7 @@ static msg_header_t sample(void)
 {
     return (msg_header_t){.type = MSG_PS_PUSH, .sender = 3, .layer = 7, .shard = 2,
                           .iteration = 123456789012LL, .offset = 1ull << 33,
-                          .length = 4u << 20};
+                          .length = 4u << 20, .stamp_ns = 5000000123LL};
 }
 
 TEST(msg_round_trip)
@@ -25,9 +25,12 @@ TEST(msg_round_trip)
     CHECK_EQ_I64(g.iteration, h.iteration);
     CHECK_EQ_I64(g.offset, h.offset);
     CHECK_EQ_I64(g.length, h.length);
+    CHECK_EQ_I64(g.stamp_ns, h.stamp_ns);
     /* little-endian on the wire whatever the host: magic bytes spell PSDN */
     CHECK(!memcmp(w, "PSDN", 4));
     CHECK(w[24] == (unsigned char)(h.iteration & 0xff));
+    CHECK(w[48] == (unsigned char)(h.stamp_ns & 0xff));
+    CHECK(w[4] == 2 && w[5] == 0, "version %u", w[4] | w[5] << 8);
     /* -1 fields survive */
     h.layer = -1;
     h.iteration = -1;
@@ -89,4 +92,9 @@ TEST(msg_semantic_checks)
     h.iteration = -5;
     msg_encode(&h, w);
     CHECK(msg_decode(w, sizeof w, &g, why, sizeof why) == -1);
+    h = sample();
+    h.stamp_ns = -1;
+    msg_encode(&h, w);
+    CHECK(msg_decode(w, sizeof w, &g, why, sizeof why) == -1);
+    CHECK(strstr(why, "stamp") != NULL, "reason: %s", why);
 }

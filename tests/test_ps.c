@@ -1,6 +1,7 @@
 /* ps: layout, push/pull of 4 workers (threads) on 2 and 4 shards giving exactly the sum,
  * SSP staleness bound enforced, BSP = SSP(0), bad pushes rejected; on_push reports every
- * accepted push and no rejected one. */
+ * accepted push and no rejected one; a pull reports when the shard answered and when the
+ * values arrived. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,6 +270,68 @@ TEST(ps_two_clients_of_one_rank)
     CHECK_EQ_I64(ps_server_n_rejected(srv), 0);
     ps_client_destroy(&c1);
     ps_client_destroy(&c2);
+    ps_server_destroy(&srv);
+    ps_layout_fini(&l);
+}
+
+typedef struct {
+    ps_client_t *c;
+    int64_t t;
+    float arena[4];
+    ps_pull_times_t times[1];
+    int rc;
+} timed_pull_t;
+
+static void *timed_pull(void *p)
+{
+    timed_pull_t *a = p;
+    a->rc = ps_client_pull_from(a->c, a->t, 0, 0, 4, a->arena, a->times);
+    return NULL;
+}
+
+/* A pull's times (the trace's PULL rows): once the shard has a trace zero its answers carry
+ * when it sent them, so a pull asked long before the apply it waits for starts at that
+ * apply, not at the request; it ends when the values arrived. Without a zero: no stamp. */
+TEST(ps_pull_times_are_the_answer_and_the_arrival)
+{
+    ps_range_t r = {0, 4};
+    ps_layout_t l;
+    REQUIRE(ps_layout_build(&l, &r, 1, 4, 1) == 0);
+    float init[4] = {0}, g[4] = {1, 1, 1, 1}, arena[4];
+    ps_server_config_t cfg = {.shard = 0, .n_workers = 2, .world = 2, .bind = "tcp://127.0.0.1:*",
+                              .layout = &l, .init = init, .update = add_update};
+    ps_server_t *srv = ps_server_new(&cfg);
+    REQUIRE(srv);
+    const char *eps[1] = {ps_server_endpoint(srv)};
+    ps_client_t *fast = ps_client_new(0, 2, &l, eps, 5000), *slow = ps_client_new(1, 2, &l, eps, 5000);
+    ps_pull_times_t times[1];
+    REQUIRE(ps_client_push(fast, 0, 0, 0, 4, g) == 0 && ps_client_push(slow, 0, 0, 0, 4, g) == 0);
+    REQUIRE(ps_client_pull_from(fast, 0, 0, 0, 4, arena, times) == 0);
+    CHECK_EQ_I64(times[0].bytes, 16);
+    CHECK_EQ_I64(times[0].first_stamp_ns, 0);
+    CHECK(times[0].last_recv_ns > 0);
+    REQUIRE(ps_client_pull(slow, 0, 0, 0, 4, arena) == 0);
+
+    int64_t zero = comm_now_ns();
+    ps_server_set_trace_zero(srv, zero);
+    timed_pull_t a = {.c = fast, .t = 1};
+    REQUIRE(ps_client_push(fast, 1, 0, 0, 4, g) == 0);
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, timed_pull, &a) == 0);
+    usleep(50000); /* the fast worker's pull waits at the shard */
+    int64_t last_push_ns = comm_now_ns();
+    REQUIRE(ps_client_push(slow, 1, 0, 0, 4, g) == 0);
+    pthread_join(th, NULL);
+    REQUIRE(a.rc == 0);
+    int64_t answered_ns = zero + a.times[0].first_stamp_ns;
+    CHECK(a.times[0].first_stamp_ns > 0, "no stamp");
+    CHECK(answered_ns >= last_push_ns, "answered %.3f ms before the push it waited for",
+          (last_push_ns - answered_ns) * 1e-6);
+    CHECK(answered_ns <= a.times[0].last_recv_ns, "answered %.3f ms after the values arrived",
+          (answered_ns - a.times[0].last_recv_ns) * 1e-6);
+    CHECK(a.arena[0] == 4.0f, "values %g after two iterations of two pushes of 1", a.arena[0]);
+    ps_client_destroy(&fast);
+    ps_client_destroy(&slow);
     ps_server_destroy(&srv);
     ps_layout_fini(&l);
 }
