@@ -3,7 +3,39 @@
  * (peer: the shard or peer a single transfer talks to, -1 for a group or a local op) and the
  * same rows as Chrome/Perfetto JSON ("X" events; pid = node, tid = resource lane) for viewing
  * in ui.perfetto.dev or chrome://tracing. Comparing a simulated and a real run is a join on
- * (node, iteration, op, layer).
+ * (node, iteration, op, layer) (`poseidon report compare`), so a row of one kind must be the
+ * same interval in both: the simulator's (sim/sim.c) and the runtime's merged trace
+ * (runtime/worker.c, trace_merge).
+ *
+ * Rows, node = the node the plan places the instance on (core/plan.h). A transfer group
+ * completes at its source when all its flows are delivered: its end is when its last bytes
+ * are at a receiver.
+ *   FWD, BWD   the compute op ran [start, end].
+ *   APPLY      the shard's update of the layer; the runtime applies KV block by KV block and
+ *              writes a row per block (compare sums a key's rows).
+ *   PUSH       node = the worker: from when it starts sending (its gradient is ready) to when
+ *              its pieces are at every shard (one at its own shard costs no network); bytes =
+ *              the whole tensor.
+ *   PULL       node = the shard: from when it starts sending the layer's values after its
+ *              APPLY (the simulator: the APPLY's end, when every flow starts; the runtime:
+ *              its first answer to a worker's pull of them, stamped by the shard, which can
+ *              be later: a worker asks once its own push is out) to when the last worker has
+ *              them (its own rank's copy included); bytes = all it sent.
+ *   SFB        node = the sender: from when its factors are ready to when they are at every
+ *              other node (not when the peers' factors have come: that is the receivers'
+ *              UPDATE dependency); bytes = K(M+N) x 4 per peer, summed.
+ *   UPDATE     the rebuild and apply from every node's factors ran [start, end].
+ *   ALLREDUCE  node = a ring member: from its gradient ready to its last step delivered and
+ *              the predecessor's last step received (plan.h); the runtime's row also holds
+ *              its SGD step on the reduced tensor.
+ * Clocks. The simulator's are virtual ns from 0. The runtime's are comm_now_ns()
+ * (CLOCK_MONOTONIC) minus a trace zero; every rank on rank 0's host takes rank 0's, so rows
+ * made of two processes' moments (PUSH and SFB ends, recorded by the receivers; PULL
+ * starts, stamped by the shard) are on one clock. CLOCK_MONOTONIC of two machines are
+ * unrelated: where the shard or the worker is not on rank 0's host the answer carries no
+ * stamp that the worker could use, and the PULL row starts when the worker asked (earlier
+ * than the definition); a merged PUSH or SFB end recorded on another host is off by the
+ * offset of the two clocks; rank 0 merges only the files it can read.
  */
 #ifndef POSEIDON_TRACE_H
 #define POSEIDON_TRACE_H

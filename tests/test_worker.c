@@ -2,13 +2,17 @@
  * computes on the N-times batch (the union of the workers' batches), for every scheme; SSP(0)
  * is BSP; under SSP(2) the ranks still end with the same PS values; emulated compute sleeps
  * the profiled time while moving real bytes; a traced run's PUSH rows end when the rank's
- * bytes reached the other shards (a slowed rank's end later than the others'). */
+ * bytes reached the other shards (a slowed rank's end later than the others'); its PULL and
+ * SFB rows mean what the simulator's mean (core/trace.h), one checker passing both traces
+ * of one plan and failing either when one row is moved. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/model.h"
+#include "core/trace.h"
 #include "runtime/comm.h"
 #include "runtime/compute.h"
 #include "runtime/data.h"
@@ -16,7 +20,9 @@
 #include "runtime/nnet.h"
 #include "runtime/solver.h"
 #include "runtime/worker.h"
+#include "sim/simrun.h"
 #include "tests/bsp_ref.h"
+#include "tests/exp_fixture.h"
 #include "tests/test.h"
 
 #define WT_BATCH 8
@@ -271,4 +277,194 @@ TEST(worker_trace_push_ends_at_remote_arrival)
         printf("slow rank's PUSH ends %.2f ms after the fast ranks' on average (%.2f ms by the "
                "latest remote APPLY start), %d pairs\n", gap / n_gap, gap_apply / n_gap, n_gap);
     free(v);
+}
+
+/* The rows of trace v of op kind `op` (in v's order). */
+static int wt_rows_of(const wt_row_t *v, int n, const char *op, const wt_row_t **out)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v[i].op, op)) out[k++] = &v[i];
+    return k;
+}
+
+static int wt_key_cmp(const void *a, const void *b)
+{
+    const wt_row_t *x = *(const wt_row_t *const *)a, *y = *(const wt_row_t *const *)b;
+    if (x->node != y->node) return x->node < y->node ? -1 : 1;
+    if (x->iteration != y->iteration) return x->iteration < y->iteration ? -1 : 1;
+    int c = strcmp(x->op, y->op);
+    return c ? c : strcmp(x->layer, y->layer);
+}
+
+/* Violations in trace v (n rows, `what` names it) of what PULL and SFB rows mean
+ * (core/trace.h), for a 2-node run whose node `slow` computes several times slower than the
+ * other; each one is printed. PULL (node = the shard): it starts no earlier than the end of
+ * that shard's APPLY of the layer and iteration (of its first block, when the runtime
+ * applies several) and ends after it starts. SFB (node = the sender): it starts when that
+ * node's BWD of the layer is over, and it ends when its factors are at the peer: the fast
+ * node's row ends before the slow node's SFB starts (the slow one still computes), and a
+ * node's row ends no later than the peer's UPDATE of the layer starts (the UPDATE needs the
+ * factors). The old runtime row, which ended when the PEER's factors were in, breaks the
+ * first. */
+static int wt_row_defs_violations(const wt_row_t *v, int n, int slow, const char *what)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        const wt_row_t *r = &v[i];
+        if (!strcmp(r->op, "PULL")) {
+            long long apply_end = -1;
+            for (int j = 0; j < n; j++)
+                if (!strcmp(v[j].op, "APPLY") && v[j].node == r->node &&
+                    v[j].iteration == r->iteration && !strcmp(v[j].layer, r->layer) &&
+                    (apply_end < 0 || v[j].t1 < apply_end))
+                    apply_end = v[j].t1;
+            if (apply_end < 0 || r->t0 < apply_end || r->t1 <= r->t0) {
+                printf("%s: PULL of shard %d, %s, iteration %d: %lld..%lld ns, its APPLY ends "
+                       "at %lld\n", what, r->node, r->layer, r->iteration, r->t0, r->t1,
+                       apply_end);
+                bad++;
+            }
+        }
+        if (strcmp(r->op, "SFB") != 0) continue;
+        const wt_row_t *bwd = NULL, *peer_sfb = NULL, *peer_update = NULL;
+        for (int j = 0; j < n; j++) {
+            if (v[j].iteration != r->iteration || strcmp(v[j].layer, r->layer) != 0) continue;
+            if (v[j].node == r->node && !strcmp(v[j].op, "BWD")) bwd = &v[j];
+            if (v[j].node != r->node && !strcmp(v[j].op, "SFB")) peer_sfb = &v[j];
+            if (v[j].node != r->node && !strcmp(v[j].op, "UPDATE")) peer_update = &v[j];
+        }
+        if (!bwd || !peer_sfb || !peer_update) {
+            printf("%s: SFB of node %d, %s, iteration %d: no BWD, peer SFB or peer UPDATE\n",
+                   what, r->node, r->layer, r->iteration);
+            bad++;
+            continue;
+        }
+        if (r->t0 < bwd->t1 || r->t1 < r->t0 || r->t1 > peer_update->t0 ||
+            (r->node != slow && r->t1 >= peer_sfb->t0)) {
+            printf("%s: SFB of node %d, %s, iteration %d: %lld..%lld ns; its BWD ends at %lld, "
+                   "the peer's SFB starts at %lld, its UPDATE at %lld\n", what, r->node,
+                   r->layer, r->iteration, r->t0, r->t1, bwd->t1, peer_sfb->t0,
+                   peer_update->t0);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+/* Keys of the rows of op in a and b that have no twin in the other (report compare joins on
+ * them), printed. */
+static int wt_unjoined(const wt_row_t *a, int na, const wt_row_t *b, int nb, const char *op)
+{
+    const wt_row_t **x = malloc((size_t)(na + 1) * sizeof *x), **y = malloc((size_t)(nb + 1) * sizeof *y);
+    int nx = wt_rows_of(a, na, op, x), ny = wt_rows_of(b, nb, op, y), bad = 0;
+    qsort(x, (size_t)nx, sizeof *x, wt_key_cmp);
+    qsort(y, (size_t)ny, sizeof *y, wt_key_cmp);
+    for (int i = 0, j = 0; i < nx || j < ny;) {
+        int c = i >= nx ? 1 : j >= ny ? -1 : wt_key_cmp(&x[i], &y[j]);
+        if (c == 0) {
+            i++, j++;
+            continue;
+        }
+        const wt_row_t *r = c < 0 ? x[i++] : y[j++];
+        printf("%s row of node %d, %s, iteration %d only in the %s trace\n", op, r->node,
+               r->layer, r->iteration, c < 0 ? "simulated" : "real");
+        bad++;
+    }
+    free(x);
+    free(y);
+    return bad;
+}
+
+TEST(worker_trace_rows_mean_what_the_simulator_means)
+{
+    /* One plan (mlp, sfb+wfbp: the fc weights by SFB, their biases by PS: PULL and SFB rows)
+     * on 2 nodes, node 1 computing at a quarter of the speed, run by the runtime (emulated
+     * compute, traced) and by the simulator. One checker must pass both traces; moved rows
+     * must fail it. */
+    const int world = 2, slow = 1, T = 6;
+    const char *d = test_tmpdir();
+    char prof[600], clu[600], trace[600], merged[700], sim_prefix[600], sim_csv[700];
+    snprintf(prof, sizeof prof, "%s/mlp.csv", d);
+    snprintf(clu, sizeof clu, "%s/slow1.cluster", d);
+    snprintf(trace, sizeof trace, "%s/tr", d);
+    snprintf(merged, sizeof merged, "%s.csv", trace);
+    snprintf(sim_prefix, sizeof sim_prefix, "%s/sim", d);
+    snprintf(sim_csv, sizeof sim_csv, "%s.csv", sim_prefix);
+    FILE *f = fopen(prof, "w");
+    REQUIRE(f);
+    fprintf(f, "layer,batch,fwd_ns,bwd_ns\nfc1,8,2000000,4000000\nrelu1,8,0,0\n"
+               "fc2,8,2000000,4000000\nrelu2,8,0,0\nfc3,8,1000000,2000000\nloss,8,0,0\n");
+    fclose(f);
+    REQUIRE((f = fopen(clu, "w")));
+    fprintf(f, "nodes = 2\nspeed = 1:0.25\nnic_gbps = 10\nlatency_us = 50\n");
+    fclose(f);
+
+    worker_config_t c;
+    wt_config(&c, "sfb+wfbp", NULL);
+    c.compute = WORKER_COMPUTE_EMULATE;
+    c.profile_path = prof;
+    c.cluster_path = clu;
+    c.probe = false;
+    c.kv_block_bytes = 4 << 20;
+    c.trace_prefix = trace;
+    c.iterations = T;
+    REQUIRE(launch_local(world, launch_free_port(), 5000, wt_child, &c) == 0);
+
+    char exp[6000], err[1024], model[PATH_MAX];
+    REQUIRE(realpath(c.model_path, model), "%s", c.model_path); /* the file is elsewhere */
+    snprintf(exp, sizeof exp, "model = %s\ncluster = %s\nprofile = %s\nbatch = 8\n"
+                              "iterations = %d\nkv_block_mb = 4\nscheme = sfb+wfbp\n", model, clu,
+             prof, T);
+    experiment_t e;
+    model_t m;
+    fixture_load_exp(&e, &m, exp);
+    cluster_t cl = e.cluster;
+    cl.nodes = world;
+    trace_t *tr = trace_open(sim_prefix, err, sizeof err);
+    REQUIRE(tr, "%s", err);
+    simrun_out_t o;
+    REQUIRE(simrun_config(&e, &m, &cl, e.scheme, tr, &o, err, sizeof err) == 0, "%s", err);
+    trace_close(&tr);
+    model_fini(&m);
+
+    int n_real = 0, n_sim = 0;
+    wt_row_t *real = wt_trace_read(merged, &n_real), *sim = wt_trace_read(sim_csv, &n_sim);
+    REQUIRE(real && sim, "traces %s and %s", merged, sim_csv);
+    const wt_row_t **rows = malloc((size_t)(n_real + n_sim + 1) * sizeof *rows);
+    /* 3 layers: a PULL per (bias tensor's shard, iteration), an SFB per (node, iteration) */
+    CHECK_EQ_I64(wt_rows_of(sim, n_sim, "PULL", rows), 3 * T);
+    CHECK_EQ_I64(wt_rows_of(sim, n_sim, "SFB", rows), 3 * T * world);
+    CHECK_EQ_I64(wt_unjoined(sim, n_sim, real, n_real, "PULL"), 0);
+    CHECK_EQ_I64(wt_unjoined(sim, n_sim, real, n_real, "SFB"), 0);
+    CHECK_EQ_I64(wt_row_defs_violations(sim, n_sim, slow, "simulated"), 0);
+    CHECK_EQ_I64(wt_row_defs_violations(real, n_real, slow, "real"), 0);
+
+    /* the checker fails: a PULL that starts before its APPLY ends (a start at the worker's
+     * request), an SFB of the fast node that ends after the slow one's starts (an end when
+     * the peer's factors are in) */
+    for (int pass = 0; pass < 2; pass++) {
+        wt_row_t *v = pass ? real : sim;
+        int nv = pass ? n_real : n_sim, k = wt_rows_of(v, nv, "PULL", rows);
+        REQUIRE(k > 0);
+        wt_row_t *pull = (wt_row_t *)rows[k - 1], saved = *pull;
+        pull->t0 -= 1000000;
+        CHECK(wt_row_defs_violations(v, nv, slow, "moved PULL") >= 1, "a moved PULL passes");
+        *pull = saved;
+        k = wt_rows_of(v, nv, "SFB", rows);
+        wt_row_t *sfb = NULL;
+        for (int i = 0; i < k && !sfb; i++)
+            if (rows[i]->node != slow && rows[i]->iteration == T - 1) sfb = (wt_row_t *)rows[i];
+        REQUIRE(sfb);
+        saved = *sfb;
+        for (int i = 0; i < k; i++)
+            if (rows[i]->node == slow && rows[i]->iteration == sfb->iteration &&
+                !strcmp(rows[i]->layer, sfb->layer))
+                sfb->t1 = rows[i]->t1;
+        CHECK(wt_row_defs_violations(v, nv, slow, "moved SFB") >= 1, "a moved SFB passes");
+        *sfb = saved;
+    }
+    free(rows);
+    free(real);
+    free(sim);
 }
