@@ -14,7 +14,8 @@
 #   --repeat R          runs per configuration; the measured time is their median (default 1)
 #   --queue Q           the emulated links' queue, fair or fifo (emucluster.sh -q; default fair)
 #   --bucket-mb B       all-reduce fusion buckets of >= B MB on both sides (train --bucket-mb,
-#                       allreduce_bucket_mb; default 0: one ring per layer)
+#                       allreduce_bucket_mb; default 4, as all-reduce libraries fuse by
+#                       default; 0: one ring per layer, host-bound at 8 nodes on 2 cores)
 #   --batch K           per worker (default 16)
 #   --compute-s S       emulated FWD+BWD time of one iteration (default 0.3)
 #   --out DIR           default out/validate
@@ -52,7 +53,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=6 batch=16 compute_s=0.3 out=out/validate
-repeat=1 queue=fair bucket_mb=0
+repeat=1 queue=fair bucket_mb=4
 build=build
 usage() { sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do

@@ -171,6 +171,19 @@ static wt_row_t *wt_trace_read(const char *path, int *n)
     return v;
 }
 
+/* The mlp's emulated-compute profile and a cluster file (cluster_text) with a slow rank. */
+static void write_slow_rank_files(const char *prof, const char *clu, const char *cluster_text)
+{
+    FILE *f = fopen(prof, "w");
+    REQUIRE(f, "cannot write %s", prof);
+    fprintf(f, "layer,batch,fwd_ns,bwd_ns\nfc1,8,2000000,4000000\nrelu1,8,0,0\n"
+               "fc2,8,2000000,4000000\nrelu2,8,0,0\nfc3,8,1000000,2000000\nloss,8,0,0\n");
+    fclose(f);
+    REQUIRE((f = fopen(clu, "w")), "cannot write %s", clu);
+    fputs(cluster_text, f);
+    fclose(f);
+}
+
 TEST(worker_trace_push_ends_at_remote_arrival)
 {
     /* 3 ranks, rank 1 computing at a quarter of the speed: every iteration the fast ranks'
@@ -183,14 +196,7 @@ TEST(worker_trace_push_ends_at_remote_arrival)
     snprintf(clu, sizeof clu, "%s/slow1.cluster", test_tmpdir());
     snprintf(trace, sizeof trace, "%s/tr", test_tmpdir());
     snprintf(merged, sizeof merged, "%s.csv", trace);
-    FILE *f = fopen(prof, "w");
-    REQUIRE(f);
-    fprintf(f, "layer,batch,fwd_ns,bwd_ns\nfc1,8,2000000,4000000\nrelu1,8,0,0\n"
-               "fc2,8,2000000,4000000\nrelu2,8,0,0\nfc3,8,1000000,2000000\nloss,8,0,0\n");
-    fclose(f);
-    REQUIRE((f = fopen(clu, "w")));
-    fprintf(f, "nodes = 3\nspeed = 1:0.25\n");
-    fclose(f);
+    write_slow_rank_files(prof, clu, "nodes = 3\nspeed = 1:0.25\n");
     worker_config_t c;
     wt_config(&c, "ps", NULL);
     c.compute = WORKER_COMPUTE_EMULATE;
@@ -391,14 +397,7 @@ TEST(worker_trace_rows_mean_what_the_simulator_means)
     snprintf(merged, sizeof merged, "%s.csv", trace);
     snprintf(sim_prefix, sizeof sim_prefix, "%s/sim", d);
     snprintf(sim_csv, sizeof sim_csv, "%s.csv", sim_prefix);
-    FILE *f = fopen(prof, "w");
-    REQUIRE(f);
-    fprintf(f, "layer,batch,fwd_ns,bwd_ns\nfc1,8,2000000,4000000\nrelu1,8,0,0\n"
-               "fc2,8,2000000,4000000\nrelu2,8,0,0\nfc3,8,1000000,2000000\nloss,8,0,0\n");
-    fclose(f);
-    REQUIRE((f = fopen(clu, "w")));
-    fprintf(f, "nodes = 2\nspeed = 1:0.25\nnic_gbps = 10\nlatency_us = 50\n");
-    fclose(f);
+    write_slow_rank_files(prof, clu, "nodes = 2\nspeed = 1:0.25\nnic_gbps = 10\nlatency_us = 50\n");
 
     worker_config_t c;
     wt_config(&c, "sfb+wfbp", NULL);
