@@ -34,6 +34,7 @@ typedef struct {
 struct comm {
     char name[16];
     int rank, n_peers, send_timeout_ms;
+    uint64_t affinity;  /* ZeroMQ I/O threads its sockets may use (ZMQ_AFFINITY) */
     void *router;
     char endpoint[256];
     peer_t *peers;
@@ -85,9 +86,11 @@ void *comm_context(void)
     if (!s_ctx) {
         s_ctx = zmq_ctx_new();
         if (!s_ctx) comm_zmq_fail(__FILE__, __LINE__, "zmq_ctx_new()", "out of file descriptors?");
-        /* Two I/O threads: one can saturate ~1 GB/s (ZeroMQ guide, ch. 2); the second keeps
-         * a receive stream from starving a send stream on the same node. */
-        ZMQ_CHECK(zmq_ctx_set(s_ctx, ZMQ_IO_THREADS, 2), "zmq_ctx_set");
+        /* Two I/O threads for data: one can saturate ~1 GB/s (ZeroMQ guide, ch. 2); the
+         * second keeps a receive stream from starving a send stream on the same node. A
+         * third serves only the control channels (comm_new_control), so that heartbeats
+         * never wait behind megabytes of parameters in a busy I/O thread. */
+        ZMQ_CHECK(zmq_ctx_set(s_ctx, ZMQ_IO_THREADS, 3), "zmq_ctx_set");
         /* A worker opens a DEALER per shard for each PUSH and PULL syncer (two per layer
          * with parameters) and a socket per unit: Inception-v3 on 4 nodes needs more than
          * ZeroMQ's default of 1023 sockets. Allow as many as the fd limit, raised to its
@@ -114,7 +117,12 @@ static void set_int(void *sock, int opt, int v, const char *what)
     ZMQ_CHECK(zmq_setsockopt(sock, opt, &v, sizeof v), what);
 }
 
-comm_t *comm_new(const char *name, int rank, int n_peers, const char *bind, int send_timeout_ms)
+/* I/O thread 0 serves the control channels, threads 1 and 2 the data. */
+#define AFFINITY_CONTROL 1u
+#define AFFINITY_DATA 6u
+
+static comm_t *comm_create(const char *name, int rank, int n_peers, const char *bind,
+                           int send_timeout_ms, uint64_t affinity)
 {
     ASSERT(name && strlen(name) < 16, "comm name '%s' too long", name ? name : "(null)");
     ASSERT(rank >= 0 && n_peers > 0 && rank < n_peers, "rank %d of %d", rank, n_peers);
@@ -124,10 +132,13 @@ comm_t *comm_new(const char *name, int rank, int n_peers, const char *bind, int 
     c->rank = rank;
     c->n_peers = n_peers;
     c->send_timeout_ms = send_timeout_ms;
+    c->affinity = affinity;
     c->peers = xcalloc((size_t)n_peers, sizeof *c->peers);
     if (bind) {
         c->router = zmq_socket(comm_context(), ZMQ_ROUTER);
         if (!c->router) comm_zmq_fail(__FILE__, __LINE__, "zmq_socket(ROUTER)", "fd limit?");
+        ZMQ_CHECK(zmq_setsockopt(c->router, ZMQ_AFFINITY, &affinity, sizeof affinity),
+                  "AFFINITY");
         set_int(c->router, ZMQ_ROUTER_MANDATORY, 1, "ROUTER_MANDATORY");
         set_int(c->router, ZMQ_LINGER, send_timeout_ms, "LINGER");
         set_int(c->router, ZMQ_SNDTIMEO, send_timeout_ms, "SNDTIMEO");
@@ -148,6 +159,17 @@ comm_t *comm_new(const char *name, int rank, int n_peers, const char *bind, int 
                   "LAST_ENDPOINT");
     }
     return c;
+}
+
+comm_t *comm_new(const char *name, int rank, int n_peers, const char *bind, int send_timeout_ms)
+{
+    return comm_create(name, rank, n_peers, bind, send_timeout_ms, AFFINITY_DATA);
+}
+
+comm_t *comm_new_control(const char *name, int rank, int n_peers, const char *bind,
+                         int send_timeout_ms)
+{
+    return comm_create(name, rank, n_peers, bind, send_timeout_ms, AFFINITY_CONTROL);
 }
 
 static void stash_clear(comm_t *c)
@@ -200,6 +222,7 @@ int comm_connect(comm_t *c, int peer, const char *endpoint)
     char rid[32];
     int n = snprintf(rid, sizeof rid, "%s:%d", c->name, c->rank);
     ZMQ_CHECK(zmq_setsockopt(s, ZMQ_ROUTING_ID, rid, (size_t)n), "ROUTING_ID");
+    ZMQ_CHECK(zmq_setsockopt(s, ZMQ_AFFINITY, &c->affinity, sizeof c->affinity), "AFFINITY");
     set_int(s, ZMQ_LINGER, c->send_timeout_ms, "LINGER");
     set_int(s, ZMQ_SNDTIMEO, c->send_timeout_ms, "SNDTIMEO");
     int64_t max_bytes = (int64_t)MSG_MAX_PAYLOAD_BYTES + 4096;

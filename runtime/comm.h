@@ -98,6 +98,10 @@ void *comm_context(void);
  * channel in the routing id (<= 15 chars). send_timeout_ms bounds every send and the linger
  * at close. Returns NULL with a logged error when the bind fails. */
 comm_t *comm_new(const char *name, int rank, int n_peers, const char *bind, int send_timeout_ms);
+/* comm_new for a control channel (the coordinator's, heartbeats): its sockets have a ZeroMQ
+ * I/O thread of their own, which the data channels' bulk transfers never occupy. */
+comm_t *comm_new_control(const char *name, int rank, int n_peers, const char *bind,
+                         int send_timeout_ms);
 void comm_destroy(comm_t **cp);
 
 /* The bound endpoint with the real port ("" without a ROUTER). */

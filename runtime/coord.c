@@ -205,7 +205,7 @@ coord_server_t *coord_server_new(const launch_env_t *env, coord_config_t cfg)
 {
     char ep[64];
     snprintf(ep, sizeof ep, "tcp://*:%d", env->master_port);
-    comm_t *c = comm_new("coord", 0, env->world, ep, 2000);
+    comm_t *c = comm_new_control("coord", 0, env->world, ep, 2000);
     if (!c) return NULL;
     coord_server_t *s = xcalloc(1, sizeof *s);
     s->comm = c;
@@ -349,8 +349,8 @@ coord_client_t *coord_client_new(const launch_env_t *env, coord_config_t cfg, co
     char ep[300];
     snprintf(ep, sizeof ep, "tcp://%s:%d", env->master_addr, env->master_port);
     /* peers of a client: only the coordinator, as "rank 0" of its channel */
-    c->main = comm_new("coord", env->rank, env->world, NULL, 2000);
-    c->hb = comm_new("hb", env->rank, env->world, NULL, 2000);
+    c->main = comm_new_control("coord", env->rank, env->world, NULL, 2000);
+    c->hb = comm_new_control("hb", env->rank, env->world, NULL, 2000);
     if (comm_connect(c->main, 0, ep) || comm_connect(c->hb, 0, ep)) {
         comm_destroy(&c->main);
         comm_destroy(&c->hb);
