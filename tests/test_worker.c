@@ -171,6 +171,18 @@ static wt_row_t *wt_trace_read(const char *path, int *n)
     return v;
 }
 
+/* A traced run of scheme with emulated compute from prof on the cluster file clu. */
+static void wt_emulated_config(worker_config_t *c, const char *scheme, const char *prof,
+                               const char *clu, const char *trace, int iterations)
+{
+    wt_config(c, scheme, NULL);
+    c->compute = WORKER_COMPUTE_EMULATE;
+    c->profile_path = prof;
+    c->cluster_path = clu;
+    c->trace_prefix = trace;
+    c->iterations = iterations;
+}
+
 /* The mlp's emulated-compute profile and a cluster file (cluster_text) with a slow rank. */
 static void write_slow_rank_files(const char *prof, const char *clu, const char *cluster_text)
 {
@@ -198,12 +210,7 @@ TEST(worker_trace_push_ends_at_remote_arrival)
     snprintf(merged, sizeof merged, "%s.csv", trace);
     write_slow_rank_files(prof, clu, "nodes = 3\nspeed = 1:0.25\n");
     worker_config_t c;
-    wt_config(&c, "ps", NULL);
-    c.compute = WORKER_COMPUTE_EMULATE;
-    c.profile_path = prof;
-    c.cluster_path = clu;
-    c.trace_prefix = trace;
-    c.iterations = 8;
+    wt_emulated_config(&c, "ps", prof, clu, trace, 8);
     const int world = 3, slow = 1, T = 8;
     REQUIRE(launch_local(world, launch_free_port(), 5000, wt_child, &c) == 0);
     int n = 0;
@@ -400,14 +407,9 @@ TEST(worker_trace_rows_mean_what_the_simulator_means)
     write_slow_rank_files(prof, clu, "nodes = 2\nspeed = 1:0.25\nnic_gbps = 10\nlatency_us = 50\n");
 
     worker_config_t c;
-    wt_config(&c, "sfb+wfbp", NULL);
-    c.compute = WORKER_COMPUTE_EMULATE;
-    c.profile_path = prof;
-    c.cluster_path = clu;
+    wt_emulated_config(&c, "sfb+wfbp", prof, clu, trace, T);
     c.probe = false;
     c.kv_block_bytes = 4 << 20;
-    c.trace_prefix = trace;
-    c.iterations = T;
     REQUIRE(launch_local(world, launch_free_port(), 5000, wt_child, &c) == 0);
 
     char exp[6000], err[1024], model[PATH_MAX];
