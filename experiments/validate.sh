@@ -49,6 +49,9 @@
 # host delays their wake-ups less.
 #   HOST_BOUND_FRAC (environment, default 0.85) moves the host_bound threshold.
 set -u
+# The whole script is one block, read before it runs: a grid takes most of an hour, and bash
+# reads a plain script as it goes, so an edit of this file during a run would change it.
+{
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
@@ -229,3 +232,5 @@ summary() { # summary LABEL KEEP: median and worst |error| of the rows whose hos
 summary "configurations" any || exit 1
 summary "configurations that are not host-bound" 0
 [ $n_failed = 0 ]
+exit
+}
