@@ -282,7 +282,6 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
     }
     free(kv.load);
     free(kv.scratch);
-    p->n_kv_blocks = kv.load ? block : 0;
     pieces_build(p);
     buckets_build(p);
 

@@ -187,8 +187,8 @@ typedef struct {
     int n_buckets;
     plan_bucket_t *buckets; /* in backward order: bucket 0 holds unit U-1's all-reduce */
     kv_place_t kv_placement;
-    int64_t n_kv_blocks;    /* global KV blocks (kv_block_bytes > 0; else 0) */
-    int *kv_block_shard;    /* their shards; cost.block_shard points here */
+    int *kv_block_shard;    /* the shard of each global KV block (kv_block_bytes > 0; else
+                               NULL); cost.block_shard points here */
     int n_pieces;
     plan_piece_t *pieces;   /* per unit, ascending by shard */
 } plan_t;

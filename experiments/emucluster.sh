@@ -133,10 +133,9 @@ ip link add "$br" type bridge || die "cannot create bridge $br"
 ip link set "$br" up
 # fair_queue DEV: the `tc -batch` lines of the "fair" queue under tbf 2: (see Queues above).
 # Class 3:10: packets under 128 bytes (IPv4 total length), the coordinator's connections
-# (MASTER_PORT: heartbeats and control, sparse flows that fq_codel would serve first; hashed
-# with the bulk transfers, a heartbeat waited over 3 s behind a class's queue in an 8-node
-# Inception-V3 run at 1 Gbit/s, and the coordinator declared the node dead) and whatever is
-# not TCP; classes
+# (MASTER_PORT: heartbeats and control, sparse flows that fq_codel would serve first, so they
+# never share a hashed class's queue with bulk transfers; 8-node Inception-V3 runs had been
+# aborted on 3 s of heartbeat silence) and whatever is not TCP; classes
 # 3:100-3:1ff: TCP by (source port bits 1-4, destination port bits 1-4) - bit 0 is left
 # out, as the kernel gives connecting and listening sockets ports of fixed parity. A u32
 # hash reads one masked field, so a first table splits by source port and links each

@@ -817,10 +817,12 @@ static void layout_from_plan(worker_t *w)
     ps_layout_t *l = &w->layout;
     l->blocks = xcalloc((size_t)cap + 1, sizeof *l->blocks);
     l->n_shards = p->shards;
+    int64_t *mine = xcalloc((size_t)p->shards, sizeof *mine);
     for (int u = 0; u < p->n_units; u++) {
         const wk_unit_t *wu = &w->units[u];
         int64_t bytes = wu->ps_count * 4, block0 = p->units[u].tensor.block0;
         int64_t nb = cost_ps_blocks(&p->cost, bytes), off = wu->ps_off;
+        memset(mine, 0, (size_t)p->shards * sizeof *mine);
         for (int64_t i = 0; i < nb; i++) {
             int shard = cost_ps_block_shard(&p->cost, bytes, block0, i);
             int64_t b = cost_ps_block_bytes(&p->cost, bytes, i);
@@ -828,19 +830,16 @@ static void layout_from_plan(worker_t *w)
                 (ps_block_t){.offset = (uint64_t)off, .count = (uint32_t)(b / 4), .shard = shard,
                              .range = u};
             off += b / 4;
+            mine[shard] += b;
         }
         ASSERT(off == wu->ps_off + wu->ps_count, "unit %d: blocks end at %lld, range at %lld", u,
                (long long)off, (long long)(wu->ps_off + wu->ps_count));
-        for (int s = 0; s < p->shards; s++) { /* the same bytes per shard as the plan */
-            int64_t mine = 0;
-            for (int k = 0; k < l->n_blocks; k++)
-                if (l->blocks[k].range == u && l->blocks[k].shard == s)
-                    mine += (int64_t)l->blocks[k].count * 4;
-            ASSERT(mine == plan_shard_bytes(p, u, s),
-                   "unit %d shard %d: %lld bytes, the plan says %lld", u, s, (long long)mine,
+        for (int s = 0; s < p->shards; s++) /* the same bytes per shard as the plan */
+            ASSERT(mine[s] == plan_shard_bytes(p, u, s),
+                   "unit %d shard %d: %lld bytes, the plan says %lld", u, s, (long long)mine[s],
                    (long long)plan_shard_bytes(p, u, s));
-        }
     }
+    free(mine);
     qsort(l->blocks, (size_t)l->n_blocks, sizeof *l->blocks, cmp_block);
 }
 
