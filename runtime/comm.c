@@ -117,6 +117,8 @@ static void set_int(void *sock, int opt, int v, const char *what)
     ZMQ_CHECK(zmq_setsockopt(sock, opt, &v, sizeof v), what);
 }
 
+#define COMM_LISTEN_BACKLOG 65535
+
 /* I/O thread 0 serves the control channels, threads 1 and 2 the data. */
 #define AFFINITY_CONTROL 1u
 #define AFFINITY_DATA 6u
@@ -140,6 +142,12 @@ static comm_t *comm_create(const char *name, int rank, int n_peers, const char *
         ZMQ_CHECK(zmq_setsockopt(c->router, ZMQ_AFFINITY, &affinity, sizeof affinity),
                   "AFFINITY");
         set_int(c->router, ZMQ_ROUTER_MANDATORY, 1, "ROUTER_MANDATORY");
+        /* Every sync thread of every peer connects at once when training starts (a PS
+         * shard takes two connections per unit and worker); with ZeroMQ's default backlog
+         * of 100 the kernel dropped most of those SYNs, and each dropped one cost its
+         * sender a 1 s retransmission timeout in the first iteration. The kernel caps the
+         * value at net.core.somaxconn. */
+        set_int(c->router, ZMQ_BACKLOG, COMM_LISTEN_BACKLOG, "BACKLOG");
         set_int(c->router, ZMQ_LINGER, send_timeout_ms, "LINGER");
         set_int(c->router, ZMQ_SNDTIMEO, send_timeout_ms, "SNDTIMEO");
         int64_t max_bytes = (int64_t)MSG_MAX_PAYLOAD_BYTES + 4096;
