@@ -47,6 +47,8 @@
 # row. Needs root (network namespaces); the runs' namespaces are removed by
 # emucluster.sh, also on failure or Ctrl-C. Ranks run at nice -10 so that other work on the
 # host delays their wake-ups less.
+# With --repeat R > 1 it also prints the spread of the runs of one configuration, (slowest -
+# fastest) / measured time, median and worst over the grid: the measurement's own noise.
 #   HOST_BOUND_FRAC (environment, default 0.85) moves the host_bound threshold.
 set -u
 # The whole script is one block, read before it runs: a grid takes most of an hour, and bash
@@ -58,7 +60,7 @@ quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=6 batch=16 compute_s=0.3 out=out/validate
 repeat=1 queue=fair bucket_mb=4
 build=build
-usage() { sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift; continue ;;
@@ -231,6 +233,13 @@ summary() { # summary LABEL KEEP: median and worst |error| of the rows whose hos
 }
 summary "configurations" any || exit 1
 summary "configurations that are not host-bound" 0
+# how far the runs of one configuration lie apart: an error within this is within the noise
+# of the measurement itself
+awk -F, 'NR > 1 && $14 > 1 && $6 > 0 { print ($16 - $15) / $6 }' "$detail" | sort -g | awk '
+    { v[NR] = $1 } END {
+        if (NR == 0) exit
+        med = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+        printf "spread of the runs of one configuration, (slowest - fastest) / measured, over %d configurations: median %.1f%%, worst %.1f%%\n", NR, med * 100, v[NR] * 100 }'
 [ $n_failed = 0 ]
 exit
 }
