@@ -48,6 +48,7 @@ void experiment_init(experiment_t *e)
     e->scheme = (scheme_t){SCHEME_HYBRID, true};
     e->batch = 32;
     e->iterations = 5;
+    e->warmup = 1;
     e->seed = 1;
     e->kv_block_bytes = 4 << 20;
 }
@@ -72,7 +73,9 @@ const char *experiment_keys_help(void)
            "                            hybrid3 (hybrid)\n"
            "  consistency = C           bsp | ssp:S (bsp)\n"
            "  batch = K                 images per worker per iteration (32)\n"
-           "  iterations = T            simulated iterations, first one is warm-up (5)\n"
+           "  iterations = T            simulated iterations (5)\n"
+           "  warmup = W                the first W iterations are left out of the measured\n"
+           "                            time: (end of T-1 - end of W-1) / (T - W) (1)\n"
            "  seed = N                  (1)\n"
            "  kv_block_mb = B           PS key-value block, 0 = even split, tensor = each\n"
            "                            tensor whole on one shard (4)\n"
@@ -160,11 +163,12 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
         else if (!strncmp(val, "ssp:", 4) && !kv_int(val + 4, &i) && i >= 0 && i < 1000)
             e->staleness = (int)i;
         else return kv_error(err, errlen, where, "expected consistency = bsp | ssp:S, got '%s'", val);
-    } else if (!strcmp(key, "batch") || !strcmp(key, "iterations")) {
+    } else if (!strcmp(key, "batch") || !strcmp(key, "iterations") || !strcmp(key, "warmup")) {
         if (kv_int(val, &i) || i < 1 || i > 1000000)
             return kv_error(err, errlen, where, "expected %s = an integer >= 1, got '%s'", key, val);
         if (!strcmp(key, "batch")) e->batch = (int)i;
-        else e->iterations = (int)i;
+        else if (!strcmp(key, "iterations")) e->iterations = (int)i;
+        else e->warmup = (int)i;
     } else if (!strcmp(key, "seed")) {
         if (kv_int(val, &i) || i < 0)
             return kv_error(err, errlen, where, "expected seed = an integer >= 0, got '%s'", val);
@@ -218,6 +222,16 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
 
 /* What experiment_parse keeps while reading: the line of `cluster =`, for messages about
  * the cluster file. */
+/* warmup and iterations together: at least one measured iteration after the warm-up (a
+ * single iteration is its own measure). */
+static int check_warmup(const experiment_t *e, const char *where, char *err, size_t errlen)
+{
+    if (e->iterations == 1 || e->warmup < e->iterations) return 0;
+    return kv_error(err, errlen, where,
+                    "expected warmup < iterations (the iterations after the warm-up are the "
+                    "measured ones), got warmup = %d, iterations = %d", e->warmup, e->iterations);
+}
+
 typedef struct {
     experiment_t *e;
     int cluster_line;
@@ -249,6 +263,7 @@ int experiment_parse(experiment_t *e, const char *path, const char *text, char *
     snprintf(where, sizeof where, "%s:%d", path, line_no);
     if (!e->model_path[0]) return kv_error(err, errlen, where, "expected a 'model = FILE' line");
     if (!e->cluster_path[0]) return kv_error(err, errlen, where, "expected a 'cluster = FILE' line");
+    if (check_warmup(e, where, err, errlen)) return -1;
     char cerr[1024];
     if (cluster_load(&e->cluster, e->cluster_path, cerr, sizeof cerr)) {
         snprintf(where, sizeof where, "%s:%d", path, cluster_line);
@@ -322,7 +337,7 @@ int experiment_override(experiment_t *e, const char *kv, char *err, size_t errle
     e->path[0] = 0;
     int rc = experiment_set(e, key, val, "--set", err, errlen);
     memcpy(e->path, saved, sizeof saved);
-    if (rc) return -1;
+    if (rc || check_warmup(e, "--set", err, errlen)) return -1;
     if (!strcmp(key, "cluster")) {
         char cerr[1024];
         if (cluster_load(&e->cluster, e->cluster_path, cerr, sizeof cerr)) {

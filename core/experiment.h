@@ -70,7 +70,9 @@ typedef struct {
     scheme_t scheme;
     int staleness;             /* SSP s; 0 is BSP */
     int batch;                 /* images per worker per iteration */
-    int iterations;            /* simulated iterations (the first is the warm-up) */
+    int iterations;            /* simulated iterations */
+    int warmup;                /* the first iterations, left out of the measured time; 1 <=
+                                  warmup < iterations (unless iterations == 1) */
     uint64_t seed;
     int64_t kv_block_bytes;    /* KV-store block; 0 splits each tensor evenly over shards;
                                   KV_BLOCK_WHOLE_TENSOR puts each tensor whole on one shard */
@@ -86,7 +88,7 @@ typedef struct {
     scheme_t schemes[EXPERIMENT_MAX_SWEEP];
 } experiment_t;
 
-/* Defaults: scheme hybrid, BSP, batch 32, 5 iterations, seed 1, 4 MB KV blocks
+/* Defaults: scheme hybrid, BSP, batch 32, 5 iterations (1 of them warm-up), seed 1, 4 MB KV blocks
  * (Poseidon-TF's default, POSEIDON.md §4), no all-reduce fusion, network model auto. */
 void experiment_init(experiment_t *e);
 

@@ -10,7 +10,9 @@
 #   --nodes "2 4 8"     node counts (default 2 4 8)
 #   --gbps "0.5 1"      link rates, Gbit/s (default 0.5 1)
 #   --schemes "..."     default: ps ps+wfbp hybrid allreduce+wfbp
-#   --iterations T      iterations per run, the first a warm-up (default 6)
+#   --iterations T      iterations per run (default 8)
+#   --warmup W          the first W of them are not measured (default 3: PS runs take two or
+#                       three iterations to settle into their steady pace)
 #   --repeat R          runs per configuration; the measured time is their median (default 1)
 #   --queue Q           the emulated links' queue, fair or fifo (emucluster.sh -q; default fair)
 #   --bucket-mb B       all-reduce fusion buckets of >= B MB on both sides (train --bucket-mb,
@@ -40,9 +42,9 @@
 # cores over the steady-state iterations or the host was >= 85% busy: then the host, not
 # the emulated network or compute, sets the pace (wake-ups wait for a core), which the
 # simulator does not model; such rows are kept and marked. Both sides define the
-# iteration time the same way: (end of iteration T-1 - end of iteration 0) / (T - 1), where
-# an iteration ends with the last op of it on any node (sim/sim.c; the runtime's merged
-# trace). With --repeat R the row's measured time is the median run's (the lower middle
+# iteration time the same way: (end of iteration T-1 - end of iteration W-1) / (T - W), where
+# an iteration ends with the last op of it on any node (sim/sim.c, experiment key warmup;
+# the runtime's merged trace). With --repeat R the row's measured time is the median run's (the lower middle
 # one for even R), which keeps one run slowed by other work on the host from deciding the
 # row. Needs root (network namespaces); the runs' namespaces are removed by
 # emucluster.sh, also on failure or Ctrl-C. Ranks run at nice -10 so that other work on the
@@ -57,10 +59,10 @@ set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
-schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=6 batch=16 compute_s=0.3 out=out/validate
+schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=8 warmup=3 batch=16 compute_s=0.3 out=out/validate
 repeat=1 queue=fair bucket_mb=4
 build=build
-usage() { sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift; continue ;;
@@ -69,7 +71,7 @@ while [ $# -gt 0 ]; do
     [ $# -ge 2 ] || { echo "validate: $1 needs a value" >&2; exit 2; }
     case $1 in
     --models) models=$2 ;; --nodes) nodes=$2 ;; --gbps) gbps=$2 ;; --schemes) schemes=$2 ;;
-    --iterations) iters=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
+    --iterations) iters=$2 ;; --warmup) warmup=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
     --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;;
     --out) out=$2 ;; --build) build=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
@@ -79,7 +81,9 @@ done
 if [ $quick = 1 ]; then models="googlenet" nodes="2 4" gbps="1"; fi
 [ "$(id -u)" = 0 ] || { echo "validate: needs root (one network namespace per emulated node); run it as root: sudo $0 $*" >&2; exit 2; }
 [ -x "$build/poseidon" ] || { echo "validate: $build/poseidon not built (make all)" >&2; exit 2; }
-[ "$iters" -ge 3 ] 2>/dev/null || { echo "validate: --iterations must be >= 3" >&2; exit 2; }
+[ "$warmup" -ge 1 ] 2>/dev/null || { echo "validate: --warmup must be >= 1" >&2; exit 2; }
+[ "$iters" -ge $((warmup + 2)) ] 2>/dev/null ||
+    { echo "validate: --iterations must be >= --warmup + 2 (two measured iterations at least)" >&2; exit 2; }
 [ "$repeat" -ge 1 ] 2>/dev/null || { echo "validate: --repeat must be >= 1" >&2; exit 2; }
 case $queue in fair|fifo) ;; *) echo "validate: --queue must be fair or fifo" >&2; exit 2 ;; esac
 # busy and total CPU ticks of the whole host (all processes, the kernel's network work too)
@@ -114,6 +118,7 @@ for model in $models; do
             echo "profile = $(cd "$(dirname "$prof")" && pwd)/$(basename "$prof")"
             echo "batch = $batch"
             echo "iterations = $iters"
+            echo "warmup = $warmup"
             echo "kv_block_mb = 4"
             echo "allreduce_bucket_mb = $bucket_mb"
             echo "sweep_nodes = $(echo $nodes | tr ' ' ,)"
@@ -154,8 +159,8 @@ for model in $models; do
                     wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
                     n_runs=$((n_runs + 1))
                     meas=""
-                    [ $rc = 0 ] && meas=$(awk -F, -v T="$iters" 'NR > 1 && $8 > e[$2] { e[$2] = $8 }
-                        END { if ((0 in e) && ((T - 1) in e)) printf "%.6f", (e[T - 1] - e[0]) / (T - 1) / 1e9 }' "$rd/trace.csv")
+                    [ $rc = 0 ] && meas=$(awk -F, -v T="$iters" -v W="$warmup" 'NR > 1 && $8 > e[$2] { e[$2] = $8 }
+                        END { if (((W - 1) in e) && ((T - 1) in e)) printf "%.6f", (e[T - 1] - e[W - 1]) / (T - W) / 1e9 }' "$rd/trace.csv")
                     rm -f "$rd"/trace-rank*.json "$rd"/trace-rank*.csv
                     if [ -z "$meas" ] || [ -z "$pred" ]; then
                         n_failed=$((n_failed + 1))

@@ -20,11 +20,11 @@ if [ "$(id -u)" != 0 ]; then
 fi
 batch=16 model=googlenet
 experiments/validate.sh --build "$build" --out "$out/scaling-runs" --models "$model" \
-    --nodes "1 2 4 8" --gbps 1 --schemes "hybrid ps+wfbp ps allreduce+wfbp" --iterations 5 \
+    --nodes "1 2 4 8" --gbps 1 --schemes "hybrid ps+wfbp ps allreduce+wfbp" \
     --bucket-mb 0 --batch "$batch" || { echo "bench_scaling: some runs failed (see $out/scaling-runs)" >&2; exit 1; }
 # all-reduce again with the gradients fused into 4 MB buckets (allreduce+wfbp/b4)
 experiments/validate.sh --build "$build" --out "$out/scaling-runs-b4" --models "$model" \
-    --nodes "1 2 4 8" --gbps 1 --schemes allreduce+wfbp --bucket-mb 4 --iterations 5 \
+    --nodes "1 2 4 8" --gbps 1 --schemes allreduce+wfbp --bucket-mb 4 \
     --batch "$batch" || { echo "bench_scaling: some runs failed (see $out/scaling-runs-b4)" >&2; exit 1; }
 awk -F, -v b="$batch" '
 FNR == 1 { f++; next }

@@ -596,6 +596,8 @@ static void build_reverse(sim_t *s)
 int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_result_t *r)
 {
     ASSERT(o->iterations >= 1, "iterations %d", o->iterations);
+    ASSERT(o->warmup >= 0 && (o->warmup < o->iterations || o->iterations == 1),
+           "warmup %d of %d iterations", o->warmup, o->iterations);
     ASSERT(tm->n_units == p->n_units, "times for %d units, plan has %d", tm->n_units, p->n_units);
     sim_t S = {0}, *s = &S;
     s->p = p;
@@ -711,7 +713,9 @@ int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_res
     r->nodes = s->N;
     r->iterations = s->T;
     r->makespan_ns = s->now;
-    r->iter_ns = s->T > 1 ? (s->iter_end[s->T - 1] - s->iter_end[0]) / (s->T - 1) : s->iter_end[0];
+    int W = o->warmup > 0 ? o->warmup : 1;
+    r->iter_ns = s->T > 1 ? (s->iter_end[s->T - 1] - s->iter_end[W - 1]) / (s->T - W)
+                          : s->iter_end[0];
     double imgs = (double)s->N * p->cluster.devices_per_node * p->batch;
     r->images_per_s = r->iter_ns > 0 ? imgs / (r->iter_ns * 1e-9) : 0;
     double busy = 0, comm = 0, both = 0, sent = 0, recv = 0, maxs = 0;

@@ -24,7 +24,9 @@
 #include "trace.h"
 
 typedef struct {
-    int iterations;      /* >= 1; the first is the warm-up */
+    int iterations;      /* >= 1 */
+    int warmup;          /* the first iterations, not measured (0 means 1): warmup <
+                            iterations, or iterations == 1 */
     uint64_t seed;
     trace_t *trace;      /* optional: one row per op instance */
     int whole_network;   /* broadcasts and gathers move whole (net_set_whole): faster on
@@ -35,7 +37,8 @@ typedef struct {
     int nodes;
     int iterations;
     int64_t makespan_ns;
-    int64_t iter_ns;              /* steady state: (end of last - end of first) / (T - 1) */
+    int64_t iter_ns;              /* steady state: (end of T-1 - end of W-1) / (T - W), W the
+                                     warm-up; the end of 0 when T == 1 */
     double images_per_s;          /* nodes x devices x batch / iter */
     double sent_bytes_per_node;   /* per iteration, mean over nodes */
     double recv_bytes_per_node;

@@ -31,7 +31,8 @@ int simrun_config(const experiment_t *e, const model_t *m, const cluster_t *c, s
     } else {
         sim_times_device(&tm, &p);
     }
-    sim_opts_t o = {.iterations = e->iterations, .seed = e->seed, .trace = trace,
+    sim_opts_t o = {.iterations = e->iterations, .warmup = e->warmup, .seed = e->seed,
+                    .trace = trace,
                     .whole_network = net_model_for(e->net_model, c->nodes) == NET_MODEL_WHOLE};
     sim_run(&p, &tm, &o, &out->r);
     out->predicted_sync_ns = plan_predicted_sync_ns(&p);

@@ -139,6 +139,9 @@ TEST(experiment_errors_name_file_and_line)
         {"cluster = c.cluster\n", "e.exp:1:", "expected a 'model = FILE' line"},
         {"model = m.net\n\n\ncluster = nowhere.cluster\n", "e.exp:4:", "nowhere.cluster"},
         {"model = m.net\nbatch = -3\n", "e.exp:2:", "expected batch"},
+        {"model = m.net\nwarmup = 0\n", "e.exp:2:", "expected warmup"},
+        {"model = m.net\ncluster = c.cluster\niterations = 3\nwarmup = 3\n", "e.exp:4:",
+         "expected warmup < iterations"},
         {"color = blue\n", "e.exp:1:", "unknown key 'color'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -644,3 +644,45 @@ TEST(sim_trace_has_one_row_per_instance)
     fclose(f);
     model_fini(&m);
 }
+
+/* The measured time leaves out the warm-up iterations: (end of T-1 - end of W-1) / (T - W),
+ * an iteration ending with the last of its rows on any node - the definition
+ * experiments/validate.sh applies to the runtime's trace. */
+TEST(sim_iteration_time_leaves_out_the_warmup)
+{
+    for (int W = 1; W <= 3; W += 2) {
+        char extra[128];
+        snprintf(extra, sizeof extra, "iterations = 6\nwarmup = %d\nsweep_schemes = ps\n", W);
+        experiment_t e;
+        model_t m;
+        fixture_load_exp(&e, &m, exp_text(extra));
+        cluster_t c = e.cluster;
+        c.nodes = 4;
+        c.nic_Bps = 1e9 / 8;
+        char prefix[600], err[1024];
+        snprintf(prefix, sizeof prefix, "%s/w%d", test_tmpdir(), W);
+        trace_t *tr = trace_open(prefix, err, sizeof err);
+        REQUIRE(tr, "%s", err);
+        simrun_out_t o;
+        REQUIRE(simrun_config(&e, &m, &c, e.schemes[0], tr, &o, err, sizeof err) == 0, "%s", err);
+        trace_close(&tr);
+        int64_t end[6] = {0};
+        char path[700], line[512];
+        snprintf(path, sizeof path, "%s.csv", prefix);
+        FILE *f = fopen(path, "r");
+        REQUIRE(f && fgets(line, sizeof line, f), "no %s", path);
+        while (fgets(line, sizeof line, f)) {
+            int node, t;
+            long long t0, t1;
+            char *c6 = line;
+            for (int k = 0; k < 6 && c6; k++) c6 = strchr(c6, ',') ? strchr(c6, ',') + 1 : NULL;
+            int ok = c6 && sscanf(line, "%d,%d,", &node, &t) == 2 && t >= 0 && t < 6 &&
+                     sscanf(c6, "%lld,%lld", &t0, &t1) == 2;
+            REQUIRE(ok, "row %s", line);
+            if (t1 > end[t]) end[t] = t1;
+        }
+        fclose(f);
+        CHECK_EQ_I64(o.r.iter_ns, (end[5] - end[W - 1]) / (6 - W));
+        model_fini(&m);
+    }
+}

@@ -16,7 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 export EMU_ID=$(printf 'e%04x' $(( $$ & 0xffff )))   # this test's namespaces only
 before=$(ip netns list | grep -c "^pns$EMU_ID-")
 timeout 120 experiments/validate.sh --build "$build" --out "$tmp/v" --models lenet --nodes 2 --gbps 1 \
-    --schemes "ps hybrid" --iterations 4 >"$tmp/log" 2>&1 || { tail -20 "$tmp/log"; fail "validate.sh failed"; }
+    --schemes "ps hybrid" --iterations 4 --warmup 1 >"$tmp/log" 2>&1 || { tail -20 "$tmp/log"; fail "validate.sh failed"; }
 cat "$tmp/log" | tail -4
 [ "$(awk -F, 'NR > 1' "$tmp/v/validate.csv" | wc -l)" -eq 2 ] || fail "expected 2 result rows"
 awk -F, 'NR > 1 { e = $7 < 0 ? -$7 : $7; if (!($6 > 0) || e > 0.5) bad = 1 } END { exit bad }' "$tmp/v/validate.csv" ||
