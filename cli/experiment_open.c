@@ -17,6 +17,10 @@ int experiment_open(int argc, char **argv, const char *path, const char *const *
             fprintf(stderr, "%s\n", err);
             return 1;
         }
+    if (experiment_check_overrides(e, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
     log_banner(argc, argv, e->seed);
     if (model_load(m, e->model_path, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);

@@ -220,8 +220,6 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
     return 0;
 }
 
-/* What experiment_parse keeps while reading: the line of `cluster =`, for messages about
- * the cluster file. */
 /* warmup and iterations together: at least one measured iteration after the warm-up (a
  * single iteration is its own measure). */
 static int check_warmup(const experiment_t *e, const char *where, char *err, size_t errlen)
@@ -232,6 +230,13 @@ static int check_warmup(const experiment_t *e, const char *where, char *err, siz
                     "measured ones), got warmup = %d, iterations = %d", e->warmup, e->iterations);
 }
 
+int experiment_check_overrides(const experiment_t *e, char *err, size_t errlen)
+{
+    return check_warmup(e, "--set", err, errlen);
+}
+
+/* What experiment_parse keeps while reading: the line of `cluster =`, for messages about
+ * the cluster file. */
 typedef struct {
     experiment_t *e;
     int cluster_line;
@@ -337,7 +342,7 @@ int experiment_override(experiment_t *e, const char *kv, char *err, size_t errle
     e->path[0] = 0;
     int rc = experiment_set(e, key, val, "--set", err, errlen);
     memcpy(e->path, saved, sizeof saved);
-    if (rc || check_warmup(e, "--set", err, errlen)) return -1;
+    if (rc) return -1;
     if (!strcmp(key, "cluster")) {
         char cerr[1024];
         if (cluster_load(&e->cluster, e->cluster_path, cerr, sizeof cerr)) {

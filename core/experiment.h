@@ -105,6 +105,9 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
 /* A command-line override "key=value" (an experiment key) or "cluster.key=value" (a cluster
  * key, applied to the loaded cluster). Returns 0, or -1 with "--set: expected ..." in err. */
 int experiment_override(experiment_t *e, const char *kv, char *err, size_t errlen);
+/* After the overrides: the keys that constrain each other (warmup < iterations), which one
+ * override alone cannot judge. Returns 0, or -1 with "--set: expected ..." in err. */
+int experiment_check_overrides(const experiment_t *e, char *err, size_t errlen);
 
 /* The sweep's configurations: count = nodes x gbps x schemes, ordered scheme-major, then
  * gbps, then nodes. experiment_config() fills the cluster and scheme of configuration i. */

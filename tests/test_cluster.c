@@ -116,6 +116,14 @@ TEST(experiment_resolves_paths_and_sweeps)
     REQUIRE(experiment_override(&e, "cluster.latency_us=7", err, sizeof err) == 0, "%s", err);
     CHECK_EQ_I64(e.cluster.lat_ns, 7000);
     CHECK(experiment_override(&e, "batch=0", err, sizeof err) == -1, "batch=0 accepted");
+    /* warmup and iterations are judged together, after all overrides, in either order */
+    REQUIRE(experiment_override(&e, "warmup=6", err, sizeof err) == 0, "%s", err);
+    REQUIRE(experiment_override(&e, "iterations=8", err, sizeof err) == 0, "%s", err);
+    CHECK(experiment_check_overrides(&e, err, sizeof err) == 0, "%s", err);
+    REQUIRE(experiment_override(&e, "iterations=6", err, sizeof err) == 0, "%s", err);
+    CHECK(experiment_check_overrides(&e, err, sizeof err) == -1 &&
+              strstr(err, "--set: expected warmup < iterations"),
+          "warmup 6 of 6 iterations: '%s'", err);
     CHECK(strstr(err, "--set") != NULL, "%s", err);
 
     /* Without sweeps, the base values make one configuration. */
