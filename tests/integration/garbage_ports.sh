@@ -4,7 +4,9 @@
 # seconds): to rank 1's PS shard and to its SFB endpoint of fc1, each gets raw bytes that
 # are not ZeroMQ at all, and a well-formed ZeroMQ (ZMTP 3.0) connection that sends frames
 # with a bad header. Passes when the run still exits 0 with every iteration done and the
-# worker's log shows the bad messages were dropped.
+# worker's log shows the bad messages were dropped. (The drops logged come from the raw
+# bytes: no frame of the ZMTP 3.0 peer has been seen to reach the comm, which
+# comm_bad_messages_dropped in tests/test_comm.c covers with a real ZeroMQ socket.)
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -59,10 +61,21 @@ send() { # send PORT FD
 }
 send "$ps_port" 3 || fail "could not connect to rank 1's PS shard (port $ps_port)"
 send "$sfb_port" 4 || fail "could not connect to rank 1's SFB endpoint (port $sfb_port)"
-# both peers stay until both rejections are logged, the run ends, or 10 s pass
-for _ in $(seq 100); do
-    grep -Eq "$ps_dropped" "$tmp/log" && grep -Eq "$sfb_dropped" "$tmp/log" && break
+# both peers stay until both rejections are logged, the run ends, or 10 s pass. What of the
+# raw bytes reaches the comm is chance (libzmq takes a first byte other than 0xff for a
+# ZMTP 1.0 peer and cuts the rest into frames; a peer that closes early may take them
+# along): on this machine one run in six to ten had nothing to reject from a single burst,
+# so an endpoint that has logged nothing after 1 s gets another burst
+for k in $(seq 100); do
+    ps_ok=0 sfb_ok=0
+    grep -Eq "$ps_dropped" "$tmp/log" && ps_ok=1
+    grep -Eq "$sfb_dropped" "$tmp/log" && sfb_ok=1
+    [ $ps_ok = 1 ] && [ $sfb_ok = 1 ] && break
     kill -0 $pid 2>/dev/null || break
+    if [ $((k % 10)) = 0 ]; then
+        [ $ps_ok = 1 ] || { exec 3>&-; send "$ps_port" 3; }
+        [ $sfb_ok = 1 ] || { exec 4>&-; send "$sfb_port" 4; }
+    fi
     sleep 0.1
 done
 exec 3>&- 4>&-
