@@ -591,6 +591,14 @@ TEST(sim_seed_fixed_scenario_matches_stored_output)
     CHECK(!strcmp(got, again), "two runs with one seed differ");
 }
 
+/* The start and end of a trace CSV row (its 7th and 8th fields): 1, or 0 if it has none. */
+static int trace_row_times(const char *line, long long *t0, long long *t1)
+{
+    const char *c = line;
+    for (int k = 0; k < 6 && c; k++) c = strchr(c, ',') ? strchr(c, ',') + 1 : NULL;
+    return c && sscanf(c, "%lld,%lld", t0, t1) == 2;
+}
+
 TEST(sim_trace_has_one_row_per_instance)
 {
     experiment_t e;
@@ -625,9 +633,7 @@ TEST(sim_trace_has_one_row_per_instance)
     while (fgets(line, sizeof line, f)) {
         long long t0, t1;
         rows++;
-        char *c6 = line;
-        for (int k = 0; k < 6 && c6; k++) c6 = strchr(c6, ',') ? strchr(c6, ',') + 1 : NULL;
-        if (!c6 || sscanf(c6, "%lld,%lld", &t0, &t1) != 2 || t1 < t0) bad++;
+        if (!trace_row_times(line, &t0, &t1) || t1 < t0) bad++;
     }
     fclose(f);
     CHECK_EQ_I64(rows, want);
@@ -674,10 +680,8 @@ TEST(sim_iteration_time_leaves_out_the_warmup)
         while (fgets(line, sizeof line, f)) {
             int node, t;
             long long t0, t1;
-            char *c6 = line;
-            for (int k = 0; k < 6 && c6; k++) c6 = strchr(c6, ',') ? strchr(c6, ',') + 1 : NULL;
-            int ok = c6 && sscanf(line, "%d,%d,", &node, &t) == 2 && t >= 0 && t < 6 &&
-                     sscanf(c6, "%lld,%lld", &t0, &t1) == 2;
+            int ok = sscanf(line, "%d,%d,", &node, &t) == 2 && t >= 0 && t < 6 &&
+                     trace_row_times(line, &t0, &t1);
             REQUIRE(ok, "row %s", line);
             if (t1 > end[t]) end[t] = t1;
         }
