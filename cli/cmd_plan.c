@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/experiment_open.h"
 #include "core/experiment.h"
+#include "core/job.h"
 #include "core/log.h"
 #include "core/model.h"
 #include "core/plan.h"
@@ -57,13 +58,10 @@ int cmd_plan(int argc, char **argv)
     int rc = 0;
     for (int i = 0; i < experiment_config_count(&e) && rc == 0; i++) {
         cluster_t c;
-        scheme_t s;
-        experiment_config(&e, i, &c, &s);
+        plan_opts_t po;
+        job_config(&e, i, NULL, &c, &po);
+        scheme_t s = po.scheme;
         plan_t p;
-        plan_opts_t po = {.scheme = s, .staleness = e.staleness, .batch = e.batch,
-                          .kv_block_bytes = e.kv_block_bytes,
-                          .allreduce_bucket_bytes = e.allreduce_bucket_bytes,
-                          .kv_placement = e.kv_placement};
         if (plan_build_opts(&p, &m, &c, &po, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             rc = 1;

@@ -1,9 +1,11 @@
 /* poseidon sim EXPERIMENT [--csv FILE] [--trace PREFIX] [--set KEY=VALUE]... */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "cli/experiment_open.h"
+#include "core/check.h"
 #include "core/experiment.h"
 #include "core/log.h"
 #include "core/model.h"
@@ -79,11 +81,12 @@ int cmd_sim(int argc, char **argv)
     /* The one-node baseline (no communication, so one run serves every scheme/bandwidth). */
     int rc = 0;
     simrun_out_t base;
-    cluster_t c1 = e.cluster;
-    c1.nodes = 1;
-    c1.ps_shards = 0;
-    c1.n_speed = 0;
-    if (simrun_config(&e, &m, &c1, e.schemes[0], NULL, &base, err, sizeof err)) {
+    experiment_t *e1 = xmalloc(sizeof *e1);
+    experiment_baseline(&e, e1);
+    cluster_t c1;
+    rc = simrun_config(e1, &m, 0, &c1, NULL, &base, err, sizeof err);
+    free(e1);
+    if (rc) {
         fprintf(stderr, "%s\n", err);
         rc = 1;
     }
@@ -107,7 +110,7 @@ int cmd_sim(int argc, char **argv)
             }
         }
         simrun_out_t o;
-        if (simrun_config(&e, &m, &c, s, tr, &o, err, sizeof err)) {
+        if (simrun_config(&e, &m, i, &c, tr, &o, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             trace_close(&tr);
             rc = 1;

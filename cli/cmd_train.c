@@ -47,8 +47,8 @@ static void train_usage(FILE *f)
             "  --csv FILE          per-epoch rows: epoch,loss,train_acc,test_acc,images_per_s\n"
             "  --checkpoint FILE   write the state after every epoch (atomically)\n"
             "  --resume FILE       start from a checkpoint (its epoch count and parameters)\n\n"
-            "Distributed: --workers N, or a rank from mpirun/srun/RANK; see\n"
-            "poseidon train --workers 2 --help for its options.\n");
+            "Distributed: poseidon train EXPERIMENT, --workers N, or a rank from\n"
+            "mpirun/srun/RANK; see poseidon train --workers 2 --help for its options.\n");
 }
 
 typedef struct {
@@ -76,11 +76,13 @@ static int parse_num(const char *opt, const char *v, double *out)
     return 0;
 }
 
-/* true when the run is distributed: --workers, or a rank given by a launcher. */
+/* true when the run is distributed: an experiment file, --set, --workers, or a rank given by
+ * a launcher. */
 static bool train_is_distributed(int argc, char **argv)
 {
+    if (argc > 1 && argv[1][0] != '-') return true;
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--workers")) return true;
+        if (!strcmp(argv[i], "--workers") || !strcmp(argv[i], "--set")) return true;
     return getenv("RANK") || getenv("OMPI_COMM_WORLD_RANK") || getenv("SLURM_PROCID");
 }
 

@@ -1,74 +1,106 @@
-/* poseidon train --workers N ...: distributed training. Each rank runs runtime/worker (the
- * plan built by core/, executed for real over ZeroMQ). --workers N forks a local job; without
- * it the rank comes from the launcher's environment (mpirun, srun, or RANK/WORLD_SIZE/
- * MASTER_ADDR/MASTER_PORT by hand). Rank 0 prints the report rows on stdout. */
-#include <errno.h>
-#include <math.h>
+/* poseidon train EXPERIMENT | --workers N ...: distributed training. The job is an experiment
+ * (core/experiment.h): a file, `--set KEY=VALUE` overrides, and the shorthand flags below,
+ * each of which sets one experiment key in the key's own units. Each rank runs
+ * runtime/worker (the plan built by core/, executed for real over ZeroMQ). --workers N, or
+ * an experiment file outside a launcher, forks a local job; otherwise the rank comes from the
+ * launcher's environment (mpirun, srun, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT by hand).
+ * Rank 0 prints the report rows on stdout and writes the experiment it ran. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
+#include "core/check.h"
 #include "core/log.h"
+#include "runtime/data.h"
 #include "runtime/launch.h"
 #include "runtime/worker.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: poseidon train --workers N --model FILE [options]   (a local job)\n"
-            "       mpirun -np N poseidon train --model FILE [options]  (or srun, or RANK=...)\n\n"
+            "usage: poseidon train EXPERIMENT [--set KEY=VALUE]... [options]\n"
+            "       poseidon train --workers N --model FILE [options]   (a local job)\n"
+            "       mpirun -np N poseidon train [EXPERIMENT] [options]  (or srun, or RANK=...)\n\n"
             "Data-parallel training on N workers that execute the plan of the simulator: per\n"
             "layer PS (sharded, one shard per worker), SFB or ring all-reduce, wait-free\n"
-            "backprop, BSP or SSP. Rank 0 prints rows: epoch,iteration,loss,train_acc,\n"
-            "test_acc,images_per_s,seconds (loss and accuracies are rank 0's).\n\n"
-            "  --workers N         fork N local workers (default: rank from the environment)\n"
-            "  --model FILE        network description (models/NAME.net)\n"
+            "backprop, BSP or SSP. The job is the experiment (poseidon sim reads the same\n"
+            "file and keys): one configuration of it, on as many workers as its nodes. Rank 0\n"
+            "prints rows: epoch,iteration,loss,train_acc,test_acc,images_per_s,seconds (loss\n"
+            "and accuracies are rank 0's), and writes the experiment it ran (--job-out), on\n"
+            "which poseidon sim predicts the run.\n\n"
+            "the job (each flag sets the experiment key in brackets):\n"
+            "  --set KEY=VALUE     any experiment key, or cluster.KEY (poseidon sim --help)\n"
+            "  --workers N         fork N local workers [cluster.nodes] (default: the\n"
+            "                      experiment's nodes, or the launcher's ranks)\n"
+            "  --model FILE        network description [model]\n"
+            "  --cluster FILE      cluster file [cluster] (default: cluster defaults)\n"
             "  --scheme S          ps | ps+wfbp | sfb+wfbp | allreduce+wfbp | hybrid | hybrid3\n"
-            "                      (default hybrid; any X+none / X+wfbp)\n"
-            "  --ssp S             staleness (default 0: BSP)\n"
-            "  --batch K           samples per worker and step (default 16)\n"
-            "  --epochs E          epochs over the training set (default 1)\n"
-            "  --iterations I      total steps instead of epochs\n"
+            "                      [scheme] (default hybrid)\n"
+            "  --ssp S             staleness, 0: BSP [consistency] (default 0)\n"
+            "  --batch K           samples per worker and step [batch] (default 32)\n"
+            "  --epochs E          epochs over the training set [epochs] (default 1 when\n"
+            "                      neither an experiment file nor --iterations is given)\n"
+            "  --iterations I      total steps instead of epochs [iterations]\n"
+            "  --data D            fashion-mnist or synthetic [data]\n"
+            "  --data-dir DIR      IDX files [data_dir] (default " DATA_FASHION_MNIST_DIR ")\n"
+            "  --synthetic-n N     synthetic training samples in all [synthetic_n] (1024)\n"
+            "  --limit N           use only the first N training samples [limit]\n"
+            "  --no-shuffle        keep each partition in order [shuffle = no]\n"
+            "  --compute C         real or emulate: FWD/BWD sleep for the profile's times\n"
+            "                      [compute]\n"
+            "  --profile CSV       per-layer times, poseidon profile's CSV [profile]\n"
+            "  --no-probe          plan with the cluster's bandwidth and latency, no link\n"
+            "                      probe [probe = no]\n"
+            "  --probe-bytes B     bulk bytes of the probe [probe_bytes] (4194304)\n"
+            "  --kv-block-mb X     PS block in MB, 0: split evenly over shards, tensor: each\n"
+            "                      tensor whole [kv_block_mb] (4)\n"
+            "  --kv-placement P    least_loaded or round_robin [kv_placement]\n"
+            "  --bucket-mb X       fuse the all-reduce layers into buckets of >= X MB\n"
+            "                      [allreduce_bucket_mb] (0: one ring per layer)\n"
+            "  --lr X --momentum X --weight-decay X   SGD [lr, momentum, weight_decay]\n"
+            "                      (0.01, 0.9, 0.0005)\n"
+            "  --seed S            initialisation, shuffling, synthetic data [seed] (1)\n\n"
+            "how this process runs it:\n"
             "  --report-every I    steps between report rows (default: one per epoch)\n"
-            "  --data D            fashion-mnist (default) or synthetic\n"
-            "  --data-dir DIR      IDX files (default /usr/share/datasets/fashion-mnist)\n"
-            "  --synthetic-n N     synthetic training samples in all (default 1024)\n"
-            "  --limit N           use only the first N training samples\n"
-            "  --no-shuffle        keep each partition in order\n"
             "  --no-eval           no test accuracy in the rows\n"
-            "  --compute C         real (default) or emulate: FWD/BWD sleep for --profile times\n"
-            "  --profile CSV       per-layer times (poseidon profile's CSV)\n"
-            "  --cluster FILE      cluster file for the cost model (device, shards); nodes = N\n"
-            "  --no-probe          keep the cluster's bandwidth and latency (no link probe)\n"
-            "  --probe-bytes B     bulk bytes of the probe (default 4194304, sent twice)\n"
-            "  --kv-block BYTES    PS block (default 4194304; 0: split evenly over shards)\n"
-            "  --kv-placement P    least_loaded (default) or round_robin: which shard each\n"
-            "                      block goes to (the experiment key kv_placement)\n"
-            "  --bucket-mb X       fuse the all-reduce layers, in backward order, into buckets\n"
-            "                      of >= X MB, one ring each (default 0: one ring per layer;\n"
-            "                      the experiment key allreduce_bucket_mb of poseidon sim)\n"
-            "  --lr X --momentum X --weight-decay X   SGD (defaults 0.01, 0.9, 0.0005)\n"
-            "  --seed S            initialisation, shuffling, synthetic data (default 1)\n"
             "  --threads T         BLAS threads per worker (default 1)\n"
             "  --timeout-ms MS     bound of every wait (default 60000)\n"
             "  --csv FILE          rank 0's rows\n"
             "  --trace PREFIX      PREFIX-rank<R>.csv/.json per rank, merged into PREFIX.csv\n"
             "  --params-out PATH   each rank writes its final parameters to PATH.<rank>\n"
+            "  --job-out FILE      where rank 0 writes the experiment it ran (default\n"
+            "                      out/runs/MODEL-DATE-TIME.exp; 'none': nowhere)\n"
             "  --print-plan        rank 0 prints the plan's per-unit table\n");
 }
 
-static int num(const char *opt, const char *v, double lo, double *out)
-{
-    char *end;
-    errno = 0;
-    *out = strtod(v, &end);
-    if (errno || end == v || *end || *out < lo) {
-        fprintf(stderr, "poseidon train: %s expects a number >= %g, got '%s'\n", opt, lo, v);
-        return -1;
-    }
-    return 0;
-}
+/* The flags that stand for one experiment key each. */
+static const struct {
+    const char *flag, *key;
+} s_shorthands[] = {
+    {"--workers", "cluster.nodes"},   {"--model", "model"},
+    {"--cluster", "cluster"},         {"--scheme", "scheme"},
+    {"--batch", "batch"},             {"--epochs", "epochs"},
+    {"--iterations", "iterations"},   {"--warmup", "warmup"},
+    {"--data", "data"},               {"--data-dir", "data_dir"},
+    {"--synthetic-n", "synthetic_n"}, {"--limit", "limit"},
+    {"--compute", "compute"},         {"--profile", "profile"},
+    {"--probe-bytes", "probe_bytes"}, {"--kv-block-mb", "kv_block_mb"},
+    {"--kv-placement", "kv_placement"}, {"--bucket-mb", "allreduce_bucket_mb"},
+    {"--lr", "lr"},                   {"--momentum", "momentum"},
+    {"--weight-decay", "weight_decay"}, {"--seed", "seed"},
+};
+#define N_SHORTHANDS ((int)(sizeof s_shorthands / sizeof s_shorthands[0]))
+
+/* One override of the job, in command-line order: "key=value" and the flag it came from. */
+typedef struct {
+    char kv[1100];
+    const char *flag;
+} job_set_t;
 
 typedef struct {
     worker_config_t cfg;
@@ -80,97 +112,179 @@ static int run_rank(int rank, void *arg)
     return worker_run(&((td_t *)arg)->cfg);
 }
 
-int cmd_train_distributed(int argc, char **argv)
+static int add_set(job_set_t **sets, int *n, const char *flag, const char *fmt, const char *a,
+                   const char *b)
 {
-    td_t td;
-    worker_config_t *c = &td.cfg;
-    worker_config_init(c);
-    double workers = 0, v;
+    *sets = xrealloc(*sets, (size_t)(*n + 1) * sizeof **sets);
+    job_set_t *s = &(*sets)[(*n)++];
+    s->flag = flag;
+    if (snprintf(s->kv, sizeof s->kv, fmt, a, b) >= (int)sizeof s->kv) {
+        fprintf(stderr, "poseidon train: %s: value too long\n", flag);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses argv into the config; returns -1 to go on, or the exit code. */
+static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *job_out,
+                 size_t job_out_len)
+{
+    const char *exp_path = NULL;
+    job_set_t *sets = NULL;
+    int n_sets = 0, rc = 2;
+    bool counts_given = false;
+    *workers = 0;
+    job_out[0] = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
-            return 0;
+            rc = 0;
+            goto out;
         }
-        if (!strcmp(a, "--no-shuffle")) { c->shuffle = false; continue; }
+        if (a[0] != '-') {
+            if (exp_path) {
+                fprintf(stderr, "poseidon train: one EXPERIMENT expected, got '%s' and '%s'\n",
+                        exp_path, a);
+                goto out;
+            }
+            exp_path = a;
+            continue;
+        }
+        if (!strcmp(a, "--no-shuffle")) {
+            if (add_set(&sets, &n_sets, a, "shuffle=no%s%s", "", "")) goto out;
+            continue;
+        }
+        if (!strcmp(a, "--no-probe")) {
+            if (add_set(&sets, &n_sets, a, "probe=no%s%s", "", "")) goto out;
+            continue;
+        }
         if (!strcmp(a, "--no-eval")) { c->evaluate = false; continue; }
-        if (!strcmp(a, "--no-probe")) { c->probe = false; continue; }
         if (!strcmp(a, "--print-plan")) { c->print_plan = true; continue; }
         if (i + 1 >= argc) {
             fprintf(stderr, "poseidon train: unknown option or missing value: '%s'\n", a);
-            return 2;
+            goto out;
         }
-        const char *s = argv[++i];
-        int rc = 0;
-        if (!strcmp(a, "--workers")) rc = num(a, s, 1, &workers);
-        else if (!strcmp(a, "--model")) c->model_path = s;
-        else if (!strcmp(a, "--scheme")) {
-            if (scheme_parse(s, &c->scheme)) {
-                fprintf(stderr, "poseidon train: --scheme: unknown scheme '%s'\n", s);
-                return 2;
-            }
-        } else if (!strcmp(a, "--ssp")) rc = num(a, s, 0, &v), c->staleness = (int)v;
-        else if (!strcmp(a, "--batch")) rc = num(a, s, 1, &v), c->batch = (int)v;
-        else if (!strcmp(a, "--epochs")) rc = num(a, s, 1, &v), c->epochs = (int)v;
-        else if (!strcmp(a, "--iterations")) rc = num(a, s, 1, &v), c->iterations = (int64_t)v;
-        else if (!strcmp(a, "--report-every")) rc = num(a, s, 1, &v), c->report_every = (int64_t)v;
-        else if (!strcmp(a, "--data")) c->data = s;
-        else if (!strcmp(a, "--data-dir")) c->data_dir = s;
-        else if (!strcmp(a, "--limit")) rc = num(a, s, 1, &v), c->limit = (int)v;
-        else if (!strcmp(a, "--synthetic-n")) rc = num(a, s, 1, &v), c->synthetic_n = (int)v;
-        else if (!strcmp(a, "--compute")) {
-            if (!strcmp(s, "real")) c->compute = WORKER_COMPUTE_REAL;
-            else if (!strcmp(s, "emulate")) c->compute = WORKER_COMPUTE_EMULATE;
-            else {
-                fprintf(stderr, "poseidon train: --compute is real or emulate, not '%s'\n", s);
-                return 2;
-            }
-        } else if (!strcmp(a, "--profile")) c->profile_path = s;
-        else if (!strcmp(a, "--cluster")) c->cluster_path = s;
-        else if (!strcmp(a, "--probe-bytes")) rc = num(a, s, 4, &v), c->probe_bytes = (int64_t)v;
-        else if (!strcmp(a, "--kv-block")) rc = num(a, s, 0, &v), c->kv_block_bytes = (int64_t)v;
-        else if (!strcmp(a, "--kv-placement")) {
-            if (kv_place_parse(s, &c->kv_placement)) {
-                fprintf(stderr, "poseidon train: --kv-placement is least_loaded or round_robin, "
-                                "not '%s'\n", s);
-                return 2;
-            }
-        } else if (!strcmp(a, "--bucket-mb")) {
-            rc = num(a, s, 0, &v);
-            if (!rc && v > 1e6) {
-                fprintf(stderr, "poseidon train: --bucket-mb expects at most 1e6, got '%s'\n", s);
-                rc = -1;
-            }
-            c->allreduce_bucket_bytes = llround(v * (1 << 20));
+        const char *v = argv[++i];
+        int k = 0;
+        while (k < N_SHORTHANDS && strcmp(a, s_shorthands[k].flag)) k++;
+        if (k < N_SHORTHANDS) {
+            if (add_set(&sets, &n_sets, a, "%s=%s", s_shorthands[k].key, v)) goto out;
+            if (!strcmp(a, "--iterations") &&
+                add_set(&sets, &n_sets, a, "epochs=0%s%s", "", ""))
+                goto out;
+            if (!strcmp(a, "--workers") && flag_int32("train", a, v, 1, 1 << 20, workers))
+                goto out;
+            counts_given |= !strcmp(a, "--iterations") || !strcmp(a, "--epochs");
+            continue;
         }
-        else if (!strcmp(a, "--lr")) rc = num(a, s, 0, &c->solver.lr);
-        else if (!strcmp(a, "--momentum")) rc = num(a, s, 0, &c->solver.momentum);
-        else if (!strcmp(a, "--weight-decay")) rc = num(a, s, 0, &c->solver.weight_decay);
-        else if (!strcmp(a, "--seed")) rc = num(a, s, 0, &v), c->seed = (uint64_t)v;
-        else if (!strcmp(a, "--threads")) rc = num(a, s, 1, &v), c->threads = (int)v;
-        else if (!strcmp(a, "--timeout-ms")) rc = num(a, s, 100, &v), c->timeout_ms = (int)v;
-        else if (!strcmp(a, "--csv")) c->csv_path = s;
-        else if (!strcmp(a, "--trace")) c->trace_prefix = s;
-        else if (!strcmp(a, "--params-out")) c->params_out = s;
+        if (!strcmp(a, "--set")) {
+            if (add_set(&sets, &n_sets, a, "%s%s", v, "")) goto out;
+            if (!strncmp(v, "epochs=", 7) || !strncmp(v, "iterations=", 11)) counts_given = true;
+        } else if (!strcmp(a, "--ssp")) {
+            int s;
+            if (flag_int32("train", a, v, 0, 999, &s)) goto out;
+            char val[32];
+            snprintf(val, sizeof val, "ssp:%d", s);
+            if (add_set(&sets, &n_sets, a, "consistency=%s%s", s ? val : "bsp", "")) goto out;
+        } else if (!strcmp(a, "--report-every")) {
+            long long x;
+            if (flag_int("train", a, v, 1, 1LL << 40, &x)) goto out;
+            c->report_every = x;
+        } else if (!strcmp(a, "--threads")) {
+            if (flag_int32("train", a, v, 1, 4096, &c->threads)) goto out;
+        } else if (!strcmp(a, "--timeout-ms")) {
+            if (flag_int32("train", a, v, 100, 1 << 30, &c->timeout_ms)) goto out;
+        } else if (!strcmp(a, "--csv")) c->csv_path = v;
+        else if (!strcmp(a, "--trace")) c->trace_prefix = v;
+        else if (!strcmp(a, "--params-out")) c->params_out = v;
+        else if (!strcmp(a, "--job-out")) snprintf(job_out, job_out_len, "%s", v);
         else {
             fprintf(stderr, "poseidon train: unknown option '%s' (--help lists them)\n", a);
-            return 2;
+            goto out;
         }
-        if (rc) return 2;
     }
-    if (!c->model_path) {
-        usage(stderr);
-        return 2;
+
+    char err[2048];
+    experiment_t *job = &c->job;
+    if (exp_path) {
+        if (experiment_load(job, exp_path, err, sizeof err)) {
+            fprintf(stderr, "poseidon train: %s\n", err);
+            goto out;
+        }
+    } else {
+        experiment_defaults(job);
+        if (!counts_given) job->train.epochs = 1;
+        /* under a launcher without a file, the job has the launcher's ranks */
+        launch_env_t env;
+        if (*workers == 0 && launch_env_detect(&env, err, sizeof err) == 0 &&
+            env.source != LAUNCH_NONE) {
+            char n[32];
+            snprintf(n, sizeof n, "%d", env.world);
+            if (add_set(&sets, &n_sets, "the launcher", "cluster.nodes=%s%s", n, "")) goto out;
+        }
     }
-    if (c->kv_block_bytes % 4) {
-        fprintf(stderr, "poseidon train: --kv-block must be a multiple of 4 bytes\n");
-        return 2;
+    for (int i = 0; i < n_sets; i++)
+        if (experiment_override_as(job, sets[i].kv, sets[i].flag, err, sizeof err)) {
+            fprintf(stderr, "poseidon train: %s\n", err);
+            goto out;
+        }
+    if (experiment_check_overrides(job, err, sizeof err)) {
+        fprintf(stderr, "poseidon train: %s%s\n", err,
+                job->model_path[0] ? "" : " (--model FILE, or an EXPERIMENT file)");
+        goto out;
     }
-    if (c->compute == WORKER_COMPUTE_EMULATE && !c->profile_path) {
-        fprintf(stderr, "poseidon train: --compute emulate needs --profile CSV\n");
-        return 2;
+    if (experiment_config_count(job) != 1) {
+        fprintf(stderr, "poseidon train: the experiment has %d configurations (sweep_nodes, "
+                        "sweep_gbps, sweep_schemes); choose one with --set sweep_KEY=VALUE\n",
+                experiment_config_count(job));
+        goto out;
     }
-    log_banner(argc, argv, c->seed);
-    if (workers > 0) return launch_local((int)workers, launch_free_port(), 15000, run_rank, &td);
-    return worker_run(c);
+    if (job->kv_block_bytes % 4) {
+        fprintf(stderr, "poseidon train: kv_block_mb must be a whole number of 4-byte words\n");
+        goto out;
+    }
+    if (job->train.compute == COMPUTE_MODE_EMULATE && !job->profile_path[0]) {
+        fprintf(stderr, "poseidon train: compute = emulate needs a profile (--profile CSV)\n");
+        goto out;
+    }
+    if (exp_path && *workers == 0) { /* outside a launcher, a local job of the nodes */
+        launch_env_t env;
+        if (launch_env_detect(&env, err, sizeof err) == 0 && env.source == LAUNCH_NONE)
+            *workers = job->nodes[0];
+    }
+    if (!job_out[0]) {
+        char stamp[32];
+        time_t now = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+        const char *base = strrchr(job->model_path, '/');
+        base = base ? base + 1 : job->model_path;
+        int len = (int)strcspn(base, ".");
+        snprintf(job_out, job_out_len, "out/runs/%.*s-%s-%d.exp", len, base, stamp,
+                 (int)getpid());
+    }
+    rc = -1;
+out:
+    free(sets);
+    return rc;
+}
+
+int cmd_train_distributed(int argc, char **argv)
+{
+    td_t *td = xmalloc(sizeof *td);
+    worker_config_t *c = &td->cfg;
+    worker_config_init(c);
+    int workers;
+    char job_out[1024];
+    int rc = parse(argc, argv, c, &workers, job_out, sizeof job_out);
+    if (rc >= 0) {
+        free(td);
+        return rc;
+    }
+    c->job_out = strcmp(job_out, "none") ? job_out : NULL;
+    log_banner(argc, argv, c->job.seed);
+    if (workers > 0) rc = launch_local(workers, launch_free_port(), 15000, run_rank, td);
+    else rc = worker_run(c);
+    free(td);
+    return rc;
 }

@@ -197,3 +197,46 @@ double cluster_node_speed(const cluster_t *c, int node)
 }
 
 double cluster_nic_Bps(const cluster_t *c) { return c->nic_Bps * c->nic_efficiency; }
+
+/* The decimal value d of a key read as `native = d * scale / div` (cluster_set's
+ * conversions) that gives back exactly `native`: the nearest double to native * div / scale,
+ * nudged by an ulp or two where the round trip through the multiplication is off. */
+static double exact_key_value(double native, double scale, double div)
+{
+    double d = native * div / scale;
+    for (int k = 0; k < 4 && d * scale / div != native; k++) {
+        double up = nextafter(d, INFINITY), down = nextafter(d, -INFINITY);
+        if (up * scale / div == native) return up;
+        if (down * scale / div == native) return down;
+        d = d * scale / div < native ? up : down;
+    }
+    return d;
+}
+
+int cluster_write(const cluster_t *c, FILE *f, const char *prefix)
+{
+    const device_t *d = &c->device;
+    char num[32];
+#define D(x) kv_format_double((x), num)
+    fprintf(f, "%snodes = %d\n", prefix, c->nodes);
+    fprintf(f, "%sdevices_per_node = %d\n", prefix, c->devices_per_node);
+    fprintf(f, "%snic_gbps = %s\n", prefix, D(exact_key_value(c->nic_Bps, 1e9, 8)));
+    fprintf(f, "%snic_efficiency = %s\n", prefix, D(c->nic_efficiency));
+    fprintf(f, "%slatency_us = %s\n", prefix, D((double)c->lat_ns / 1e3));
+    fprintf(f, "%score_gbps = %s\n", prefix, D(exact_key_value(c->core_Bps, 1e9, 8)));
+    fprintf(f, "%sps_shards = %d\n", prefix, c->ps_shards);
+    fprintf(f, "%sserver_gbps = %s\n", prefix, D(exact_key_value(c->server_Bps, 1e9, 8)));
+    device_t preset;
+    if (device_preset(&preset, d->name) == 0) fprintf(f, "%sdevice = %s\n", prefix, d->name);
+    fprintf(f, "%speak_tflops = %s\n", prefix, D(exact_key_value(d->peak_flops, 1e12, 1)));
+    fprintf(f, "%smem_gbps = %s\n", prefix, D(exact_key_value(d->mem_Bps, 1e9, 1)));
+    fprintf(f, "%seff_conv = %s\n", prefix, D(d->eff_conv));
+    fprintf(f, "%seff_fc = %s\n", prefix, D(d->eff_fc));
+    fprintf(f, "%slaunch_us = %s\n", prefix, D((double)d->launch_ns / 1e3));
+    fprintf(f, "%sstraggler_sigma = %s\n", prefix, D(c->straggler_sigma));
+    fprintf(f, "%sjitter_sigma = %s\n", prefix, D(c->jitter_sigma));
+    for (int i = 0; i < c->n_speed; i++)
+        fprintf(f, "%sspeed = %d:%s\n", prefix, c->speed_node[i], D(c->speed_factor[i]));
+#undef D
+    return ferror(f) ? -1 : 0;
+}

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kvfile.h"
 
@@ -73,6 +74,11 @@ double cluster_node_speed(const cluster_t *c, int node);
 
 /* Fill a device model from a preset name (titanx-maxwell, k20, h100). Returns 0 or -1. */
 int device_preset(device_t *d, const char *name);
+
+/* Write c as `PREFIXkey = value` lines (every key, a device's fields after its preset name)
+ * that cluster_set() reads back into exactly the same values. Returns 0, or -1 when a write
+ * failed (errno set). */
+int cluster_write(const cluster_t *c, FILE *f, const char *prefix);
 
 /* One line per key, for --help texts. */
 const char *cluster_keys_help(void);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,6 +52,32 @@ void experiment_init(experiment_t *e)
     e->warmup = 1;
     e->seed = 1;
     e->kv_block_bytes = 4 << 20;
+    experiment_train_t *t = &e->train;
+    snprintf(t->data, sizeof t->data, "fashion-mnist");
+    t->synthetic_n = 1024;
+    t->shuffle = true;
+    t->compute = COMPUTE_MODE_REAL;
+    t->lr = 0.01;
+    t->momentum = 0.9;
+    t->weight_decay = 5e-4;
+    t->probe = true;
+    t->probe_bytes = 4 << 20;
+}
+
+/* After the lines of a file (or none): the sweeps default to the base values. */
+static void sweeps_default(experiment_t *e)
+{
+    if (e->n_nodes == 0) e->nodes[e->n_nodes++] = e->cluster.nodes;
+    if (e->n_gbps == 0) e->gbps[e->n_gbps++] = e->cluster.nic_Bps * 8 / 1e9;
+    if (e->n_schemes == 0) e->schemes[e->n_schemes++] = e->scheme;
+}
+
+void experiment_defaults(experiment_t *e)
+{
+    experiment_init(e);
+    snprintf(e->cluster_path, sizeof e->cluster_path, "defaults");
+    e->cluster_given = true;
+    sweeps_default(e);
 }
 
 const char *net_model_name(net_model_t m)
@@ -87,6 +114,23 @@ const char *experiment_keys_help(void)
            "  net_model = M             simulated bandwidth sharing: exact (per-flow max-min),\n"
            "                            whole (broadcasts/gathers move as one, faster), or\n"
            "                            auto (exact up to 512 nodes) (auto)\n"
+           "  cluster.KEY = VALUE       one key of the cluster, after `cluster =` (which may\n"
+           "                            be `defaults`: every cluster key at its default)\n"
+           "training keys (poseidon train; the simulator ignores them):\n"
+           "  epochs = E                epochs over the training data instead of iterations\n"
+           "                            (0: run `iterations`) (0)\n"
+           "  data = D                  fashion-mnist | synthetic (fashion-mnist)\n"
+           "  data_dir = DIR            IDX files (the Debian package's folder)\n"
+           "  synthetic_n = N           synthetic training samples, all workers (1024)\n"
+           "  limit = N                 only the first N training samples, 0 = all (0)\n"
+           "  shuffle = yes | no        reshuffle each worker's partition per epoch (yes)\n"
+           "  compute = real | emulate  emulate: forward/backward sleep for the profile's\n"
+           "                            times, communication stays real (real)\n"
+           "  lr, momentum, weight_decay  SGD (0.01, 0.9, 0.0005)\n"
+           "  probe = yes | no          measure the links at start-up and plan with the\n"
+           "                            result (yes)\n"
+           "  probe_bytes = B           bulk bytes of the probe (4194304)\n"
+           "sweeps (poseidon sim and plan run every configuration; train runs one):\n"
            "  sweep_nodes = 1,2,4       node counts to run\n"
            "  sweep_gbps = 40,10        NIC bandwidths to run\n"
            "  sweep_schemes = ps,hybrid schemes to run\n";
@@ -142,6 +186,81 @@ static int item_scheme(const char *tok, void *arg, int i)
     return scheme_parse(tok, &((scheme_t *)arg)[i]);
 }
 
+static int parse_bool(const char *val, bool *out)
+{
+    if (!strcmp(val, "yes") || !strcmp(val, "true") || !strcmp(val, "1")) *out = true;
+    else if (!strcmp(val, "no") || !strcmp(val, "false") || !strcmp(val, "0")) *out = false;
+    else return -1;
+    return 0;
+}
+
+/* `cluster = FILE` or `cluster = defaults`, read where the key is met so that later
+ * `cluster.KEY` lines change it. */
+static int cluster_open(experiment_t *e, const char *val, const char *where, char *err,
+                        size_t errlen)
+{
+    e->cluster_given = true;
+    if (!strcmp(val, "defaults")) {
+        snprintf(e->cluster_path, sizeof e->cluster_path, "defaults");
+        cluster_init(&e->cluster);
+        return 0;
+    }
+    resolve(e, val, e->cluster_path, sizeof e->cluster_path);
+    char cerr[1024];
+    if (cluster_load(&e->cluster, e->cluster_path, cerr, sizeof cerr))
+        return kv_error(err, errlen, where, "cluster: %s", cerr);
+    return 0;
+}
+
+/* The training keys; 1 when key is none of them. */
+static int train_set(experiment_train_t *t, const experiment_t *e, const char *key,
+                     const char *val, const char *where, char *err, size_t errlen)
+{
+    long long i;
+    double d;
+    if (!strcmp(key, "epochs") || !strcmp(key, "synthetic_n") || !strcmp(key, "limit")) {
+        long long lo = strcmp(key, "synthetic_n") ? 0 : 1;
+        if (kv_int(val, &i) || i < lo || i > 1000000000)
+            return kv_error(err, errlen, where, "expected %s = an integer from %lld to 1e9, got '%s'",
+                            key, lo, val);
+        if (!strcmp(key, "epochs")) t->epochs = (int)i;
+        else if (!strcmp(key, "synthetic_n")) t->synthetic_n = (int)i;
+        else t->limit = (int)i;
+    } else if (!strcmp(key, "data")) {
+        if (strcmp(val, "fashion-mnist") && strcmp(val, "synthetic"))
+            return kv_error(err, errlen, where,
+                            "expected data = fashion-mnist | synthetic, got '%s'", val);
+        snprintf(t->data, sizeof t->data, "%s", val);
+    } else if (!strcmp(key, "data_dir")) {
+        resolve(e, val, t->data_dir, sizeof t->data_dir);
+    } else if (!strcmp(key, "shuffle") || !strcmp(key, "probe")) {
+        bool b;
+        if (parse_bool(val, &b))
+            return kv_error(err, errlen, where, "expected %s = yes | no, got '%s'", key, val);
+        if (!strcmp(key, "shuffle")) t->shuffle = b;
+        else t->probe = b;
+    } else if (!strcmp(key, "compute")) {
+        if (!strcmp(val, "real")) t->compute = COMPUTE_MODE_REAL;
+        else if (!strcmp(val, "emulate")) t->compute = COMPUTE_MODE_EMULATE;
+        else return kv_error(err, errlen, where, "expected compute = real | emulate, got '%s'", val);
+    } else if (!strcmp(key, "lr") || !strcmp(key, "momentum") || !strcmp(key, "weight_decay")) {
+        if (kv_double(val, &d) || !(d >= 0 && d <= 1e6))
+            return kv_error(err, errlen, where, "expected %s = a number from 0 to 1e6, got '%s'",
+                            key, val);
+        if (!strcmp(key, "lr")) t->lr = d;
+        else if (!strcmp(key, "momentum")) t->momentum = d;
+        else t->weight_decay = d;
+    } else if (!strcmp(key, "probe_bytes")) {
+        if (kv_int(val, &i) || i < 4 || i > (1LL << 30))
+            return kv_error(err, errlen, where,
+                            "expected probe_bytes = an integer from 4 to 2^30, got '%s'", val);
+        t->probe_bytes = i;
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
 int experiment_set(experiment_t *e, const char *key, const char *val, const char *where,
                    char *err, size_t errlen)
 {
@@ -150,7 +269,11 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
     if (!strcmp(key, "model")) {
         resolve(e, val, e->model_path, sizeof e->model_path);
     } else if (!strcmp(key, "cluster")) {
-        resolve(e, val, e->cluster_path, sizeof e->cluster_path);
+        return cluster_open(e, val, where, err, errlen);
+    } else if (!strncmp(key, "cluster.", 8)) {
+        if (!e->cluster_given)
+            return kv_error(err, errlen, where, "expected a 'cluster = FILE' line before '%s'", key);
+        return cluster_set(&e->cluster, key + 8, val, where, err, errlen);
     } else if (!strcmp(key, "profile")) {
         resolve(e, val, e->profile_path, sizeof e->profile_path);
     } else if (!strcmp(key, "scheme")) {
@@ -213,6 +336,8 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
             return kv_error(err, errlen, where,
                        "expected sweep_schemes = comma list of schemes, got '%s'", val);
     } else {
+        int rc = train_set(&e->train, e, key, val, where, err, errlen);
+        if (rc <= 0) return rc;
         return kv_error(err, errlen, where,
                    "expected an experiment key (model, cluster, scheme, batch, ...), got unknown "
                    "key '%s'", key);
@@ -232,22 +357,16 @@ static int check_warmup(const experiment_t *e, const char *where, char *err, siz
 
 int experiment_check_overrides(const experiment_t *e, char *err, size_t errlen)
 {
+    if (!e->model_path[0])
+        return kv_error(err, errlen, "--set", "expected a model (model=FILE.net)");
     return check_warmup(e, "--set", err, errlen);
 }
-
-/* What experiment_parse keeps while reading: the line of `cluster =`, for messages about
- * the cluster file. */
-typedef struct {
-    experiment_t *e;
-    int cluster_line;
-} experiment_reader_t;
 
 static int experiment_setter(void *obj, const char *key, const char *val, int line_no,
                              const char *where, char *err, size_t errlen)
 {
-    experiment_reader_t *r = obj;
-    if (!strcmp(key, "cluster")) r->cluster_line = line_no;
-    return experiment_set(r->e, key, val, where, err, errlen);
+    (void)line_no;
+    return experiment_set(obj, key, val, where, err, errlen);
 }
 
 int experiment_parse(experiment_t *e, const char *path, const char *text, char *err,
@@ -260,23 +379,17 @@ int experiment_parse(experiment_t *e, const char *path, const char *text, char *
     char *dot = strrchr(e->name, '.');
     if (dot) *dot = 0;
 
-    experiment_reader_t r = {.e = e};
     int line_no = 0;
-    if (kv_parse_text(path, text, experiment_setter, &r, &line_no, err, errlen)) return -1;
-    int cluster_line = r.cluster_line;
+    if (kv_parse_text(path, text, experiment_setter, e, &line_no, err, errlen)) return -1;
     char where[600];
     snprintf(where, sizeof where, "%s:%d", path, line_no);
     if (!e->model_path[0]) return kv_error(err, errlen, where, "expected a 'model = FILE' line");
-    if (!e->cluster_path[0]) return kv_error(err, errlen, where, "expected a 'cluster = FILE' line");
+    if (!e->cluster_given) return kv_error(err, errlen, where, "expected a 'cluster = FILE' line");
     if (check_warmup(e, where, err, errlen)) return -1;
-    char cerr[1024];
-    if (cluster_load(&e->cluster, e->cluster_path, cerr, sizeof cerr)) {
-        snprintf(where, sizeof where, "%s:%d", path, cluster_line);
-        return kv_error(err, errlen, where, "cluster: %s", cerr);
-    }
-    if (e->n_nodes == 0) e->nodes[e->n_nodes++] = e->cluster.nodes;
-    if (e->n_gbps == 0) e->gbps[e->n_gbps++] = e->cluster.nic_Bps * 8 / 1e9;
-    if (e->n_schemes == 0) e->schemes[e->n_schemes++] = e->scheme;
+    if (e->cluster.ps_shards > e->cluster.nodes)
+        return kv_error(err, errlen, where, "expected cluster ps_shards <= nodes (%d), got %d",
+                        e->cluster.nodes, e->cluster.ps_shards);
+    sweeps_default(e);
     return 0;
 }
 
@@ -320,17 +433,31 @@ void experiment_config(const experiment_t *e, int i, cluster_t *c, scheme_t *s)
     *s = e->schemes[si];
 }
 
+void experiment_baseline(const experiment_t *e, experiment_t *base)
+{
+    *base = *e;
+    base->n_nodes = base->n_gbps = base->n_schemes = 1;
+    base->nodes[0] = 1;
+    base->cluster.n_speed = 0;
+}
+
 int experiment_override(experiment_t *e, const char *kv, char *err, size_t errlen)
+{
+    return experiment_override_as(e, kv, "--set", err, errlen);
+}
+
+int experiment_override_as(experiment_t *e, const char *kv, const char *where, char *err,
+                           size_t errlen)
 {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", kv);
     char *key, *val;
     if (kv_split(buf, &key, &val) != 1) {
-        snprintf(err, errlen, "--set: expected key=value, got '%s'", kv);
+        snprintf(err, errlen, "%s: expected key=value, got '%s'", where, kv);
         return -1;
     }
     if (!strncmp(key, "cluster.", 8)) {
-        if (cluster_set(&e->cluster, key + 8, val, "--set", err, errlen)) return -1;
+        if (cluster_set(&e->cluster, key + 8, val, where, err, errlen)) return -1;
         /* A sweep taken from the cluster's own values follows the override. */
         if (!strcmp(key + 8, "nodes") && e->n_nodes == 1) e->nodes[0] = e->cluster.nodes;
         if (!strcmp(key + 8, "nic_gbps") && e->n_gbps == 1) e->gbps[0] = e->cluster.nic_Bps * 8 / 1e9;
@@ -340,16 +467,67 @@ int experiment_override(experiment_t *e, const char *kv, char *err, size_t errle
     char saved[sizeof e->path];
     memcpy(saved, e->path, sizeof saved);
     e->path[0] = 0;
-    int rc = experiment_set(e, key, val, "--set", err, errlen);
+    int rc = experiment_set(e, key, val, where, err, errlen);
     memcpy(e->path, saved, sizeof saved);
     if (rc) return -1;
-    if (!strcmp(key, "cluster")) {
-        char cerr[1024];
-        if (cluster_load(&e->cluster, e->cluster_path, cerr, sizeof cerr)) {
-            snprintf(err, errlen, "--set: %s", cerr);
-            return -1;
-        }
+    if (!strcmp(key, "cluster")) { /* the sweeps taken from the cluster follow it */
+        if (e->n_nodes == 1) e->nodes[0] = e->cluster.nodes;
+        if (e->n_gbps == 1) e->gbps[0] = e->cluster.nic_Bps * 8 / 1e9;
     }
     if (!strcmp(key, "scheme") && e->n_schemes == 1) e->schemes[0] = e->scheme;
     return 0;
+}
+
+/* An absolute form of path for a file that must be found from anywhere; path itself when
+ * it cannot be resolved (the reader then names it). */
+static const char *absolute(const char *path, char *buf)
+{
+    return path[0] && realpath(path, buf) ? buf : path;
+}
+
+int experiment_write(const experiment_t *e, int config, const cluster_t *c, const char *comment,
+                     FILE *f)
+{
+    cluster_t cc;
+    scheme_t s;
+    experiment_config(e, config, &cc, &s);
+    char buf[PATH_MAX], sb[64], num[32];
+    if (comment) {
+        char line[1024];
+        snprintf(line, sizeof line, "%s", comment);
+        char *save = NULL;
+        for (char *l = strtok_r(line, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            fprintf(f, "# %s\n", l);
+    }
+    fprintf(f, "model = %s\n", absolute(e->model_path, buf));
+    if (e->profile_path[0]) fprintf(f, "profile = %s\n", absolute(e->profile_path, buf));
+    fprintf(f, "scheme = %s\n", scheme_name(s, sb, sizeof sb));
+    if (e->staleness) fprintf(f, "consistency = ssp:%d\n", e->staleness);
+    else fprintf(f, "consistency = bsp\n");
+    fprintf(f, "batch = %d\n", e->batch);
+    fprintf(f, "iterations = %d\n", e->iterations);
+    fprintf(f, "warmup = %d\n", e->warmup);
+    fprintf(f, "seed = %llu\n", (unsigned long long)e->seed);
+    if (e->kv_block_bytes == KV_BLOCK_WHOLE_TENSOR) fprintf(f, "kv_block_mb = tensor\n");
+    else fprintf(f, "kv_block_mb = %s\n", kv_format_double((double)e->kv_block_bytes / (1 << 20), num));
+    fprintf(f, "kv_placement = %s\n", kv_place_name(e->kv_placement));
+    fprintf(f, "allreduce_bucket_mb = %s\n",
+            kv_format_double((double)e->allreduce_bucket_bytes / (1 << 20), num));
+    fprintf(f, "net_model = %s\n", net_model_name(e->net_model));
+    const experiment_train_t *t = &e->train;
+    fprintf(f, "epochs = %d\n", t->epochs);
+    fprintf(f, "data = %s\n", t->data);
+    if (t->data_dir[0]) fprintf(f, "data_dir = %s\n", absolute(t->data_dir, buf));
+    fprintf(f, "synthetic_n = %d\n", t->synthetic_n);
+    fprintf(f, "limit = %d\n", t->limit);
+    fprintf(f, "shuffle = %s\n", t->shuffle ? "yes" : "no");
+    fprintf(f, "compute = %s\n", t->compute == COMPUTE_MODE_EMULATE ? "emulate" : "real");
+    fprintf(f, "lr = %s\n", kv_format_double(t->lr, num));
+    fprintf(f, "momentum = %s\n", kv_format_double(t->momentum, num));
+    fprintf(f, "weight_decay = %s\n", kv_format_double(t->weight_decay, num));
+    fprintf(f, "probe = %s\n", t->probe ? "yes" : "no");
+    fprintf(f, "probe_bytes = %lld\n", (long long)t->probe_bytes);
+    fprintf(f, "cluster = defaults\n");
+    if (cluster_write(c, f, "cluster.")) return -1;
+    return ferror(f) ? -1 : 0;
 }

@@ -1,10 +1,19 @@
-/* experiment: what to run — a model, a cluster, a synchronisation scheme, consistency,
- * per-node batch, iterations, seed — and the sweeps a report iterates over (nodes list,
- * bandwidth list, schemes list).
+/* experiment: a job and the sweeps around it — what `poseidon plan`, `poseidon sim` and
+ * `poseidon train` all run. A job is a model, a cluster, a synchronisation scheme,
+ * consistency, per-node batch, iterations, KV blocks and their placement, all-reduce buckets
+ * and a seed; training adds its data, compute (real or emulated), solver and link probe keys,
+ * which the simulator reads and ignores. The sweeps (nodes, bandwidths, schemes) make the
+ * configurations a report iterates over; a real run executes exactly one of them.
  *
  * An experiment file is `key = value` lines with '#' comments (keys in experiment_keys_help());
- * relative paths are resolved against the experiment file's folder. Errors are
- * "file:line: expected ...".
+ * relative paths are resolved against the experiment file's folder. `cluster = FILE` loads a
+ * cluster file (`cluster = defaults`: cluster_init's values) and later `cluster.KEY = VALUE`
+ * lines change one of its keys, so a file can hold a whole cluster (experiment_write() writes
+ * one so). The same keys come from the command line (`--set KEY=VALUE`, and the shorthand
+ * flags of `poseidon train`), in the same units. Errors are "file:line: expected ...".
+ *
+ * core/job.h turns one configuration, plus what a real run measured, into the cluster and
+ * plan options that both executors build their plan from.
  *
  * Invariants after experiment_load(): batch >= 1, iterations >= 1, staleness >= 0, the
  * cluster is loaded, every sweep list has at least one entry (the base value when the file
@@ -16,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cluster.h"
 #include "cost.h"
@@ -60,6 +70,24 @@ const char *net_model_name(net_model_t m);
 /* The model that runs on a cluster of `nodes` (auto resolved). */
 net_model_t net_model_for(net_model_t m, int nodes);
 
+/* How a real run computes forward and backward: for real, or by sleeping the profiled
+ * per-layer times (`profile`) while all communication stays real. */
+typedef enum { COMPUTE_MODE_REAL, COMPUTE_MODE_EMULATE } compute_mode_t;
+
+/* The keys only a real run reads (poseidon train); the simulator ignores them. */
+typedef struct {
+    int epochs;                /* > 0: epochs over the training data instead of `iterations` */
+    char data[32];             /* "fashion-mnist" or "synthetic" */
+    char data_dir[512];        /* IDX files; empty: the Debian package's folder */
+    int synthetic_n;           /* synthetic training samples, all ranks together */
+    int limit;                 /* > 0: only the first `limit` training samples */
+    bool shuffle;              /* reshuffle each rank's partition every epoch */
+    compute_mode_t compute;
+    double lr, momentum, weight_decay; /* SGD; weight decay on weights, not biases */
+    bool probe;                /* measure the links at start-up; the plan uses the result */
+    int64_t probe_bytes;       /* bulk bytes of the probe */
+} experiment_train_t;
+
 typedef struct {
     char path[512];
     char name[128];            /* file name without folder and ".exp" */
@@ -79,6 +107,8 @@ typedef struct {
     int64_t allreduce_bucket_bytes; /* all-reduce fusion bucket (core/plan.h); 0: none */
     kv_place_t kv_placement;   /* KV block to shard policy (core/cost.h) */
     net_model_t net_model;
+    experiment_train_t train;
+    bool cluster_given;        /* a `cluster =` line (or --set cluster=) was read */
 
     int n_nodes;
     int nodes[EXPERIMENT_MAX_SWEEP];
@@ -89,8 +119,14 @@ typedef struct {
 } experiment_t;
 
 /* Defaults: scheme hybrid, BSP, batch 32, 5 iterations (1 of them warm-up), seed 1, 4 MB KV blocks
- * (Poseidon-TF's default, POSEIDON.md §4), no all-reduce fusion, network model auto. */
+ * (Poseidon-TF's default, POSEIDON.md §4), no all-reduce fusion, network model auto;
+ * training: Fashion-MNIST, shuffled, real compute, SGD lr 0.01, momentum 0.9, weight decay
+ * 5e-4, the link probe on with 4 MB. No model and no cluster yet. */
 void experiment_init(experiment_t *e);
+
+/* An experiment without a file: experiment_init() on the default cluster (cluster_init), its
+ * sweeps set to that cluster's values; a model must come from an override. */
+void experiment_defaults(experiment_t *e);
 
 /* Parse an experiment file and the cluster file it names. Returns 0, or -1 with
  * "file:line: expected ..." in err. */
@@ -103,16 +139,33 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
                    char *err, size_t errlen);
 
 /* A command-line override "key=value" (an experiment key) or "cluster.key=value" (a cluster
- * key, applied to the loaded cluster). Returns 0, or -1 with "--set: expected ..." in err. */
+ * key, applied to the loaded cluster). Returns 0, or -1 with "--set: expected ..." in err
+ * (experiment_override_as: "WHERE: expected ...", for a flag that stands for the key). */
 int experiment_override(experiment_t *e, const char *kv, char *err, size_t errlen);
+int experiment_override_as(experiment_t *e, const char *kv, const char *where, char *err,
+                           size_t errlen);
 /* After the overrides: the keys that constrain each other (warmup < iterations), which one
- * override alone cannot judge. Returns 0, or -1 with "--set: expected ..." in err. */
+ * override alone cannot judge, and a model. Returns 0, or -1 with "--set: expected ..." in
+ * err. */
 int experiment_check_overrides(const experiment_t *e, char *err, size_t errlen);
+
+/* Write configuration `config` of e as a complete experiment file of its own: absolute
+ * paths, every job and training key, and the cluster c inline (`cluster = defaults`, then
+ * every `cluster.KEY` line; c is the cluster the run executed, core/job.h), with single-value
+ * sweeps. Loading it back gives the same job: the same cluster, plan options and iterations.
+ * `comment` (may be NULL) opens the file as '#' lines. Returns 0, or -1 with errno set. */
+int experiment_write(const experiment_t *e, int config, const cluster_t *c, const char *comment,
+                     FILE *f);
 
 /* The sweep's configurations: count = nodes x gbps x schemes, ordered scheme-major, then
  * gbps, then nodes. experiment_config() fills the cluster and scheme of configuration i. */
 int experiment_config_count(const experiment_t *e);
 void experiment_config(const experiment_t *e, int i, cluster_t *c, scheme_t *s);
+
+/* The one-node baseline of a sweep's speedups: e with one node, the first bandwidth and
+ * scheme, and no per-node speed factors (no communication, so one run serves every
+ * configuration). */
+void experiment_baseline(const experiment_t *e, experiment_t *base);
 
 const char *experiment_keys_help(void);
 

@@ -54,6 +54,16 @@ int kv_double(const char *s, double *out)
     return 0;
 }
 
+const char *kv_format_double(double v, char *buf)
+{
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, 32, "%.*g", digits, v);
+        double back;
+        if (kv_double(buf, &back) == 0 && back == v) return buf;
+    }
+    return buf;
+}
+
 char *kv_read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");

@@ -15,6 +15,10 @@ int kv_split(char *line, char **key, char **val);
 int kv_int(const char *s, long long *out);
 int kv_double(const char *s, double *out);
 
+/* The shortest decimal text of v that kv_double() reads back as exactly v, in buf (at least
+ * 32 bytes). Returns buf. */
+const char *kv_format_double(double v, char *buf);
+
 /* Read a whole file into a NUL-terminated heap buffer; NULL (errno set) on failure. */
 char *kv_read_file(const char *path);
 

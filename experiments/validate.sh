@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # validate.sh [--quick] [options]: the simulator checked against the runtime. For every
-# (network, nodes, bandwidth, scheme) of a grid, runs `poseidon train --compute emulate` on
-# an emulated cluster (experiments/emucluster.sh: one network namespace per node, tc tbf at
-# the bandwidth) and `poseidon sim` on the same cluster file and the same per-layer profile,
-# and compares the time per iteration.
+# (network, nodes, bandwidth, scheme) of a grid, writes one experiment (DIR/sim/MODEL-Gg.exp,
+# its sweep the grid's nodes and schemes), runs `poseidon sim` on it, and runs each point
+# for real with `poseidon train EXPERIMENT --set sweep_nodes=N --set sweep_schemes=S` (the
+# file's compute = emulate: the same per-layer profile) on an emulated cluster
+# (experiments/emucluster.sh: one network namespace per node, tc tbf at the bandwidth), and
+# compares the time per iteration. Each run writes the job it executed (RUN/job.exp).
 #
 #   --quick             a small grid (googlenet; 2, 4 nodes; 1 Gbit/s; the 4 schemes), ~2-3 min
 #   --models "A B"      networks under models/ (default: googlenet inception-v3 lenet)
@@ -15,7 +17,7 @@
 #                       three iterations to settle into their steady pace)
 #   --repeat R          runs per configuration; the measured time is their median (default 1)
 #   --queue Q           the emulated links' queue, fair or fifo (emucluster.sh -q; default fair)
-#   --bucket-mb B       all-reduce fusion buckets of >= B MB on both sides (train --bucket-mb,
+#   --bucket-mb B       all-reduce fusion buckets of >= B MB (the experiment's
 #                       allreduce_bucket_mb; default 4, as all-reduce libraries fuse by
 #                       default; 0: one ring per layer, host-bound at 8 nodes on 2 cores)
 #   --batch K           per worker (default 16)
@@ -124,6 +126,12 @@ for model in $models; do
             echo "sweep_nodes = $(echo $nodes | tr ' ' ,)"
             echo "sweep_gbps = $g"
             echo "sweep_schemes = $(echo $schemes | tr ' ' ,)"
+            # the real runs' keys (the simulator ignores them): each run is this file with
+            # one (nodes, scheme) of the sweep
+            echo "compute = emulate"
+            echo "data = synthetic"
+            echo "synthetic_n = 4096"
+            echo "probe = no"
         } >"$exp"
         simcsv=$out/sim/$model-${g}g.csv
         "$bin" sim "$exp" --csv "$simcsv" >/dev/null 2>"$out/sim/$model-${g}g.log" ||
@@ -150,10 +158,9 @@ for model in $models; do
                     sampler=$!
                     timeout 600 experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -l "$rd/logs" -- \
                         sh -c '"$@"; rc=$?; date +%s.%N >"$0.$RANK"; exit $rc' "$rd/logs/end" \
-                        nice -n -10 "$bin" train --model "$net" --compute emulate --profile "$prof" \
-                        --batch "$batch" --iterations "$iters" --data synthetic --synthetic-n 4096 \
-                        --no-eval --scheme "$s" --bucket-mb "$bucket_mb" --cluster "$cl" --no-probe --timeout-ms 60000 \
-                        --trace "$rd/trace" >"$rd/out.log" 2>&1
+                        nice -n -10 "$bin" train "$exp" --set sweep_nodes="$n" --set sweep_schemes="$s" \
+                        --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" \
+                        >"$rd/out.log" 2>&1
                     rc=$?
                     kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
                     wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')

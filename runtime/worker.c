@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 
 #include "core/check.h"
+#include "core/job.h"
 #include "core/log.h"
 #include "core/plan.h"
 #include "core/rng.h"
@@ -33,22 +34,23 @@
 void worker_config_init(worker_config_t *c)
 {
     memset(c, 0, sizeof *c);
-    scheme_parse("hybrid", &c->scheme);
-    c->batch = 16;
-    c->epochs = 1;
-    c->data = "fashion-mnist";
-    c->synthetic_n = 1024;
-    c->shuffle = true;
-    c->probe = true;
-    c->probe_bytes = 4 << 20;
-    c->solver = (solver_config_t){.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4,
-                                  .policy = LR_FIXED, .gamma = 0.1, .power = 1.0};
+    experiment_defaults(&c->job);
     c->init = INIT_AUTO;
-    c->seed = 1;
-    c->kv_block_bytes = PS_BLOCK_BYTES_DEFAULT;
     c->evaluate = true;
     c->threads = 1;
     c->timeout_ms = 60000;
+}
+
+solver_config_t worker_solver_config(const experiment_t *job)
+{
+    return (solver_config_t){.lr = job->train.lr, .momentum = job->train.momentum,
+                             .weight_decay = job->train.weight_decay, .policy = LR_FIXED,
+                             .gamma = 0.1, .power = 1.0};
+}
+
+int64_t worker_iterations(const experiment_t *job, int64_t steps)
+{
+    return job->train.epochs > 0 ? (int64_t)job->train.epochs * steps : job->iterations;
 }
 
 int worker_batch_order(int n, int rank, int world, int batch, int64_t t, uint64_t seed,
@@ -107,6 +109,8 @@ typedef struct {
 
 typedef struct worker {
     const worker_config_t *cfg;
+    const experiment_t *job;   /* &cfg->job */
+    solver_config_t solver;
     launch_env_t env;
     int rank, world, S;
     int64_t T, steps;
@@ -417,7 +421,7 @@ static void progress(worker_t *w, int op, int64_t t, const char *fmt, ...)
 static void sgd_range(const worker_t *w, int64_t off, int64_t count, float *p, const float *g,
                       float *h, float scale, int64_t t)
 {
-    const solver_config_t *sc = &w->cfg->solver;
+    const solver_config_t *sc = &w->solver;
     float lr = (float)solver_lr(sc, t), mom = (float)sc->momentum;
     for (int e = 0; e < w->n_entries; e++) {
         const wk_entry_t *en = &w->entries[e];
@@ -502,10 +506,10 @@ static void compute_op(worker_t *w, int op, int64_t t)
     }
     if (po->kind == OP_FWD) {
         if (u == 0) {
-            int *order = xmalloc((size_t)w->cfg->batch * sizeof *order);
-            worker_batch_order(w->train.n, w->rank, w->world, w->cfg->batch, t, w->cfg->seed,
-                               w->cfg->shuffle, order);
-            data_gather(&w->train, order, w->cfg->batch, nnet_input(w->net),
+            int *order = xmalloc((size_t)w->job->batch * sizeof *order);
+            worker_batch_order(w->train.n, w->rank, w->world, w->job->batch, t, w->job->seed,
+                               w->job->train.shuffle, order);
+            data_gather(&w->train, order, w->job->batch, nnet_input(w->net),
                         nnet_labels(w->net));
             free(order);
         }
@@ -537,8 +541,8 @@ static void compute_op(worker_t *w, int op, int64_t t)
         nnet_fc_factors(w->net, un->layer, &x, &dy, &in, &out);
         ASSERT(in == wu->n && out == wu->m, "fc %s: %dx%d, plan %dx%d", unit_name(w, u), out,
                in, wu->m, wu->n);
-        memcpy(wu->u_slot[s], dy, (size_t)w->cfg->batch * wu->m * 4);
-        memcpy(wu->v_slot[s], x, (size_t)w->cfg->batch * wu->n * 4);
+        memcpy(wu->u_slot[s], dy, (size_t)w->job->batch * wu->m * 4);
+        memcpy(wu->v_slot[s], x, (size_t)w->job->batch * wu->n * 4);
     }
 }
 
@@ -621,7 +625,7 @@ static void *sync_main(void *arg)
     const plan_unit_t *un = &w->plan.units[u];
     wk_unit_t *wu = &w->units[u];
     const char *name = unit_name(w, u);
-    int K = w->cfg->batch, to = w->cfg->timeout_ms;
+    int K = w->job->batch, to = w->cfg->timeout_ms;
     ps_client_t *pc = NULL;
     ps_pull_times_t *from_shard = NULL;
     int64_t *arrived_ns = NULL;
@@ -649,7 +653,7 @@ static void *sync_main(void *arg)
             t0 = comm_now_ns();
             /* the shards answer a pull of iteration i at version >= i + 1 - staleness: ask
              * for t + s to get the values after apply(t), the plan's PULL(t) */
-            if (ps_client_pull_from(pc, t + w->cfg->staleness, layer, (uint64_t)wu->ps_off,
+            if (ps_client_pull_from(pc, t + w->job->staleness, layer, (uint64_t)wu->ps_off,
                                     (uint64_t)wu->ps_count, w->params, from_shard))
                 coord_client_fail(w->cl, "PS pull of layer %s timed out after %d ms", name, to);
             /* PULL is the shard's op (core/trace.h): a row per shard that sent this rank a
@@ -767,10 +771,10 @@ static void report(worker_t *w, int64_t t, bool final)
             wait_for(w, WAIT_SYNC_DEPS, w->plan.units[u].op_fwd, t + 1);
     int64_t now = comm_now_ns();
     double secs = (double)(now - w->report_t0_ns) * 1e-9; /* evaluation time excluded */
-    double images = (double)(t + 1 - w->report_iter0) * w->cfg->batch * w->world;
+    double images = (double)(t + 1 - w->report_iter0) * w->job->batch * w->world;
     double ips = secs > 0 ? images / secs : 0;
     double loss = w->loss_n ? w->loss_sum / (double)w->loss_n : 0;
-    double train_acc = w->loss_n ? (double)w->correct / (double)(w->loss_n * w->cfg->batch) : 0;
+    double train_acc = w->loss_n ? (double)w->correct / (double)(w->loss_n * w->job->batch) : 0;
     double acc = -1;
     if (!w->emulate && w->cfg->evaluate) acc = evaluate(w);
     int64_t e1 = comm_now_ns();
@@ -878,7 +882,7 @@ static int entries_build(worker_t *w, char *err, size_t errlen)
 static void units_build(worker_t *w)
 {
     const plan_t *p = &w->plan;
-    int K = w->cfg->batch, S = w->S;
+    int K = w->job->batch, S = w->S;
     w->units = xcalloc((size_t)p->n_units, sizeof *w->units);
     int64_t zmax = 1;
     for (int u = 0; u < p->n_units; u++) {
@@ -978,27 +982,30 @@ static void units_free(worker_t *w)
 
 static int data_setup(worker_t *w, char *err, size_t errlen)
 {
-    const worker_config_t *c = w->cfg;
+    const experiment_t *j = w->job;
+    const experiment_train_t *c = &j->train;
     const model_t *m = &w->model;
     if (!strcmp(c->data, "fashion-mnist")) {
-        if (data_load_fashion_mnist(c->data_dir, &w->train, &w->test, err, errlen)) return -1;
+        if (data_load_fashion_mnist(c->data_dir[0] ? c->data_dir : NULL, &w->train, &w->test,
+                                    err, errlen))
+            return -1;
     } else if (!strcmp(c->data, "synthetic")) {
         int classes = 1;
         for (int i = 0; i < m->n_layers; i++)
             if (m->layers[i].type == LAYER_SOFTMAX_LOSS)
                 classes = (int)shape_count(m->layers[m->layers[i].inputs[0]].out_shape);
-        data_synthetic(&w->train, m->layers[0].out_shape, classes, c->synthetic_n, c->seed);
-        data_synthetic(&w->test, m->layers[0].out_shape, classes, 256, c->seed + 1);
+        data_synthetic(&w->train, m->layers[0].out_shape, classes, c->synthetic_n, j->seed);
+        data_synthetic(&w->test, m->layers[0].out_shape, classes, 256, j->seed + 1);
     } else {
-        snprintf(err, errlen, "--data is fashion-mnist or synthetic, not '%s'", c->data);
+        snprintf(err, errlen, "data is fashion-mnist or synthetic, not '%s'", c->data);
         return -1;
     }
     w->have_data = true;
     if (c->limit > 0 && c->limit < w->train.n) data_truncate(&w->train, c->limit);
     if (train_check_model(m, &w->train, err, errlen)) return -1;
-    if (w->train.n / w->world < c->batch) {
+    if (w->train.n / w->world < j->batch) {
         snprintf(err, errlen, "%d training samples over %d workers: fewer than a batch of %d "
-                              "per worker", w->train.n, w->world, c->batch);
+                              "per worker", w->train.n, w->world, j->batch);
         return -1;
     }
     return 0;
@@ -1198,6 +1205,27 @@ static int write_params(const worker_t *w, const char *prefix)
     return (fclose(f) || n != (size_t)w->n_params) ? -1 : 0;
 }
 
+/* The experiment this run executes, for `poseidon sim` to predict it: the job with the
+ * cluster the plan was built on (the probe's link included). */
+static int write_job(const worker_t *w, const cluster_t *cl, const char *path)
+{
+    FILE *f = outfile_open(path, "w");
+    if (!f) return -1;
+    experiment_t *run = xmalloc(sizeof *run);
+    *run = *w->job;
+    run->iterations = (int)w->T;
+    run->train.epochs = 0;
+    if (run->warmup >= run->iterations) run->warmup = run->iterations > 1 ? run->iterations - 1 : 1;
+    char comment[512];
+    snprintf(comment, sizeof comment,
+             "The job a run of poseidon %s executed on %d ranks (written by rank 0):\n"
+             "poseidon sim on this file predicts that run.", log_commit(), w->world);
+    int rc = experiment_write(run, 0, cl, comment, f);
+    free(run);
+    if (fclose(f)) rc = -1;
+    return rc;
+}
+
 int worker_run(const worker_config_t *cfg)
 {
     /* Received payloads are fresh buffers of up to a KV block (4 MB) each: with glibc's
@@ -1208,6 +1236,9 @@ int worker_run(const worker_config_t *cfg)
     worker_t W, *w = &W;
     memset(w, 0, sizeof *w);
     w->cfg = cfg;
+    w->job = &cfg->job;
+    const experiment_t *job = w->job;
+    w->solver = worker_solver_config(job);
     char err[1024];
     int rc = 1;
     if (launch_env_detect(&w->env, err, sizeof err)) {
@@ -1216,12 +1247,27 @@ int worker_run(const worker_config_t *cfg)
     }
     w->rank = w->env.rank;
     w->world = w->env.world;
-    w->S = cfg->staleness + 1;
-    w->emulate = cfg->compute == WORKER_COMPUTE_EMULATE;
+    w->S = job->staleness + 1;
+    w->emulate = job->train.compute == COMPUTE_MODE_EMULATE;
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->update_mu, NULL);
     pthread_mutex_init(&w->trace_mu, NULL);
-    if (model_load(&w->model, cfg->model_path, err, sizeof err)) {
+    if (experiment_config_count(job) != 1) {
+        fprintf(stderr, "poseidon train: the job has %d configurations (sweep_nodes, sweep_gbps, "
+                        "sweep_schemes); a run executes one\n", experiment_config_count(job));
+        return 2;
+    }
+    if (job->nodes[0] != w->world) {
+        fprintf(stderr, "poseidon train: the job is for %d nodes, the launcher started %d "
+                        "ranks\n", job->nodes[0], w->world);
+        return 2;
+    }
+    if (job->cluster.devices_per_node != 1) {
+        fprintf(stderr, "poseidon train: the runtime runs one device per node; the job's "
+                        "cluster has devices_per_node = %d\n", job->cluster.devices_per_node);
+        return 2;
+    }
+    if (model_load(&w->model, job->model_path, err, sizeof err)) {
         fprintf(stderr, "poseidon train: %s\n", err);
         return 2;
     }
@@ -1236,17 +1282,17 @@ int worker_run(const worker_config_t *cfg)
             rc = 2;
             goto out;
         }
-        w->steps = (w->train.n / w->world) / cfg->batch;
+        w->steps = (w->train.n / w->world) / job->batch;
         if (!(w->compute = compute_new(COMPUTE_CPU, cfg->threads, err, sizeof err)) ||
-            !(w->net = nnet_new(&w->model, cfg->batch, w->compute, cfg->seed + (uint64_t)w->rank,
+            !(w->net = nnet_new(&w->model, job->batch, w->compute, job->seed + (uint64_t)w->rank,
                                 err, sizeof err))) {
             fprintf(stderr, "poseidon train: %s\n", err);
             goto out;
         }
         /* identical initial values on every rank: the same seed */
-        solver_init_params(&w->model, nnet_arena(w->net), cfg->init, cfg->seed);
+        solver_init_params(&w->model, nnet_arena(w->net), cfg->init, job->seed);
     } else {
-        w->steps = cfg->synthetic_n / w->world / cfg->batch;
+        w->steps = job->train.synthetic_n / w->world / job->batch;
         if (w->steps < 1) w->steps = 1;
     }
     if (!(w->ucompute = compute_new(COMPUTE_CPU, cfg->threads, err, sizeof err))) {
@@ -1257,7 +1303,7 @@ int worker_run(const worker_config_t *cfg)
         fprintf(stderr, "poseidon train: %s\n", err);
         goto out;
     }
-    w->T = cfg->iterations > 0 ? cfg->iterations : (int64_t)cfg->epochs * w->steps;
+    w->T = worker_iterations(job, w->steps);
     if (w->net) w->params = nnet_arena(w->net)->params;
     else w->params = xcalloc((size_t)w->n_params + 1, sizeof(float));
     w->hist_local = xcalloc((size_t)w->n_params + 1, sizeof(float));
@@ -1293,10 +1339,11 @@ int worker_run(const worker_config_t *cfg)
         char desc[1400], sb[64];
         snprintf(desc, sizeof desc, "model=%.100s scheme=%s ssp=%d batch=%d T=%lld kv=%lld "
                                     "bucket=%lld seed=%llu compute=%d data=%.100s",
-                 w->model.name, scheme_name(cfg->scheme, sb, sizeof sb), cfg->staleness,
-                 cfg->batch, (long long)w->T, (long long)cfg->kv_block_bytes,
-                 (long long)cfg->allreduce_bucket_bytes,
-                 (unsigned long long)cfg->seed, (int)cfg->compute, w->emulate ? "-" : cfg->data);
+                 w->model.name, scheme_name(job->schemes[0], sb, sizeof sb), job->staleness,
+                 job->batch, (long long)w->T, (long long)job->kv_block_bytes,
+                 (long long)job->allreduce_bucket_bytes,
+                 (unsigned long long)job->seed, (int)job->train.compute,
+                 w->emulate ? "-" : job->train.data);
         void *blob = desc;
         size_t n = strlen(desc) + 1;
         if (coord_client_bcast(w->cl, 0, 0, &blob, &n, cc.join_ms))
@@ -1325,10 +1372,10 @@ int worker_run(const worker_config_t *cfg)
 
     /* the link probe: rank 0 measures, everyone builds the plan from the same numbers */
     probe_result_t pr = {0};
-    if (cfg->probe && w->world > 1) {
+    if (job->train.probe && w->world > 1) {
         if (w->rank <= 1) comm_connect(w->probe_comm, 1 - w->rank, eps[1 - w->rank][0]);
         coord_client_progress(w->cl, -1, -1, "the link probe");
-        if (probe_links(w->probe_comm, 20, cfg->probe_bytes, 2, &pr, to))
+        if (probe_links(w->probe_comm, 20, job->train.probe_bytes, 2, &pr, to))
             coord_client_fail(w->cl, "link probe between ranks 0 and 1 failed");
         char txt[128];
         snprintf(txt, sizeof txt, "%.17g %lld", pr.bw_Bps, (long long)pr.lat_ns);
@@ -1345,23 +1392,14 @@ int worker_run(const worker_config_t *cfg)
         }
     }
     cluster_t cl;
-    cluster_init(&cl);
-    if (cfg->cluster_path && cluster_load(&cl, cfg->cluster_path, err, sizeof err))
-        coord_client_fail(w->cl, "%s", err);
-    cl.nodes = w->world;
-    cl.devices_per_node = 1;
-    if (cl.ps_shards > w->world) cl.ps_shards = 0;
-    if (pr.bw_Bps > 0) {
-        cl.nic_Bps = pr.bw_Bps;
-        cl.nic_efficiency = 1.0;
-        cl.lat_ns = pr.lat_ns;
-    }
-    plan_opts_t po = {.scheme = cfg->scheme, .staleness = cfg->staleness, .batch = cfg->batch,
-                      .kv_block_bytes = cfg->kv_block_bytes,
-                      .allreduce_bucket_bytes = cfg->allreduce_bucket_bytes,
-                      .kv_placement = cfg->kv_placement};
+    plan_opts_t po;
+    job_link_t link = {.bw_Bps = pr.bw_Bps, .lat_ns = pr.lat_ns};
+    job_config(job, 0, &link, &cl, &po);
     if (plan_build_opts(&w->plan, &w->model, &cl, &po, err, sizeof err))
         coord_client_fail(w->cl, "%s", err);
+    if (w->rank == 0 && cfg->job_out && write_job(w, &cl, cfg->job_out))
+        coord_client_fail(w->cl, "cannot write the job to %s: %s", cfg->job_out,
+                          strerror(errno));
     w->plan_built = true;
     ASSERT(w->plan.n_units == n_units, "plan has %d units, expected %d", w->plan.n_units,
            n_units);
@@ -1370,7 +1408,7 @@ int worker_run(const worker_config_t *cfg)
     if (w->rank == 0) {
         char sb[64];
         log_info("link probe: %.1f MB/s, %.1f us one-way; plan: %s on %d workers, %d shards",
-                 pr.bw_Bps / 1e6, pr.lat_ns / 1e3, scheme_name(cfg->scheme, sb, sizeof sb),
+                 pr.bw_Bps / 1e6, pr.lat_ns / 1e3, scheme_name(po.scheme, sb, sizeof sb),
                  w->plan.workers, w->plan.shards);
         for (int u = 0; u < w->plan.n_units; u++)
             if (w->plan.units[u].layer >= 0)
@@ -1379,7 +1417,7 @@ int worker_run(const worker_config_t *cfg)
         if (cfg->print_plan) plan_print(&w->plan, stderr, 0);
     }
     if (w->emulate) {
-        if (emulate_profile_load(&w->prof, &w->model, cfg->profile_path, cfg->batch, err,
+        if (emulate_profile_load(&w->prof, &w->model, job->profile_path, job->batch, err,
                                  sizeof err))
             coord_client_fail(w->cl, "%s", err);
         w->unit_fwd_ns = xcalloc((size_t)n_units, sizeof(int64_t));
@@ -1404,7 +1442,7 @@ int worker_run(const worker_config_t *cfg)
     if (w->rank < w->plan.shards) {
         ps_server_config_t pc = {.shard = w->rank, .n_workers = w->world, .world = w->world,
                                  .bind = bind, .layout = &w->layout, .init = w->params,
-                                 .staleness = cfg->staleness, .update = shard_update,
+                                 .staleness = job->staleness, .update = shard_update,
                                  .update_arg = w,
                                  .on_push = cfg->trace_prefix ? push_arrived : NULL,
                                  .on_push_arg = w};

@@ -42,32 +42,12 @@
 #include "core/experiment.h"
 #include "runtime/solver.h"
 
-typedef enum { WORKER_COMPUTE_REAL, WORKER_COMPUTE_EMULATE } worker_compute_t;
-
+/* One rank's run: the job (what to run, the same description the simulator reads) and how
+ * this process runs it. */
 typedef struct {
-    const char *model_path;
-    scheme_t scheme;
-    int staleness;             /* 0: BSP */
-    int batch;                 /* per worker */
-    int epochs;                /* used when iterations is 0 */
-    int64_t iterations;        /* total iterations; 0: epochs x steps per epoch */
-    const char *data;          /* "fashion-mnist" or "synthetic" */
-    const char *data_dir;      /* NULL: the Debian package's folder */
-    int synthetic_n;           /* synthetic training samples (whole set, all ranks) */
-    int limit;                 /* > 0: only the first `limit` training samples */
-    bool shuffle;              /* reshuffle each rank's partition every epoch */
-    worker_compute_t compute;
-    const char *profile_path;  /* emulate: per-layer times */
-    const char *cluster_path;  /* optional cluster file (device, shards...); nodes = world */
-    bool probe;                /* measure the links and give the cost model the result */
-    int64_t probe_bytes;       /* bulk bytes of the probe */
-    solver_config_t solver;
+    experiment_t job;          /* model, cluster, scheme, batch, iterations, ... and the
+                                  training keys (core/experiment.h); one configuration */
     init_kind_t init;
-    uint64_t seed;
-    int64_t kv_block_bytes;    /* PS block; 0: every tensor split evenly over the shards */
-    kv_place_t kv_placement;   /* which shard each block goes to (core/cost.h) */
-    int64_t allreduce_bucket_bytes; /* fuse all-reduce units into buckets of >= this many
-                                       bytes (core/plan.h); 0: one ring per unit */
     int64_t report_every;      /* iterations between report rows; 0: once per epoch */
     bool evaluate;             /* test accuracy at each report row (rank 0) */
     int threads;               /* BLAS threads per worker */
@@ -75,12 +55,20 @@ typedef struct {
     const char *csv_path;      /* rank 0: report rows */
     const char *trace_prefix;  /* PREFIX-rank<R>.csv/.json per rank; rank 0 merges PREFIX.csv */
     const char *params_out;    /* each rank writes its final parameters to PATH.<rank> */
+    const char *job_out;       /* rank 0 writes the experiment it ran here; NULL: none */
     bool print_plan;           /* rank 0 prints the plan's per-unit table */
 } worker_config_t;
 
-/* Defaults: hybrid, BSP, batch 16, 1 epoch, fashion-mnist, real compute, probe on, lr 0.01,
- * momentum 0.9, weight decay 5e-4, seed 1, 4 MB KV blocks, one BLAS thread, 60 s timeout. */
+/* Defaults: the job of experiment_defaults() (no model yet), init auto, evaluation on, one
+ * BLAS thread, 60 s timeout, no output files. */
 void worker_config_init(worker_config_t *c);
+
+/* The solver of a job: its SGD keys with a fixed learning rate. */
+solver_config_t worker_solver_config(const experiment_t *job);
+
+/* Iterations the job runs on `world` ranks with `steps` steps per epoch: `iterations`, or
+ * epochs x steps when the job counts epochs. */
+int64_t worker_iterations(const experiment_t *job, int64_t steps);
 
 /* Runs this process's rank of the job described by the environment. Returns 0 on success,
  * 1 on a setup failure, 2 for bad input; a failure of a peer exits with COORD_EXIT_ABORT. */

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "job.h"
 #include "plan.h"
 
 static double now_s(void)
@@ -12,15 +13,14 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int simrun_config(const experiment_t *e, const model_t *m, const cluster_t *c, scheme_t s,
+int simrun_config(const experiment_t *e, const model_t *m, int config, cluster_t *c,
                   trace_t *trace, simrun_out_t *out, char *err, size_t errlen)
 {
     double t0 = now_s();
     plan_t p;
-    plan_opts_t po = {.scheme = s, .staleness = e->staleness, .batch = e->batch,
-                      .kv_block_bytes = e->kv_block_bytes,
-                      .allreduce_bucket_bytes = e->allreduce_bucket_bytes,
-                      .kv_placement = e->kv_placement};
+    plan_opts_t po;
+    job_config(e, config, NULL, c, &po);
+    out->scheme = po.scheme;
     if (plan_build_opts(&p, m, c, &po, err, errlen)) return -1;
     sim_times_t tm;
     if (e->profile_path[0]) {

@@ -13,15 +13,16 @@
 #include "trace.h"
 
 typedef struct {
+    scheme_t scheme;           /* the configuration's */
     sim_result_t r;
     int64_t predicted_sync_ns; /* the cost model's sum over layers (plan_predicted_sync_ns) */
     int n_ps, n_sfb, n_ar;     /* units per method chosen */
     double wall_s;             /* host time of the simulation */
 } simrun_out_t;
 
-/* Simulate the experiment's settings on cluster c with scheme s. Returns 0, or -1 with a
- * message in err (bad profile). */
-int simrun_config(const experiment_t *e, const model_t *m, const cluster_t *c, scheme_t s,
+/* Simulate configuration `config` of the experiment (core/job.h makes its cluster and plan
+ * options; *c receives the cluster). Returns 0, or -1 with a message in err (bad profile). */
+int simrun_config(const experiment_t *e, const model_t *m, int config, cluster_t *c,
                   trace_t *trace, simrun_out_t *out, char *err, size_t errlen);
 
 /* CSV header and row of `poseidon sim --csv` (speedup given by the caller). */

@@ -9,28 +9,31 @@
 #include "runtime/compute.h"
 #include "runtime/data.h"
 #include "runtime/nnet.h"
+#include "runtime/launch.h"
 #include "runtime/solver.h"
+#include "tests/exp_fixture.h"
 #include "tests/test.h"
 
 float *bsp_reference(const worker_config_t *c, int world, int64_t steps, int64_t *count)
 {
     char err[512];
     model_t m;
-    REQUIRE(model_load(&m, c->model_path, err, sizeof err) == 0, "%s", err);
+    REQUIRE(model_load(&m, c->job.model_path, err, sizeof err) == 0, "%s", err);
     dataset_t d;
-    data_synthetic(&d, m.layers[0].out_shape, 10, c->synthetic_n, c->seed);
+    data_synthetic(&d, m.layers[0].out_shape, 10, c->job.train.synthetic_n, c->job.seed);
     compute_t *cp = compute_new(COMPUTE_CPU, 1, err, sizeof err);
     REQUIRE(cp, "%s", err);
-    nnet_t *net = nnet_new(&m, world * c->batch, cp, c->seed, err, sizeof err);
+    nnet_t *net = nnet_new(&m, world * c->job.batch, cp, c->job.seed, err, sizeof err);
     REQUIRE(net, "%s", err);
-    solver_t *s = solver_new(&c->solver, nnet_arena(net));
-    solver_init_params(&m, nnet_arena(net), c->init, c->seed);
-    int *order = malloc((size_t)world * c->batch * sizeof *order);
+    solver_config_t sc = worker_solver_config(&c->job);
+    solver_t *s = solver_new(&sc, nnet_arena(net));
+    solver_init_params(&m, nnet_arena(net), c->init, c->job.seed);
+    int *order = malloc((size_t)world * c->job.batch * sizeof *order);
     for (int64_t t = 0; t < steps; t++) {
         for (int r = 0; r < world; r++)
-            worker_batch_order(d.n, r, world, c->batch, t, c->seed, c->shuffle,
-                               order + r * c->batch);
-        data_gather(&d, order, world * c->batch, nnet_input(net), nnet_labels(net));
+            worker_batch_order(d.n, r, world, c->job.batch, t, c->job.seed, c->job.train.shuffle,
+                               order + r * c->job.batch);
+        data_gather(&d, order, world * c->job.batch, nnet_input(net), nnet_labels(net));
         nnet_forward(net);
         nnet_backward(net);
         solver_step(s, t);
@@ -100,4 +103,16 @@ double bsp_check_run(const worker_config_t *c, const char *prefix, int world, in
     free(r0);
     free(ref);
     return worst;
+}
+
+static int bsp_rank(int rank, void *arg)
+{
+    (void)rank;
+    return worker_run(arg);
+}
+
+int bsp_launch(worker_config_t *c, int world)
+{
+    fixture_set(&c->job, "cluster.nodes=%d", world);
+    return launch_local(world, launch_free_port(), 5000, bsp_rank, c);
 }

@@ -8,6 +8,10 @@
 
 #include "runtime/worker.h"
 
+/* Run the job of c on `world` local ranks (its cluster's nodes set to world). Returns the
+ * job's exit code (launch_local). */
+int bsp_launch(worker_config_t *c, int world);
+
 /* One worker on the union of the `world` workers' batches for `steps` steps (the same batch
  * order as the ranks): its parameters (malloc'ed), their count in *count. */
 float *bsp_reference(const worker_config_t *c, int world, int64_t steps, int64_t *count);

@@ -10,4 +10,12 @@
  * test). Free the model with model_fini(). */
 void fixture_load_exp(experiment_t *e, model_t *m, const char *text);
 
+/* One override of e, "key=value" as after --set, built printf-style (a failure fails the
+ * test). */
+void fixture_set(experiment_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Make e's sweep the single configuration (nodes, gbps, scheme): gbps <= 0 keeps the
+ * cluster's bandwidth, a NULL scheme the experiment's. */
+void fixture_one_config(experiment_t *e, int nodes, double gbps, const char *scheme);
+
 #endif

@@ -455,15 +455,13 @@ TEST(bucket_sim_googlenet_8_nodes)
         int64_t iter0 = 0;
         uint64_t events0 = 0;
         for (int k = 0; k < 4; k++) {
-            cluster_t c = e.cluster;
-            c.nodes = 8;
-            c.nic_Bps = 1e9 / 8;
-            scheme_t sc;
-            REQUIRE(scheme_parse(schemes[s], &sc) == 0);
+            fixture_one_config(&e, 8, 1, schemes[s]);
+            scheme_t sc = e.schemes[0];
             e.allreduce_bucket_bytes = llround(mbs[k] * MB);
             simrun_out_t o;
+            cluster_t c;
             char err[1024];
-            REQUIRE(simrun_config(&e, &m, &c, sc, NULL, &o, err, sizeof err) == 0, "%s", err);
+            REQUIRE(simrun_config(&e, &m, 0, &c, NULL, &o, err, sizeof err) == 0, "%s", err);
             plan_opts_t po = {.scheme = sc, .batch = e.batch, .kv_block_bytes = e.kv_block_bytes,
                               .allreduce_bucket_bytes = e.allreduce_bucket_bytes};
             plan_t p;
@@ -495,27 +493,23 @@ TEST(bucket_sim_googlenet_8_nodes)
 #define BT_BATCH 8
 #define BT_STEPS 5
 
-static int bt_child(int rank, void *arg)
-{
-    (void)rank;
-    return worker_run(arg);
-}
-
 static void bt_config(worker_config_t *c, const char *model, const char *scheme,
                       int64_t bucket_bytes, const char *out)
 {
     worker_config_init(c);
-    REQUIRE(scheme_parse(scheme, &c->scheme) == 0);
-    c->model_path = model;
-    c->data = "synthetic";
-    c->synthetic_n = 512;
-    c->batch = BT_BATCH;
-    c->iterations = BT_STEPS;
+    experiment_t *j = &c->job;
+    fixture_set(j, "scheme=%s", scheme);
+    fixture_set(j, "model=%s", model);
+    fixture_set(j, "data=synthetic");
+    fixture_set(j, "synthetic_n=512");
+    fixture_set(j, "batch=%d", BT_BATCH);
+    fixture_set(j, "iterations=%d", BT_STEPS);
+    fixture_set(j, "lr=0.05");
+    fixture_set(j, "allreduce_bucket_mb=%.17g", (double)bucket_bytes / (1 << 20));
+    REQUIRE(j->allreduce_bucket_bytes == bucket_bytes);
     c->evaluate = false;
     c->timeout_ms = 20000;
     c->params_out = out;
-    c->solver.lr = 0.05;
-    c->allreduce_bucket_bytes = bucket_bytes;
 }
 
 /* The ALLREDUCE rows of a merged trace for iteration t: count and summed bytes. */
@@ -558,11 +552,11 @@ static void bt_case(const char *model, const char *scheme, int world, int64_t bu
         REQUIRE(f);
         fputs(cluster_text, f);
         fclose(f);
-        c.cluster_path = clu;
-        c.probe = false;
-        c.kv_block_bytes = 32 << 10;
+        fixture_set(&c.job, "cluster=%s", clu);
+        fixture_set(&c.job, "probe=no");
+        fixture_set(&c.job, "kv_block_mb=0.03125"); /* 32 KB */
     }
-    int rc = launch_local(world, launch_free_port(), 5000, bt_child, &c);
+    int rc = bsp_launch(&c, world);
     REQUIRE(rc == 0, "%s, %d workers, bucket %lld: job exited %d", scheme, world,
             (long long)bucket_bytes, rc);
     int64_t ring_bytes = 0;

@@ -151,7 +151,20 @@ TEST(experiment_errors_name_file_and_line)
         {"model = m.net\ncluster = c.cluster\niterations = 3\nwarmup = 3\n", "e.exp:4:",
          "expected warmup < iterations"},
         {"color = blue\n", "e.exp:1:", "unknown key 'color'"},
+        {"model = m.net\ncluster.nodes = 4\ncluster = c.cluster\n", "e.exp:2:",
+         "expected a 'cluster = FILE' line before 'cluster.nodes'"},
+        {"model = m.net\ncluster = c.cluster\ncluster.nic_gbps = fast\n", "e.exp:3:",
+         "expected nic_gbps"},
+        {"model = m.net\ncluster = defaults\ncluster.ps_shards = 3\n", "e.exp:3:",
+         "expected cluster ps_shards <= nodes"},
+        {"model = m.net\ncluster = defaults\ncompute = gpu\n", "e.exp:3:", "expected compute"},
+        {"model = m.net\ndata = imagenet\n", "e.exp:2:", "expected data"},
+        {"model = m.net\nshuffle = maybe\n", "e.exp:2:", "expected shuffle = yes | no"},
+        {"model = m.net\nprobe_bytes = 2\n", "e.exp:2:", "expected probe_bytes"},
     };
+    char cpath[600];
+    snprintf(cpath, sizeof cpath, "%s/c.cluster", test_tmpdir());
+    write_file(cpath, "nodes = 2\n");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_file(epath, cases[i].text);
         experiment_t e;

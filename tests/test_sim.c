@@ -16,6 +16,7 @@
 #include "sim/sim.h"
 #include "sim/simrun.h"
 #include "test.h"
+#include "core/check.h"
 #include "tests/exp_fixture.h"
 
 TEST(sim_evq_total_order)
@@ -385,14 +386,14 @@ TEST(sim_plan_closed_forms)
 static simrun_out_t run_cfg(const experiment_t *e, const model_t *m, int nodes, double gbps,
                             const char *scheme)
 {
-    cluster_t c = e->cluster;
-    c.nodes = nodes;
-    c.nic_Bps = gbps * 1e9 / 8;
-    scheme_t s;
-    REQUIRE(scheme_parse(scheme, &s) == 0, "%s", scheme);
+    experiment_t *one = xmalloc(sizeof *one);
+    *one = *e;
+    fixture_one_config(one, nodes, gbps, scheme);
     simrun_out_t o;
+    cluster_t c;
     char err[1024];
-    REQUIRE(simrun_config(e, m, &c, s, NULL, &o, err, sizeof err) == 0, "%s", err);
+    REQUIRE(simrun_config(one, m, 0, &c, NULL, &o, err, sizeof err) == 0, "%s", err);
+    free(one);
     return o;
 }
 
@@ -604,15 +605,14 @@ TEST(sim_trace_has_one_row_per_instance)
     experiment_t e;
     model_t m;
     fixture_load_exp(&e, &m, exp_text("iterations = 2\n"));
-    cluster_t c = e.cluster;
-    c.nodes = 4;
+    fixture_one_config(&e, 4, 0, "hybrid");
+    cluster_t c;
     char prefix[600], err[1024];
     snprintf(prefix, sizeof prefix, "%s/tr", test_tmpdir());
     trace_t *tr = trace_open(prefix, err, sizeof err);
     REQUIRE(tr, "%s", err);
     simrun_out_t o;
-    REQUIRE(simrun_config(&e, &m, &c, (scheme_t){SCHEME_HYBRID, true}, tr, &o, err, sizeof err) ==
-                0, "%s", err);
+    REQUIRE(simrun_config(&e, &m, 0, &c, tr, &o, err, sizeof err) == 0, "%s", err);
     trace_close(&tr);
     /* expected rows: every instance of every op in both iterations */
     plan_t p;
@@ -662,15 +662,14 @@ TEST(sim_iteration_time_leaves_out_the_warmup)
         experiment_t e;
         model_t m;
         fixture_load_exp(&e, &m, exp_text(extra));
-        cluster_t c = e.cluster;
-        c.nodes = 4;
-        c.nic_Bps = 1e9 / 8;
+        fixture_one_config(&e, 4, 1, "ps");
+        cluster_t c;
         char prefix[600], err[1024];
         snprintf(prefix, sizeof prefix, "%s/w%d", test_tmpdir(), W);
         trace_t *tr = trace_open(prefix, err, sizeof err);
         REQUIRE(tr, "%s", err);
         simrun_out_t o;
-        REQUIRE(simrun_config(&e, &m, &c, e.schemes[0], tr, &o, err, sizeof err) == 0, "%s", err);
+        REQUIRE(simrun_config(&e, &m, 0, &c, tr, &o, err, sizeof err) == 0, "%s", err);
         trace_close(&tr);
         int64_t end[6] = {0};
         char path[700], line[512];

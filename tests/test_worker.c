@@ -29,26 +29,21 @@
 #define WT_STEPS 5
 #define WT_N 512 /* synthetic samples: 4 workers x 8 x 16 */
 
-static int wt_child(int rank, void *arg)
-{
-    (void)rank;
-    return worker_run(arg);
-}
-
 static void wt_config(worker_config_t *c, const char *scheme, const char *out)
 {
     worker_config_init(c);
-    REQUIRE(scheme_parse(scheme, &c->scheme) == 0);
-    c->model_path = "models/mlp.net";
-    c->data = "synthetic";
-    c->synthetic_n = WT_N;
-    c->batch = WT_BATCH;
-    c->iterations = WT_STEPS;
+    experiment_t *j = &c->job;
+    fixture_set(j, "scheme=%s", scheme);
+    fixture_set(j, "model=models/mlp.net");
+    fixture_set(j, "data=synthetic");
+    fixture_set(j, "synthetic_n=%d", WT_N);
+    fixture_set(j, "batch=%d", WT_BATCH);
+    fixture_set(j, "iterations=%d", WT_STEPS);
+    fixture_set(j, "kv_block_mb=0.0625"); /* 64 KB: several blocks per layer, every shard */
+    fixture_set(j, "lr=0.05");
     c->evaluate = false;
-    c->kv_block_bytes = 64 << 10; /* several blocks per layer, over every shard */
     c->timeout_ms = 20000;
     c->params_out = out;
-    c->solver.lr = 0.05;
 }
 
 static void wt_bsp_case(const char *scheme, int world, int staleness)
@@ -57,12 +52,12 @@ static void wt_bsp_case(const char *scheme, int world, int staleness)
     snprintf(out, sizeof out, "%s/p-%d-%d", test_tmpdir(), world, staleness);
     worker_config_t c;
     wt_config(&c, scheme, out);
-    c.staleness = staleness;
-    int rc = launch_local(world, launch_free_port(), 5000, wt_child, &c);
+    fixture_set(&c.job, "consistency=ssp:%d", staleness);
+    int rc = bsp_launch(&c, world);
     REQUIRE(rc == 0, "%s on %d workers (ssp %d): job exited %d", scheme, world, staleness, rc);
     char what[96];
     snprintf(what, sizeof what, "%s on %d workers (ssp %d)", scheme, world, staleness);
-    double worst = bsp_check_run(&c, out, world, c.iterations, what);
+    double worst = bsp_check_run(&c, out, world, c.job.iterations, what);
     printf("%s: worst parameter at %.3f of the tolerance\n", what, worst);
 }
 
@@ -102,9 +97,9 @@ TEST(worker_ssp2_replicas_agree)
     snprintf(out, sizeof out, "%s/ssp", test_tmpdir());
     worker_config_t c;
     wt_config(&c, "ps+wfbp", out);
-    c.staleness = 2;
-    c.iterations = 12;
-    REQUIRE(launch_local(3, launch_free_port(), 5000, wt_child, &c) == 0);
+    fixture_set(&c.job, "consistency=ssp:2");
+    fixture_set(&c.job, "iterations=12");
+    REQUIRE(bsp_launch(&c, 3) == 0);
     int64_t n = 235146; /* models/mlp.net */
     float *r0 = bsp_read_params(out, 0, n);
     REQUIRE(r0);
@@ -134,11 +129,11 @@ TEST(worker_emulated_compute_sleeps_profile)
     fclose(f);
     worker_config_t c;
     wt_config(&c, "hybrid3", out);
-    c.compute = WORKER_COMPUTE_EMULATE;
-    c.profile_path = prof;
-    c.iterations = 10;
+    fixture_set(&c.job, "compute=emulate");
+    fixture_set(&c.job, "profile=%s", prof);
+    fixture_set(&c.job, "iterations=10");
     int64_t t0 = comm_now_ns();
-    REQUIRE(launch_local(2, launch_free_port(), 5000, wt_child, &c) == 0);
+    REQUIRE(bsp_launch(&c, 2) == 0);
     double s = (comm_now_ns() - t0) * 1e-9;
     CHECK(s >= 10 * 0.030, "10 emulated iterations of 30 ms took %.3f s", s);
     CHECK(s < 20, "emulated run took %.1f s", s);
@@ -176,11 +171,11 @@ static void wt_emulated_config(worker_config_t *c, const char *scheme, const cha
                                const char *clu, const char *trace, int iterations)
 {
     wt_config(c, scheme, NULL);
-    c->compute = WORKER_COMPUTE_EMULATE;
-    c->profile_path = prof;
-    c->cluster_path = clu;
+    fixture_set(&c->job, "compute=emulate");
+    fixture_set(&c->job, "profile=%s", prof);
+    fixture_set(&c->job, "cluster=%s", clu);
+    fixture_set(&c->job, "iterations=%d", iterations);
     c->trace_prefix = trace;
-    c->iterations = iterations;
 }
 
 /* The mlp's emulated-compute profile and a cluster file (cluster_text) with a slow rank. */
@@ -212,7 +207,7 @@ TEST(worker_trace_push_ends_at_remote_arrival)
     worker_config_t c;
     wt_emulated_config(&c, "ps", prof, clu, trace, 8);
     const int world = 3, slow = 1, T = 8;
-    REQUIRE(launch_local(world, launch_free_port(), 5000, wt_child, &c) == 0);
+    REQUIRE(bsp_launch(&c, world) == 0);
     int n = 0;
     wt_row_t *v = wt_trace_read(merged, &n);
     REQUIRE(v, "no merged trace %s", merged);
@@ -408,24 +403,24 @@ TEST(worker_trace_rows_mean_what_the_simulator_means)
 
     worker_config_t c;
     wt_emulated_config(&c, "sfb+wfbp", prof, clu, trace, T);
-    c.probe = false;
-    c.kv_block_bytes = 4 << 20;
-    REQUIRE(launch_local(world, launch_free_port(), 5000, wt_child, &c) == 0);
+    fixture_set(&c.job, "probe=no");
+    fixture_set(&c.job, "kv_block_mb=4");
+    REQUIRE(bsp_launch(&c, world) == 0);
 
     char exp[6000], err[1024], model[PATH_MAX];
-    REQUIRE(realpath(c.model_path, model), "%s", c.model_path); /* the file is elsewhere */
+    REQUIRE(realpath(c.job.model_path, model), "%s", c.job.model_path); /* the file is elsewhere */
     snprintf(exp, sizeof exp, "model = %s\ncluster = %s\nprofile = %s\nbatch = 8\n"
                               "iterations = %d\nkv_block_mb = 4\nscheme = sfb+wfbp\n", model, clu,
              prof, T);
     experiment_t e;
     model_t m;
     fixture_load_exp(&e, &m, exp);
-    cluster_t cl = e.cluster;
-    cl.nodes = world;
+    fixture_one_config(&e, world, 0, NULL);
+    cluster_t cl;
     trace_t *tr = trace_open(sim_prefix, err, sizeof err);
     REQUIRE(tr, "%s", err);
     simrun_out_t o;
-    REQUIRE(simrun_config(&e, &m, &cl, e.scheme, tr, &o, err, sizeof err) == 0, "%s", err);
+    REQUIRE(simrun_config(&e, &m, 0, &cl, tr, &o, err, sizeof err) == 0, "%s", err);
     trace_close(&tr);
     model_fini(&m);
 

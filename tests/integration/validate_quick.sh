@@ -28,5 +28,10 @@ awk -F, 'NR == 1 { ok = $8 == "host_bound" && $9 == "cpu_s_per_iter" && $10 == "
     { if (!($9 > 0) || !($10 > 0) || ($8 != 0 && $8 != 1)) ok = 0 } END { exit !ok }' "$tmp/v/validate_detail.csv" ||
     fail "bad CPU columns: $(cat "$tmp/v/validate_detail.csv")"
 if command -v gnuplot >/dev/null; then [ -s "$tmp/v/validate.png" ] || fail "no plot"; fi
+# every run wrote the job it executed, one configuration of the grid's experiment
+for s in ps hybrid; do
+    j=$tmp/v/runs/lenet-n2-1g-$s/job.exp
+    grep -q "^scheme = $s$" "$j" && grep -q "^cluster.nodes = 2$" "$j" || fail "no job written for $s ($j)"
+done
 [ "$(ip netns list | grep -c "^pns$EMU_ID-")" -eq "$before" ] || fail "namespaces left behind"
 exit 0

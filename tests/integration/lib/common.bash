@@ -15,11 +15,15 @@ require_netns() {
     ip netns add "pchk$$" 2>/dev/null && ip netns del "pchk$$" || { echo "skip: network namespaces unavailable"; exit 77; }
 }
 
-# A TCP port on 127.0.0.1 that nothing listens on now.
+# A TCP port on 127.0.0.1 that nothing listens on now, below the kernel's ephemeral range:
+# a port from that range may be taken by any outgoing connection (mpirun's daemons open
+# several) between this check and the bind.
 free_port() {
-    local p
+    local p low
+    low=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+    [ -n "$low" ] && [ "$low" -gt 12000 ] || low=32768
     for _ in $(seq 50); do
-        p=$(( 20000 + RANDOM % 30000 ))
+        p=$(( 10000 + RANDOM % (low - 10000) ))
         ss -Htln "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return 0; }
     done
     echo "free_port: no free port found" >&2

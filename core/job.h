@@ -1,0 +1,33 @@
+/* job: the one place where a configuration of an experiment becomes what an executor runs —
+ * the cluster and the plan options — for the simulator (sim/simrun, `poseidon plan`) and the
+ * runtime (runtime/worker) alike. A real run adds what it measured at start-up (the link
+ * probe), and writes the experiment it executed (experiment_write with the cluster returned
+ * here), so `poseidon sim` on that file builds the same plan and predicts that run.
+ *
+ * The rules, all here: the sweep's nodes, bandwidth and scheme (experiment_config: shards
+ * capped at the nodes, speed lines of nodes beyond the size dropped); a measured link
+ * replaces the NIC's bandwidth (efficiency 1: the probe measured goodput) and latency; the
+ * plan options are the experiment's scheme, consistency, batch, KV blocks and placement, and
+ * all-reduce buckets.
+ */
+#ifndef POSEIDON_JOB_H
+#define POSEIDON_JOB_H
+
+#include <stdint.h>
+
+#include "cluster.h"
+#include "experiment.h"
+#include "plan.h"
+
+/* What a real run measured between two of its nodes (runtime/probe). */
+typedef struct {
+    double bw_Bps;  /* goodput per direction, bytes/s; 0: nothing measured */
+    int64_t lat_ns; /* one-way latency */
+} job_link_t;
+
+/* Configuration `config` of e (0 <= config < experiment_config_count(e)), on the measured
+ * link when link is non-NULL with bw_Bps > 0: fills the cluster and the plan options. */
+void job_config(const experiment_t *e, int config, const job_link_t *link, cluster_t *c,
+                plan_opts_t *po);
+
+#endif
