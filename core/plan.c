@@ -343,6 +343,10 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
         case OP_BWD:
             if (op->unit == U - 1) add_dep(&b, o, un->op_fwd, DEP_LOCAL, 0);
             else add_dep(&b, o, p->units[op->unit + 1].op_bwd, DEP_LOCAL, 0);
+            /* the gradient buffer it fills was read by the syncs of iteration t - back */
+            if (un->op_push >= 0) add_dep(&b, o, un->op_push, DEP_LOCAL, back);
+            if (un->op_sfb >= 0) add_dep(&b, o, un->op_sfb, DEP_LOCAL, back);
+            if (un->op_allreduce >= 0) add_dep(&b, o, un->op_allreduce, DEP_LOCAL, back);
             break;
         case OP_PUSH: add_dep(&b, o, trigger, DEP_LOCAL, 0); break;
         case OP_APPLY:
@@ -350,7 +354,11 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
             add_dep(&b, o, o, DEP_LOCAL, 1); /* a shard applies iterations in order */
             break;
         case OP_PULL: add_dep(&b, o, un->op_apply, DEP_LOCAL, 0); break;
-        case OP_SFB: add_dep(&b, o, trigger, DEP_LOCAL, 0); break;
+        case OP_SFB:
+            add_dep(&b, o, trigger, DEP_LOCAL, 0);
+            /* the peers' factors it receives go where UPDATE(t - back) read theirs */
+            add_dep(&b, o, un->op_update, DEP_LOCAL, back);
+            break;
         case OP_UPDATE:
             add_dep(&b, o, un->op_sfb, DEP_RECV, 0);
             add_dep(&b, o, un->op_bwd, DEP_LOCAL, 0);

@@ -69,6 +69,20 @@
  *              source instance starts);
  *   DEP_ALL    every instance of j (on all nodes) has completed (a barrier).
  *
+ * The edges, per op (back = 1 + staleness):
+ *   FWD(u)      FWD(u-1) (FWD(0): BWD(0) of t-1); the syncs of u at t-back (with WFBP; without
+ *               it FWD(0) waits for every unit's): PULL (DEP_RECV), UPDATE, ALLREDUCE (DEP_RECV)
+ *   BWD(u)      BWD(u+1) (BWD(U-1): FWD(U-1)); PUSH, SFB and ALLREDUCE of u at t-back: the
+ *               gradient buffers are reused every `back` iterations (an executor keeps back
+ *               of them per unit)
+ *   PUSH, SFB, ALLREDUCE  BWD(u) with WFBP, else BWD(0); SFB also UPDATE(u) at t-back (the
+ *               peers' factors it receives refill the buffer that UPDATE read)
+ *   APPLY       PUSH (DEP_RECV); APPLY at t-1      PULL   APPLY
+ *   UPDATE      SFB (DEP_RECV); BWD(u); UPDATE at t-1
+ * Under BSP with WFBP the buffer edges are implied by the others except through the SFB and
+ * all-reduce sends (an UPDATE or a reduced tensor needs the peers' bytes, not this node's
+ * delivered); they bind only when a node's own sends lag.
+ *
  * How an executor walks the plan (the simulator does exactly this in virtual time):
  *   for each instance, count its unmet dependencies; an instance with none is ready;
  *   RES_COMPUTE ops of a node run one at a time in op-array order (they form a chain through

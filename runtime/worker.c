@@ -134,7 +134,7 @@ typedef struct worker {
     int64_t *done;             /* per op: instances completed on this rank */
     /* Per op, the condition its waiters sleep on, and (CSR: wake[wake_first[op] ..
      * wake_first[op + 1])) the ops whose waits can end when `op` completes: its dependents
-     * in the plan and the ops of its own unit (slot, stash and push waits). One shared
+     * in the plan, and for a PUSH its unit's PULL (WAIT_OWN_PUSH). One shared
      * condition woke every syncer thread (two per unit) at every completion: on a
      * GoogLeNet-size plan that is ~10^4 wake-ups per iteration, enough to saturate a small
      * machine and delay the emulated compute. */
@@ -232,16 +232,6 @@ static void wk_trace(worker_t *w, int op, int64_t t, int peer, int64_t bytes, in
 
 /* ------------------------------------------------------------------- dependencies */
 
-/* The ops of unit u (-1 entries included), for the wake lists. */
-static int unit_ops(const plan_unit_t *un, int *ops)
-{
-    int k = 0, all[8] = {un->op_fwd,  un->op_bwd, un->op_push,   un->op_apply,
-                         un->op_pull, un->op_sfb, un->op_update, un->op_allreduce};
-    for (int i = 0; i < 8; i++)
-        if (all[i] >= 0) ops[k++] = all[i];
-    return k;
-}
-
 /* Fills op_cv and the wake lists (see worker_t) from the plan. */
 static void wake_lists_build(worker_t *w)
 {
@@ -257,7 +247,7 @@ static void wake_lists_build(worker_t *w)
             die("eventfd: %s", strerror(errno));
     }
     w->n_op_cv = n;
-    int *cnt = xcalloc((size_t)n + 1, sizeof *cnt), ops[8];
+    int *cnt = xcalloc((size_t)n + 1, sizeof *cnt);
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) { /* counts -> offsets; cnt becomes the fill cursor */
             w->wake_first = xcalloc((size_t)n + 1, sizeof *w->wake_first);
@@ -272,17 +262,11 @@ static void wake_lists_build(worker_t *w)
                 if (pass == 0) cnt[j]++;
                 else w->wake[cnt[j]++] = i;
             }
-            /* a bucket's all-reduce frees the slot every member's BWD waits for */
-            int b = po->kind == OP_ALLREDUCE ? p->units[po->unit].bucket : -1;
-            int lo = b >= 0 ? p->buckets[b].first : po->unit;
-            int hi = b >= 0 ? p->buckets[b].last : po->unit;
-            for (int v = lo; v <= hi; v++) {
-                if (v != po->unit && p->units[v].bucket != b) continue;
-                int k = unit_ops(&p->units[v], ops);
-                for (int e = 0; e < k; e++) {
-                    if (pass == 0) cnt[i]++;
-                    else w->wake[cnt[i]++] = ops[e];
-                }
+            /* a push wakes the receive side of its unit's pull (WAIT_OWN_PUSH) */
+            int pull = po->kind == OP_PUSH ? p->units[po->unit].op_pull : -1;
+            if (pull >= 0) {
+                if (pass == 0) cnt[i]++;
+                else w->wake[cnt[i]++] = pull;
             }
         }
     }
@@ -300,18 +284,6 @@ static bool deps_met(const worker_t *w, int op, int64_t t)
     return true;
 }
 
-/* The sync ops of unit u that read its slot of iteration t - S have released it. */
-static bool slot_free(const worker_t *w, int u, int64_t t)
-{
-    const plan_unit_t *un = &w->plan.units[u];
-    int64_t need = t - w->S;
-    if (need < 0) return true;
-    int ops[3] = {un->op_push, un->op_sfb, un->op_allreduce};
-    for (int i = 0; i < 3; i++)
-        if (ops[i] >= 0 && w->done[ops[i]] <= need) return false;
-    return true;
-}
-
 /* The deps of (op, t) on ops that are not compute: its parameters are in place. */
 static bool sync_deps_met(const worker_t *w, int op, int64_t t)
 {
@@ -325,7 +297,11 @@ static bool sync_deps_met(const worker_t *w, int op, int64_t t)
     return true;
 }
 
-typedef enum { WAIT_DEPS, WAIT_SYNC_DEPS, WAIT_SLOT, WAIT_STASH, WAIT_PUSHED } wait_kind_t;
+/* What a thread waits for: the plan's dependencies of an instance (every wait of an op's
+ * execution, the reuse of its buffers included: core/plan.h), the syncs of its parameters
+ * alone (the report's evaluation), or this rank's own push (the receive side of a PULL asks
+ * the shards once the push is out; the plan's PULL waits for APPLY, which waits for it). */
+typedef enum { WAIT_DEPS, WAIT_SYNC_DEPS, WAIT_OWN_PUSH } wait_kind_t;
 
 static bool wait_ready(const worker_t *w, wait_kind_t k, int op, int64_t t)
 {
@@ -334,9 +310,7 @@ static bool wait_ready(const worker_t *w, wait_kind_t k, int op, int64_t t)
     switch (k) {
     case WAIT_DEPS: return deps_met(w, op, t);
     case WAIT_SYNC_DEPS: return sync_deps_met(w, op, t);
-    case WAIT_SLOT: return slot_free(w, po->unit, t);
-    case WAIT_STASH: return t < w->S || w->done[un->op_update] > t - w->S;
-    case WAIT_PUSHED: return w->done[un->op_push] > t;
+    case WAIT_OWN_PUSH: return w->done[un->op_push] > t;
     }
     return false;
 }
@@ -552,8 +526,7 @@ static void report(worker_t *w, int64_t t, bool final);
 static bool compute_ready(worker_t *w, int op, int64_t t)
 {
     pthread_mutex_lock(&w->mu);
-    bool ok = wait_ready(w, WAIT_DEPS, op, t) &&
-              (w->plan.ops[op].kind != OP_BWD || wait_ready(w, WAIT_SLOT, op, t));
+    bool ok = wait_ready(w, WAIT_DEPS, op, t);
     pthread_mutex_unlock(&w->mu);
     return ok;
 }
@@ -577,7 +550,6 @@ static void *compute_main(void *arg)
             progress(w, op, t, "%s: its plan dependencies", op_kind_name(po->kind));
             bool ready = w->emulate && compute_ready(w, op, t);
             wait_for(w, WAIT_DEPS, op, t);
-            if (po->kind == OP_BWD) wait_for(w, WAIT_SLOT, op, t);
             if (t == 1 && !w->cpu1_ns) { /* iteration 0's values are in: it is over */
                 w->cpu1_s = process_cpu_s();
                 w->cpu1_ns = comm_now_ns();
@@ -648,7 +620,7 @@ static void *sync_main(void *arg)
         if (po->kind == OP_PULL) {
             /* the receive side of the shards' PULL: asked once this rank's push is out */
             progress(w, op, t, "PULL of %s: its own push", name);
-            wait_for(w, WAIT_PUSHED, op, t);
+            wait_for(w, WAIT_OWN_PUSH, op, t);
             progress(w, op, t, "PS pull of layer %s from the shards", name);
             t0 = comm_now_ns();
             /* the shards answer a pull of iteration i at version >= i + 1 - staleness: ask
@@ -675,7 +647,6 @@ static void *sync_main(void *arg)
              * rank's backward are timed on arrival (their senders' trace rows end there) */
             comm_t *listen = po->kind == OP_SFB ? w->ucomm[u] : NULL;
             wait_for_on(w, WAIT_DEPS, op, t, listen);
-            if (po->kind == OP_SFB) wait_for_on(w, WAIT_STASH, op, t, listen);
             t0 = comm_now_ns();
             switch (po->kind) {
             case OP_PUSH:

@@ -24,7 +24,9 @@
  *
  * Buffers. Gradients and SFB factors are copied out of the net when BWD(u) ends into one of
  * s + 1 slots per unit, because the next FWD/BWD may overwrite them while the sync of u is
- * still in flight; BWD(u, t) waits until the slot it refills was released. The gradients of
+ * still in flight; the plan's BWD(u, t) waits for the syncs of iteration t - s - 1 that read
+ * the slot it refills, and SFB(u, t) for the UPDATE(u, t - s - 1) that read the stash slot its
+ * peers' factors go to (core/plan.h): the executor enforces no wait of its own. The gradients of
  * the units of one all-reduce bucket are copied side by side into one slot of the bucket, over
  * which the bucket's single ring runs; each member's update then reads its own range. The
  * parameters of a unit are written by its syncers and read by the compute thread under a

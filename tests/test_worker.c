@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/job.h"
 #include "core/model.h"
+#include "core/plan.h"
 #include "core/trace.h"
 #include "runtime/comm.h"
 #include "runtime/compute.h"
@@ -23,6 +25,7 @@
 #include "sim/simrun.h"
 #include "tests/bsp_ref.h"
 #include "tests/exp_fixture.h"
+#include "tests/trace_edges.h"
 #include "tests/test.h"
 
 #define WT_BATCH 8
@@ -422,6 +425,19 @@ TEST(worker_trace_rows_mean_what_the_simulator_means)
     simrun_out_t o;
     REQUIRE(simrun_config(&e, &m, 0, &cl, tr, &o, err, sizeof err) == 0, "%s", err);
     trace_close(&tr);
+
+    /* both executors waited for every local edge of the plan, and the walk can fail */
+    plan_opts_t po;
+    plan_t p;
+    job_config(&e, 0, NULL, &cl, &po);
+    REQUIRE(plan_build_opts(&p, &m, &cl, &po, err, sizeof err) == 0, "%s", err);
+    int checked = 0;
+    CHECK_EQ_I64(trace_edge_violations(&p, sim_csv, false, 0, "simulated", &checked), 0);
+    CHECK(checked > 10 * T, "only %d edges checked in the simulated trace", checked);
+    CHECK_EQ_I64(trace_edge_violations(&p, merged, true, 0, "real", &checked), 0);
+    CHECK(checked > 10 * T, "only %d edges checked in the real trace", checked);
+    CHECK_EQ_I64(trace_edge_violations(&p, sim_csv, false, checked / 2, "moved", &checked), 1);
+    plan_fini(&p);
     model_fini(&m);
 
     int n_real = 0, n_sim = 0;
