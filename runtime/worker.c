@@ -17,6 +17,7 @@
 #include "core/plan.h"
 #include "core/rng.h"
 #include "core/trace.h"
+#include "core/unit_times.h"
 #include "runtime/allreduce.h"
 #include "runtime/comm.h"
 #include "runtime/compute.h"
@@ -160,8 +161,7 @@ typedef struct worker {
     nnet_t *net;
     dataset_t train, test;
     bool have_data;
-    emulate_profile_t prof;
-    int64_t *unit_fwd_ns, *unit_bwd_ns;
+    unit_times_t times;        /* emulated compute: per unit, at this rank's speed */
     /* Emulated compute (compute thread only): the op's start and the previous op's intended
      * end. An op whose dependencies were met before that end starts at it, not when the
      * thread woke (~0.1-1 ms later on a loaded host): a pass is ~100 sleeps, and their
@@ -474,7 +474,7 @@ static void compute_op(worker_t *w, int op, int64_t t)
     int s = (int)(t % w->S);
     if (w->emulate) {
         w->emu_end_ns =
-            w->emu_start_ns + (po->kind == OP_FWD ? w->unit_fwd_ns[u] : w->unit_bwd_ns[u]);
+            w->emu_start_ns + (po->kind == OP_FWD ? w->times.fwd_ns[u] : w->times.bwd_ns[u]);
         emulate_sleep_until_ns(w->emu_end_ns);
         return;
     }
@@ -1388,22 +1388,15 @@ int worker_run(const worker_config_t *cfg)
         if (cfg->print_plan) plan_print(&w->plan, stderr, 0);
     }
     if (w->emulate) {
-        if (emulate_profile_load(&w->prof, &w->model, job->profile_path, job->batch, err,
-                                 sizeof err))
+        /* the simulator's unit times (core/unit_times.h), at this rank's speed: a `speed =
+         * NODE:FACTOR` line slows (or speeds) its emulated compute as in the simulator;
+         * straggler_sigma's and jitter_sigma's random draws are the simulator's alone */
+        if (unit_times_profile(&w->times, &w->plan, job->profile_path, err, sizeof err))
             coord_client_fail(w->cl, "%s", err);
-        w->unit_fwd_ns = xcalloc((size_t)n_units, sizeof(int64_t));
-        w->unit_bwd_ns = xcalloc((size_t)n_units, sizeof(int64_t));
-        /* a `speed = NODE:FACTOR` line of the cluster file slows (or speeds) this rank's
-         * emulated compute as the simulator does (sim/sim.c divides compute time by it);
-         * straggler_sigma's random draws are the simulator's alone */
         double speed = cluster_node_speed(&cl, w->rank);
         for (int u = 0; u < n_units; u++) {
-            for (int l = w->plan.units[u].first; l <= w->plan.units[u].last; l++) {
-                w->unit_fwd_ns[u] += w->prof.fwd_ns[l];
-                w->unit_bwd_ns[u] += w->prof.bwd_ns[l];
-            }
-            w->unit_fwd_ns[u] = (int64_t)((double)w->unit_fwd_ns[u] / speed);
-            w->unit_bwd_ns[u] = (int64_t)((double)w->unit_bwd_ns[u] / speed);
+            w->times.fwd_ns[u] = unit_times_at_speed(w->times.fwd_ns[u], speed);
+            w->times.bwd_ns[u] = unit_times_at_speed(w->times.bwd_ns[u], speed);
         }
     }
     units_build(w);
@@ -1526,9 +1519,7 @@ out:
     ps_layout_fini(&w->layout);
     free(w->done);
     if (w->plan_built) plan_fini(&w->plan);
-    emulate_profile_fini(&w->prof);
-    free(w->unit_fwd_ns);
-    free(w->unit_bwd_ns);
+    unit_times_fini(&w->times);
     free(w->arrivals);
     free(w->unit_shard_blocks);
     if (!w->net) free(w->params);

@@ -41,7 +41,7 @@ typedef struct {
 
 typedef struct {
     const plan_t *p;
-    const sim_times_t *tm;
+    const unit_times_t *tm;
     const sim_opts_t *o;
     int N, O, T;
     int64_t now;
@@ -593,7 +593,7 @@ static void build_reverse(sim_t *s)
         }
 }
 
-int sim_run(const plan_t *p, const sim_times_t *tm, const sim_opts_t *o, sim_result_t *r)
+int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_result_t *r)
 {
     ASSERT(o->iterations >= 1, "iterations %d", o->iterations);
     ASSERT(o->warmup >= 0 && (o->warmup < o->iterations || o->iterations == 1),

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "compute.h"
+#include "unit_times.h"
 #include "plan.h"
 #include "trace.h"
 
@@ -51,6 +51,6 @@ typedef struct {
 } sim_result_t;
 
 /* Run the plan. Returns 0 (it cannot fail on a valid plan; bugs ASSERT). */
-int sim_run(const plan_t *p, const sim_times_t *times, const sim_opts_t *o, sim_result_t *r);
+int sim_run(const plan_t *p, const unit_times_t *times, const sim_opts_t *o, sim_result_t *r);
 
 #endif

@@ -22,14 +22,14 @@ int simrun_config(const experiment_t *e, const model_t *m, int config, cluster_t
     job_config(e, config, NULL, c, &po);
     out->scheme = po.scheme;
     if (plan_build_opts(&p, m, c, &po, err, errlen)) return -1;
-    sim_times_t tm;
+    unit_times_t tm;
     if (e->profile_path[0]) {
-        if (sim_times_profile(&tm, &p, e->profile_path, err, errlen)) {
+        if (unit_times_profile(&tm, &p, e->profile_path, err, errlen)) {
             plan_fini(&p);
             return -1;
         }
     } else {
-        sim_times_device(&tm, &p);
+        unit_times_device(&tm, &p);
     }
     sim_opts_t o = {.iterations = e->iterations, .warmup = e->warmup, .seed = e->seed,
                     .trace = trace,
@@ -42,7 +42,7 @@ int simrun_config(const experiment_t *e, const model_t *m, int config, cluster_t
         out->n_sfb += p.units[u].method == SYNC_SFB;
         out->n_ar += p.units[u].method == SYNC_ALLREDUCE;
     }
-    sim_times_fini(&tm);
+    unit_times_fini(&tm);
     plan_fini(&p);
     out->wall_s = now_s() - t0;
     return 0;

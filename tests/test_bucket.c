@@ -369,7 +369,7 @@ static sim_result_t run_two_fc(const model_t *m, int nodes, int64_t bucket_bytes
     build(p, m, &c, "allreduce+wfbp", 0, 0, bucket_bytes);
     REQUIRE(p->n_units == 2, "units %d", p->n_units);
     int64_t fwd[2] = {1000, 500}, bwd[2] = {1500, 2000};
-    sim_times_t tm = {2, fwd, bwd, 1e12};
+    unit_times_t tm = {2, fwd, bwd, 1e12};
     sim_opts_t o = {.iterations = 1, .seed = 1};
     sim_result_t r;
     sim_run(p, &tm, &o, &r);

@@ -10,7 +10,7 @@
 #include "core/model.h"
 #include "core/plan.h"
 #include "runtime/profile.h"
-#include "sim/compute.h"
+#include "core/unit_times.h"
 #include "test.h"
 
 static const char *s_net = "input data shape=2x8x8\nconv c1 out=4 kernel=3 pad=1\nrelu r1\n"
@@ -51,8 +51,8 @@ TEST(test_profile_csv_reads_back_in_simulator)
     REQUIRE(plan_build(&p, &m, &cl, (scheme_t){SCHEME_PS, true}, 0, batch, 0, err, sizeof err) ==
                 0,
             "%s", err);
-    sim_times_t t;
-    int rc = sim_times_profile(&t, &p, path, err, sizeof err);
+    unit_times_t t;
+    int rc = unit_times_profile(&t, &p, path, err, sizeof err);
     CHECK(rc == 0);
     if (rc) fprintf(stderr, "%s\n", err);
     if (rc == 0) {
@@ -61,11 +61,65 @@ TEST(test_profile_csv_reads_back_in_simulator)
         for (int l = 1; l < m.n_layers; l++) want_fwd += rows[l].fwd_ns, want_bwd += rows[l].bwd_ns;
         CHECK(fwd == want_fwd);
         CHECK(bwd == want_bwd);
-        sim_times_fini(&t);
+        unit_times_fini(&t);
     }
     plan_fini(&p);
     unlink(path);
     free(rows);
     compute_destroy(&c);
+    model_fini(&m);
+}
+
+TEST(unit_times_profile_reader_rejects_bad_rows)
+{
+    /* the one reader of the profile CSV (the simulator and emulated compute): every bad row
+     * names its file and line; a good file is scaled to the plan's batch */
+    char err[512];
+    model_t m;
+    REQUIRE(model_parse(&m, "tiny.net", s_net, strlen(s_net), err, sizeof err) == 0, "%s", err);
+    cluster_t cl;
+    cluster_init(&cl);
+    plan_t p;
+    REQUIRE(plan_build(&p, &m, &cl, (scheme_t){SCHEME_PS, true}, 0, 8, 0, err, sizeof err) == 0,
+            "%s", err);
+    const char *rows = "c1,4,100,200\nr1,4,10,20\np1,4,10,20\nf1,4,50,60,7,8\nloss,4,1,1\n";
+    struct {
+        const char *text, *what;
+    } cases[] = {
+        {"layer,batch,fwd_ns,bwd_ns\nc1,4,100\n", ":2: expected layer,batch,fwd_ns,bwd_ns"},
+        {"c1,4,100,-1\n", ":1: expected layer,batch"},
+        {"c1,0,100,1\n", ":1: expected layer,batch"},
+        {"c1,4,2000000000000000,1\n", ":1: expected layer,batch"},
+        {"c1,4,100,200x\n", ":1: expected layer,batch"},
+        {"nope,4,1,1\n", ":1: expected a layer of tiny, got 'nope'"},
+        {"c1,4,100,200\nr1,4,1,1\nc1,4,7,7\n", ":3: expected one row per layer, got a second "
+                                              "for 'c1' (the first at line 1)"},
+        {"c1,4,100,200\n", "expected a row for layer 'r1'"},
+    };
+    char path[600];
+    snprintf(path, sizeof path, "%s/prof.csv", test_tmpdir());
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fopen(path, "w");
+        REQUIRE(f);
+        fputs(cases[i].text, f);
+        fclose(f);
+        unit_times_t t;
+        err[0] = 0;
+        CHECK(unit_times_profile(&t, &p, path, err, sizeof err) == -1, "case %zu accepted", i);
+        CHECK(strstr(err, path) && strstr(err, cases[i].what), "case %zu: '%s'", i, err);
+    }
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    fprintf(f, "# measured elsewhere\nlayer,batch,fwd_ns,bwd_ns\n\n%s", rows);
+    fclose(f);
+    unit_times_t t;
+    REQUIRE(unit_times_profile(&t, &p, path, err, sizeof err) == 0, "%s", err);
+    int64_t fwd = 0, bwd = 0;
+    for (int u = 0; u < t.n_units; u++) fwd += t.fwd_ns[u], bwd += t.bwd_ns[u];
+    CHECK_EQ_I64(fwd, 2 * (100 + 10 + 10 + 50 + 1)); /* batch 4 -> 8 */
+    CHECK_EQ_I64(bwd, 2 * (200 + 20 + 20 + 60 + 1));
+    CHECK_EQ_I64(unit_times_at_speed(1000, 0.25), 4000);
+    unit_times_fini(&t);
+    plan_fini(&p);
     model_fini(&m);
 }

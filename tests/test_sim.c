@@ -356,7 +356,7 @@ static int64_t run_closed(scheme_base_t base, int nodes, int shards, int64_t *by
             err);
     REQUIRE(p.n_units == 1, "units %d", p.n_units);
     int64_t fwd = 1000, bwd = 2000;
-    sim_times_t tm = {1, &fwd, &bwd, 1e12};
+    unit_times_t tm = {1, &fwd, &bwd, 1e12};
     sim_opts_t o = {.iterations = 1, .seed = 1};
     sim_result_t r;
     sim_run(&p, &tm, &o, &r);

@@ -1,14 +1,15 @@
-#include "compute.h"
+#include "unit_times.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 
-int64_t compute_layer_ns(const device_t *d, const layer_t *l, int batch, int bwd)
+int64_t unit_times_layer_ns(const device_t *d, const layer_t *l, int batch, int bwd)
 {
     if (l->type == LAYER_INPUT) return 0;
     double flops = (double)(bwd ? l->bwd_flops : l->fwd_flops) * batch;
@@ -23,7 +24,7 @@ int64_t compute_layer_ns(const device_t *d, const layer_t *l, int batch, int bwd
     return llround(t * 1e9) + d->launch_ns;
 }
 
-static void times_alloc(sim_times_t *t, const plan_t *p)
+static void times_alloc(unit_times_t *t, const plan_t *p)
 {
     t->n_units = p->n_units;
     t->fwd_ns = xcalloc((size_t)p->n_units, sizeof *t->fwd_ns);
@@ -31,18 +32,37 @@ static void times_alloc(sim_times_t *t, const plan_t *p)
     t->update_flops = p->cluster.device.peak_flops * p->cluster.device.eff_fc;
 }
 
-void sim_times_device(sim_times_t *t, const plan_t *p)
+void unit_times_device(unit_times_t *t, const plan_t *p)
 {
     times_alloc(t, p);
     int batch = p->batch * p->cluster.devices_per_node;
     for (int u = 0; u < p->n_units; u++)
         for (int i = p->units[u].first; i <= p->units[u].last; i++) {
-            t->fwd_ns[u] += compute_layer_ns(&p->cluster.device, &p->model->layers[i], batch, 0);
-            t->bwd_ns[u] += compute_layer_ns(&p->cluster.device, &p->model->layers[i], batch, 1);
+            t->fwd_ns[u] += unit_times_layer_ns(&p->cluster.device, &p->model->layers[i], batch, 0);
+            t->bwd_ns[u] += unit_times_layer_ns(&p->cluster.device, &p->model->layers[i], batch, 1);
         }
 }
 
-int sim_times_profile(sim_times_t *t, const plan_t *p, const char *path, char *err, size_t errlen)
+/* One row of a profile: 0 and the fields, 1 for a line that holds no row (blank, comment,
+ * the header before any row), or -1. */
+static int profile_row(char *line, bool first, char *name, long long *b, long long *fns,
+                       long long *bns)
+{
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    if (!line[0] || line[0] == '#') return 1;
+    if (first && !strncmp(line, "layer,", 6)) return 1;
+    char extra;
+    /* Columns after bwd_ns (poseidon profile --detail) are for people, not read here. */
+    int got = sscanf(line, "%96[^,],%lld,%lld,%lld%c", name, b, fns, bns, &extra);
+    if ((got != 4 && !(got == 5 && extra == ',')) || *b < 1 || *b > 1000000000 || *fns < 0 ||
+        *bns < 0 || *fns > UNIT_TIMES_MAX_NS || *bns > UNIT_TIMES_MAX_NS)
+        return -1;
+    return 0;
+}
+
+int unit_times_profile(unit_times_t *t, const plan_t *p, const char *path, char *err,
+                       size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -52,23 +72,19 @@ int sim_times_profile(sim_times_t *t, const plan_t *p, const char *path, char *e
     const model_t *m = p->model;
     int64_t *fwd = xcalloc((size_t)m->n_layers, sizeof *fwd);
     int64_t *bwd = xcalloc((size_t)m->n_layers, sizeof *bwd);
-    char *seen = xcalloc((size_t)m->n_layers, 1);
+    int *seen = xcalloc((size_t)m->n_layers, sizeof *seen); /* the row's line, 0: none */
     int batch = p->batch * p->cluster.devices_per_node;
     char line[1024];
-    int line_no = 0, rc = 0;
+    int line_no = 0, rc = 0, n_rows = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
         line_no++;
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = 0;
-        if (!line[0] || line[0] == '#') continue;
-        if (line_no == 1 && !strncmp(line, "layer,", 6)) continue;
         char name[MODEL_NAME_MAX + 1];
         long long b, fns, bns;
-        char extra;
-        /* Columns after bwd_ns (poseidon profile --detail) are for people, not read here. */
-        int got = sscanf(line, "%96[^,],%lld,%lld,%lld%c", name, &b, &fns, &bns, &extra);
-        if ((got != 4 && !(got == 5 && extra == ',')) || b < 1 || fns < 0 || bns < 0) {
-            snprintf(err, errlen, "%s:%d: expected layer,batch,fwd_ns,bwd_ns", path, line_no);
+        int got = profile_row(line, n_rows == 0, name, &b, &fns, &bns);
+        if (got == 1) continue;
+        if (got < 0) {
+            snprintf(err, errlen, "%s:%d: expected layer,batch,fwd_ns,bwd_ns (a batch >= 1, "
+                                  "times from 0 to 1e15 ns)", path, line_no);
             rc = -1;
             break;
         }
@@ -77,12 +93,17 @@ int sim_times_profile(sim_times_t *t, const plan_t *p, const char *path, char *e
             snprintf(err, errlen, "%s:%d: expected a layer of %s, got '%s'", path, line_no,
                      m->name, name);
             rc = -1;
-            break;
+        } else if (seen[li]) {
+            snprintf(err, errlen, "%s:%d: expected one row per layer, got a second for '%s' "
+                                  "(the first at line %d)", path, line_no, name, seen[li]);
+            rc = -1;
+        } else {
+            /* Scaled linearly to the plan's batch: a first-order model when batches differ. */
+            fwd[li] = llround((double)fns * batch / (double)b);
+            bwd[li] = llround((double)bns * batch / (double)b);
+            seen[li] = line_no;
+            n_rows++;
         }
-        /* Scaled linearly to the plan's batch: a first-order model when batches differ. */
-        fwd[li] = llround((double)fns * batch / (double)b);
-        bwd[li] = llround((double)bns * batch / (double)b);
-        seen[li] = 1;
     }
     fclose(f);
     for (int i = 0; rc == 0 && i < m->n_layers; i++)
@@ -105,7 +126,12 @@ int sim_times_profile(sim_times_t *t, const plan_t *p, const char *path, char *e
     return rc;
 }
 
-void sim_times_fini(sim_times_t *t)
+int64_t unit_times_at_speed(int64_t ns, double speed)
+{
+    return llround((double)ns / speed);
+}
+
+void unit_times_fini(unit_times_t *t)
 {
     free(t->fwd_ns);
     free(t->bwd_ns);

@@ -1,0 +1,53 @@
+/* unit_times: how long each plan unit's FWD and BWD take on one node, for the node's batch —
+ * from a measured profile CSV (the one reader of the format `poseidon profile` writes:
+ * layer,batch,fwd_ns,bwd_ns) or from a device model (FLOPs over peak x efficiency of the
+ * layer's type, or the bytes the layer touches over memory bandwidth for layers without
+ * GEMMs, whichever is longer, plus a launch overhead per layer and pass). The simulator and
+ * the runtime's emulated compute both take their times from here.
+ *
+ * Profile CSV: '#' comments and blank lines anywhere, an optional header `layer,...` before
+ * the first row, then one
+ * row per layer but the input: layer,batch,fwd_ns,bwd_ns, and any further columns after a
+ * comma (poseidon profile --detail) unread. Every layer must have exactly one row; a row
+ * measured at another batch is scaled linearly (a first-order model); a time must lie in
+ * [0, 1e15] ns, so that a whole run of them sums within int64 nanoseconds.
+ *
+ * These are the times at speed 1: an executor divides them by the node's speed
+ * (cluster_node_speed); the simulator also multiplies by its noise.
+ */
+#ifndef POSEIDON_UNIT_TIMES_H
+#define POSEIDON_UNIT_TIMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster.h"
+#include "model.h"
+#include "plan.h"
+
+#define UNIT_TIMES_MAX_NS 1000000000000000LL /* 1e15 ns: 11.6 days per layer and pass */
+
+typedef struct {
+    int n_units;
+    int64_t *fwd_ns;        /* per unit, owned */
+    int64_t *bwd_ns;
+    double update_flops;    /* FLOP/s of UPDATE ops (SFB reconstruction GEMMs) */
+} unit_times_t;
+
+/* Time of one layer for `batch` samples on device d (bwd: 0 forward, 1 backward). */
+int64_t unit_times_layer_ns(const device_t *d, const layer_t *l, int batch, int bwd);
+
+/* Per-unit times from the device model of the plan's cluster. */
+void unit_times_device(unit_times_t *t, const plan_t *p);
+
+/* Per-unit times from a profile CSV, at the plan's per-node batch (batch x devices). Returns
+ * 0, or -1 with "file:line: expected ..." in err. */
+int unit_times_profile(unit_times_t *t, const plan_t *p, const char *path, char *err,
+                       size_t errlen);
+
+/* ns at a node of speed factor `speed` (0.5: half as fast), rounded to the nanosecond. */
+int64_t unit_times_at_speed(int64_t ns, double speed);
+
+void unit_times_fini(unit_times_t *t);
+
+#endif
