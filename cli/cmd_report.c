@@ -263,8 +263,8 @@ static int report_train(const char *csv, const char *prefix)
 
 typedef struct {
     int node, iteration;
-    char op[16];
-    char layer[96];
+    char op[TRACE_OP_MAX];
+    char layer[TRACE_LAYER_MAX];
     double dur_ns; /* summed over the rows of this key */
     int rows;
 } trow_t;
@@ -299,11 +299,8 @@ static int trace_read(const char *path, int from, trow_t **out)
     int n = 0, cap = 0, lineno = 1;
     while (fgets(line, sizeof line, f)) {
         lineno++;
-        trow_t r = {0};
-        int peer;
-        long long bytes, t0, t1;
-        if (sscanf(line, "%d,%d,%15[^,],%95[^,],%d,%lld,%lld,%lld", &r.node, &r.iteration, r.op,
-                   r.layer, &peer, &bytes, &t0, &t1) != 8 || t1 < t0) {
+        trace_rec_t rec;
+        if (trace_rec_parse(line, &rec) != 0) {
             fprintf(stderr, "poseidon report: %s:%d: expected node,iteration,op,layer,peer,"
                             "bytes,t_start_ns,t_end_ns with t_end_ns >= t_start_ns\n",
                     path, lineno);
@@ -311,9 +308,11 @@ static int trace_read(const char *path, int from, trow_t **out)
             free(v);
             return -1;
         }
+        trow_t r = {.node = rec.node, .iteration = rec.iteration,
+                    .dur_ns = (double)(rec.t_end_ns - rec.t_start_ns), .rows = 1};
+        snprintf(r.op, sizeof r.op, "%s", rec.op);
+        snprintf(r.layer, sizeof r.layer, "%s", rec.layer);
         if (r.iteration < from) continue;
-        r.dur_ns = (double)(t1 - t0);
-        r.rows = 1;
         if (n == cap) {
             cap = cap ? 2 * cap : 1024;
             v = xrealloc(v, (size_t)cap * sizeof *v);

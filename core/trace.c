@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "kvfile.h"
 #include "outfile.h"
 
 const char *const trace_csv_header = "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns";
@@ -90,4 +91,57 @@ void trace_close(trace_t **tp)
     free(t->seen);
     free(t);
     *tp = NULL;
+}
+
+/* Field i of a comma-separated line into buf; returns the rest after its comma, or NULL at
+ * the end of the line (*last set) or when the field does not fit. */
+static const char *field(const char *s, char *buf, size_t len, int *last)
+{
+    size_t n = strcspn(s, ",\r\n");
+    if (n >= len) return NULL;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    *last = s[n] != ',';
+    return s + n + (s[n] == ',');
+}
+
+static int to_i64(const char *s, int64_t *out)
+{
+    long long v;
+    if (kv_int(s, &v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int trace_rec_parse(const char *line, trace_rec_t *r)
+{
+    if (!line[strspn(line, "\r\n")] || !strncmp(line, trace_csv_header, strlen(trace_csv_header)))
+        return 1;
+    char f[8][TRACE_LAYER_MAX];
+    const char *s = line;
+    int last = 0;
+    for (int i = 0; i < 8; i++) {
+        if (last || !(s = field(s, f[i], sizeof f[i], &last))) return -1;
+    }
+    if (!last) return -1; /* a ninth field */
+    int64_t node, it, peer;
+    if (to_i64(f[0], &node) || to_i64(f[1], &it) || to_i64(f[4], &peer) ||
+        to_i64(f[5], &r->bytes) || to_i64(f[6], &r->t_start_ns) || to_i64(f[7], &r->t_end_ns))
+        return -1;
+    if (node < 0 || node > INT32_MAX || it < 0 || it > INT32_MAX || peer < -1 ||
+        peer > INT32_MAX || r->bytes < 0 || r->t_end_ns < r->t_start_ns || !f[2][0] ||
+        strlen(f[2]) >= TRACE_OP_MAX || !f[3][0])
+        return -1;
+    r->node = (int)node;
+    r->iteration = (int)it;
+    r->peer = (int)peer;
+    snprintf(r->op, sizeof r->op, "%s", f[2]);
+    snprintf(r->layer, sizeof r->layer, "%s", f[3]);
+    return 0;
+}
+
+void trace_rec_write(FILE *f, const trace_rec_t *r)
+{
+    fprintf(f, "%d,%d,%s,%s,%d,%lld,%lld,%lld\n", r->node, r->iteration, r->op, r->layer,
+            r->peer, (long long)r->bytes, (long long)r->t_start_ns, (long long)r->t_end_ns);
 }

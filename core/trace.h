@@ -42,6 +42,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct trace trace_t;
 
@@ -68,5 +69,24 @@ void trace_write(trace_t *t, const trace_row_t *r);
 void trace_close(trace_t **tp);
 
 extern const char *const trace_csv_header; /* without newline */
+
+#define TRACE_OP_MAX 16     /* an op kind's name and its NUL */
+#define TRACE_LAYER_MAX 128 /* a layer name and its NUL (model names: MODEL_NAME_MAX) */
+
+/* A row read back from a trace CSV: the one parsed form, for every reader (the runtime's
+ * merge, poseidon report, the tests). */
+typedef struct {
+    int node, iteration, peer;
+    char op[TRACE_OP_MAX], layer[TRACE_LAYER_MAX];
+    int64_t bytes, t_start_ns, t_end_ns;
+} trace_rec_t;
+
+/* Parse one CSV line (its newline optional). Returns 0 with *r filled; 1 for the header or
+ * an empty line; -1 for anything else: a field missing or extra, a number that does not
+ * parse whole, a name too long, an end before the start. */
+int trace_rec_parse(const char *line, trace_rec_t *r);
+
+/* Writes r as one CSV line. */
+void trace_rec_write(FILE *f, const trace_rec_t *r);
 
 #endif

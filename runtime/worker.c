@@ -17,6 +17,7 @@
 #include "core/plan.h"
 #include "core/rng.h"
 #include "core/trace.h"
+#include "core/trace_merge.h"
 #include "core/unit_times.h"
 #include "runtime/allreduce.h"
 #include "runtime/comm.h"
@@ -440,7 +441,7 @@ static void shard_update(void *arg, float *params, const float *grad_sum, size_t
 /* The shard's on_push (trace runs only): rank `peer`'s block of a unit arrived at this
  * shard. Once every block of the unit on this shard has arrived for the iteration, one PUSH
  * row records them: node = the pushing rank, peer = this shard, bytes = what arrived here,
- * start .. end = first .. last arrival. The merge (trace_merge) ends the pushing rank's own
+ * start .. end = first .. last arrival. The merge (core/trace_merge) ends the pushing rank's own
  * PUSH row at the last of these arrivals at shards other than its own. A push's blocks for
  * one iteration come in order on one connection before any of the next iteration's, so one
  * record per (rank, unit) is enough. */
@@ -1041,131 +1042,6 @@ static int n_units_of(const model_t *m)
 }
 
 /* One row of a rank's trace CSV, as the merge reads it. */
-typedef struct {
-    int node, iteration, peer;
-    char op[16], layer[MODEL_NAME_MAX];
-    long long bytes, t0, t1;
-} merge_row_t;
-
-static int merge_row_cmp(const void *a, const void *b)
-{
-    const merge_row_t *x = a, *y = b;
-    if (x->node != y->node) return x->node < y->node ? -1 : 1;
-    if (x->iteration != y->iteration) return x->iteration < y->iteration ? -1 : 1;
-    return strcmp(x->layer, y->layer);
-}
-
-static void merge_push(merge_row_t **v, int64_t *n, int64_t *cap, const merge_row_t *r)
-{
-    if (*n == *cap) {
-        *cap = *cap ? 2 * *cap : 1024;
-        *v = xrealloc(*v, (size_t)*cap * sizeof **v);
-    }
-    (*v)[(*n)++] = *r;
-}
-
-/* Ends a transfer group's own rows (PUSH, SFB: node = the sending rank, peer -1) at the
- * last arrival of its bytes at another node, from the receivers' arrival rows (node = the
- * sender, peer = the receiver, end = the arrival); a row without arrivals elsewhere (a push
- * to the rank's own shard only, or an unreadable file) stays as the rank wrote it. Writes
- * the rows; the arrival rows are dropped. */
-static void merge_end_at_arrivals(FILE *out, const char *op, merge_row_t *own, int64_t n_own,
-                                  merge_row_t *arrive, int64_t n_arrive)
-{
-    if (n_arrive) qsort(arrive, (size_t)n_arrive, sizeof *arrive, merge_row_cmp);
-    for (int64_t i = 0; i < n_own; i++) {
-        merge_row_t g = own[i];
-        const merge_row_t *a = n_arrive ? bsearch(&g, arrive, (size_t)n_arrive, sizeof *arrive,
-                                                  merge_row_cmp)
-                                        : NULL;
-        if (a) {
-            long long last = -1;
-            while (a > arrive && !merge_row_cmp(a - 1, &g)) a--;
-            for (; a < arrive + n_arrive && !merge_row_cmp(a, &g); a++)
-                if (a->peer != g.node && a->t1 > last) last = a->t1;
-            if (last >= 0) g.t1 = last > g.t0 ? last : g.t0;
-        }
-        fprintf(out, "%d,%d,%s,%s,%d,%lld,%lld,%lld\n", g.node, g.iteration, op, g.layer, g.peer,
-                g.bytes, g.t0, g.t1);
-    }
-}
-
-/* Rank 0 merges every rank's trace CSV into PREFIX.csv (ranks on one host or a shared
- * folder), so that every row means what core/trace.h says, as the simulator's do. Rows pass
- * unchanged but PULL, PUSH and SFB. PULL: the ranks write one per (shard, receiving rank),
- * from the shard's answer to the last arrival; the merge joins those of one (shard,
- * iteration, layer): bytes = all the shard sent (its own rank's copy included), peer = the
- * rank when only one received, else -1, start = the earliest answer, end = the last
- * arrival. PUSH and SFB: a rank's own row ends when ZeroMQ let go of its buffers (PUSH),
- * or when the peers' factors were in (SFB, the receive side); the group completes when its
- * bytes are at the other nodes, which they record (push_arrived at the shards, the SFB
- * threads on their comm), so the merge ends the row at the last of those arrivals
- * (merge_end_at_arrivals). Times of one row then come from two processes' clocks: on one
- * host they share rank 0's zero (share_time_base), across hosts they do not. */
-static void trace_merge(const char *prefix, int world)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s.csv", prefix);
-    FILE *out = outfile_open(path, "w");
-    if (!out) {
-        log_warn("trace: cannot write %s: %s", path, strerror(errno));
-        return;
-    }
-    fprintf(out, "%s\n", trace_csv_header);
-    enum { PULL, PUSH_OWN, PUSH_ARRIVE, SFB_OWN, SFB_ARRIVE, N_KEPT };
-    merge_row_t *kept[N_KEPT] = {0};
-    int64_t n[N_KEPT] = {0}, cap[N_KEPT] = {0};
-    for (int r = 0; r < world; r++) {
-        snprintf(path, sizeof path, "%s-rank%d.csv", prefix, r);
-        FILE *in = fopen(path, "r");
-        if (!in) {
-            log_warn("trace: %s not readable here (another host?): not merged", path);
-            continue;
-        }
-        char line[4096];
-        int first = 1;
-        while (fgets(line, sizeof line, in)) {
-            if (first) {
-                first = 0;
-                continue;
-            }
-            merge_row_t m;
-            int k = -1;
-            if (sscanf(line, "%d,%d,%15[^,],%95[^,],%d,%lld,%lld,%lld", &m.node, &m.iteration,
-                       m.op, m.layer, &m.peer, &m.bytes, &m.t0, &m.t1) == 8) {
-                if (!strcmp(m.op, "PULL")) k = PULL;
-                else if (!strcmp(m.op, "PUSH")) k = m.peer >= 0 ? PUSH_ARRIVE : PUSH_OWN;
-                else if (!strcmp(m.op, "SFB")) k = m.peer >= 0 ? SFB_ARRIVE : SFB_OWN;
-            }
-            if (k < 0) {
-                fputs(line, out);
-                continue;
-            }
-            merge_push(&kept[k], &n[k], &cap[k], &m);
-        }
-        fclose(in);
-    }
-    merge_row_t *pull = kept[PULL];
-    if (n[PULL]) qsort(pull, (size_t)n[PULL], sizeof *pull, merge_row_cmp);
-    for (int64_t i = 0, j; i < n[PULL]; i = j) {
-        merge_row_t g = pull[i];
-        for (j = i + 1; j < n[PULL] && !merge_row_cmp(&pull[j], &g); j++) {
-            g.bytes += pull[j].bytes;
-            if (pull[j].t0 < g.t0) g.t0 = pull[j].t0;
-            if (pull[j].t1 > g.t1) g.t1 = pull[j].t1;
-            g.peer = -1;
-        }
-        fprintf(out, "%d,%d,PULL,%s,%d,%lld,%lld,%lld\n", g.node, g.iteration, g.layer, g.peer,
-                g.bytes, g.t0, g.t1);
-    }
-    merge_end_at_arrivals(out, "PUSH", kept[PUSH_OWN], n[PUSH_OWN], kept[PUSH_ARRIVE],
-                          n[PUSH_ARRIVE]);
-    merge_end_at_arrivals(out, "SFB", kept[SFB_OWN], n[SFB_OWN], kept[SFB_ARRIVE],
-                          n[SFB_ARRIVE]);
-    for (int k = 0; k < N_KEPT; k++) free(kept[k]);
-    if (fclose(out)) log_warn("trace: error writing %s.csv", prefix);
-}
-
 static int write_params(const worker_t *w, const char *prefix)
 {
     char path[1100];
@@ -1501,7 +1377,9 @@ int worker_run(const worker_config_t *cfg)
     if (w->ps && ps_server_n_rejected(w->ps))
         log_warn("rank %d: the PS shard rejected %llu messages", w->rank,
                  (unsigned long long)ps_server_n_rejected(w->ps));
-    if (w->rank == 0 && cfg->trace_prefix) trace_merge(cfg->trace_prefix, w->world);
+    if (w->rank == 0 && cfg->trace_prefix &&
+        trace_merge_ranks(cfg->trace_prefix, w->world, err, sizeof err))
+        log_warn("trace: %s", err);
     rc = 0;
 out:
     if (w->cl) coord_client_destroy(&w->cl);

@@ -16,6 +16,7 @@
 #include "core/job.h"
 #include "core/model.h"
 #include "core/plan.h"
+#include "core/trace.h"
 #include "runtime/compute.h"
 #include "runtime/data.h"
 #include "runtime/launch.h"
@@ -519,17 +520,17 @@ static int bt_trace_rings(const char *path, int t, int64_t *bytes)
 {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
-    char line[512], op[16], layer[64];
-    int node, it, peer, n = 0;
-    long long b, t0, t1;
+    char line[1024];
+    int n = 0;
     *bytes = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "%d,%d,%15[^,],%63[^,],%d,%lld,%lld,%lld", &node, &it, op, layer, &peer,
-                   &b, &t0, &t1) == 8 &&
-            node == 0 && it == t && !strcmp(op, "ALLREDUCE")) {
+    while (fgets(line, sizeof line, f)) {
+        trace_rec_t r;
+        if (trace_rec_parse(line, &r) == 0 && r.node == 0 && r.iteration == t &&
+            !strcmp(r.op, "ALLREDUCE")) {
             n++;
-            *bytes += b;
+            *bytes += r.bytes;
         }
+    }
     fclose(f);
     return n;
 }

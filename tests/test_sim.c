@@ -593,11 +593,15 @@ TEST(sim_seed_fixed_scenario_matches_stored_output)
 }
 
 /* The start and end of a trace CSV row (its 7th and 8th fields): 1, or 0 if it has none. */
-static int trace_row_times(const char *line, long long *t0, long long *t1)
+/* A trace row's iteration and times (core/trace's parser); 0 when the line is no row. */
+static int trace_row_times(const char *line, int *t, long long *t0, long long *t1)
 {
-    const char *c = line;
-    for (int k = 0; k < 6 && c; k++) c = strchr(c, ',') ? strchr(c, ',') + 1 : NULL;
-    return c && sscanf(c, "%lld,%lld", t0, t1) == 2;
+    trace_rec_t r;
+    if (trace_rec_parse(line, &r) != 0) return 0;
+    *t = r.iteration;
+    *t0 = r.t_start_ns;
+    *t1 = r.t_end_ns;
+    return 1;
 }
 
 TEST(sim_trace_has_one_row_per_instance)
@@ -632,8 +636,9 @@ TEST(sim_trace_has_one_row_per_instance)
     int bad = 0;
     while (fgets(line, sizeof line, f)) {
         long long t0, t1;
+        int t;
         rows++;
-        if (!trace_row_times(line, &t0, &t1) || t1 < t0) bad++;
+        if (!trace_row_times(line, &t, &t0, &t1)) bad++;
     }
     fclose(f);
     CHECK_EQ_I64(rows, want);
@@ -677,10 +682,9 @@ TEST(sim_iteration_time_leaves_out_the_warmup)
         FILE *f = fopen(path, "r");
         REQUIRE(f && fgets(line, sizeof line, f), "no %s", path);
         while (fgets(line, sizeof line, f)) {
-            int node, t;
+            int t;
             long long t0, t1;
-            int ok = sscanf(line, "%d,%d,", &node, &t) == 2 && t >= 0 && t < 6 &&
-                     trace_row_times(line, &t0, &t1);
+            int ok = trace_row_times(line, &t, &t0, &t1) && t < 6;
             REQUIRE(ok, "row %s", line);
             if (t1 > end[t]) end[t] = t1;
         }
@@ -688,4 +692,49 @@ TEST(sim_iteration_time_leaves_out_the_warmup)
         CHECK_EQ_I64(o.r.iter_ns, (end[5] - end[W - 1]) / (6 - W));
         model_fini(&m);
     }
+}
+
+TEST(trace_rec_parse_round_trips_and_rejects)
+{
+    /* the one parser of trace rows: a layer name of the model format's longest (95
+     * characters) round-trips; every malformed row is refused */
+    trace_rec_t r = {.node = 3, .iteration = 7, .peer = -1, .bytes = 4096,
+                     .t_start_ns = 1000, .t_end_ns = 2500};
+    snprintf(r.op, sizeof r.op, "PUSH");
+    memset(r.layer, 'x', MODEL_NAME_MAX - 1);
+    r.layer[MODEL_NAME_MAX - 1] = 0;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    REQUIRE(f);
+    trace_rec_write(f, &r);
+    fclose(f);
+    trace_rec_t back;
+    REQUIRE(trace_rec_parse(buf, &back) == 0, "%s", buf);
+    CHECK(back.node == 3 && back.iteration == 7 && back.peer == -1 && back.bytes == 4096 &&
+              back.t_start_ns == 1000 && back.t_end_ns == 2500 && !strcmp(back.op, "PUSH") &&
+              strlen(back.layer) == MODEL_NAME_MAX - 1 && !strcmp(back.layer, r.layer),
+          "round trip of %s", buf);
+    free(buf);
+    CHECK(trace_rec_parse("node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns\n", &back) == 1,
+          "header");
+    CHECK(trace_rec_parse("\n", &back) == 1, "blank");
+    const char *bad[] = {
+        "0,1,FWD,conv1,-1,0,10\n",          /* a field missing */
+        "0,1,FWD,conv1,-1,0,10,20,5\n",     /* a field extra */
+        "0,1,FWD,conv1,-1,0,20,10\n",       /* end before start */
+        "0,x,FWD,conv1,-1,0,10,20\n",       /* not a number */
+        "0,1,FWD,conv1,-1,0,10,20ms\n",     /* not a number as a whole */
+        "-1,1,FWD,conv1,-1,0,10,20\n",      /* a negative node */
+        "0,1,,conv1,-1,0,10,20\n",          /* no op */
+        "0,1,AVERYLONGOPNAMEX,c,-1,0,1,2\n", /* an op name too long */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(trace_rec_parse(bad[i], &back) == -1, "accepted: %s", bad[i]);
+    char longer[400];
+    memset(longer, 'y', 200);
+    longer[200] = 0;
+    char line[600];
+    snprintf(line, sizeof line, "0,1,FWD,%s,-1,0,10,20\n", longer);
+    CHECK(trace_rec_parse(line, &back) == -1, "a layer name of 200 characters accepted");
 }

@@ -145,7 +145,7 @@ TEST(worker_emulated_compute_sleeps_profile)
 /* A merged trace row (core/trace.h's CSV). */
 typedef struct {
     int node, iteration, peer;
-    char op[16], layer[64];
+    char op[TRACE_OP_MAX], layer[TRACE_LAYER_MAX];
     long long bytes, t0, t1;
 } wt_row_t;
 
@@ -158,10 +158,12 @@ static wt_row_t *wt_trace_read(const char *path, int *n)
     char line[512];
     *n = 0;
     while (fgets(line, sizeof line, f)) {
-        wt_row_t r;
-        if (sscanf(line, "%d,%d,%15[^,],%63[^,],%d,%lld,%lld,%lld", &r.node, &r.iteration, r.op,
-                   r.layer, &r.peer, &r.bytes, &r.t0, &r.t1) != 8)
-            continue; /* the header */
+        trace_rec_t rec;
+        if (trace_rec_parse(line, &rec) != 0) continue; /* the header */
+        wt_row_t r = {rec.node, rec.iteration, rec.peer, "", "", rec.bytes, rec.t_start_ns,
+                      rec.t_end_ns};
+        snprintf(r.op, sizeof r.op, "%s", rec.op);
+        snprintf(r.layer, sizeof r.layer, "%s", rec.layer);
         if (*n == cap) v = realloc(v, (size_t)(cap *= 2) * sizeof *v);
         v[(*n)++] = r;
     }

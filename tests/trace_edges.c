@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/trace.h"
 
 typedef struct {
     int64_t t0, t1;   /* first start, last end; t0 > t1: no row */
@@ -40,17 +41,15 @@ int trace_edge_violations(const plan_t *p, const char *csv, bool real, int corru
                 span[i] = (te_span_t){INT64_MAX, INT64_MIN, INT64_MAX};
         }
         while (fgets(line, sizeof line, f)) {
-            int node, it, peer;
-            char op[16], layer[128];
-            long long bytes, t0, t1;
-            if (sscanf(line, "%d,%d,%15[^,],%127[^,],%d,%lld,%lld,%lld", &node, &it, op, layer,
-                       &peer, &bytes, &t0, &t1) != 8)
-                continue; /* the header */
+            trace_rec_t r;
+            if (trace_rec_parse(line, &r) != 0) continue; /* the header */
+            int node = r.node, it = r.iteration;
+            int64_t t0 = r.t_start_ns, t1 = r.t_end_ns;
             if (pass == 0) {
                 if (it + 1 > iters) iters = it + 1;
                 continue;
             }
-            int o = op_of(p, op, layer);
+            int o = op_of(p, r.op, r.layer);
             if (o < 0 || node < 0 || node >= nodes) {
                 fprintf(stderr, "%s: row names no op of the plan: %s", what, line);
                 fclose(f);

@@ -1,0 +1,121 @@
+#include "trace_merge.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "log.h"
+#include "outfile.h"
+#include "trace.h"
+
+/* A group's rows are keyed by (node, iteration, layer). */
+static int rec_cmp(const void *a, const void *b)
+{
+    const trace_rec_t *x = a, *y = b;
+    if (x->node != y->node) return x->node < y->node ? -1 : 1;
+    if (x->iteration != y->iteration) return x->iteration < y->iteration ? -1 : 1;
+    return strcmp(x->layer, y->layer);
+}
+
+typedef struct {
+    trace_rec_t *v;
+    int64_t n, cap;
+} rec_list_t;
+
+static void rec_push(rec_list_t *l, const trace_rec_t *r)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 1024;
+        l->v = xrealloc(l->v, (size_t)l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = *r;
+}
+
+/* Ends each own row of a transfer group at the last arrival of its bytes at another node;
+ * a row without arrivals elsewhere (a push to the rank's own shard only, or a rank whose
+ * file was not readable) stays as the rank wrote it. */
+static void end_at_arrivals(FILE *out, rec_list_t *own, rec_list_t *arrive)
+{
+    if (arrive->n) qsort(arrive->v, (size_t)arrive->n, sizeof *arrive->v, rec_cmp);
+    for (int64_t i = 0; i < own->n; i++) {
+        trace_rec_t g = own->v[i];
+        const trace_rec_t *a =
+            arrive->n ? bsearch(&g, arrive->v, (size_t)arrive->n, sizeof *arrive->v, rec_cmp)
+                      : NULL;
+        if (a) {
+            int64_t last = -1;
+            while (a > arrive->v && !rec_cmp(a - 1, &g)) a--;
+            for (; a < arrive->v + arrive->n && !rec_cmp(a, &g); a++)
+                if (a->peer != g.node && a->t_end_ns > last) last = a->t_end_ns;
+            if (last >= 0) g.t_end_ns = last > g.t_start_ns ? last : g.t_start_ns;
+        }
+        trace_rec_write(out, &g);
+    }
+}
+
+int trace_merge_ranks(const char *prefix, int world, char *err, size_t errlen)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s.csv", prefix);
+    FILE *out = outfile_open(path, "w");
+    if (!out) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(out, "%s\n", trace_csv_header);
+    enum { PULL, PUSH_OWN, PUSH_ARRIVE, SFB_OWN, SFB_ARRIVE, N_KEPT };
+    rec_list_t kept[N_KEPT] = {{0}};
+    int rc = 0;
+    for (int r = 0; r < world && rc == 0; r++) {
+        snprintf(path, sizeof path, "%s-rank%d.csv", prefix, r);
+        FILE *in = fopen(path, "r");
+        if (!in) {
+            log_warn("trace: %s not readable here (another host?): not merged", path);
+            continue;
+        }
+        char line[4096];
+        int line_no = 0;
+        while (fgets(line, sizeof line, in)) {
+            line_no++;
+            trace_rec_t m;
+            int got = trace_rec_parse(line, &m);
+            if (got == 1) continue;
+            if (got < 0) {
+                snprintf(err, errlen, "%s:%d: expected a trace row (%s)", path, line_no,
+                         trace_csv_header);
+                rc = -1;
+                break;
+            }
+            int k = -1;
+            if (!strcmp(m.op, "PULL")) k = PULL;
+            else if (!strcmp(m.op, "PUSH")) k = m.peer >= 0 ? PUSH_ARRIVE : PUSH_OWN;
+            else if (!strcmp(m.op, "SFB")) k = m.peer >= 0 ? SFB_ARRIVE : SFB_OWN;
+            if (k < 0) trace_rec_write(out, &m);
+            else rec_push(&kept[k], &m);
+        }
+        fclose(in);
+    }
+    rec_list_t *pull = &kept[PULL];
+    if (pull->n) qsort(pull->v, (size_t)pull->n, sizeof *pull->v, rec_cmp);
+    for (int64_t i = 0, j; i < pull->n; i = j) {
+        trace_rec_t g = pull->v[i];
+        for (j = i + 1; j < pull->n && !rec_cmp(&pull->v[j], &g); j++) {
+            g.bytes += pull->v[j].bytes;
+            if (pull->v[j].t_start_ns < g.t_start_ns) g.t_start_ns = pull->v[j].t_start_ns;
+            if (pull->v[j].t_end_ns > g.t_end_ns) g.t_end_ns = pull->v[j].t_end_ns;
+            g.peer = -1;
+        }
+        trace_rec_write(out, &g);
+    }
+    end_at_arrivals(out, &kept[PUSH_OWN], &kept[PUSH_ARRIVE]);
+    end_at_arrivals(out, &kept[SFB_OWN], &kept[SFB_ARRIVE]);
+    for (int k = 0; k < N_KEPT; k++) free(kept[k].v);
+    if (fclose(out) && rc == 0) {
+        snprintf(err, errlen, "error writing %s.csv", prefix);
+        rc = -1;
+    }
+    return rc;
+}
