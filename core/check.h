@@ -2,8 +2,9 @@
  *
  *   ASSERT(cond, fmt, ...)  a bug: prints file:line and the message, aborts. Always on.
  *   die(fmt, ...)           an environment failure: prints and exits 1.
- *   DIE_AT(file, line, ...) a bad input: "file:line: message", exits 1.
- * Expected outcomes (timeouts, bad lines) are not handled here: return -1 to the caller.
+ * Bad input is not handled here: a reader returns -1 with "file:line: expected ..." in an
+ * error buffer (core/kvfile's kv_error builds one), and the command that called it prints
+ * it and exits 2. Expected outcomes (timeouts, a peer gone) also return -1 to the caller.
  *
  * A program may install a context hook (the simulator prints its virtual time) that is
  * appended to every ASSERT message.

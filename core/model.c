@@ -309,16 +309,16 @@ static char *substitute(parser_t *p, const scope_t *sc, int lineno, const char *
     return out;
 }
 
-/* ---- key=value arguments --------------------------------------------------------------- */
+/* ---- a layer line's key=value attributes (not core/kvfile's files of key = value lines) -- */
 
 typedef struct {
     int n;
     char *key[TOKENS_MAX];
     char *val[TOKENS_MAX];
     bool used[TOKENS_MAX];
-} kv_t;
+} attrs_t;
 
-static void kv_free(kv_t *kv)
+static void attrs_free(attrs_t *kv)
 {
     for (int i = 0; i < kv->n; i++) {
         free(kv->key[i]);
@@ -328,7 +328,8 @@ static void kv_free(kv_t *kv)
 }
 
 /* Splits tokens [first, n_tok) of a line (after substitution) into key=value pairs. */
-static int kv_parse(parser_t *p, const scope_t *sc, const line_t *ln, int first, kv_t *kv)
+static int attrs_parse(parser_t *p, const scope_t *sc, const line_t *ln, int first,
+                       attrs_t *kv)
 {
     memset(kv, 0, sizeof *kv);
     for (int i = first; i < ln->n_tok; i++) {
@@ -356,7 +357,7 @@ static int kv_parse(parser_t *p, const scope_t *sc, const line_t *ln, int first,
     return 0;
 }
 
-static const char *kv_get(kv_t *kv, const char *key)
+static const char *attrs_get(attrs_t *kv, const char *key)
 {
     for (int i = 0; i < kv->n; i++)
         if (!strcmp(kv->key[i], key)) {
@@ -372,7 +373,7 @@ typedef struct {
     const scope_t *sc;
     int lineno;
     const char *what; /* "conv 'conv1'" */
-    kv_t *kv;
+    attrs_t *kv;
 } args_t;
 
 static int parse_long(const char *s, long *out)
@@ -388,7 +389,7 @@ static int parse_long(const char *s, long *out)
 
 static int arg_int(args_t *a, const char *key, bool required, int def, int min, int *out)
 {
-    const char *v = kv_get(a->kv, key);
+    const char *v = attrs_get(a->kv, key);
     if (!v) {
         if (required)
             return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key '%s'", a->what,
@@ -408,7 +409,7 @@ static int arg_int(args_t *a, const char *key, bool required, int def, int min, 
 /* "K" or "HxW". */
 static int arg_pair(args_t *a, const char *key, bool required, int def, int min, int *h, int *w)
 {
-    const char *v = kv_get(a->kv, key);
+    const char *v = attrs_get(a->kv, key);
     if (!v) {
         if (required)
             return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key '%s'", a->what,
@@ -439,7 +440,7 @@ static int arg_pair(args_t *a, const char *key, bool required, int def, int min,
 
 static int arg_bool(args_t *a, const char *key, bool def, bool *out)
 {
-    const char *v = kv_get(a->kv, key);
+    const char *v = attrs_get(a->kv, key);
     if (!v) {
         *out = def;
         return 0;
@@ -454,7 +455,7 @@ static int arg_bool(args_t *a, const char *key, bool def, bool *out)
 static int arg_double(args_t *a, const char *key, double def, double min, double max,
                       bool max_open, double *out)
 {
-    const char *v = kv_get(a->kv, key);
+    const char *v = attrs_get(a->kv, key);
     if (!v) {
         *out = def;
         return 0;
@@ -486,7 +487,7 @@ static int parse_layer_keys(args_t *a, layer_t *l)
     int rc = 0;
     switch (l->type) {
     case LAYER_INPUT: {
-        const char *v = kv_get(a->kv, "shape");
+        const char *v = attrs_get(a->kv, "shape");
         if (!v)
             return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'shape'",
                               a->what);
@@ -519,7 +520,7 @@ static int parse_layer_keys(args_t *a, layer_t *l)
         if (!rc) rc |= arg_bool(a, "bias", true, &l->bias);
         return rc ? -1 : args_check_unused(a, "out, bias, in");
     case LAYER_POOL: {
-        const char *op = kv_get(a->kv, "op");
+        const char *op = attrs_get(a->kv, "op");
         if (!op)
             return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'op'", a->what);
         if (!strcmp(op, "max")) l->pool = POOL_MAX;
@@ -589,7 +590,7 @@ static int expand_lines(parser_t *p, const scope_t *sc, int first, int last);
 
 /* Expands one use of block b named `name` (full name full), its input full name `input`. */
 static int expand_use(parser_t *p, const scope_t *sc, const line_t *ln, const block_t *b,
-                      const char *full, const char *input, kv_t *kv, int rep)
+                      const char *full, const char *input, attrs_t *kv, int rep)
 {
     if (p->depth >= BLOCK_DEPTH_MAX)
         return perr_scope(p, sc, ln->lineno, "blocks nested deeper than %d (a block using itself?)",
@@ -601,7 +602,7 @@ static int expand_use(parser_t *p, const scope_t *sc, const line_t *ln, const bl
     inner.prefix = prefix;
     char repbuf[16];
     for (int i = 0; i < b->n_params; i++) {
-        const char *v = kv_get(kv, b->param[i]);
+        const char *v = attrs_get(kv, b->param[i]);
         if (!v) v = b->param_default[i];
         if (!v) {
             free(prefix);
@@ -641,9 +642,9 @@ static char *full_name(const scope_t *sc, const char *name)
 }
 
 /* The input given by in= (one name) or the previous layer, as a full name (owned). */
-static char *single_input(parser_t *p, const scope_t *sc, kv_t *kv)
+static char *single_input(parser_t *p, const scope_t *sc, attrs_t *kv)
 {
-    const char *in = kv_get(kv, "in");
+    const char *in = attrs_get(kv, "in");
     if (in) return resolve_ref(sc, in);
     if (p->last_name && p->last_name[0]) return xstrdup(p->last_name);
     return NULL;
@@ -670,10 +671,10 @@ static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int ty
         free(full);
         return -1;
     }
-    kv_t kv;
-    if (kv_parse(p, sc, ln, 2, &kv)) {
+    attrs_t kv;
+    if (attrs_parse(p, sc, ln, 2, &kv)) {
         free(full);
-        kv_free(&kv);
+        attrs_free(&kv);
         return -1;
     }
 
@@ -688,9 +689,9 @@ static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int ty
 
     int rc = 0;
     if (type == LAYER_INPUT) {
-        if (kv_get(&kv, "in")) rc = perr_scope(p, sc, ln->lineno, "%s: an input takes no in=", what);
+        if (attrs_get(&kv, "in")) rc = perr_scope(p, sc, ln->lineno, "%s: an input takes no in=", what);
     } else if (type == LAYER_CONCAT || type == LAYER_ADD) {
-        const char *in = kv_get(&kv, "in");
+        const char *in = attrs_get(&kv, "in");
         if (!in) {
             rc = perr_scope(p, sc, ln->lineno, "%s: missing required key 'in' (A,B,...)", what);
         } else {
@@ -708,7 +709,7 @@ static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int ty
                                 what);
         }
     } else {
-        const char *in = kv_get(&kv, "in");
+        const char *in = attrs_get(&kv, "in");
         char *input = NULL;
         if (in && strchr(in, ','))
             rc = perr_scope(p, sc, ln->lineno, "%s: takes one input, got in=%s", what, in);
@@ -723,7 +724,7 @@ static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int ty
         if (input) r.input_name[r.n_inputs++] = input;
     }
     if (!rc) rc = parse_layer_keys(&a, l);
-    kv_free(&kv);
+    attrs_free(&kv);
     if (rc) {
         for (int i = 0; i < r.n_inputs; i++) free(r.input_name[i]);
         free(full);
@@ -771,9 +772,9 @@ static int expand_block_line(parser_t *p, const scope_t *sc, const line_t *ln)
     if (!valid_name(name))
         return perr_scope(p, sc, ln->lineno,
                           "bad name '%s': expected letters, digits, '_', '-' or '.'", name);
-    kv_t kv;
-    if (kv_parse(p, sc, ln, at + 2, &kv)) {
-        kv_free(&kv);
+    attrs_t kv;
+    if (attrs_parse(p, sc, ln, at + 2, &kv)) {
+        attrs_free(&kv);
         return -1;
     }
     char *input = single_input(p, sc, &kv);
@@ -791,7 +792,7 @@ static int expand_block_line(parser_t *p, const scope_t *sc, const line_t *ln)
     if (!rc && is_repeat) rc = add_alias(p, sc, ln->lineno, base, p->last_name);
     free(base);
     free(input);
-    kv_free(&kv);
+    attrs_free(&kv);
     return rc;
 }
 

@@ -105,7 +105,7 @@
 
 #include "cluster.h"
 #include "cost.h"
-#include "experiment.h"
+#include "scheme.h"
 #include "model.h"
 
 typedef enum {

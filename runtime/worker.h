@@ -72,9 +72,25 @@ solver_config_t worker_solver_config(const experiment_t *job);
  * epochs x steps when the job counts epochs. */
 int64_t worker_iterations(const experiment_t *job, int64_t steps);
 
-/* Runs this process's rank of the job described by the environment. Returns 0 on success,
- * 1 on a setup failure, 2 for bad input; a failure of a peer exits with COORD_EXIT_ABORT. */
-int worker_run(const worker_config_t *c);
+/* One rank: opaque; runtime/worker_state.h is its inside, shared by the set-up
+ * (runtime/worker.c) and the executor (runtime/worker_exec.c). */
+typedef struct worker worker_t;
+
+/* Set up this process's rank of the job described by the environment (launch_env_detect)
+ * up to the start barrier. Returns it, or NULL with *rc = 2 for bad input (the job, its
+ * files, the launcher's environment) or 1 for a set-up failure, the message printed. */
+worker_t *worker_new(const worker_config_t *cfg, int *rc);
+
+/* After the executor ran (worker_exec_run): rank 0's outputs, the parameters, the trace,
+ * the final barrier (shards serve until every rank is done), the merged trace. */
+void worker_finish(worker_t *w);
+
+/* Frees everything the rank holds (any stage of worker_new); accepts NULL, NULLs *wp. */
+void worker_destroy(worker_t **wp);
+
+/* worker_new, the plan's execution, worker_finish, worker_destroy. Returns 0 on success, 1
+ * on a setup failure, 2 for bad input; a failure of a peer exits with COORD_EXIT_ABORT. */
+int worker_run(const worker_config_t *cfg);
 
 /* The training samples rank uses at iteration t: order[0..batch) of a set of n samples split
  * into world contiguous partitions, epoch t / steps with steps = (n / world) / batch,

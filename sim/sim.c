@@ -43,7 +43,7 @@ typedef struct {
     const plan_t *p;
     const unit_times_t *tm;
     const sim_opts_t *o;
-    int N, O, T;
+    int nodes, n_ops, iterations; /* the plan's nodes and ops, the iterations simulated */
     int64_t now;
     evq_t *q;
     net_t *net;
@@ -89,7 +89,7 @@ static int ctx_fn(char *buf, size_t len, void *arg)
 
 static inline int64_t idx(const sim_t *s, int t, int op, int node)
 {
-    return ((int64_t)t * s->O + op) * s->N + node;
+    return ((int64_t)t * s->n_ops + op) * s->nodes + node;
 }
 
 static void touch(sim_t *s, int n)
@@ -109,14 +109,14 @@ static void complete(sim_t *s, int op, int node, int t, int peer, int64_t bytes)
 
 static inline int64_t arx(const sim_t *s, int t, int op, int node)
 {
-    return ((int64_t)t * s->n_ar + s->ar_of_op[op]) * s->N + node;
+    return ((int64_t)t * s->n_ar + s->ar_of_op[op]) * s->nodes + node;
 }
 
 /* The broadcast count changes whether every node communicates: bring all up to now first. */
 static void bcasts_add(sim_t *s, int k)
 {
     if ((s->bcasts == 0) != (s->bcasts + k == 0))
-        for (int n = 0; n < s->N; n++) touch(s, n);
+        for (int n = 0; n < s->nodes; n++) touch(s, n);
     s->bcasts += k;
 }
 
@@ -230,7 +230,7 @@ static void step_deliver(sim_t *s, int op, int src, int dst, int t)
     if (++s->ar_got[arx(s, t, op, dst)] == S)
         for (int k = 0; k < s->rev_n[DEP_RECV][op]; k++) {
             rev_t r = s->rev[DEP_RECV][s->rev_first[DEP_RECV][op] + k];
-            if (t + r.back < s->T && plan_has_instance(s->p, r.op, dst))
+            if (t + r.back < s->iterations && plan_has_instance(s->p, r.op, dst))
                 dec(s, r.op, dst, t + r.back);
         }
     step_try(s, op, src, t);
@@ -267,7 +267,7 @@ static void ready(sim_t *s, int op, int node, int t)
             step_try(s, op, node, t);
             break;
         }
-        int64_t tag = ((((int64_t)t * s->O) + op) * s->N + node) * s->N + node;
+        int64_t tag = ((((int64_t)t * s->n_ops) + op) * s->nodes + node) * s->nodes + node;
         int64_t bb;
         int self;
         if (plan_dest_broadcast(s->p, op, node, &bb, &self)) {
@@ -275,10 +275,10 @@ static void ready(sim_t *s, int op, int node, int t)
              * network split off arrive one by one), plus a local copy when the node is among
              * its own destinations; the count is of flows, as for any group */
             ASSERT(bb > 0, "empty broadcast of op %d", op);
-            s->cnt[idx(s, t, op, node)] = s->N - 1 + self;
+            s->cnt[idx(s, t, op, node)] = s->nodes - 1 + self;
             if (self) evq_push(s->q, s->now, 0, EV_DELIVER, op, node, node, t);
             bcasts_add(s, 1);
-            s->sent[node] += bb * (s->N - 1);
+            s->sent[node] += bb * (s->nodes - 1);
             s->recv[node] -= bb;
             s->bcast_recv += bb;
             net_add_bcast(s->net, s->now, node, bb, tag);
@@ -325,14 +325,14 @@ static void complete(sim_t *s, int op, int node, int t, int peer, int64_t bytes)
     }
     for (int k = 0; k < s->rev_n[DEP_LOCAL][op]; k++) {
         rev_t r = s->rev[DEP_LOCAL][s->rev_first[DEP_LOCAL][op] + k];
-        if (t + r.back < s->T) dec(s, r.op, node, t + r.back);
+        if (t + r.back < s->iterations) dec(s, r.op, node, t + r.back);
     }
     if (s->rev_n[DEP_ALL][op] > 0 &&
-        ++s->barrier[(int64_t)t * s->O + op] == plan_n_instances(s->p, op)) {
+        ++s->barrier[(int64_t)t * s->n_ops + op] == plan_n_instances(s->p, op)) {
         for (int k = 0; k < s->rev_n[DEP_ALL][op]; k++) {
             rev_t r = s->rev[DEP_ALL][s->rev_first[DEP_ALL][op] + k];
-            if (t + r.back >= s->T) continue;
-            for (int n = 0; n < s->N; n++)
+            if (t + r.back >= s->iterations) continue;
+            for (int n = 0; n < s->nodes; n++)
                 if (plan_has_instance(s->p, r.op, n)) dec(s, r.op, n, t + r.back);
         }
     }
@@ -349,7 +349,7 @@ static void sent_done(sim_t *s, int op, int src, int t, int nflow)
         int64_t bytes = 0, b;
         int peer = -1, self;
         if (s->o->trace && plan_dest_broadcast(s->p, op, src, &b, &self)) {
-            bytes = b * (s->N - 1 + self);
+            bytes = b * (s->nodes - 1 + self);
         } else if (s->o->trace) {
             int nd = plan_n_dests(s->p, op, src);
             for (int i = 0; i < nd; i++) {
@@ -372,10 +372,10 @@ static void deliver_gather(sim_t *s, int op, int src, int dst, int t)
     }
     s->skipped[dst] = 1;
     int nflow = 0;
-    for (int n = 0; n < s->N; n++) nflow += !s->skipped[n];
+    for (int n = 0; n < s->nodes; n++) nflow += !s->skipped[n];
     for (int k = 0; k < s->rev_n[DEP_RECV][op]; k++) {
         rev_t r = s->rev[DEP_RECV][s->rev_first[DEP_RECV][op] + k];
-        if (t + r.back >= s->T || !plan_has_instance(s->p, r.op, dst)) continue;
+        if (t + r.back >= s->iterations || !plan_has_instance(s->p, r.op, dst)) continue;
         /* nflow deliveries at once: the last one readies the instance */
         int32_t *c = &s->cnt[idx(s, t + r.back, r.op, dst)];
         ASSERT(*c >= nflow, "op %s unit %d node %d iteration %d: dependency count underflow",
@@ -383,7 +383,7 @@ static void deliver_gather(sim_t *s, int op, int src, int dst, int t)
         *c -= nflow - 1;
         dec(s, r.op, dst, t + r.back);
     }
-    for (int n = 0; n < s->N; n++)
+    for (int n = 0; n < s->nodes; n++)
         if (!s->skipped[n]) sent_done(s, op, n, t, 1);
     s->skipped[dst] = 0;
     if (src != NET_SRC_ALL) {
@@ -406,7 +406,7 @@ static void deliver(sim_t *s, int op, int src, int dst, int t)
     }
     int nflow = 1;
     if (dst < 0) {
-        nflow = s->N - 1;
+        nflow = s->nodes - 1;
         if (dst != NET_DST_ALL) {
             const skip_t *sk = &s->skips[-2 - dst];
             for (int k = 0; k < sk->n; k++) s->skipped[s->skip_nodes[sk->first + k]] = 1;
@@ -416,12 +416,12 @@ static void deliver(sim_t *s, int op, int src, int dst, int t)
     }
     for (int k = 0; k < s->rev_n[DEP_RECV][op]; k++) {
         rev_t r = s->rev[DEP_RECV][s->rev_first[DEP_RECV][op] + k];
-        if (t + r.back >= s->T) continue;
+        if (t + r.back >= s->iterations) continue;
         if (dst >= 0) {
             if (plan_has_instance(s->p, r.op, dst)) dec(s, r.op, dst, t + r.back);
             continue;
         }
-        for (int d = 0; d < s->N; d++)
+        for (int d = 0; d < s->nodes; d++)
             if (!s->skipped[d] && plan_has_instance(s->p, r.op, d)) dec(s, r.op, d, t + r.back);
     }
     if (dst < 0) {
@@ -494,7 +494,7 @@ static void flush_pending(sim_t *s)
             if (y->t != x->t || y->op != x->op || y->dst != x->dst || y->bytes != x->bytes) break;
             b++;
         }
-        if (b - a >= 2 && 2 * (b - a) > s->N - 1) {
+        if (b - a >= 2 && 2 * (b - a) > s->nodes - 1) {
             for (int64_t k = a; k < b; k++) grp[ord[k]] = a;
             end[ord[a]] = b;
         }
@@ -503,23 +503,23 @@ static void flush_pending(sim_t *s)
     for (int64_t i = 0; i < np; i++) {
         const pflow_t *f = &s->pend[i];
         if (grp[i] < 0) {
-            int64_t tag = ((((int64_t)f->t * s->O) + f->op) * s->N + f->src) * s->N + f->dst;
+            int64_t tag = ((((int64_t)f->t * s->n_ops) + f->op) * s->nodes + f->src) * s->nodes + f->dst;
             net_add(s->net, s->now, f->src, f->dst, f->bytes, tag);
             continue;
         }
         if (ord[grp[i]] != i) continue; /* in the gather led by an earlier flow */
-        for (int n = 0; n < s->N; n++) s->skipped[n] = 1;
+        for (int n = 0; n < s->nodes; n++) s->skipped[n] = 1;
         for (int64_t k = grp[i]; k < end[i]; k++) {
             int src = s->pend[ord[k]].src;
             ASSERT(s->skipped[src], "two flows %d -> %d in one group", src, f->dst);
             s->skipped[src] = 0;
         }
         int nex = 0;
-        for (int n = 0; n < s->N; n++) {
+        for (int n = 0; n < s->nodes; n++) {
             if (s->skipped[n] && n != f->dst) s->pex[nex++] = n;
             s->skipped[n] = 0;
         }
-        int64_t tag = ((((int64_t)f->t * s->O) + f->op) * s->N + f->dst) * s->N + f->dst;
+        int64_t tag = ((((int64_t)f->t * s->n_ops) + f->op) * s->nodes + f->dst) * s->nodes + f->dst;
         net_add_gather(s->net, s->now, f->dst, f->bytes, tag, s->pex, nex);
     }
     s->n_pend = 0;
@@ -530,15 +530,15 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
 {
     sim_t *s = arg;
     (void)bytes;
-    int64_t rest = tag / ((int64_t)s->N * s->N);
-    int op = (int)(rest % s->O), t = (int)(rest / s->O);
+    int64_t rest = tag / ((int64_t)s->nodes * s->nodes);
+    int op = (int)(rest % s->n_ops), t = (int)(rest / s->n_ops);
     if (src == NET_SRC_ALL) {
         /* a gather: its senders (all but dst and those skipped; flows split off finish on
          * their own) stop sending */
         for (int k = 0; k < nskip; k++) s->skipped[skip[k]] = 1;
         s->skipped[dst] = 1;
         int covered = 0;
-        for (int n = 0; n < s->N; n++)
+        for (int n = 0; n < s->nodes; n++)
             if (!s->skipped[n]) {
                 touch(s, n);
                 s->nflows[n]--;
@@ -560,7 +560,7 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
         evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
         return;
     }
-    if (tag % s->N == src) {
+    if (tag % s->nodes == src) {
         /* a flow split off a broadcast: its group's accounting is the broadcast's */
         evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
         return;
@@ -576,16 +576,16 @@ static void build_reverse(sim_t *s)
 {
     const plan_t *p = s->p;
     for (int sc = 0; sc < 3; sc++) {
-        s->rev_n[sc] = xcalloc((size_t)s->O, sizeof(int));
-        s->rev_first[sc] = xcalloc((size_t)s->O + 1, sizeof(int));
+        s->rev_n[sc] = xcalloc((size_t)s->n_ops, sizeof(int));
+        s->rev_first[sc] = xcalloc((size_t)s->n_ops + 1, sizeof(int));
     }
     for (int i = 0; i < p->n_deps; i++) s->rev_n[p->deps[i].scope][p->deps[i].op]++;
     for (int sc = 0; sc < 3; sc++) {
-        for (int o = 0; o < s->O; o++) s->rev_first[sc][o + 1] = s->rev_first[sc][o] + s->rev_n[sc][o];
-        s->rev[sc] = xcalloc((size_t)s->rev_first[sc][s->O] + 1, sizeof(rev_t));
-        memset(s->rev_n[sc], 0, (size_t)s->O * sizeof(int));
+        for (int o = 0; o < s->n_ops; o++) s->rev_first[sc][o + 1] = s->rev_first[sc][o] + s->rev_n[sc][o];
+        s->rev[sc] = xcalloc((size_t)s->rev_first[sc][s->n_ops] + 1, sizeof(rev_t));
+        memset(s->rev_n[sc], 0, (size_t)s->n_ops * sizeof(int));
     }
-    for (int o = 0; o < s->O; o++)
+    for (int o = 0; o < s->n_ops; o++)
         for (int k = 0; k < p->ops[o].n_deps; k++) {
             const plan_dep_t *d = &p->deps[p->ops[o].dep_first + k];
             int sc = d->scope;
@@ -603,51 +603,51 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
     s->p = p;
     s->tm = tm;
     s->o = o;
-    s->N = p->workers;
-    s->O = p->n_ops;
-    s->T = o->iterations;
-    ASSERT((double)s->T * s->O * s->N * s->N < 9e18, "flow tags overflow");
+    s->nodes = p->workers;
+    s->n_ops = p->n_ops;
+    s->iterations = o->iterations;
+    ASSERT((double)s->iterations * s->n_ops * s->nodes * s->nodes < 9e18, "flow tags overflow");
     s->q = evq_new();
-    s->net = net_new(s->N, cluster_nic_Bps(&p->cluster), p->cluster.core_Bps);
+    s->net = net_new(s->nodes, cluster_nic_Bps(&p->cluster), p->cluster.core_Bps);
     net_set_whole(s->net, o->whole_network);
-    int64_t total = (int64_t)s->T * s->O * s->N;
+    int64_t total = (int64_t)s->iterations * s->n_ops * s->nodes;
     s->cnt = xcalloc((size_t)total, sizeof *s->cnt);
     s->t_start = o->trace ? xcalloc((size_t)total, sizeof *s->t_start) : xcalloc(1, 8);
-    s->barrier = xcalloc((size_t)s->T * s->O, sizeof *s->barrier);
-    s->iter_end = xcalloc((size_t)s->T, sizeof *s->iter_end);
+    s->barrier = xcalloc((size_t)s->iterations * s->n_ops, sizeof *s->barrier);
+    s->iter_end = xcalloc((size_t)s->iterations, sizeof *s->iter_end);
     build_reverse(s);
-    for (int res = 0; res < RES_COUNT; res++) s->rq[res] = xcalloc((size_t)s->N, sizeof(rqueue_t));
-    s->speed = xcalloc((size_t)s->N, sizeof *s->speed);
+    for (int res = 0; res < RES_COUNT; res++) s->rq[res] = xcalloc((size_t)s->nodes, sizeof(rqueue_t));
+    s->speed = xcalloc((size_t)s->nodes, sizeof *s->speed);
     rng_t *strag = p->cluster.straggler_sigma > 0 ? rng_new(o->seed, 0) : NULL;
-    for (int n = 0; n < s->N; n++) {
+    for (int n = 0; n < s->nodes; n++) {
         s->speed[n] = cluster_node_speed(&p->cluster, n);
         /* Drawn in node order from one stream: node i's speed does not depend on N. */
         if (strag) s->speed[n] /= rng_lognormal(strag, 0, p->cluster.straggler_sigma);
     }
     rng_destroy(&strag);
     if (p->cluster.jitter_sigma > 0) {
-        s->jitter = xcalloc((size_t)s->N, sizeof *s->jitter);
-        for (int n = 0; n < s->N; n++) s->jitter[n] = rng_new(o->seed, 1 + (uint64_t)n);
+        s->jitter = xcalloc((size_t)s->nodes, sizeof *s->jitter);
+        for (int n = 0; n < s->nodes; n++) s->jitter[n] = rng_new(o->seed, 1 + (uint64_t)n);
     }
-    s->nflows = xcalloc((size_t)s->N, sizeof *s->nflows);
-    s->computing = xcalloc((size_t)s->N, 1);
-    s->skipped = xcalloc((size_t)s->N, 1);
-    s->pex = xcalloc((size_t)s->N, sizeof *s->pex);
-    s->last_ns = xcalloc((size_t)s->N, sizeof(int64_t));
-    s->busy_ns = xcalloc((size_t)s->N, sizeof(int64_t));
-    s->comm_ns = xcalloc((size_t)s->N, sizeof(int64_t));
-    s->both_ns = xcalloc((size_t)s->N, sizeof(int64_t));
-    s->sent = xcalloc((size_t)s->N, sizeof(int64_t));
-    s->recv = xcalloc((size_t)s->N, sizeof(int64_t));
-    s->ar_of_op = xcalloc((size_t)s->O, sizeof *s->ar_of_op);
-    for (int op = 0; op < s->O; op++) {
+    s->nflows = xcalloc((size_t)s->nodes, sizeof *s->nflows);
+    s->computing = xcalloc((size_t)s->nodes, 1);
+    s->skipped = xcalloc((size_t)s->nodes, 1);
+    s->pex = xcalloc((size_t)s->nodes, sizeof *s->pex);
+    s->last_ns = xcalloc((size_t)s->nodes, sizeof(int64_t));
+    s->busy_ns = xcalloc((size_t)s->nodes, sizeof(int64_t));
+    s->comm_ns = xcalloc((size_t)s->nodes, sizeof(int64_t));
+    s->both_ns = xcalloc((size_t)s->nodes, sizeof(int64_t));
+    s->sent = xcalloc((size_t)s->nodes, sizeof(int64_t));
+    s->recv = xcalloc((size_t)s->nodes, sizeof(int64_t));
+    s->ar_of_op = xcalloc((size_t)s->n_ops, sizeof *s->ar_of_op);
+    for (int op = 0; op < s->n_ops; op++) {
         ASSERT(p->ops[op].steps >= 1, "op %d has %d steps", op, p->ops[op].steps);
         s->ar_of_op[op] = p->ops[op].steps > 1 ? s->n_ar++ : -1;
         ASSERT(p->ops[op].steps == 1 || (p->ops[op].res == RES_NET &&
                                          p->ops[op].place == PLACE_WORKERS),
                "op %d: steps on a non-transfer", op);
     }
-    int64_t n_arx = (int64_t)s->T * s->n_ar * s->N;
+    int64_t n_arx = (int64_t)s->iterations * s->n_ar * s->nodes;
     s->ar_issued = xcalloc((size_t)n_arx + 1, sizeof *s->ar_issued);
     s->ar_own = xcalloc((size_t)n_arx + 1, sizeof *s->ar_own);
     s->ar_got = xcalloc((size_t)n_arx + 1, sizeof *s->ar_got);
@@ -655,10 +655,10 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
     check_set_context(ctx_fn, s);
 
     /* Dependency counts of every instance; those with none start at time 0. */
-    for (int t = 0; t < s->T; t++)
-        for (int op = 0; op < s->O; op++) {
+    for (int t = 0; t < s->iterations; t++)
+        for (int op = 0; op < s->n_ops; op++) {
             const plan_op_t *po = &p->ops[op];
-            for (int n = 0; n < s->N; n++) {
+            for (int n = 0; n < s->nodes; n++) {
                 if (po->place == PLACE_SHARDS && !plan_has_instance(p, op, n)) continue;
                 int32_t c = 0;
                 for (int k = 0; k < po->n_deps; k++) {
@@ -669,9 +669,9 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
                 s->cnt[idx(s, t, op, n)] = c;
             }
         }
-    for (int t = 0; t < s->T; t++)
-        for (int op = 0; op < s->O; op++)
-            for (int n = 0; n < s->N; n++)
+    for (int t = 0; t < s->iterations; t++)
+        for (int op = 0; op < s->n_ops; op++)
+            for (int n = 0; n < s->nodes; n++)
                 if (s->cnt[idx(s, t, op, n)] == 0 && plan_has_instance(p, op, n))
                     ready(s, op, n, t);
 
@@ -696,30 +696,30 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
     /* Everything must have run: a leftover count is a plan/executor bug. */
     for (int64_t i = 0; i < total; i++)
         if (s->cnt[i] != 0) {
-            int n = (int)(i % s->N), op = (int)((i / s->N) % s->O), t = (int)(i / s->N / s->O);
+            int n = (int)(i % s->nodes), op = (int)((i / s->nodes) % s->n_ops), t = (int)(i / s->nodes / s->n_ops);
             if (p->ops[op].place == PLACE_SHARDS && !plan_has_instance(p, op, n)) continue;
             ASSERT(0, "op %s unit %d node %d iteration %d never ran (%d deps left)",
                    op_kind_name(p->ops[op].kind), p->ops[op].unit, n, t, s->cnt[i]);
         }
-    for (int t = 0; t < s->T; t++)
-        for (int op = 0; op < s->O; op++)
-            for (int n = 0; s->ar_of_op[op] >= 0 && n < s->N; n++)
+    for (int t = 0; t < s->iterations; t++)
+        for (int op = 0; op < s->n_ops; op++)
+            for (int n = 0; s->ar_of_op[op] >= 0 && n < s->nodes; n++)
                 ASSERT(s->ar_own[arx(s, t, op, n)] == p->ops[op].steps + 1,
                        "op %s unit %d node %d iteration %d: ring stopped after %d of %d steps",
                        op_kind_name(p->ops[op].kind), p->ops[op].unit, n, t,
                        s->ar_own[arx(s, t, op, n)], p->ops[op].steps);
 
     memset(r, 0, sizeof *r);
-    r->nodes = s->N;
-    r->iterations = s->T;
+    r->nodes = s->nodes;
+    r->iterations = s->iterations;
     r->makespan_ns = s->now;
     int W = o->warmup > 0 ? o->warmup : 1;
-    r->iter_ns = s->T > 1 ? (s->iter_end[s->T - 1] - s->iter_end[W - 1]) / (s->T - W)
+    r->iter_ns = s->iterations > 1 ? (s->iter_end[s->iterations - 1] - s->iter_end[W - 1]) / (s->iterations - W)
                           : s->iter_end[0];
-    double imgs = (double)s->N * p->cluster.devices_per_node * p->batch;
+    double imgs = (double)s->nodes * p->cluster.devices_per_node * p->batch;
     r->images_per_s = r->iter_ns > 0 ? imgs / (r->iter_ns * 1e-9) : 0;
     double busy = 0, comm = 0, both = 0, sent = 0, recv = 0, maxs = 0;
-    for (int n = 0; n < s->N; n++) {
+    for (int n = 0; n < s->nodes; n++) {
         touch(s, n);
         busy += (double)s->busy_ns[n];
         comm += (double)s->comm_ns[n];
@@ -728,10 +728,10 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
         recv += (double)(s->recv[n] + s->bcast_recv);
         if (s->sent[n] > maxs) maxs = (double)s->sent[n];
     }
-    r->sent_bytes_per_node = sent / s->N / s->T;
-    r->recv_bytes_per_node = recv / s->N / s->T;
-    r->max_sent_bytes_node = maxs / s->T;
-    r->compute_idle_frac = s->now > 0 ? 1 - busy / ((double)s->N * (double)s->now) : 0;
+    r->sent_bytes_per_node = sent / s->nodes / s->iterations;
+    r->recv_bytes_per_node = recv / s->nodes / s->iterations;
+    r->max_sent_bytes_node = maxs / s->iterations;
+    r->compute_idle_frac = s->now > 0 ? 1 - busy / ((double)s->nodes * (double)s->now) : 0;
     r->comm_hidden_frac = comm > 0 ? both / comm : 1;
     r->events = evq_pushed(s->q);
     r->net_recomputes = net_recomputes(s->net);
@@ -749,11 +749,11 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
         free(s->rev_first[sc]);
     }
     for (int res = 0; res < RES_COUNT; res++) {
-        for (int n = 0; n < s->N; n++) free(s->rq[res][n].e);
+        for (int n = 0; n < s->nodes; n++) free(s->rq[res][n].e);
         free(s->rq[res]);
     }
     if (s->jitter) {
-        for (int n = 0; n < s->N; n++) rng_destroy(&s->jitter[n]);
+        for (int n = 0; n < s->nodes; n++) rng_destroy(&s->jitter[n]);
         free(s->jitter);
     }
     free(s->speed);

@@ -6,6 +6,13 @@
 #include "core/experiment.h"
 #include "core/model.h"
 
+/* Write text to path (a failure fails the test). */
+void fixture_write_file(const char *path, const char *text);
+
+/* An experiment's text: models/NET.net on the 40 GbE Titan X cluster (absolute paths, so
+ * the file may live anywhere), then `extra`. A static buffer, valid until the next call. */
+const char *fixture_exp_text(const char *net, const char *extra);
+
 /* Write text as an experiment file, load it and the model it names (a failure fails the
  * test). Free the model with model_fini(). */
 void fixture_load_exp(experiment_t *e, model_t *m, const char *text);

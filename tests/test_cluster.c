@@ -7,6 +7,7 @@
 #include "core/cluster.h"
 #include "core/experiment.h"
 #include "test.h"
+#include "tests/exp_fixture.h"
 
 TEST(cluster_parses_keys_comments_and_defaults)
 {
@@ -79,22 +80,14 @@ TEST(scheme_names_round_trip)
     CHECK(scheme_parse("gossip", &s) == -1, "bad base accepted");
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    REQUIRE(f != NULL, "cannot write %s", path);
-    fputs(text, f);
-    fclose(f);
-}
-
 TEST(experiment_resolves_paths_and_sweeps)
 {
     char dir[512], cpath[600], epath[600], err[1024];
     snprintf(dir, sizeof dir, "%s", test_tmpdir());
     snprintf(cpath, sizeof cpath, "%s/c.cluster", dir);
     snprintf(epath, sizeof epath, "%s/e.exp", dir);
-    write_file(cpath, "nodes = 8\nnic_gbps = 40\n");
-    write_file(epath, "model = m.net\ncluster = c.cluster\nconsistency = ssp:2\nbatch = 16\n"
+    fixture_write_file(cpath, "nodes = 8\nnic_gbps = 40\n");
+    fixture_write_file(epath, "model = m.net\ncluster = c.cluster\nconsistency = ssp:2\nbatch = 16\n"
                       "sweep_nodes = 1, 2,4\nsweep_gbps = 40,10\n"
                       "sweep_schemes = ps,hybrid\n");
     experiment_t e;
@@ -127,7 +120,7 @@ TEST(experiment_resolves_paths_and_sweeps)
     CHECK(strstr(err, "--set") != NULL, "%s", err);
 
     /* Without sweeps, the base values make one configuration. */
-    write_file(epath, "model = m.net\ncluster = c.cluster\nscheme = ps+wfbp\n");
+    fixture_write_file(epath, "model = m.net\ncluster = c.cluster\nscheme = ps+wfbp\n");
     REQUIRE(experiment_load(&e, epath, err, sizeof err) == 0, "%s", err);
     CHECK_EQ_I64(experiment_config_count(&e), 1);
     experiment_config(&e, 0, &c, &s);
@@ -164,9 +157,9 @@ TEST(experiment_errors_name_file_and_line)
     };
     char cpath[600];
     snprintf(cpath, sizeof cpath, "%s/c.cluster", test_tmpdir());
-    write_file(cpath, "nodes = 2\n");
+    fixture_write_file(cpath, "nodes = 2\n");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_file(epath, cases[i].text);
+        fixture_write_file(epath, cases[i].text);
         experiment_t e;
         err[0] = 0;
         CHECK(experiment_load(&e, epath, err, sizeof err) == -1, "accepted: %s", cases[i].text);

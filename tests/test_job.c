@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/check.h"
 #include "core/experiment.h"
@@ -66,22 +65,7 @@ static char *plan_text(const model_t *m, const cluster_t *c, const plan_opts_t *
 /* An experiment on GoogLeNet and the 40 GbE Titan X cluster, then `extra`. */
 static const char *job_text(const char *extra)
 {
-    static char buf[4096];
-    char cwd[512];
-    if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
-    snprintf(buf, sizeof buf,
-             "model = %s/models/googlenet.net\n"
-             "cluster = %s/experiments/clusters/titanx-40gbe.cluster\n%s",
-             cwd, cwd, extra);
-    return buf;
-}
-
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    REQUIRE(f, "cannot write %s", path);
-    fputs(text, f);
-    fclose(f);
+    return fixture_exp_text("googlenet", extra);
 }
 
 TEST(job_config_takes_the_sweep_point_and_the_measured_link)
@@ -171,7 +155,7 @@ TEST(job_written_experiment_reads_back_the_same_job)
         REQUIRE(at);
         at += strlen("cluster.nic_gbps = ");
         *at = *at == '9' ? '8' : (char)(*at + 1);
-        write_text(path, text);
+        fixture_write_file(path, text);
         free(text);
         REQUIRE(experiment_load(back, path, err, sizeof err) == 0, "%s", err);
         job_config(back, 0, NULL, &c2, &po2);

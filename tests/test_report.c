@@ -6,14 +6,7 @@
 #include <unistd.h>
 
 #include "test.h"
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    REQUIRE(f, "cannot write %s", path);
-    fputs(text, f);
-    fclose(f);
-}
+#include "tests/exp_fixture.h"
 
 TEST(report_compare_joins_on_node_iteration_op_layer)
 {
@@ -24,13 +17,13 @@ TEST(report_compare_joins_on_node_iteration_op_layer)
     snprintf(csv, sizeof csv, "%s/cmp.csv", d);
     /* iteration 0 is skipped; the FWD rows of (0,1,c1) and (1,1,c1) join; the sim's BWD of
      * node 1 has no real twin; APPLY is two blocks summed on the real side */
-    write_file(sim, "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns\n"
+    fixture_write_file(sim, "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns\n"
                     "0,0,FWD,c1,-1,0,0,999000000\n"
                     "0,1,FWD,c1,-1,0,0,2000000\n"
                     "1,1,FWD,c1,-1,0,0,4000000\n"
                     "1,1,BWD,c1,-1,0,0,1000000\n"
                     "0,1,APPLY,c1,-1,40,0,3000000\n");
-    write_file(real, "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns\n"
+    fixture_write_file(real, "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns\n"
                      "0,0,FWD,c1,-1,0,0,1000\n"
                      "1,1,FWD,c1,-1,0,100,5000100\n"
                      "0,1,FWD,c1,-1,0,0,3000000\n"
@@ -72,7 +65,7 @@ TEST(report_compare_joins_on_node_iteration_op_layer)
     CHECK_EQ_I64(seen, 3);
 
     /* a row whose end precedes its start: bad input, named by file and line */
-    write_file(real, "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns\n"
+    fixture_write_file(real, "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns\n"
                      "0,1,FWD,c1,-1,0,10,5\n");
     rc = test_run(out, sizeof out, "%s/poseidon report compare %s %s", test_build_dir(), sim, real);
     CHECK(rc == 2, "exit %d for a malformed trace", rc);
@@ -87,7 +80,7 @@ TEST(report_speedup_writes_png_and_svg)
     char sim[512], prefix[512], path[600];
     snprintf(sim, sizeof sim, "%s/sim.csv", d);
     snprintf(prefix, sizeof prefix, "%s/speedup", d);
-    write_file(sim, "model,nodes,gbps,scheme,consistency,batch,iter_s,images_per_s,speedup,"
+    fixture_write_file(sim, "model,nodes,gbps,scheme,consistency,batch,iter_s,images_per_s,speedup,"
                     "sent_MB_per_node,recv_MB_per_node,compute_idle,comm_hidden,"
                     "predicted_sync_s,layers_ps,layers_sfb,layers_allreduce,events,wall_s\n"
                     "m,1,10,ps,bsp,32,1,32,1,0,0,0,1,0,0,0,0,10,0\n"
@@ -102,7 +95,7 @@ TEST(report_speedup_writes_png_and_svg)
     snprintf(path, sizeof path, "%s.svg", prefix);
     CHECK(access(path, R_OK) == 0, "no %s", path);
     /* not a simulator CSV: refused */
-    write_file(sim, "a,b\n1,2\n");
+    fixture_write_file(sim, "a,b\n1,2\n");
     rc = test_run(out, sizeof out, "%s/poseidon report speedup %s --out %s", test_build_dir(), sim,
                   prefix);
     CHECK(rc == 2, "exit %d for a CSV without the simulator's header", rc);
@@ -121,7 +114,7 @@ TEST(report_train_plots_either_training_csv)
                            "epoch,iteration,loss,train_acc,test_acc,images_per_s,seconds\n"
                            "0.5,100,0.60,0.78,,800,5\n1.000,200,0.47,0.83,0.88,820,10\n"};
     for (int i = 0; i < 2; i++) {
-        write_file(csv, forms[i]);
+        fixture_write_file(csv, forms[i]);
         snprintf(prefix, sizeof prefix, "%s/sub/train%d", d, i);
         int rc = test_run(out, sizeof out, "%s/poseidon report train %s --out %s",
                           test_build_dir(), csv, prefix);
@@ -130,7 +123,7 @@ TEST(report_train_plots_either_training_csv)
         CHECK(access(path, R_OK) == 0, "no %s", path);
     }
     /* a row that is not a training row: file:line */
-    write_file(csv, "epoch,loss,train_acc,test_acc,images_per_s\n1,0.4,0.8,0.8,9\nx\n");
+    fixture_write_file(csv, "epoch,loss,train_acc,test_acc,images_per_s\n1,0.4,0.8,0.8,9\nx\n");
     int rc = test_run(out, sizeof out, "%s/poseidon report train %s --out %s 2>&1",
                       test_build_dir(), csv, prefix);
     CHECK(rc == 2 && strstr(out, "train.csv:3:"), "exit %d: %s", rc, out);

@@ -1,0 +1,642 @@
+/* worker_exec: the plan's executor of one rank (runtime/worker_state.h). A compute thread
+ * runs FWD/BWD in op-array order; every worker-side sync op has a thread that runs its
+ * instances in iteration order once their plan dependencies are met (the only waits there
+ * are: core/plan.h states them), and moves bytes through ps/sfb/allreduce. */
+#include "runtime/worker_state.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "runtime/allreduce.h"
+#include "runtime/emulate.h"
+#include "runtime/sfb.h"
+#include "runtime/train.h"
+
+const char *worker_unit_name(const worker_t *w, int u)
+{
+    const plan_unit_t *un = &w->plan.units[u];
+    return w->model.layers[un->layer >= 0 ? un->layer : un->first].name;
+}
+
+static int unit_layer(const worker_t *w, int u)
+{
+    const plan_unit_t *un = &w->plan.units[u];
+    return un->layer >= 0 ? un->layer : un->first;
+}
+
+/* A trace row of op instance (op, t) as node `node` ran it (core/trace.h). */
+static void wk_trace_node(worker_t *w, int node, int op, int64_t t, int peer, int64_t bytes,
+                          int64_t t0, int64_t t1)
+{
+    if (!w->trace) return;
+    const plan_op_t *po = &w->plan.ops[op];
+    trace_lane_t lane = po->res == RES_COMPUTE  ? TRACE_LANE_COMPUTE
+                        : po->res == RES_NET    ? TRACE_LANE_NET
+                        : po->res == RES_SERVER ? TRACE_LANE_SERVER
+                                                : TRACE_LANE_UPDATE;
+    trace_row_t r = {node, (int)t, op_kind_name(po->kind), worker_unit_name(w, po->unit), peer,
+                     bytes, t0 - w->t0_ns, t1 - w->t0_ns, lane};
+    pthread_mutex_lock(&w->trace_mu);
+    trace_write(w->trace, &r);
+    pthread_mutex_unlock(&w->trace_mu);
+}
+
+static void wk_trace(worker_t *w, int op, int64_t t, int peer, int64_t bytes, int64_t t0,
+                     int64_t t1)
+{
+    wk_trace_node(w, w->rank, op, t, peer, bytes, t0, t1);
+}
+
+/* ------------------------------------------------------------------- dependencies */
+
+void worker_exec_init(worker_t *w)
+{
+    const plan_t *p = &w->plan;
+    int n = p->n_ops;
+    w->op_cv = xcalloc((size_t)n, sizeof *w->op_cv);
+    w->op_efd = xcalloc((size_t)n, sizeof *w->op_efd);
+    for (int op = 0; op < n; op++) {
+        pthread_cond_init(&w->op_cv[op], NULL);
+        w->op_efd[op] = -1;
+        if (p->ops[op].kind == OP_SFB &&
+            (w->op_efd[op] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+            die("eventfd: %s", strerror(errno));
+    }
+    w->n_op_cv = n;
+    int *cnt = xcalloc((size_t)n + 1, sizeof *cnt);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) { /* counts -> offsets; cnt becomes the fill cursor */
+            w->wake_first = xcalloc((size_t)n + 1, sizeof *w->wake_first);
+            for (int op = 0; op < n; op++) w->wake_first[op + 1] = w->wake_first[op] + cnt[op];
+            w->wake = xcalloc((size_t)w->wake_first[n] + 1, sizeof *w->wake);
+            memcpy(cnt, w->wake_first, (size_t)n * sizeof *cnt);
+        }
+        for (int i = 0; i < n; i++) {
+            const plan_op_t *po = &p->ops[i];
+            for (int d = 0; d < po->n_deps; d++) {
+                int j = p->deps[po->dep_first + d].op;
+                if (pass == 0) cnt[j]++;
+                else w->wake[cnt[j]++] = i;
+            }
+            /* a push wakes the receive side of its unit's pull (WAIT_OWN_PUSH) */
+            int pull = po->kind == OP_PUSH ? p->units[po->unit].op_pull : -1;
+            if (pull >= 0) {
+                if (pass == 0) cnt[i]++;
+                else w->wake[cnt[i]++] = pull;
+            }
+        }
+    }
+    free(cnt);
+}
+
+static bool deps_met(const worker_t *w, int op, int64_t t)
+{
+    const plan_op_t *po = &w->plan.ops[op];
+    for (int d = 0; d < po->n_deps; d++) {
+        const plan_dep_t *dp = &w->plan.deps[po->dep_first + d];
+        int64_t need = t - dp->iter_back;
+        if (need >= 0 && w->done[dp->op] <= need) return false;
+    }
+    return true;
+}
+
+/* The deps of (op, t) on ops that are not compute: its parameters are in place. */
+static bool sync_deps_met(const worker_t *w, int op, int64_t t)
+{
+    const plan_op_t *po = &w->plan.ops[op];
+    for (int d = 0; d < po->n_deps; d++) {
+        const plan_dep_t *dp = &w->plan.deps[po->dep_first + d];
+        int64_t need = t - dp->iter_back;
+        if (w->plan.ops[dp->op].res != RES_COMPUTE && need >= 0 && w->done[dp->op] <= need)
+            return false;
+    }
+    return true;
+}
+
+/* What a thread waits for: the plan's dependencies of an instance (every wait of an op's
+ * execution, the reuse of its buffers included: core/plan.h), the syncs of its parameters
+ * alone (the report's evaluation), or this rank's own push (the receive side of a PULL asks
+ * the shards once the push is out; the plan's PULL waits for APPLY, which waits for it). */
+typedef enum { WAIT_DEPS, WAIT_SYNC_DEPS, WAIT_OWN_PUSH } wait_kind_t;
+
+static bool wait_ready(const worker_t *w, wait_kind_t k, int op, int64_t t)
+{
+    const plan_op_t *po = &w->plan.ops[op];
+    const plan_unit_t *un = &w->plan.units[po->unit];
+    switch (k) {
+    case WAIT_DEPS: return deps_met(w, op, t);
+    case WAIT_SYNC_DEPS: return sync_deps_met(w, op, t);
+    case WAIT_OWN_PUSH: return w->done[un->op_push] > t;
+    }
+    return false;
+}
+
+/* Blocks until the condition holds; a wait longer than the timeout ends the job, naming the
+ * iteration, the layer and what it waited for. With a comm c (the op has an eventfd, see
+ * worker_t.op_efd), the thread waits in comm_stash_until on c instead of on the op's
+ * condition: what peers send on c meanwhile is taken off the sockets as it arrives. */
+static void wait_for_on(worker_t *w, wait_kind_t k, int op, int64_t t, comm_t *c)
+{
+    const plan_op_t *po = &w->plan.ops[op];
+    ASSERT(!c || w->op_efd[op] >= 0, "op %d waits on a comm without an eventfd", op);
+    int64_t deadline = comm_now_ns() + (int64_t)w->cfg->timeout_ms * 1000000;
+    pthread_mutex_lock(&w->mu);
+    while (!wait_ready(w, k, op, t)) {
+        if (comm_now_ns() > deadline) {
+            pthread_mutex_unlock(&w->mu);
+            coord_client_fail(w->cl, "%s of layer %s, iteration %lld: %s not met within %d ms",
+                              op_kind_name(po->kind), worker_unit_name(w, po->unit), (long long)t,
+                              k == WAIT_DEPS ? "its plan dependencies" : "a free buffer",
+                              w->cfg->timeout_ms);
+        }
+        if (c) {
+            /* a completion after the check above leaves the eventfd readable: no wake-up
+             * is lost between the unlock and the poll */
+            pthread_mutex_unlock(&w->mu);
+            if (comm_stash_until(c, w->op_efd[op], 100) < 0)
+                coord_client_fail(w->cl, "%s of layer %s, iteration %lld: receive failed",
+                                  op_kind_name(po->kind), worker_unit_name(w, po->unit), (long long)t);
+            uint64_t n;
+            if (read(w->op_efd[op], &n, sizeof n) < 0 && errno != EAGAIN)
+                die("eventfd read: %s", strerror(errno));
+            pthread_mutex_lock(&w->mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&w->op_cv[op], &w->mu, &ts);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void wait_for(worker_t *w, wait_kind_t k, int op, int64_t t)
+{
+    wait_for_on(w, k, op, t, NULL);
+}
+
+static void mark_done(worker_t *w, int op, int64_t t)
+{
+    pthread_mutex_lock(&w->mu);
+    ASSERT(w->done[op] == t, "op %d: instance %lld done after %lld", op, (long long)t,
+           (long long)w->done[op]);
+    w->done[op] = t + 1;
+    for (int i = w->wake_first[op]; i < w->wake_first[op + 1]; i++) {
+        pthread_cond_broadcast(&w->op_cv[w->wake[i]]);
+        uint64_t one = 1;
+        if (w->op_efd[w->wake[i]] >= 0 && write(w->op_efd[w->wake[i]], &one, sizeof one) < 0 &&
+            errno != EAGAIN)
+            die("eventfd write: %s", strerror(errno));
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void progress(worker_t *w, int op, int64_t t, const char *fmt, ...)
+{
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    coord_client_progress(w->cl, t, unit_layer(w, w->plan.ops[op].unit), what);
+}
+
+/* ------------------------------------------------------------------------ updates */
+
+/* SGD with momentum over arena range [off, off + count): p, g, h point at the range's first
+ * float; g is scaled by `scale` (1 / workers: the mean over the combined batch). The same
+ * arithmetic as the single-worker solver (compute_cpu's sgd_update), entry by entry so that
+ * biases get no weight decay. */
+static void sgd_range(const worker_t *w, int64_t off, int64_t count, float *p, const float *g,
+                      float *h, float scale, int64_t t)
+{
+    const solver_config_t *sc = &w->solver;
+    float lr = (float)solver_lr(sc, t), mom = (float)sc->momentum;
+    for (int e = 0; e < w->n_entries; e++) {
+        const wk_entry_t *en = &w->entries[e];
+        int64_t a = en->offset > off ? en->offset : off;
+        int64_t b = en->offset + en->count < off + count ? en->offset + en->count : off + count;
+        if (a >= b) continue;
+        float wd = en->is_bias ? 0.0f : (float)sc->weight_decay;
+        for (int64_t i = a - off; i < b - off; i++) {
+            float gi = g[i] * scale;
+            h[i] = mom * h[i] + lr * (gi + wd * p[i]);
+            p[i] -= h[i];
+        }
+    }
+}
+
+static int entry_layer(const worker_t *w, uint64_t offset)
+{
+    for (int e = 0; e < w->n_entries; e++)
+        if ((int64_t)offset >= w->entries[e].offset &&
+            (int64_t)offset < w->entries[e].offset + w->entries[e].count)
+            return w->entries[e].layer;
+    return -1;
+}
+
+/* The PS shard's update (APPLY): the sum over workers of one block's gradients. */
+void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t count,
+                         uint64_t offset, int64_t t)
+{
+    worker_t *w = arg;
+    int64_t t0 = comm_now_ns();
+    sgd_range(w, (int64_t)offset, (int64_t)count, params, grad_sum, w->hist_server + offset,
+              1.0f / (float)w->world, t);
+    if (w->trace) {
+        int l = entry_layer(w, offset);
+        for (int u = 0; u < w->plan.n_units; u++)
+            if (w->plan.units[u].layer == l && w->plan.units[u].op_apply >= 0)
+                wk_trace(w, w->plan.units[u].op_apply, t, -1, (int64_t)count * 4, t0,
+                         comm_now_ns());
+    }
+}
+
+/* The shard's on_push (trace runs only): rank `peer`'s block of a unit arrived at this
+ * shard. Once every block of the unit on this shard has arrived for the iteration, one PUSH
+ * row records them: node = the pushing rank, peer = this shard, bytes = what arrived here,
+ * start .. end = first .. last arrival. The merge (core/trace_merge) ends the pushing rank's own
+ * PUSH row at the last of these arrivals at shards other than its own. A push's blocks for
+ * one iteration come in order on one connection before any of the next iteration's, so one
+ * record per (rank, unit) is enough. */
+void worker_push_arrived(void *arg, int peer, uint64_t offset, int64_t t, int64_t recv_ns)
+{
+    worker_t *w = arg;
+    int b = ps_layout_find(&w->layout, offset);
+    ASSERT(b >= 0, "push of float offset %llu is not a block", (unsigned long long)offset);
+    int u = w->layout.blocks[b].range;
+    ASSERT(w->plan.units[u].op_push >= 0, "unit %d has PS blocks but no PUSH", u);
+    wk_arrival_t *a = &w->arrivals[(size_t)peer * w->plan.n_units + u];
+    if (a->iteration != t) *a = (wk_arrival_t){.iteration = t, .first_ns = recv_ns};
+    a->blocks++;
+    a->bytes += (int64_t)w->layout.blocks[b].count * 4;
+    a->last_ns = recv_ns;
+    if (a->blocks == w->unit_shard_blocks[u]) {
+        wk_trace_node(w, peer, w->plan.units[u].op_push, t, w->rank, a->bytes, a->first_ns,
+                      a->last_ns);
+        a->iteration = -1;
+    }
+}
+
+/* ----------------------------------------------------------------------- compute */
+
+static void compute_op(worker_t *w, int op, int64_t t)
+{
+    const plan_op_t *po = &w->plan.ops[op];
+    int u = po->unit;
+    const plan_unit_t *un = &w->plan.units[u];
+    wk_unit_t *wu = &w->units[u];
+    int s = (int)(t % w->n_slots);
+    if (w->emulate) {
+        w->emu_end_ns =
+            w->emu_start_ns + (po->kind == OP_FWD ? w->times.fwd_ns[u] : w->times.bwd_ns[u]);
+        emulate_sleep_until_ns(w->emu_end_ns);
+        return;
+    }
+    if (po->kind == OP_FWD) {
+        if (u == 0) {
+            int *order = xmalloc((size_t)w->job->batch * sizeof *order);
+            worker_batch_order(w->train.n, w->rank, w->world, w->job->batch, t, w->job->seed,
+                               w->job->train.shuffle, order);
+            data_gather(&w->train, order, w->job->batch, nnet_input(w->net),
+                        nnet_labels(w->net));
+            free(order);
+        }
+        pthread_mutex_lock(&wu->lock);
+        for (int l = un->first; l <= un->last; l++) nnet_forward_layer(w->net, l);
+        pthread_mutex_unlock(&wu->lock);
+        if (un->last == w->model.n_layers - 1 && w->rank == 0) {
+            for (int l = 0; l < w->model.n_layers; l++)
+                if (w->model.layers[l].type == LAYER_SOFTMAX_LOSS)
+                    w->loss_sum += nnet_layer_loss(w->net, l);
+            w->loss_n++;
+            w->correct += nnet_count_correct(w->net);
+        }
+        return;
+    }
+    if (u == w->plan.n_units - 1) nnet_backward_begin(w->net);
+    pthread_mutex_lock(&wu->lock);
+    for (int l = un->last; l >= (un->first > 1 ? un->first : 1); l--)
+        nnet_backward_layer(w->net, l);
+    pthread_mutex_unlock(&wu->lock);
+    /* the gradient leaves the net now: the next FWD/BWD may overwrite it mid-sync */
+    const float *grads = nnet_arena(w->net)->grads;
+    if (wu->ps_count) memcpy(wu->gslot[s], grads + wu->ps_off, (size_t)wu->ps_count * 4);
+    if (un->method == SYNC_ALLREDUCE)
+        memcpy(wu->ar_slot[s], grads + wu->w_off, (size_t)wu->w_count * 4);
+    if (un->method == SYNC_SFB) {
+        const float *x, *dy;
+        int in, out;
+        nnet_fc_factors(w->net, un->layer, &x, &dy, &in, &out);
+        ASSERT(in == wu->n && out == wu->m, "fc %s: %dx%d, plan %dx%d", worker_unit_name(w, u), out,
+               in, wu->m, wu->n);
+        memcpy(wu->u_slot[s], dy, (size_t)w->job->batch * wu->m * 4);
+        memcpy(wu->v_slot[s], x, (size_t)w->job->batch * wu->n * 4);
+    }
+}
+
+static void report(worker_t *w, int64_t t, bool final);
+
+/* Whether compute op (op, t) could start now without waiting. */
+static bool compute_ready(worker_t *w, int op, int64_t t)
+{
+    pthread_mutex_lock(&w->mu);
+    bool ok = wait_ready(w, WAIT_DEPS, op, t);
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+
+/* user + system CPU seconds of this process */
+static double process_cpu_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru)) return 0.0;
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+static void *compute_main(void *arg)
+{
+    worker_t *w = arg;
+    for (int64_t t = 0; t < w->iterations; t++) {
+        for (int op = 0; op < w->plan.n_ops; op++) {
+            const plan_op_t *po = &w->plan.ops[op];
+            if (po->res != RES_COMPUTE) continue;
+            progress(w, op, t, "%s: its plan dependencies", op_kind_name(po->kind));
+            bool ready = w->emulate && compute_ready(w, op, t);
+            wait_for(w, WAIT_DEPS, op, t);
+            if (t == 1 && !w->cpu1_ns) { /* iteration 0's values are in: it is over */
+                w->cpu1_s = process_cpu_s();
+                w->cpu1_ns = comm_now_ns();
+            }
+            progress(w, op, t, "%s computing", op_kind_name(po->kind));
+            int64_t t0 = comm_now_ns();
+            w->emu_start_ns = ready && w->emu_end_ns > 0 && w->emu_end_ns < t0 ? w->emu_end_ns : t0;
+            compute_op(w, op, t);
+            wk_trace(w, op, t, -1, 0, t0, comm_now_ns());
+            mark_done(w, op, t);
+        }
+        if (w->rank == 0 && t + 1 < w->iterations) {
+            int64_t every = w->cfg->report_every > 0 ? w->cfg->report_every : w->steps;
+            if ((t + 1) % every == 0) report(w, t, false);
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- syncers */
+
+typedef struct {
+    wk_unit_t *wu;
+    int slot, k;
+} stash_arg_t;
+
+static void stash_factors(void *arg, int rank, const float *u, const float *v, size_t k,
+                          size_t m, size_t n)
+{
+    stash_arg_t *a = arg;
+    ASSERT((int)k == a->k && (int)m == a->wu->m && (int)n == a->wu->n,
+           "factors of rank %d: %zux%zu, %zux%zu", rank, k, m, k, n);
+    float *dst = a->wu->stash[a->slot] + (size_t)rank * k * (m + n);
+    memcpy(dst, u, k * m * 4);
+    memcpy(dst + k * m, v, k * n * 4);
+}
+
+static void *sync_main(void *arg)
+{
+    wk_arg_t *a = arg;
+    worker_t *w = a->w;
+    int op = a->op;
+    const plan_op_t *po = &w->plan.ops[op];
+    int u = po->unit, layer = unit_layer(w, u);
+    const plan_unit_t *un = &w->plan.units[u];
+    wk_unit_t *wu = &w->units[u];
+    const char *name = worker_unit_name(w, u);
+    int K = w->job->batch, to = w->cfg->timeout_ms;
+    ps_client_t *pc = NULL;
+    ps_pull_times_t *from_shard = NULL;
+    int64_t *arrived_ns = NULL;
+    if (po->kind == OP_PULL)
+        from_shard = xcalloc((size_t)w->layout.n_shards, sizeof *from_shard);
+    if (po->kind == OP_SFB) arrived_ns = xcalloc((size_t)w->world, sizeof *arrived_ns);
+    if (po->kind == OP_PUSH || po->kind == OP_PULL) {
+        pc = ps_client_new(w->rank, w->world, &w->layout, (const char *const *)w->ps_eps, to);
+        if (!pc) coord_client_fail(w->cl, "cannot connect to the PS shards");
+        /* Pulls write the parameters in place, a block at a time under the unit's lock, which
+         * the compute thread holds while FWD/BWD read them. Under BSP the plan already keeps
+         * them apart (FWD(u, t + 1) waits for PULL(u, t)); under SSP(s) FWD may run during the
+         * pull and see some blocks of the newer values and some of the older ones, both
+         * within the staleness bound, never a half-written block. */
+        ps_client_set_arena_lock(pc, &wu->lock);
+    }
+    for (int64_t t = 0; t < w->iterations; t++) {
+        int s = (int)(t % w->n_slots);
+        int64_t t0, bytes = 0;
+        if (po->kind == OP_PULL) {
+            /* the receive side of the shards' PULL: asked once this rank's push is out */
+            progress(w, op, t, "PULL of %s: its own push", name);
+            wait_for(w, WAIT_OWN_PUSH, op, t);
+            progress(w, op, t, "PS pull of layer %s from the shards", name);
+            t0 = comm_now_ns();
+            /* the shards answer a pull of iteration i at version >= i + 1 - staleness: ask
+             * for t + s to get the values after apply(t), the plan's PULL(t) */
+            if (ps_client_pull_from(pc, t + w->job->staleness, layer, (uint64_t)wu->ps_off,
+                                    (uint64_t)wu->ps_count, w->params, from_shard))
+                coord_client_fail(w->cl, "PS pull of layer %s timed out after %d ms", name, to);
+            /* PULL is the shard's op (core/trace.h): a row per shard that sent this rank a
+             * part, node = the shard, peer = this rank, from when the shard answered (its
+             * stamp, on this rank's clock when the zero is shared; else from the request)
+             * to when the last block arrived here; the merge joins the ranks' rows */
+            for (int sh = 0; sh < w->layout.n_shards; sh++) {
+                const ps_pull_times_t *f = &from_shard[sh];
+                if (!f->bytes) continue;
+                int64_t start = f->first_stamp_ns && w->t0_shared ? w->t0_ns + f->first_stamp_ns
+                                                                  : t0;
+                wk_trace_node(w, sh, op, t, w->rank, f->bytes, start, f->last_recv_ns);
+            }
+            mark_done(w, op, t);
+            continue;
+        } else {
+            progress(w, op, t, "%s of %s: its plan dependencies", op_kind_name(po->kind), name);
+            /* SFB listens on its comm while it waits: peers' factors that come before this
+             * rank's backward are timed on arrival (their senders' trace rows end there) */
+            comm_t *listen = po->kind == OP_SFB ? w->ucomm[u] : NULL;
+            wait_for_on(w, WAIT_DEPS, op, t, listen);
+            t0 = comm_now_ns();
+            switch (po->kind) {
+            case OP_PUSH:
+                progress(w, op, t, "PS push of layer %s to the shards", name);
+                if (ps_client_push(pc, t, layer, (uint64_t)wu->ps_off, (uint64_t)wu->ps_count,
+                                   wu->gslot[s]) ||
+                    ps_client_wait_sent(pc))
+                    coord_client_fail(w->cl, "PS push of layer %s timed out after %d ms", name,
+                                      to);
+                bytes = wu->ps_count * 4;
+                break;
+            case OP_SFB: {
+                progress(w, op, t, "SFB of layer %s with every peer", name);
+                stash_arg_t sa = {wu, s, K};
+                if (sfb_exchange(w->ucomm[u], t, layer, wu->u_slot[s], wu->v_slot[s],
+                                 (size_t)K, (size_t)wu->m, (size_t)wu->n, stash_factors, &sa,
+                                 arrived_ns, to))
+                    coord_client_fail(w->cl, "SFB of layer %s timed out after %d ms", name, to);
+                /* the arrival of each peer's factors here: node = that peer, peer = this
+                 * rank; the merge ends the peer's own SFB row at the last of them */
+                for (int r = 0; r < w->world; r++)
+                    if (r != w->rank)
+                        wk_trace_node(w, r, op, t, w->rank, un->sfb_peer_bytes, arrived_ns[r],
+                                      arrived_ns[r]);
+                bytes = un->sfb_peer_bytes * (w->world - 1); /* the group's, as the plan's */
+                break;
+            }
+            case OP_UPDATE: {
+                progress(w, op, t, "UPDATE of layer %s (rebuild from factors)", name);
+                pthread_mutex_lock(&w->update_mu);
+                size_t per = (size_t)K * (size_t)(wu->m + wu->n);
+                for (int r = 0; r < w->world; r++) {
+                    const float *f = wu->stash[s] + (size_t)r * per;
+                    /* gsum (m, n) += dy_r^T (m, K) x_r (K, n) / workers */
+                    compute_sgemm(w->ucompute, true, false, wu->m, wu->n, K,
+                                  1.0f / (float)w->world, f, wu->m, f + (size_t)K * wu->m,
+                                  wu->n, r ? 1.0f : 0.0f, wu->gsum, wu->n);
+                }
+                pthread_mutex_lock(&wu->lock);
+                sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->gsum,
+                          w->hist_local + wu->w_off, 1.0f, t);
+                pthread_mutex_unlock(&wu->lock);
+                pthread_mutex_unlock(&w->update_mu);
+                break;
+            }
+            case OP_ALLREDUCE: {
+                /* one ring over the bucket's buffer, then each member's update as unfused */
+                const plan_bucket_t *pb = &w->plan.buckets[un->bucket];
+                const wk_bucket_t *wb = &w->buckets[un->bucket];
+                progress(w, op, t, "ring all-reduce of layer %s (bucket of %d layers)", name,
+                         pb->n_units);
+                if (allreduce_sum(w->ucomm[u], t, layer, wb->slot[s], (size_t)wb->count,
+                                  ALLREDUCE_CHUNK_FLOATS_DEFAULT, to))
+                    coord_client_fail(w->cl, "all-reduce of layer %s (bucket of %d layers) "
+                                      "timed out after %d ms", name, pb->n_units, to);
+                for (int v = pb->first; v <= pb->last; v++) {
+                    if (w->plan.units[v].bucket != un->bucket) continue;
+                    wk_unit_t *wv = &w->units[v];
+                    pthread_mutex_lock(&wv->lock);
+                    sgd_range(w, wv->w_off, wv->w_count, w->params + wv->w_off, wv->ar_slot[s],
+                              w->hist_local + wv->w_off, 1.0f / (float)w->world, t);
+                    pthread_mutex_unlock(&wv->lock);
+                }
+                bytes = po->bytes;
+                break;
+            }
+            default: ASSERT(0, "op kind %s has no worker-side executor", op_kind_name(po->kind));
+            }
+        }
+        wk_trace(w, op, t, -1, bytes, t0, comm_now_ns());
+        mark_done(w, op, t);
+    }
+    ps_client_destroy(&pc);
+    free(from_shard);
+    free(arrived_ns);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ reports */
+
+static double evaluate(worker_t *w)
+{
+    for (int u = 0; u < w->plan.n_units; u++) pthread_mutex_lock(&w->units[u].lock);
+    double acc = train_evaluate(w->net, &w->test);
+    for (int u = w->plan.n_units - 1; u >= 0; u--) pthread_mutex_unlock(&w->units[u].lock);
+    return acc;
+}
+
+static void report(worker_t *w, int64_t t, bool final)
+{
+    if (!final) /* parameters as FWD of the next iteration will see them */
+        for (int u = 0; u < w->plan.n_units; u++)
+            wait_for(w, WAIT_SYNC_DEPS, w->plan.units[u].op_fwd, t + 1);
+    int64_t now = comm_now_ns();
+    double secs = (double)(now - w->report_t0_ns) * 1e-9; /* evaluation time excluded */
+    double images = (double)(t + 1 - w->report_iter0) * w->job->batch * w->world;
+    double ips = secs > 0 ? images / secs : 0;
+    double loss = w->loss_n ? w->loss_sum / (double)w->loss_n : 0;
+    double train_acc = w->loss_n ? (double)w->correct / (double)(w->loss_n * w->job->batch) : 0;
+    double acc = -1;
+    if (!w->emulate && w->cfg->evaluate) acc = evaluate(w);
+    int64_t e1 = comm_now_ns();
+    char row[256];
+    if (w->emulate)
+        snprintf(row, sizeof row, "%.3f,%lld,,,,%.1f,%.3f", (double)(t + 1) / (double)w->steps,
+                 (long long)(t + 1), ips, (double)(e1 - w->t0_ns) * 1e-9);
+    else {
+        char accs[32] = "";
+        if (acc >= 0) snprintf(accs, sizeof accs, "%.4f", acc);
+        snprintf(row, sizeof row, "%.3f,%lld,%.6f,%.4f,%s,%.1f,%.3f",
+                 (double)(t + 1) / (double)w->steps, (long long)(t + 1), loss, train_acc, accs,
+                 ips, (double)(e1 - w->t0_ns) * 1e-9);
+    }
+    printf("%s\n", row);
+    fflush(stdout);
+    if (w->csv) {
+        fprintf(w->csv, "%s\n", row);
+        fflush(w->csv);
+    }
+    w->loss_sum = 0;
+    w->loss_n = w->correct = 0;
+    w->report_iter0 = t + 1;
+    w->report_t0_ns = e1;
+}
+
+/* ------------------------------------------------------------------------- setup */
+
+void worker_exec_run(worker_t *w)
+{
+    int n_threads = 0;
+    pthread_t *th = xcalloc((size_t)w->plan.n_ops + 1, sizeof *th);
+    wk_arg_t *args = xcalloc((size_t)w->plan.n_ops + 1, sizeof *args);
+    if (pthread_create(&th[n_threads++], NULL, compute_main, w)) die("pthread_create");
+    for (int op = 0; op < w->plan.n_ops; op++) {
+        const plan_op_t *po = &w->plan.ops[op];
+        bool mine = (po->place == PLACE_WORKERS && po->res != RES_COMPUTE) || po->kind == OP_PULL;
+        if (!mine) {
+            ASSERT(po->kind == OP_APPLY || po->res == RES_COMPUTE,
+                   "op %s placed on shards has no executor", op_kind_name(po->kind));
+            continue;
+        }
+        args[op] = (wk_arg_t){w, op};
+        if (pthread_create(&th[n_threads++], NULL, sync_main, &args[op])) die("pthread_create");
+    }
+    for (int i = 0; i < n_threads; i++) pthread_join(th[i], NULL);
+    if (w->iterations >= 2) /* iterations 1 .. T-1: from the start of 1's first op to the end */
+        log_info("rank %d: steady_cpu_s %.3f wall_s %.3f iterations %lld", w->rank,
+                 process_cpu_s() - w->cpu1_s, (double)(comm_now_ns() - w->cpu1_ns) * 1e-9,
+                 (long long)(w->iterations - 1));
+    free(th);
+    free(args);
+    if (w->rank == 0) report(w, w->iterations - 1, true);
+}
+
+void worker_exec_fini(worker_t *w)
+{
+    if (w->op_cv)
+        for (int op = 0; op < w->n_op_cv; op++) {
+            pthread_cond_destroy(&w->op_cv[op]);
+            if (w->op_efd[op] >= 0) close(w->op_efd[op]);
+        }
+    free(w->op_cv);
+    free(w->op_efd);
+    free(w->wake_first);
+    free(w->wake);
+    w->op_cv = NULL;
+    w->op_efd = w->wake_first = w->wake = NULL;
+}

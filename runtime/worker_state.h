@@ -1,0 +1,173 @@
+/* worker_state: the state of one rank of a training job, shared by its two halves and by no
+ * other file: the job's set-up and teardown (runtime/worker.c: data, net, plan, buffers,
+ * sockets, rendezvous; worker_new / worker_destroy) and the plan's executor
+ * (runtime/worker_exec.c: the compute thread and one thread per sync op, which only walk the
+ * plan's ops and edges). The set-up fills everything before worker_exec_run(); the executor
+ * owns the dependency counters, the wake lists and the report state while it runs.
+ */
+#ifndef POSEIDON_WORKER_STATE_H
+#define POSEIDON_WORKER_STATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/model.h"
+#include "core/plan.h"
+#include "core/trace.h"
+#include "core/unit_times.h"
+#include "runtime/comm.h"
+#include "runtime/compute.h"
+#include "runtime/coord.h"
+#include "runtime/data.h"
+#include "runtime/launch.h"
+#include "runtime/nnet.h"
+#include "runtime/ps.h"
+#include "runtime/solver.h"
+#include "runtime/worker.h"
+
+typedef struct {
+    int64_t offset, count; /* floats in the arena */
+    bool is_bias;          /* no weight decay (as the single-worker solver) */
+    int layer;
+} wk_entry_t;
+
+typedef struct {
+    int layer;                 /* model layer of the unit's parameters, -1: none */
+    int64_t ps_off, ps_count;  /* range synced through the PS (0 floats: none) */
+    int64_t w_off, w_count;    /* SFB: the weights; all-reduce: the whole layer */
+    int m, n;                  /* SFB: outputs x inputs */
+    float **gslot;             /* S slots: the PS range's gradient */
+    int64_t ar_off;            /* all-reduce: where the gradient sits in its bucket's buffer */
+    float **ar_slot;           /* S slots: the gradient's place in its bucket's buffer */
+    float **u_slot, **v_slot;  /* S slots: own factors, (K, m) and (K, n) */
+    float **stash;             /* S slots: world x K x (m + n), every rank's factors */
+    float *gsum;               /* SFB: the rebuilt weight gradient (m, n) */
+    pthread_mutex_t lock;      /* the unit's parameters: compute thread vs. syncers */
+} wk_unit_t;
+
+/* An all-reduce bucket's buffer: its members' gradients back to back, in unit order, one
+ * ring over the whole of it (core/plan.h). The BWD of each member copies its gradient out of
+ * the net straight into its place here (the copy an unfused unit makes into a buffer of its
+ * own), so fusion costs no packing or unpacking: the ring runs over one contiguous buffer and
+ * each member's update reads its own range of it. */
+typedef struct {
+    int64_t count;             /* floats */
+    float **slot;              /* S slots of count floats */
+} wk_bucket_t;
+
+typedef struct {
+    int64_t iteration, bytes, first_ns, last_ns;
+    int blocks;
+} wk_arrival_t;
+
+typedef struct worker {
+    const worker_config_t *cfg;
+    const experiment_t *job;   /* &cfg->job */
+    solver_config_t solver;
+    launch_env_t env;
+    int rank, world;
+    int n_slots;               /* buffers per unit: 1 + staleness (core/plan.h) */
+    int64_t iterations, steps; /* the run's, and per epoch */
+    model_t model;
+    plan_t plan;
+    bool plan_built;
+    bool emulate;
+
+    int64_t n_params;
+    int n_entries;
+    wk_entry_t *entries;       /* by offset */
+    int64_t *layer_off;        /* per model layer */
+    float *params;             /* the replica's parameters (arena layout); pulls write them
+                                * block by block under the unit's lock */
+    float *hist_local, *hist_server; /* momentum of worker-side and shard-side updates */
+    float *zeros;              /* emulated gradients and factors: never written */
+    wk_unit_t *units;
+    wk_bucket_t *buckets;      /* per plan bucket */
+
+    pthread_mutex_t mu;
+    int64_t *done;             /* per op: instances completed on this rank */
+    /* Per op, the condition its waiters sleep on, and (CSR: wake[wake_first[op] ..
+     * wake_first[op + 1])) the ops whose waits can end when `op` completes: its dependents
+     * in the plan, and for a PUSH its unit's PULL (WAIT_OWN_PUSH). One shared
+     * condition woke every syncer thread (two per unit) at every completion: on a
+     * GoogLeNet-size plan that is ~10^4 wake-ups per iteration, enough to saturate a small
+     * machine and delay the emulated compute. */
+    pthread_cond_t *op_cv;     /* n_op_cv of them */
+    int n_op_cv;
+    int *wake_first, *wake;
+    /* Per op, an eventfd that mark_done signals along with op_cv, for the ops whose thread
+     * waits in comm_stash_until rather than on the condition (SFB: it keeps taking peers'
+     * factors off its sockets while it waits, so that their arrival times are true); -1
+     * for the others. */
+    int *op_efd;
+    pthread_mutex_t update_mu; /* RES_UPDATE: one at a time per node */
+
+    coord_server_t *cs;
+    coord_client_t *cl;
+    comm_t *probe_comm;
+    comm_t **ucomm;
+    ps_layout_t layout;
+    ps_server_t *ps;
+    char **ps_eps;
+
+    compute_t *compute, *ucompute;
+    nnet_t *net;
+    dataset_t train, test;
+    bool have_data;
+    unit_times_t times;        /* emulated compute: per unit, at this rank's speed */
+    /* Emulated compute (compute thread only): the op's start and the previous op's intended
+     * end. An op whose dependencies were met before that end starts at it, not when the
+     * thread woke (~0.1-1 ms later on a loaded host): a pass is ~100 sleeps, and their
+     * lateness summed was ~8% of an emulated GoogLeNet iteration. */
+    int64_t emu_start_ns, emu_end_ns;
+    /* CPU seconds of this process (every thread: compute, syncers, shard, ZeroMQ I/O) and
+     * the clock when iteration 1's first op could start: start-up and the warm-up iteration 0
+     * (connections, first touches of buffers) are excluded from the
+     * steady-state CPU logged at the end (experiments/validate.sh reads it) */
+    double cpu1_s;
+    int64_t cpu1_ns;
+
+    trace_t *trace;
+    pthread_mutex_t trace_mu;
+    int64_t t0_ns;
+    bool t0_shared;            /* t0_ns is rank 0's: one clock with every rank on its host */
+    /* Arrivals at this rank's shard (its thread only), per (pushing rank, unit): the blocks of
+     * the push of `iteration` seen so far; when all of the unit's blocks on this shard are in,
+     * one trace row records them (see push_arrived). */
+    wk_arrival_t *arrivals;    /* world x units */
+    int *unit_shard_blocks;    /* per unit: its blocks on this rank's shard */
+
+    /* rank 0's report state (compute thread only) */
+    FILE *csv;
+    double loss_sum;
+    int64_t loss_n, correct, report_t0_ns, report_iter0;
+} worker_t;
+
+typedef struct {
+    worker_t *w;
+    int op;
+} wk_arg_t;
+
+/* ---- the executor (runtime/worker_exec.c) ---- */
+
+/* The name of unit u: its parameter layer's (or its first layer's). */
+const char *worker_unit_name(const worker_t *w, int u);
+
+/* The wake lists and condition variables of the plan's ops (the plan is built). */
+void worker_exec_init(worker_t *w);
+void worker_exec_fini(worker_t *w);
+
+/* Runs the job's iterations: the compute thread and a thread per worker-side sync op, until
+ * every op has run its last instance; then rank 0's final report row. A failure ends the
+ * process through the coordinator (coord_client_fail). */
+void worker_exec_run(worker_t *w);
+
+/* The colocated PS shard's callbacks (runtime/ps.h): the solver step on the sum of the
+ * workers' pushes, and the arrival of a push (the trace's PUSH ends). arg: the worker. */
+void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t count,
+                         uint64_t offset, int64_t t);
+void worker_push_arrived(void *arg, int peer, uint64_t offset, int64_t t, int64_t recv_ns);
+
+#endif
