@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "runtime/allreduce.h"
@@ -218,31 +219,40 @@ int cmd_commtest(int argc, char **argv)
         {"staleness", required_argument, 0, 's'}, {"kill-rank", required_argument, 0, 'k'},
         {"kill-at", required_argument, 0, 'a'},   {"timeout-ms", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
-    int ch;
+    int ch, rc = 0;
+    long long v = 0;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while (rc == 0 && (ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
-        case 'w': o.workers = atoi(optarg); break;
+        case 'w': rc = flag_int32("comm-test", "--workers", optarg, 0, 4096, &o.workers); break;
         case 'm': o.mode = optarg; break;
-        case 'i': o.iters = atoi(optarg); break;
-        case 'f': o.floats = atoll(optarg); break;
-        case 'b': o.block_bytes = atoll(optarg); break;
-        case 't': o.total_bytes = atoll(optarg); break;
-        case 's': o.staleness = atoi(optarg); break;
-        case 'k': o.victim = atoi(optarg); break;
-        case 'a': o.kill_at = atoi(optarg); break;
-        case 'o': o.timeout_ms = atoi(optarg); break;
+        case 'i': rc = flag_int32("comm-test", "--iters", optarg, 1, 1 << 30, &o.iters); break;
+        case 'f': rc = flag_int("comm-test", "--floats", optarg, 16, 1LL << 34, &v); o.floats = v; break;
+        case 'b':
+            rc = flag_int("comm-test", "--block-bytes", optarg, 4, 1LL << 34, &v);
+            o.block_bytes = v;
+            break;
+        case 't':
+            rc = flag_int("comm-test", "--total-bytes", optarg, 4, 1LL << 40, &v);
+            o.total_bytes = v;
+            break;
+        case 's': rc = flag_int32("comm-test", "--staleness", optarg, 0, 999, &o.staleness); break;
+        case 'k': rc = flag_int32("comm-test", "--kill-rank", optarg, -1, 4096, &o.victim); break;
+        case 'a': rc = flag_int32("comm-test", "--kill-at", optarg, -1, 1 << 30, &o.kill_at); break;
+        case 'o':
+            rc = flag_int32("comm-test", "--timeout-ms", optarg, 100, 1 << 30, &o.timeout_ms);
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
+    if (rc) return 2;
     if (strcmp(o.mode, "check") && strcmp(o.mode, "bench")) {
         fprintf(stderr, "poseidon comm-test: --mode %s: expected check or bench\n", o.mode);
         return 2;
     }
-    if (o.iters < 1 || o.floats < 16 || o.block_bytes < 4 || o.block_bytes % 4 ||
-        o.total_bytes < 4 || o.timeout_ms < 100 || o.workers < 0 || o.staleness < 0) {
-        fprintf(stderr, "poseidon comm-test: bad numeric option (see --help)\n");
+    if (o.block_bytes % 4) {
+        fprintf(stderr, "poseidon comm-test: --block-bytes must be a multiple of 4\n");
         return 2;
     }
     if (o.workers > 0) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/model.h"
@@ -33,19 +34,6 @@ static void profile_usage(FILE *f)
             "                 wins)\n"
             "  --device D     cpu (default) or cuda\n"
             "  --seed S       synthetic data and initialisation (default 1)\n");
-}
-
-static int parse_int(const char *opt, const char *v, int lo, int *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > 1 << 30) {
-        fprintf(stderr, "poseidon profile: %s expects an integer >= %d, got '%s'\n", opt, lo, v);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
 }
 
 int cmd_profile(int argc, char **argv)
@@ -76,11 +64,11 @@ int cmd_profile(int argc, char **argv)
         if (!strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--out")) out_path = v;
         else if (!strcmp(a, "--device")) device = v;
-        else if (!strcmp(a, "--batch")) rc = parse_int(a, v, 1, &batch);
-        else if (!strcmp(a, "--repeats")) rc = parse_int(a, v, 1, &repeats);
-        else if (!strcmp(a, "--warmup")) rc = parse_int(a, v, 0, &warmup);
-        else if (!strcmp(a, "--threads")) rc = parse_int(a, v, 0, &threads);
-        else if (!strcmp(a, "--seed")) rc = parse_int(a, v, 0, &seed);
+        else if (!strcmp(a, "--batch")) rc = flag_int32("profile", a, v, 1, 1 << 30, &batch);
+        else if (!strcmp(a, "--repeats")) rc = flag_int32("profile", a, v, 1, 1 << 30, &repeats);
+        else if (!strcmp(a, "--warmup")) rc = flag_int32("profile", a, v, 0, 1 << 30, &warmup);
+        else if (!strcmp(a, "--threads")) rc = flag_int32("profile", a, v, 0, 1 << 30, &threads);
+        else if (!strcmp(a, "--seed")) rc = flag_int32("profile", a, v, 0, 1 << 30, &seed);
         else {
             fprintf(stderr, "poseidon profile: unknown option '%s' (--help lists them)\n", a);
             return 2;

@@ -10,6 +10,7 @@
  * exits 2.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/trace.h"
@@ -443,14 +445,10 @@ int cmd_report(int argc, char **argv)
         int from = 1;
         const char *csv = NULL;
         for (int i = 4; i < argc; i++) {
-            char *end;
             if (!strcmp(argv[i], "--from-iteration") && i + 1 < argc) {
-                from = (int)strtol(argv[++i], &end, 10);
-                if (*end || from < 0) {
-                    fprintf(stderr, "poseidon report compare: --from-iteration expects an "
-                                    "integer >= 0, got '%s'\n", argv[i]);
+                if (flag_int32("report compare", argv[i], argv[i + 1], 0, INT32_MAX, &from))
                     return 2;
-                }
+                i++;
             } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
                 csv = argv[++i];
             } else {
