@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/check.h"
+#include "core/kvfile.h"
 #include "core/log.h"
 #include "runtime/data.h"
 #include "runtime/launch.h"
@@ -56,6 +57,9 @@ static void usage(FILE *f)
             "  --profile CSV       per-layer times, poseidon profile's CSV [profile]\n"
             "  --no-probe          plan with the cluster's bandwidth and latency, no link\n"
             "                      probe [probe = no]\n"
+            "  --link G,L          plan with a link of G Gbit/s goodput and L us latency, no\n"
+            "                      probe [cluster.nic_gbps, cluster.latency_us,\n"
+            "                      cluster.nic_efficiency = 1, probe = no]\n"
             "  --probe-bytes B     bulk bytes of the probe [probe_bytes] (4194304)\n"
             "  --kv-block-mb X     PS block in MB, 0: split evenly over shards, tensor: each\n"
             "                      tensor whole [kv_block_mb] (4)\n"
@@ -178,7 +182,23 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
             counts_given |= !strcmp(a, "--iterations") || !strcmp(a, "--epochs");
             continue;
         }
-        if (!strcmp(a, "--set")) {
+        if (!strcmp(a, "--link")) { /* the link as a probe would have measured it */
+            double g, l;
+            char buf[64];
+            snprintf(buf, sizeof buf, "%s", v);
+            char *comma = strchr(buf, ',');
+            if (comma) *comma = 0;
+            if (!comma || kv_double(buf, &g) || kv_double(comma + 1, &l) || !(g > 0) || l < 0) {
+                fprintf(stderr, "poseidon train: --link expects GBPS,LATENCY_US (e.g. 0.94,50), "
+                                "got '%s'\n", v);
+                goto out;
+            }
+            if (add_set(&sets, &n_sets, a, "cluster.nic_gbps=%s%s", buf, "") ||
+                add_set(&sets, &n_sets, a, "cluster.latency_us=%s%s", comma + 1, "") ||
+                add_set(&sets, &n_sets, a, "cluster.nic_efficiency=1%s%s", "", "") ||
+                add_set(&sets, &n_sets, a, "probe=no%s%s", "", ""))
+                goto out;
+        } else if (!strcmp(a, "--set")) {
             if (add_set(&sets, &n_sets, a, "%s%s", v, "")) goto out;
             if (!strncmp(v, "epochs=", 7) || !strncmp(v, "iterations=", 11)) counts_given = true;
         } else if (!strcmp(a, "--ssp")) {

@@ -56,6 +56,13 @@ int kv_double(const char *s, double *out)
 
 const char *kv_format_double(double v, char *buf)
 {
+    double a = fabs(v);
+    if (a == 0 || (a >= 1e-4 && a < 1e15)) /* plain decimals where they read well */
+        for (int decimals = 0; decimals <= 19; decimals++) {
+            snprintf(buf, 32, "%.*f", decimals, v);
+            double back;
+            if (kv_double(buf, &back) == 0 && back == v) return buf;
+        }
     for (int digits = 1; digits <= 17; digits++) {
         snprintf(buf, 32, "%.*g", digits, v);
         double back;

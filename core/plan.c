@@ -506,6 +506,37 @@ int64_t plan_flows_per_iteration(const plan_t *p)
     return flows;
 }
 
+static uint64_t fnv(uint64_t h, int64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        h ^= (uint64_t)(v >> (8 * i)) & 0xff;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+uint64_t plan_hash(const plan_t *p)
+{
+    uint64_t h = 14695981039346656037ULL;
+    int64_t head[] = {p->workers, p->shards, p->batch, p->staleness, p->scheme.base,
+                      p->scheme.wfbp, p->n_units, p->n_ops, p->n_deps, p->n_buckets,
+                      p->n_pieces};
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++) h = fnv(h, head[i]);
+    for (int u = 0; u < p->n_units; u++) {
+        const plan_unit_t *un = &p->units[u];
+        h = fnv(fnv(fnv(fnv(fnv(h, un->layer), un->first), un->last), un->method), un->bucket);
+    }
+    for (int o = 0; o < p->n_ops; o++) {
+        const plan_op_t *op = &p->ops[o];
+        h = fnv(fnv(fnv(fnv(h, op->kind), op->unit), op->place), op->res);
+        h = fnv(fnv(fnv(fnv(h, op->bytes), op->steps), op->priority), op->n_deps);
+    }
+    for (int d = 0; d < p->n_deps; d++)
+        h = fnv(fnv(fnv(h, p->deps[d].op), p->deps[d].scope), p->deps[d].iter_back);
+    for (int i = 0; i < p->n_pieces; i++) h = fnv(fnv(h, p->pieces[i].shard), p->pieces[i].bytes);
+    return h;
+}
+
 void plan_print(const plan_t *p, FILE *f, int csv)
 {
     char sb[64];
@@ -584,4 +615,5 @@ void plan_print(const plan_t *p, FILE *f, int csv)
             (long long)plan_flows_per_iteration(p));
     fprintf(f, "# predicted sync time per iteration (sum over layers, no overlap): %.3f ms\n",
             plan_predicted_sync_ns(p) / 1e6);
+    fprintf(f, "# plan hash: %016llx\n", (unsigned long long)plan_hash(p));
 }

@@ -257,6 +257,11 @@ int64_t plan_predicted_sync_ns(const plan_t *p);
  * transfer instance sends one flow per destination other than its node, per step. */
 int64_t plan_flows_per_iteration(const plan_t *p);
 
+/* A fingerprint of everything an executor runs: units and their methods and buckets, ops,
+ * edges, bytes, priorities and the shards' pieces (FNV-1a). Two plans that hash alike run
+ * alike; a run logs it and writes it with its job, and `poseidon plan` prints it. */
+uint64_t plan_hash(const plan_t *p);
+
 /* Per-unit table: layer, parameters, method chosen, each alternative's bytes per node and
  * predicted time, the all-reduce bucket. csv: one header line then one row per unit; the
  * text form ends with the buckets that fuse several units. */

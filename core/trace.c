@@ -135,8 +135,8 @@ int trace_rec_parse(const char *line, trace_rec_t *r)
     r->node = (int)node;
     r->iteration = (int)it;
     r->peer = (int)peer;
-    snprintf(r->op, sizeof r->op, "%s", f[2]);
-    snprintf(r->layer, sizeof r->layer, "%s", f[3]);
+    memcpy(r->op, f[2], strlen(f[2]) + 1); /* fits: checked above */
+    memcpy(r->layer, f[3], strlen(f[3]) + 1);
     return 0;
 }
 

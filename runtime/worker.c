@@ -361,11 +361,14 @@ static int write_job(const worker_t *w, const cluster_t *cl, const char *path)
     *run = *w->job;
     run->iterations = (int)w->iterations;
     run->train.epochs = 0;
+    run->train.probe = false; /* the link it measured is in the cluster below */
     if (run->warmup >= run->iterations) run->warmup = run->iterations > 1 ? run->iterations - 1 : 1;
     char comment[512];
     snprintf(comment, sizeof comment,
              "The job a run of poseidon %s executed on %d ranks (written by rank 0):\n"
-             "poseidon sim on this file predicts that run.", log_commit(), w->world);
+             "poseidon sim on this file predicts that run; poseidon train on it runs the\n"
+             "same plan again (plan hash %016llx; the cluster holds the link it planned with).",
+             log_commit(), w->world, (unsigned long long)plan_hash(&w->plan));
     int rc = experiment_write(run, 0, cl, comment, f);
     free(run);
     if (fclose(f)) rc = -1;
@@ -550,6 +553,7 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     worker_exec_init(w);
     if (w->rank == 0) {
         char sb[64];
+        log_info("plan hash %016llx", (unsigned long long)plan_hash(&w->plan));
         log_info("link probe: %.1f MB/s, %.1f us one-way; plan: %s on %d workers, %d shards",
                  pr.bw_Bps / 1e6, pr.lat_ns / 1e3, scheme_name(po.scheme, sb, sizeof sb),
                  w->plan.workers, w->plan.shards);

@@ -32,9 +32,17 @@ echo "  plot: out/reports/speedup-vgg19-22k.png (and .svg); data: $csv"
 
 echo
 echo "== 3. real distributed training: 4 workers, LeNet-style CNN, Fashion-MNIST (16,000 images)"
-"$bin" train --workers 4 --model models/lenet.net --scheme hybrid --batch 16 --epochs 1 \
-    --limit 16000 --report-every 50 --csv out/demo/train-lenet-4workers.csv
+echo "   (the job: experiments/lenet-4workers.exp, the file poseidon sim reads too)"
+"$bin" train experiments/lenet-4workers.exp --report-every 50 \
+    --csv out/demo/train-lenet-4workers.csv --job-out out/demo/lenet-4workers-ran.exp
 "$bin" report train out/demo/train-lenet-4workers.csv --out out/reports/train-lenet-4workers 2>/dev/null
 echo "  rows: out/demo/train-lenet-4workers.csv; plot: out/reports/train-lenet-4workers.png"
+predicted=$("$bin" sim out/demo/lenet-4workers-ran.exp --csv - 2>/dev/null |
+    awk -F, 'NR==1 {for (i = 1; i <= NF; i++) col[$i] = i; next} {print $col["images_per_s"]}')
+measured=$(awk -F, 'NR==1 {for (i = 1; i <= NF; i++) col[$i] = i; next} {v = $col["images_per_s"]} END {print v}' \
+    out/demo/train-lenet-4workers.csv)
+echo "  the job it ran, with its probed link: out/demo/lenet-4workers-ran.exp"
+echo "  poseidon sim on it: ${predicted} images/s predicted for one worker per core;" \
+     "measured ${measured} images/s (4 workers on $(nproc) cores)"
 echo "  the full run (>= 89% test accuracy):"
-echo "    $bin train --workers 4 --model models/lenet.net --scheme hybrid --batch 16 --epochs 3"
+echo "    $bin train experiments/lenet-4workers.exp --set epochs=3 --set limit=0"

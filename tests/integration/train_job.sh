@@ -2,9 +2,9 @@
 # One job description for both executors: `poseidon train EXPERIMENT` runs the job that
 # `poseidon plan`/`poseidon sim` read from the same file, with the same per-layer plan; the
 # run writes the experiment it executed (the probe's link included), on which `poseidon plan`
-# gives the plan the run executed and `poseidon sim` predicts it; the shorthand flags set the
-# same keys as the file; a sweep, or a launcher whose ranks do not match the job's nodes, is a
-# clear error.
+# gives the plan the run executed and `poseidon sim` predicts it, and `poseidon train` on it
+# replays that plan (same hash, same parameters); the shorthand flags set the same keys as the
+# file; a sweep, or a launcher whose ranks do not match the job's nodes, is a clear error.
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -49,9 +49,26 @@ diff <(grep -v '^#' "$tmp/ran.exp") <(grep -v '^#' "$tmp/ran-flags.exp") ||
 
 # with the link probe: the written job holds the measured link, and plans as the run did
 timeout 120 "$bin" train "$tmp/job.exp" --set probe=yes --set scheme=hybrid --print-plan --no-eval \
-    --job-out "$tmp/probed.exp" --timeout-ms 20000 >"$tmp/probed.log" 2>&1 ||
+    --job-out "$tmp/probed.exp" --params-out "$tmp/p1" --timeout-ms 20000 >"$tmp/probed.log" 2>&1 ||
     { tail -5 "$tmp/probed.log"; fail "probed run exited non-zero"; }
 grep -q "cluster.nic_efficiency = 1$" "$tmp/probed.exp" || fail "no measured link in the written job"
+grep -q "^probe = no$" "$tmp/probed.exp" || fail "the written job would probe again"
+# running the written job again replays the plan: same hash, same parameters
+timeout 120 "$bin" train "$tmp/probed.exp" --no-eval --params-out "$tmp/p2" --timeout-ms 20000 \
+    >"$tmp/replay.log" 2>&1 || { tail -5 "$tmp/replay.log"; fail "the replay exited non-zero"; }
+h1=$(sed -n 's/.*plan hash \([0-9a-f]*\).*/\1/p' "$tmp/probed.log" | head -1)
+h2=$(sed -n 's/.*plan hash \([0-9a-f]*\).*/\1/p' "$tmp/replay.log" | head -1)
+[ -n "$h1" ] && [ "$h1" = "$h2" ] || fail "the replay ran plan '$h2', the run '$h1'"
+grep -q "plan hash $h1" "$tmp/probed.exp" || fail "the written job does not name its plan's hash"
+cmp -s "$tmp/p1.0" "$tmp/p2.0" && cmp -s "$tmp/p1.1" "$tmp/p2.1" ||
+    fail "the replay of the written job ended with other parameters"
+# --link: the link given instead of probed
+timeout 120 "$bin" train "$tmp/job.exp" --link 0.94,70 --no-eval --job-out "$tmp/link.exp" \
+    --timeout-ms 20000 >"$tmp/link.log" 2>&1 || { tail -5 "$tmp/link.log"; fail "--link run exited non-zero"; }
+grep -q "^cluster.nic_gbps = 0.94$" "$tmp/link.exp" && grep -q "^cluster.latency_us = 70$" "$tmp/link.exp" &&
+    grep -q "^cluster.nic_efficiency = 1$" "$tmp/link.exp" || fail "--link did not set the link: $(grep cluster "$tmp/link.exp")"
+out=$("$bin" train "$tmp/job.exp" --link fast 2>&1); rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q -- "--link expects" || fail "--link fast: $out"
 "$bin" plan "$tmp/probed.exp" 2>/dev/null | grep -v '^# poseidon' >"$tmp/plan-probed.txt"
 grep -Fx -f "$tmp/plan-probed.txt" "$tmp/probed.log" >"$tmp/ran-probed.txt"
 diff "$tmp/plan-probed.txt" "$tmp/ran-probed.txt" >/dev/null ||
