@@ -22,7 +22,6 @@ cat "$tmp/log" | tail -4
 awk -F, 'NR > 1 { e = $7 < 0 ? -$7 : $7; if (!($6 > 0) || e > 0.5) bad = 1 } END { exit bad }' "$tmp/v/validate.csv" ||
     fail "a row is off by more than 50%: $(cat "$tmp/v/validate.csv")"
 grep -q "median" "$tmp/log" || fail "no error summary"
-grep -q "not host-bound: median" "$tmp/log" || fail "no summary over the rows that are not host-bound"
 # steady-state CPU: logged by every rank, positive, flagged 0/1
 awk -F, 'NR == 1 { ok = $8 == "host_bound" && $9 == "cpu_s_per_iter" && $10 == "host_cpu_frac"; next }
     { if (!($9 > 0) || !($10 > 0) || ($8 != 0 && $8 != 1)) ok = 0 } END { exit !ok }' "$tmp/v/validate_detail.csv" ||
@@ -34,4 +33,11 @@ for s in ps hybrid; do
     grep -q "^scheme = $s$" "$j" && grep -q "^cluster.nodes = 2$" "$j" || fail "no job written for $s ($j)"
 done
 [ "$(ip netns list | grep -c "^pns$EMU_ID-")" -eq "$before" ] || fail "namespaces left behind"
+# the summary over the rows the host could run at speed: none when the host was busy
+# throughout (both rows host-bound), and then there is nothing to judge it on
+if grep -q "not host-bound: no rows" "$tmp/log"; then
+    echo "skip: both rows were host-bound (a busy host); the pipeline checks above passed"
+    exit 77
+fi
+grep -q "not host-bound: median" "$tmp/log" || fail "no summary over the rows that are not host-bound"
 exit 0
