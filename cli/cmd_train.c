@@ -3,13 +3,17 @@
  * The step loop lives in runtime/train.c, shared with distributed workers. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/job_out.h"
 #include "core/check.h"
+#include "core/experiment.h"
+#include "core/job.h"
 #include "core/log.h"
 #include "core/model.h"
 #include "runtime/checkpoint.h"
@@ -47,7 +51,9 @@ static void train_usage(FILE *f)
             "  --device D          cpu (default) or cuda\n"
             "  --csv FILE          per-epoch rows: epoch,loss,train_acc,test_acc,images_per_s\n"
             "  --checkpoint FILE   write the state after every epoch (atomically)\n"
-            "  --resume FILE       start from a checkpoint (its epoch count and parameters)\n\n"
+            "  --resume FILE       start from a checkpoint (its epoch count and parameters)\n"
+            "  --job-out FILE      write the job it ran as an experiment (default\n"
+            "                      out/runs/MODEL-DATE-TIME.exp; 'none': nowhere)\n\n"
             "Distributed: poseidon train EXPERIMENT, --workers N, or a rank from\n"
             "mpirun/srun/RANK; see poseidon train --workers 2 --help for its options.\n");
 }
@@ -79,6 +85,7 @@ int cmd_train(int argc, char **argv)
 {
     if (train_is_distributed(argc, argv)) return cmd_train_distributed(argc, argv);
     const char *model_path = NULL, *data = "fashion-mnist", *data_dir = NULL, *csv_path = NULL;
+    const char *job_out = NULL;
     const char *ckpt_path = NULL, *resume_path = NULL, *device = "cpu";
     /* One BLAS thread unless asked: on a machine whose cores are shared (other jobs, or the
      * workers of an emulated cluster), a second OpenBLAS thread waits for a core and spins
@@ -105,6 +112,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--data")) data = v;
         else if (!strcmp(a, "--data-dir")) data_dir = v;
         else if (!strcmp(a, "--csv")) csv_path = v;
+        else if (!strcmp(a, "--job-out")) job_out = v;
         else if (!strcmp(a, "--checkpoint")) ckpt_path = v;
         else if (!strcmp(a, "--resume")) resume_path = v;
         else if (!strcmp(a, "--device")) device = v;
@@ -260,6 +268,40 @@ int cmd_train(int argc, char **argv)
         }
     }
     rc = 0;
+    if (!job_out || strcmp(job_out, "none")) {
+        char path[1024];
+        if (!job_out) job_out_default(model_path, path, sizeof path);
+        else snprintf(path, sizeof path, "%s", job_out);
+        /* the job as the simulator reads it: one node, this run's batch, iterations, data
+         * and SGD keys */
+        experiment_t *e = xmalloc(sizeof *e);
+        experiment_defaults(e);
+        snprintf(e->model_path, sizeof e->model_path, "%s", model_path);
+        e->batch = batch;
+        e->iterations = iter > 0 && iter <= INT32_MAX ? (int)iter : 1;
+        e->warmup = 1;
+        e->seed = (uint64_t)seed;
+        snprintf(e->train.data, sizeof e->train.data, "%s", data);
+        if (data_dir) snprintf(e->train.data_dir, sizeof e->train.data_dir, "%s", data_dir);
+        e->train.limit = limit;
+        e->train.lr = sc.lr;
+        e->train.momentum = sc.momentum;
+        e->train.weight_decay = sc.weight_decay;
+        e->train.probe = false;
+        cluster_t cl;
+        plan_opts_t po;
+        job_config(e, 0, NULL, &cl, &po);
+        FILE *f = outfile_open(path, "w");
+        if (!f || experiment_write(e, 0, &cl, "The job a single-worker run of poseidon train "
+                                              "executed: poseidon sim on this file simulates "
+                                              "it on the cluster's device.", f) ||
+            fclose(f)) {
+            fprintf(stderr, "poseidon train: cannot write the job to %s: %s\n", path,
+                    strerror(errno));
+            rc = 1;
+        }
+        free(e);
+    }
 out:
     if (csv && fclose(csv)) rc = 1;
     solver_destroy(&solver);

@@ -9,11 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/job_out.h"
 #include "core/check.h"
 #include "core/kvfile.h"
 #include "core/log.h"
@@ -273,16 +272,7 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
         if (launch_env_detect(&env, err, sizeof err) == 0 && env.source == LAUNCH_NONE)
             *workers = job->nodes[0];
     }
-    if (!job_out[0]) {
-        char stamp[32];
-        time_t now = time(NULL);
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-        const char *base = strrchr(job->model_path, '/');
-        base = base ? base + 1 : job->model_path;
-        int len = (int)strcspn(base, ".");
-        snprintf(job_out, job_out_len, "out/runs/%.*s-%s-%d.exp", len, base, stamp,
-                 (int)getpid());
-    }
+    if (!job_out[0]) job_out_default(job->model_path, job_out, job_out_len);
     rc = -1;
 out:
     free(sets);

@@ -76,6 +76,13 @@ diff "$tmp/plan-probed.txt" "$tmp/ran-probed.txt" >/dev/null ||
 rows=$("$bin" sim "$tmp/probed.exp" --csv - 2>/dev/null | grep -c '^mlp,2,')
 [ "$rows" = 1 ] || fail "poseidon sim on the written job gave $rows rows"
 
+# a single-worker run writes its job too, and the simulator reads it
+timeout 120 "$bin" train --model models/mlp.net --data synthetic --limit 256 --batch 32 --epochs 1 \
+    --job-out "$tmp/single.exp" >"$tmp/single.log" 2>&1 || { tail -5 "$tmp/single.log"; fail "single-worker run"; }
+grep -q "^iterations = 8$" "$tmp/single.exp" && grep -q "^cluster.nodes = 1$" "$tmp/single.exp" ||
+    fail "the single-worker job: $(grep -v '^#' "$tmp/single.exp" | head -5)"
+"$bin" sim "$tmp/single.exp" --csv - 2>/dev/null | grep -q '^mlp,1,' || fail "poseidon sim on the single-worker job"
+
 # bad jobs: one line, exit 2, before anything runs
 out=$("$bin" train "$tmp/job.exp" --set sweep_nodes=2,4 2>&1); rc=$?
 [ $rc = 2 ] && echo "$out" | grep -q "2 configurations" || fail "a sweep was not refused (exit $rc): $out"
