@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,11 +65,14 @@ const char *cluster_keys_help(void)
 
 /* ---- cluster keys ---- */
 
-static int get_pos(const char *key, const char *val, double lo, double *out, const char *where,
-                   char *err, size_t errlen)
+/* A number in [lo, hi] (or 0 when zero_ok: "none"). The bounds keep every time the
+ * simulator derives from it, summed over a whole run, within int64 nanoseconds. */
+static int get_in(const char *key, const char *val, double lo, double hi, bool zero_ok,
+                  double *out, const char *where, char *err, size_t errlen)
 {
-    if (kv_double(val, out) || *out < lo)
-        return kv_error(err, errlen, where, "expected %s = a number >= %g, got '%s'", key, lo, val);
+    if (kv_double(val, out) || !((*out >= lo && *out <= hi) || (zero_ok && *out == 0)))
+        return kv_error(err, errlen, where, "expected %s = %sa number from %g to %g, got '%s'",
+                        key, zero_ok ? "0 or " : "", lo, hi, val);
     return 0;
 }
 
@@ -86,7 +90,7 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
         else if (!strcmp(key, "devices_per_node")) c->devices_per_node = (int)i;
         else c->ps_shards = (int)i;
     } else if (!strcmp(key, "nic_gbps")) {
-        if (get_pos(key, val, 1e-9, &d, where, err, errlen)) return -1;
+        if (get_in(key, val, 1e-3, 1e6, false, &d, where, err, errlen)) return -1;
         c->nic_Bps = d * 1e9 / 8;
     } else if (!strcmp(key, "nic_efficiency")) {
         if (kv_double(val, &d) || d <= 0 || d > 1)
@@ -94,23 +98,23 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
                        val);
         c->nic_efficiency = d;
     } else if (!strcmp(key, "latency_us")) {
-        if (get_pos(key, val, 0, &d, where, err, errlen)) return -1;
+        if (get_in(key, val, 0, 1e7, false, &d, where, err, errlen)) return -1;
         c->lat_ns = llround(d * 1e3);
     } else if (!strcmp(key, "core_gbps")) {
-        if (get_pos(key, val, 0, &d, where, err, errlen)) return -1;
+        if (get_in(key, val, 1e-3, 1e9, true, &d, where, err, errlen)) return -1;
         c->core_Bps = d * 1e9 / 8;
     } else if (!strcmp(key, "server_gbps")) {
-        if (get_pos(key, val, 0, &d, where, err, errlen)) return -1;
+        if (get_in(key, val, 1e-3, 1e9, true, &d, where, err, errlen)) return -1;
         c->server_Bps = d * 1e9 / 8;
     } else if (!strcmp(key, "device")) {
         if (device_preset(&c->device, val))
             return kv_error(err, errlen, where,
                        "expected device = titanx-maxwell | k20 | h100, got '%s'", val);
     } else if (!strcmp(key, "peak_tflops")) {
-        if (get_pos(key, val, 1e-9, &d, where, err, errlen)) return -1;
+        if (get_in(key, val, 1e-3, 1e6, false, &d, where, err, errlen)) return -1;
         c->device.peak_flops = d * 1e12;
     } else if (!strcmp(key, "mem_gbps")) {
-        if (get_pos(key, val, 1e-9, &d, where, err, errlen)) return -1;
+        if (get_in(key, val, 1e-3, 1e9, false, &d, where, err, errlen)) return -1;
         c->device.mem_Bps = d * 1e9;
     } else if (!strcmp(key, "eff_conv") || !strcmp(key, "eff_fc")) {
         if (kv_double(val, &d) || d <= 0 || d > 2)
@@ -118,10 +122,11 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
         if (!strcmp(key, "eff_conv")) c->device.eff_conv = d;
         else c->device.eff_fc = d;
     } else if (!strcmp(key, "launch_us")) {
-        if (get_pos(key, val, 0, &d, where, err, errlen)) return -1;
+        if (get_in(key, val, 0, 1e7, false, &d, where, err, errlen)) return -1;
         c->device.launch_ns = llround(d * 1e3);
     } else if (!strcmp(key, "straggler_sigma") || !strcmp(key, "jitter_sigma")) {
-        if (get_pos(key, val, 0, &d, where, err, errlen)) return -1;
+        /* lognormal: sigma 3 already spans factors of e^-9 .. e^9 at three sigmas */
+        if (get_in(key, val, 0, 3, false, &d, where, err, errlen)) return -1;
         if (!strcmp(key, "straggler_sigma")) c->straggler_sigma = d;
         else c->jitter_sigma = d;
     } else if (!strcmp(key, "speed")) {
@@ -130,9 +135,11 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
         char *colon = strchr(buf, ':');
         if (!colon) return kv_error(err, errlen, where, "expected speed = NODE:FACTOR, got '%s'", val);
         *colon = 0;
-        if (kv_int(buf, &i) || i < 0 || kv_double(colon + 1, &d) || d <= 0)
+        if (kv_int(buf, &i) || i < 0 || i >= 10000000 || kv_double(colon + 1, &d) || d < 1e-3 ||
+            d > 1e3)
             return kv_error(err, errlen, where,
-                       "expected speed = NODE:FACTOR (node >= 0, factor > 0), got '%s'", val);
+                       "expected speed = NODE:FACTOR (node >= 0, factor from 0.001 to 1000), "
+                       "got '%s'", val);
         if (c->n_speed == CLUSTER_MAX_SPEED)
             return kv_error(err, errlen, where, "expected at most %d speed lines", CLUSTER_MAX_SPEED);
         c->speed_node[c->n_speed] = (int)i;
@@ -156,7 +163,9 @@ int cluster_parse(cluster_t *c, const char *path, const char *text, char *err, s
     cluster_init(c);
     snprintf(c->path, sizeof c->path, "%s", path);
     int line_no = 0;
-    if (kv_parse_text(path, text, cluster_setter, c, &line_no, err, errlen)) return -1;
+    static const char *const repeatable[] = {"speed", NULL};
+    if (kv_parse_text(path, text, cluster_setter, c, repeatable, &line_no, err, errlen))
+        return -1;
     char where[600];
     snprintf(where, sizeof where, "%s:%d", path, line_no);
     if (c->ps_shards > c->nodes)

@@ -324,10 +324,27 @@ static int check_warmup(const experiment_t *e, const char *where, char *err, siz
                     "measured ones), got warmup = %d, iterations = %d", e->warmup, e->iterations);
 }
 
+/* Every speed line names a node of some configuration (experiment_config drops a line for
+ * the configurations too small for its node). */
+static int check_speed(const experiment_t *e, const char *where, char *err, size_t errlen)
+{
+    int most = 0;
+    for (int i = 0; i < e->n_nodes; i++)
+        if (e->nodes[i] > most) most = e->nodes[i];
+    if (e->n_nodes == 0) most = e->cluster.nodes;
+    for (int i = 0; i < e->cluster.n_speed; i++)
+        if (e->cluster.speed_node[i] >= most)
+            return kv_error(err, errlen, where,
+                            "expected speed lines for nodes below %d (the most nodes run), got "
+                            "node %d", most, e->cluster.speed_node[i]);
+    return 0;
+}
+
 int experiment_check_overrides(const experiment_t *e, char *err, size_t errlen)
 {
     if (!e->model_path[0])
         return kv_error(err, errlen, "--set", "expected a model (model=FILE.net)");
+    if (check_speed(e, "--set", err, errlen)) return -1;
     return check_warmup(e, "--set", err, errlen);
 }
 
@@ -349,7 +366,9 @@ int experiment_parse(experiment_t *e, const char *path, const char *text, char *
     if (dot) *dot = 0;
 
     int line_no = 0;
-    if (kv_parse_text(path, text, experiment_setter, e, &line_no, err, errlen)) return -1;
+    static const char *const repeatable[] = {"cluster.speed", NULL};
+    if (kv_parse_text(path, text, experiment_setter, e, repeatable, &line_no, err, errlen))
+        return -1;
     char where[600];
     snprintf(where, sizeof where, "%s:%d", path, line_no);
     if (!e->model_path[0]) return kv_error(err, errlen, where, "expected a 'model = FILE' line");
@@ -359,7 +378,7 @@ int experiment_parse(experiment_t *e, const char *path, const char *text, char *
         return kv_error(err, errlen, where, "expected cluster ps_shards <= nodes (%d), got %d",
                         e->cluster.nodes, e->cluster.ps_shards);
     sweeps_default(e);
-    return 0;
+    return check_speed(e, where, err, errlen);
 }
 
 int experiment_load(experiment_t *e, const char *path, char *err, size_t errlen)

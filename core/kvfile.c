@@ -98,13 +98,52 @@ int kv_error(char *err, size_t errlen, const char *where, const char *fmt, ...)
     return -1;
 }
 
-int kv_parse_text(const char *path, const char *text, kv_setter_t set, void *obj, int *n_lines,
-                  char *err, size_t errlen)
+/* A key's first line in a file: a small open-addressed table of the keys seen so far. */
+typedef struct {
+    char **key;
+    int *line;
+    int cap, n;
+} seen_t;
+
+static int seen_add(seen_t *s, const char *key, int line_no)
+{
+    if (2 * (s->n + 1) > s->cap) {
+        seen_t g = {xcalloc(2 * (size_t)(s->cap + 8), sizeof(char *)),
+                    xcalloc(2 * (size_t)(s->cap + 8), sizeof(int)), 2 * (s->cap + 8), 0};
+        for (int i = 0; i < s->cap; i++)
+            if (s->key[i]) seen_add(&g, s->key[i], s->line[i]), free(s->key[i]);
+        free(s->key);
+        free(s->line);
+        *s = g;
+    }
+    unsigned h = 2166136261u;
+    for (const char *c = key; *c; c++) h = (h ^ (unsigned char)*c) * 16777619u;
+    for (int i = (int)(h % (unsigned)s->cap);; i = (i + 1) % s->cap) {
+        if (!s->key[i]) {
+            s->key[i] = xstrdup(key);
+            s->line[i] = line_no;
+            s->n++;
+            return 0;
+        }
+        if (!strcmp(s->key[i], key)) return s->line[i];
+    }
+}
+
+static int repeatable(const char *const *keys, const char *key)
+{
+    for (int i = 0; keys && keys[i]; i++)
+        if (!strcmp(keys[i], key)) return 1;
+    return 0;
+}
+
+int kv_parse_text(const char *path, const char *text, kv_setter_t set, void *obj,
+                  const char *const *repeat_ok, int *n_lines, char *err, size_t errlen)
 {
     char *copy = xstrdup(text);
     int line_no = 0, rc = 0;
     char where[600];
     char *next = NULL;
+    seen_t seen = {0};
     /* strtok_r would skip empty lines and break the numbering: walk by hand. */
     for (char *line = copy; line && rc == 0; line = next) {
         char *nl = strchr(line, '\n');
@@ -114,10 +153,16 @@ int kv_parse_text(const char *path, const char *text, kv_setter_t set, void *obj
         line_no++;
         snprintf(where, sizeof where, "%s:%d", path, line_no);
         char *key, *val;
-        int k = kv_split(line, &key, &val);
+        int k = kv_split(line, &key, &val), first;
         if (k < 0) rc = kv_error(err, errlen, where, "expected key = value");
+        else if (k > 0 && !repeatable(repeat_ok, key) && (first = seen_add(&seen, key, line_no)))
+            rc = kv_error(err, errlen, where, "expected each key once, got '%s' again (first "
+                                              "at line %d)", key, first);
         else if (k > 0) rc = set(obj, key, val, line_no, where, err, errlen);
     }
+    for (int i = 0; i < seen.cap; i++) free(seen.key[i]);
+    free(seen.key);
+    free(seen.line);
     free(copy);
     if (n_lines) *n_lines = line_no;
     return rc ? -1 : 0;

@@ -30,9 +30,10 @@ int kv_error(char *err, size_t errlen, const char *where, const char *fmt, ...)
 typedef int (*kv_setter_t)(void *obj, const char *key, const char *val, int line_no,
                            const char *where, char *err, size_t errlen);
 
-/* Hands every pair of text to set, in order, stopping at the first error. Returns 0 with
- * the number of lines in *n_lines, or -1 with "path:line: ..." in err. */
-int kv_parse_text(const char *path, const char *text, kv_setter_t set, void *obj, int *n_lines,
-                  char *err, size_t errlen);
+/* Hands every pair of text to set, in order, stopping at the first error. A key may stand
+ * once in a file, unless repeat_ok (a NULL-terminated list, may be NULL) names it. Returns 0
+ * with the number of lines in *n_lines, or -1 with "path:line: ..." in err. */
+int kv_parse_text(const char *path, const char *text, kv_setter_t set, void *obj,
+                  const char *const *repeat_ok, int *n_lines, char *err, size_t errlen);
 
 #endif

@@ -154,6 +154,23 @@ TEST(experiment_errors_name_file_and_line)
         {"model = m.net\ndata = imagenet\n", "e.exp:2:", "expected data"},
         {"model = m.net\nshuffle = maybe\n", "e.exp:2:", "expected shuffle = yes | no"},
         {"model = m.net\nprobe_bytes = 2\n", "e.exp:2:", "expected probe_bytes"},
+        /* values the simulator cannot represent over a run are refused where they are read */
+        {"model = m.net\ncluster = c.cluster\ncluster.latency_us = 1e300\n", "e.exp:3:",
+         "expected latency_us = a number from 0 to 1e+07"},
+        {"model = m.net\ncluster = c.cluster\ncluster.jitter_sigma = 50\n", "e.exp:3:",
+         "expected jitter_sigma"},
+        {"model = m.net\ncluster = c.cluster\ncluster.peak_tflops = 1e-9\n", "e.exp:3:",
+         "expected peak_tflops"},
+        {"model = m.net\ncluster = c.cluster\ncluster.core_gbps = 1e-9\n", "e.exp:3:",
+         "expected core_gbps = 0 or a number"},
+        {"model = m.net\ncluster = c.cluster\ncluster.nic_gbps = 1e308\n", "e.exp:3:",
+         "expected nic_gbps"},
+        {"model = m.net\ncluster = c.cluster\ncluster.speed = 1:0\n", "e.exp:3:",
+         "factor from 0.001 to 1000"},
+        {"model = m.net\ncluster = c.cluster\ncluster.speed = 9:2\n", "e.exp:3:",
+         "expected speed lines for nodes below 2 (the most nodes run), got node 9"},
+        {"model = m.net\ncluster = c.cluster\nbatch = 4\nbatch = 8\n", "e.exp:4:",
+         "expected each key once, got 'batch' again (first at line 3)"},
     };
     char cpath[600];
     snprintf(cpath, sizeof cpath, "%s/c.cluster", test_tmpdir());
