@@ -12,7 +12,7 @@ OPT      ?= -O2
 CPPFLAGS += -I. -Icore -D_GNU_SOURCE -DPOSEIDON_HAVE_CUDA=$(CUDA)
 SAN      ?=
 BASE_CFLAGS := -std=c11 $(OPT) -g -Wall -Wextra -Werror -pthread -MMD -MP $(SAN)
-LDLIBS   += -lgsl -lopenblas -lzmq -lz -lm -pthread
+LDLIBS   += -lgsl -lopenblas -lzmq -lz -lm -ldl -pthread
 
 CORE_SRC    := $(wildcard core/*.c)
 SIM_SRC     := $(wildcard sim/*.c)
@@ -21,16 +21,17 @@ CLI_SRC     := $(filter-out cli/main.c,$(wildcard cli/*.c))
 TEST_SRC    := $(wildcard tests/*.c)
 CU_SRC      := $(if $(filter 1,$(CUDA)),$(wildcard runtime/*.cu))
 
-LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC) $(SIM_SRC) $(RUNTIME_SRC) $(CLI_SRC)) \
-            $(patsubst %.cu,$(BUILD)/%.cu.o,$(CU_SRC))
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC) $(SIM_SRC) $(RUNTIME_SRC) $(CLI_SRC))
+CU_OBJ   := $(patsubst %.cu,$(BUILD)/%.cu.o,$(CU_SRC))
+# The CUDA backend links apart, loaded by runtime/compute.c only when a GPU is asked for.
+CU_LIB   := $(if $(CU_SRC),$(BUILD)/libposeidon_cuda.so)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 
-ifeq ($(CUDA),1)
-LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
-endif
-
 .PHONY: all deps test demo asan bench clean FORCE
-all: $(BUILD)/poseidon $(BUILD)/test_unit
+all: $(BUILD)/poseidon $(BUILD)/test_unit $(CU_LIB)
+
+$(BUILD)/libposeidon_cuda.so: $(CU_OBJ)
+	$(CC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 
 $(BUILD)/poseidon: $(BUILD)/cli/main.o $(BUILD)/libposeidon.a
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)

@@ -1,18 +1,69 @@
-/* compute: the one place that chooses a backend. The only #if on CUDA in the runtime. */
+/* compute: the one place that chooses a backend. The CUDA backend is a shared object of its
+ * own (build/libposeidon_cuda.so, built when nvcc is found) that this file loads the first
+ * time a CUDA backend is asked for, so that a simulation or a CPU run never maps the CUDA
+ * and cuBLAS libraries (hundreds of MB). */
 #include "runtime/compute.h"
 
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/check.h"
 
-#if POSEIDON_HAVE_CUDA
-/* Exported as plain C by compute_cuda.cu. */
-extern const compute_ops_t compute_cuda_ops;
-int compute_cuda_device_count(char *why, size_t whylen);
-void *compute_cuda_ctx_new(void);
-#endif
+/* The CUDA backend's entry points, exported as plain C by compute_cuda.cu. */
+typedef struct {
+    const compute_ops_t *ops;
+    int (*device_count)(char *why, size_t whylen);
+    void *(*ctx_new)(void);
+    char why[PATH_MAX + 512]; /* why it could not be loaded; empty when loaded */
+} cuda_backend_t;
+
+static cuda_backend_t s_cuda;
+static pthread_once_t s_cuda_once = PTHREAD_ONCE_INIT;
+
+/* POSEIDON_CUDA_LIB, else libposeidon_cuda.so beside the running executable. */
+static void cuda_load(void)
+{
+    char path[PATH_MAX + 32];
+    const char *env = getenv("POSEIDON_CUDA_LIB");
+    if (env && *env) {
+        snprintf(path, sizeof path, "%s", env);
+    } else {
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n <= 0) {
+            snprintf(s_cuda.why, sizeof s_cuda.why, "cannot find the executable's folder");
+            return;
+        }
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(path, sizeof path, "%s/libposeidon_cuda.so", exe);
+    }
+    if (access(path, F_OK) != 0) {
+        snprintf(s_cuda.why, sizeof s_cuda.why,
+                 "this build has no CUDA backend (%.*s: not built; nvcc was not found)", PATH_MAX,
+                 path);
+        return;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(s_cuda.why, sizeof s_cuda.why, "cannot load the CUDA backend: %s", dlerror());
+        return;
+    }
+    s_cuda.ops = dlsym(h, "compute_cuda_ops");
+    *(void **)&s_cuda.device_count = dlsym(h, "compute_cuda_device_count");
+    *(void **)&s_cuda.ctx_new = dlsym(h, "compute_cuda_ctx_new");
+    if (!s_cuda.ops || !s_cuda.device_count || !s_cuda.ctx_new) {
+        snprintf(s_cuda.why, sizeof s_cuda.why, "%.*s: not a CUDA backend of this build",
+                 PATH_MAX, path);
+        s_cuda.ops = NULL;
+    }
+}
 
 int compute_kind_parse(const char *s, compute_kind_t *kind)
 {
@@ -31,12 +82,12 @@ bool compute_available(compute_kind_t kind, char *why, size_t whylen)
 {
     if (why && whylen) why[0] = '\0';
     if (kind == COMPUTE_CPU) return true;
-#if POSEIDON_HAVE_CUDA
-    return compute_cuda_device_count(why, whylen) > 0;
-#else
-    if (why && whylen) snprintf(why, whylen, "this build has no CUDA (nvcc was not found)");
-    return false;
-#endif
+    pthread_once(&s_cuda_once, cuda_load);
+    if (!s_cuda.ops) {
+        if (why && whylen) snprintf(why, whylen, "%s", s_cuda.why);
+        return false;
+    }
+    return s_cuda.device_count(why, whylen) > 0;
 }
 
 compute_t *compute_new(compute_kind_t kind, int threads, char *err, size_t errlen)
@@ -48,12 +99,8 @@ compute_t *compute_new(compute_kind_t kind, int threads, char *err, size_t errle
         c->ops = &compute_cpu_ops;
         c->ctx = compute_cpu_ctx_new(threads);
     } else {
-#if POSEIDON_HAVE_CUDA
-        c->ops = &compute_cuda_ops;
-        c->ctx = compute_cuda_ctx_new();
-#else
-        ASSERT(0, "unreachable: CUDA reported available in a build without it");
-#endif
+        c->ops = s_cuda.ops;
+        c->ctx = s_cuda.ctx_new();
     }
     return c;
 }

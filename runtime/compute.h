@@ -7,8 +7,8 @@
  * matrices are row-major, as in cblas with CblasRowMajor.
  *
  * Invariants: a compute_t is used by one thread at a time; the CPU backend never touches
- * CUDA; without POSEIDON_HAVE_CUDA the CUDA entry points are not referenced at all (only
- * compute.c knows that they may exist).
+ * CUDA; the CUDA backend is a separately linked shared object (libposeidon_cuda.so) that
+ * only compute.c loads, on the first request for it, so nothing else maps CUDA libraries.
  */
 #ifndef POSEIDON_COMPUTE_H
 #define POSEIDON_COMPUTE_H

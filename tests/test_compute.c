@@ -155,6 +155,40 @@ TEST(test_compute_kind_parse)
     CHECK(compute_available(COMPUTE_CPU, why, sizeof why));
 }
 
+/* Whether this process has mapped a library whose name contains `name`. */
+static int maps_library(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    REQUIRE(f, "no /proc/self/maps");
+    char line[1024];
+    int found = 0;
+    while (fgets(line, sizeof line, f)) found |= strstr(line, name) != NULL;
+    fclose(f);
+    return found;
+}
+
+TEST(compute_cpu_and_the_simulator_map_no_cuda)
+{
+    /* the CUDA backend is loaded only when asked for: a CPU backend (and so a simulation,
+     * which uses none) maps neither the CUDA runtime nor cuBLAS */
+    char err[256];
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    REQUIRE(c, "%s", err);
+    CHECK(!maps_library("libcudart") && !maps_library("libcublas"), "CUDA mapped by a CPU run");
+    compute_destroy(&c);
+}
+
+TEST(compute_cuda_backend_missing_is_a_message)
+{
+    setenv("POSEIDON_CUDA_LIB", "/nonexistent/libposeidon_cuda.so", 1);
+    char why[1024];
+    CHECK(!compute_available(COMPUTE_CUDA, why, sizeof why), "a missing backend is available");
+    CHECK(strstr(why, "/nonexistent/libposeidon_cuda.so: not built"), "why: %s", why);
+    char err[1024];
+    CHECK(compute_new(COMPUTE_CUDA, 1, err, sizeof err) == NULL && strstr(err, "not built"),
+          "compute_new: %s", err);
+}
+
 /* The CUDA backend computes what the CPU backend computes. */
 TEST(test_compute_cuda_matches_cpu)
 {
