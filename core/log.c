@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #ifndef POSEIDON_COMMIT
@@ -13,25 +14,48 @@ static log_level_t s_level = LOG_INFO;
 void log_set_level(log_level_t level) { s_level = level; }
 log_level_t log_get_level(void) { return s_level; }
 
+/* One line, one write(2): lines of processes that share a terminal or a pipe (the ranks of
+ * a local job) then never break into each other (a pipe keeps writes of up to PIPE_BUF =
+ * 4096 bytes whole). A longer line is cut, marked with "...". */
+static void write_line(char *buf, size_t cap, size_t n)
+{
+    if (n >= cap - 1) {
+        n = cap - 2;
+        memcpy(buf + n - 3, "...", 3);
+    }
+    buf[n++] = '\n';
+    fflush(stderr); /* whatever stdio still holds goes first */
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(STDERR_FILENO, buf + off, n - off);
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+}
+
 void log_msg(log_level_t level, const char *fmt, ...)
 {
     static const char *const tags[] = {"error: ", "warning: ", "", "debug: "};
     if (level > s_level) return;
-    fputs(tags[level], stderr);
+    char buf[4096];
+    int n = snprintf(buf, sizeof buf, "%s", tags[level]);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    size_t len = (size_t)n + (m > 0 ? (size_t)m : 0);
+    write_line(buf, sizeof buf, len < sizeof buf ? len : sizeof buf);
 }
 
 const char *log_commit(void) { return POSEIDON_COMMIT; }
 
 void log_banner(int argc, char **argv, uint64_t seed)
 {
-    fprintf(stderr, "# poseidon %s | seed %llu |", POSEIDON_COMMIT, (unsigned long long)seed);
-    for (int i = 0; i < argc; i++) fprintf(stderr, " %s", argv[i]);
-    fputc('\n', stderr);
+    char buf[4096];
+    size_t n = (size_t)snprintf(buf, sizeof buf, "# poseidon %s | seed %llu |", POSEIDON_COMMIT,
+                                (unsigned long long)seed);
+    for (int i = 0; i < argc && n < sizeof buf; i++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, " %s", argv[i]);
+    write_line(buf, sizeof buf, n < sizeof buf ? n : sizeof buf);
 }
 
 bool log_is_tty(void) { return isatty(STDERR_FILENO) == 1; }

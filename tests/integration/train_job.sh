@@ -92,4 +92,8 @@ out=$(RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 20 "$b
     fail "a launcher with 3 ranks for a 2-node job was not refused (exit $rc): $out"
 out=$("$bin" train "$tmp/job.exp" --batch 0 2>&1); rc=$?
 [ $rc = 2 ] && echo "$out" | grep -q -- "--batch: expected batch" || fail "--batch 0: $out"
+# every rank's log line is written whole (one write per line): no line holds two ranks' text
+if cat "$tmp"/*.log | grep -E "rank [0-9]+ endpoint.*rank [0-9]+ endpoint|[^ ]rank [0-9]+ of [0-9]+"; then
+    fail "ranks' log lines broke into each other"
+fi
 echo "ok: train EXPERIMENT ran poseidon plan's plan; the written job replans and simulates the run"
