@@ -29,7 +29,7 @@ static void profile_usage(FILE *f)
             "  --out FILE     CSV destination (default: stdout)\n"
             "  --detail       add type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns (gemm_*: the\n"
             "                 bare sgemm calls of a conv/fc layer's shapes, for comparison;\n"
-            "                 the simulator does not read this form)\n"
+            "                 the simulator reads the file and skips these columns)\n"
             "  --threads T    BLAS threads (default 1; 0: all CPUs; OPENBLAS_NUM_THREADS, if set,\n"
             "                 wins)\n"
             "  --device D     cpu (default) or cuda\n"

@@ -48,8 +48,7 @@ void unit_times_device(unit_times_t *t, const plan_t *p)
 static int profile_row(char *line, bool first, char *name, long long *b, long long *fns,
                        long long *bns)
 {
-    char *nl = strchr(line, '\n');
-    if (nl) *nl = 0;
+    line[strcspn(line, "\r\n")] = 0; /* LF or CRLF */
     if (!line[0] || line[0] == '#') return 1;
     if (first && !strncmp(line, "layer,", 6)) return 1;
     char extra;

@@ -8,7 +8,7 @@
 # The device: every layer pays a fixed 10 us per pass (launch overhead, the order of a GPU
 # kernel launch) and the rest of COMPUTE_S is shared in proportion to the layer's FLOPs
 # (poseidon model show --csv), i.e. one sustained FLOP rate for every layer. It is the
-# simulator's device model (sim/compute.c) with one efficiency for all layer types and no
+# simulator's device model (core/unit_times.c) with one efficiency for all layer types and no
 # memory-bound term, scaled so an iteration is short enough for a validation grid.
 set -eu
 [ $# -eq 4 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }

@@ -27,10 +27,10 @@ typedef struct {
 int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t *c,
                 uint64_t seed, profile_row_t *rows, char *err, size_t errlen);
 
-/* CSV: header "layer,batch,fwd_ns,bwd_ns", one row per layer but the input: exactly the
- * columns the simulator's reader (sim/compute.c) accepts. With detail, five more columns
- * follow: type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns (FLOPs for the whole batch), for
- * benchmarks; the simulator does not read that form. */
+/* CSV: header "layer,batch,fwd_ns,bwd_ns", one row per layer but the input, as the one
+ * reader (core/unit_times.c) reads it. With detail, five more columns follow:
+ * type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns (FLOPs for the whole batch), for people and
+ * benchmarks; the reader skips them. */
 void profile_write_csv(FILE *f, const model_t *m, int batch, const profile_row_t *rows,
                        bool detail);
 

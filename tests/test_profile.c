@@ -82,7 +82,8 @@ TEST(unit_times_profile_reader_rejects_bad_rows)
     plan_t p;
     REQUIRE(plan_build(&p, &m, &cl, (scheme_t){SCHEME_PS, true}, 0, 8, 0, err, sizeof err) == 0,
             "%s", err);
-    const char *rows = "c1,4,100,200\nr1,4,10,20\np1,4,10,20\nf1,4,50,60,7,8\nloss,4,1,1\n";
+    /* a CRLF line and --detail's extra columns read like the rest */
+    const char *rows = "c1,4,100,200\r\nr1,4,10,20\np1,4,10,20\nf1,4,50,60,7,8\nloss,4,1,1\n";
     struct {
         const char *text, *what;
     } cases[] = {
