@@ -24,6 +24,33 @@ static const device_t s_devices[] = {
     {"h100", 67e12, 3.35e12, 0.60, 0.60, 10000},
 };
 
+/* Interconnect presets, per direction, from the specifications (x16 links): PCIe 3.0 /
+ * 4.0 / 5.0 carry 15.75 / 31.5 / 63 GB/s; NVLink 4 (H100 SXM) 450 GB/s. The latencies are
+ * assumptions of the order a device-to-device copy's launch costs (a few microseconds over
+ * PCIe, less over NVLink), not measurements. */
+static const struct {
+    const char *name;
+    double Bps;
+    int64_t lat_ns;
+} s_interconnects[] = {
+    {"pcie3", 15.75e9, 5000},
+    {"pcie4", 31.5e9, 5000},
+    {"pcie5", 63e9, 5000},
+    {"nvlink4", 450e9, 2000},
+};
+
+int interconnect_preset(cluster_t *c, const char *name)
+{
+    for (size_t i = 0; i < sizeof s_interconnects / sizeof s_interconnects[0]; i++)
+        if (!strcmp(s_interconnects[i].name, name)) {
+            c->intra_Bps = s_interconnects[i].Bps;
+            c->intra_lat_ns = s_interconnects[i].lat_ns;
+            snprintf(c->interconnect, sizeof c->interconnect, "%s", name);
+            return 0;
+        }
+    return -1;
+}
+
 int device_preset(device_t *d, const char *name)
 {
     for (size_t i = 0; i < sizeof s_devices / sizeof s_devices[0]; i++)
@@ -49,11 +76,15 @@ void cluster_init(cluster_t *c)
 const char *cluster_keys_help(void)
 {
     return "  nodes = N                 machines, one worker each (1)\n"
-           "  devices_per_node = D      devices per node, acting as one worker (1)\n"
+           "  devices_per_node = D      devices per node, each computing a batch (1)\n"
            "  nic_gbps = G              NIC bandwidth per direction, Gbit/s (40)\n"
            "  nic_efficiency = E        usable fraction of nic_gbps (1)\n"
            "  latency_us = U            one-way message latency (20)\n"
            "  core_gbps = G             switch core capacity, 0 = non-blocking (0)\n"
+           "  interconnect = NAME       between a node's devices: pcie3 | pcie4 | pcie5 |\n"
+           "                            nvlink4 (needed when devices_per_node > 1)\n"
+           "  intra_gbps = G            the interconnect's bandwidth per direction, Gbit/s\n"
+           "  intra_latency_us = U      its latency per transfer\n"
            "  ps_shards = P2            PS shards on nodes 0..P2-1, 0 = one per node (0)\n"
            "  server_gbps = G           PS shard apply throughput, 0 = free (0)\n"
            "  device = NAME             titanx-maxwell | k20 | h100 (titanx-maxwell)\n"
@@ -83,9 +114,10 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
     long long i;
     if (!strcmp(key, "nodes") || !strcmp(key, "devices_per_node") || !strcmp(key, "ps_shards")) {
         long long lo = strcmp(key, "ps_shards") ? 1 : 0;
-        if (kv_int(val, &i) || i < lo || i > 10000000)
-            return kv_error(err, errlen, where, "expected %s = an integer >= %lld, got '%s'", key, lo,
-                       val);
+        long long hi = strcmp(key, "devices_per_node") ? 10000000 : 4096;
+        if (kv_int(val, &i) || i < lo || i > hi)
+            return kv_error(err, errlen, where, "expected %s = an integer from %lld to %lld, got "
+                            "'%s'", key, lo, hi, val);
         if (!strcmp(key, "nodes")) c->nodes = (int)i;
         else if (!strcmp(key, "devices_per_node")) c->devices_per_node = (int)i;
         else c->ps_shards = (int)i;
@@ -106,6 +138,19 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
     } else if (!strcmp(key, "server_gbps")) {
         if (get_in(key, val, 1e-3, 1e9, true, &d, where, err, errlen)) return -1;
         c->server_Bps = d * 1e9 / 8;
+    } else if (!strcmp(key, "interconnect")) {
+        if (interconnect_preset(c, val))
+            return kv_error(err, errlen, where,
+                            "expected interconnect = pcie3 | pcie4 | pcie5 | nvlink4, got '%s'",
+                            val);
+    } else if (!strcmp(key, "intra_gbps")) {
+        if (get_in(key, val, 1e-3, 1e6, false, &d, where, err, errlen)) return -1;
+        c->intra_Bps = d * 1e9 / 8;
+        c->interconnect[0] = 0;
+    } else if (!strcmp(key, "intra_latency_us")) {
+        if (get_in(key, val, 0, 1e7, false, &d, where, err, errlen)) return -1;
+        c->intra_lat_ns = llround(d * 1e3);
+        c->interconnect[0] = 0;
     } else if (!strcmp(key, "device")) {
         if (device_preset(&c->device, val))
             return kv_error(err, errlen, where,
@@ -151,6 +196,16 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
     return 0;
 }
 
+int cluster_check_devices(const cluster_t *c, const char *where, char *err, size_t errlen)
+{
+    if (c->devices_per_node > 1 && c->intra_Bps <= 0)
+        return kv_error(err, errlen, where,
+                        "expected an interconnect for devices_per_node = %d (interconnect = "
+                        "pcie3 | pcie4 | pcie5 | nvlink4, or intra_gbps and intra_latency_us)",
+                        c->devices_per_node);
+    return 0;
+}
+
 static int cluster_setter(void *obj, const char *key, const char *val, int line_no,
                           const char *where, char *err, size_t errlen)
 {
@@ -171,6 +226,7 @@ int cluster_parse(cluster_t *c, const char *path, const char *text, char *err, s
     if (c->ps_shards > c->nodes)
         return kv_error(err, errlen, where, "expected ps_shards <= nodes (%d), got %d", c->nodes,
                    c->ps_shards);
+    if (cluster_check_devices(c, where, err, errlen)) return -1;
     for (int i = 0; i < c->n_speed; i++)
         if (c->speed_node[i] >= c->nodes)
             return kv_error(err, errlen, where, "expected speed node < nodes (%d), got %d", c->nodes,
@@ -233,6 +289,11 @@ int cluster_write(const cluster_t *c, FILE *f, const char *prefix)
     fprintf(f, "%snic_efficiency = %s\n", prefix, D(c->nic_efficiency));
     fprintf(f, "%slatency_us = %s\n", prefix, D((double)c->lat_ns / 1e3));
     fprintf(f, "%score_gbps = %s\n", prefix, D(exact_key_value(c->core_Bps, 1e9, 8)));
+    if (c->interconnect[0]) fprintf(f, "%sinterconnect = %s\n", prefix, c->interconnect);
+    else if (c->intra_Bps > 0) {
+        fprintf(f, "%sintra_gbps = %s\n", prefix, D(exact_key_value(c->intra_Bps, 1e9, 8)));
+        fprintf(f, "%sintra_latency_us = %s\n", prefix, D((double)c->intra_lat_ns / 1e3));
+    }
     fprintf(f, "%sps_shards = %d\n", prefix, c->ps_shards);
     fprintf(f, "%sserver_gbps = %s\n", prefix, D(exact_key_value(c->server_Bps, 1e9, 8)));
     device_t preset;

@@ -7,7 +7,8 @@
  *
  * Invariants after cluster_load()/cluster_parse(): nodes >= 1, nic_Bps > 0, lat_ns >= 0,
  * 0 <= ps_shards <= nodes (0 means one shard per node, colocated: Poseidon's default),
- * speed[] has `nodes` entries (owned) or is NULL (all 1.0).
+ * speed[] has `nodes` entries (owned) or is NULL (all 1.0); devices_per_node > 1 has an
+ * interconnect (intra_Bps > 0).
 
  */
 #ifndef POSEIDON_CLUSTER_H
@@ -37,11 +38,17 @@ typedef struct {
 typedef struct {
     char path[512];
     int nodes;                 /* machines; every node runs a worker */
-    int devices_per_node;      /* a node's devices act as one worker with devices x batch */
+    int devices_per_node;      /* D: devices of a node, each computing `batch` samples; the
+                                  node reduces their gradients over its interconnect, syncs
+                                  once on the network and broadcasts the result (plan.h) */
     double nic_Bps;            /* line rate of each NIC per direction, bytes/s */
     double nic_efficiency;     /* usable fraction of the line rate (TCP/IP and framing) */
     int64_t lat_ns;            /* one-way per-message latency */
     double core_Bps;           /* aggregate switch core capacity; 0 = non-blocking */
+    double intra_Bps;          /* a node's interconnect between its devices (PCIe, NVLink),
+                                  bytes/s per direction; 0 = none given (D = 1 needs none) */
+    int64_t intra_lat_ns;      /* its per-transfer latency */
+    char interconnect[CLUSTER_NAME_MAX]; /* the preset it came from, or "" */
     int ps_shards;             /* P2; shards live on nodes 0..P2-1; 0 = one per node */
     double server_Bps;         /* bytes/s a PS shard applies; 0 = instantaneous */
     device_t device;
@@ -63,6 +70,9 @@ int cluster_parse(cluster_t *c, const char *path, const char *text, char *err, s
 int cluster_set(cluster_t *c, const char *key, const char *val, const char *where, char *err,
                 size_t errlen);
 
+/* devices_per_node > 1 needs an interconnect. Returns 0, or -1 with "WHERE: expected ..." */
+int cluster_check_devices(const cluster_t *c, const char *where, char *err, size_t errlen);
+
 /* Usable NIC bandwidth per direction, bytes/s: nic_Bps x nic_efficiency. */
 double cluster_nic_Bps(const cluster_t *c);
 
@@ -71,6 +81,9 @@ int cluster_shards(const cluster_t *c);
 
 /* The configured speed factor of a node (1.0 unless a `speed` line names it). */
 double cluster_node_speed(const cluster_t *c, int node);
+
+/* Fill the interconnect from a preset name (pcie3, pcie4, pcie5, nvlink4). Returns 0 or -1. */
+int interconnect_preset(cluster_t *c, const char *name);
 
 /* Fill a device model from a preset name (titanx-maxwell, k20, h100). Returns 0 or -1. */
 int device_preset(device_t *d, const char *name);

@@ -245,7 +245,25 @@ static cost_t add_max(cost_t a, cost_t b)
     return c;
 }
 
-cost_t cost_layer(const cost_params_t *p, const cost_tensor_t *t, sync_method_t m)
+int64_t cost_local(const cost_params_t *p, const cost_tensor_t *t, sync_method_t m,
+                   int64_t *reduce_bytes, int64_t *bcast_bytes)
+{
+    *reduce_bytes = *bcast_bytes = 0;
+    int d = p->devices;
+    if (d <= 1) return 0; /* SYNC_NONE (one node): the devices still reduce and broadcast */
+    int64_t all = t->weight_bytes + t->bias_bytes;
+    if (m == SYNC_SFB) /* the other devices' factors, and their biases' gradients */
+        *reduce_bytes = (int64_t)(d - 1) * (cost_sfb_peer_bytes(p->batch, t->m, t->n) / d +
+                                            t->bias_bytes);
+    else
+        *reduce_bytes = (int64_t)(d - 1) * all;
+    *bcast_bytes = (int64_t)(d - 1) * all;
+    ASSERT(p->intra_Bps > 0, "a node of %d devices without an interconnect", d);
+    return 2 * p->intra_lat_ns +
+           llround((double)(*reduce_bytes + *bcast_bytes) / p->intra_Bps * 1e9);
+}
+
+static cost_t cost_network(const cost_params_t *p, const cost_tensor_t *t, sync_method_t m)
 {
     cost_t zero = {0};
     int64_t all = t->weight_bytes + t->bias_bytes;
@@ -260,6 +278,14 @@ cost_t cost_layer(const cost_params_t *p, const cost_tensor_t *t, sync_method_t 
     default: ASSERT(0, "bad sync method %d", m);
     }
     return zero;
+}
+
+cost_t cost_layer(const cost_params_t *p, const cost_tensor_t *t, sync_method_t m)
+{
+    cost_t c = cost_network(p, t, m);
+    int64_t r, b;
+    c.time_ns += cost_local(p, t, m, &r, &b);
+    return c;
 }
 
 sync_method_t cost_choose(const cost_params_t *p, const cost_tensor_t *t, unsigned mask)

@@ -17,6 +17,13 @@
  * all-gather), each moving a chunk of ceil(bytes/P) to the ring successor and paying one
  * latency, since a node forwards a chunk only once the previous one has arrived:
  * 2(P-1) (latency + chunk / bandwidth).
+ *
+ * A node of D > 1 devices first reduces its devices' gradients over its interconnect (D-1
+ * tensors cross it into one) and, once the network sync is done, broadcasts the result back
+ * (D-1 tensors); under SFB it gathers the devices' factors instead ((D-1)/D of the node's
+ * K(M+N), plus the biases' D-1 copies) and broadcasts the rebuilt parameters. Each local
+ * step costs one interconnect latency + bytes / its bandwidth, and a method's time counts
+ * both (cost_local()).
  */
 #ifndef POSEIDON_COST_H
 #define POSEIDON_COST_H
@@ -58,6 +65,9 @@ typedef struct {
     int64_t lat_ns;         /* per message */
     double server_Bps;      /* bytes/s a shard applies; 0: free */
     double gemm_flops;      /* FLOP/s of SFB reconstruction; 0: not counted */
+    int devices;            /* D, devices per node (0 or 1: one; batch is the node's D x B) */
+    double intra_Bps;       /* the node's interconnect, bytes/s (D > 1) */
+    int64_t intra_lat_ns;   /* per local transfer */
 } cost_params_t;
 
 /* One layer's parameters as the sync sees them. */
@@ -119,6 +129,12 @@ bool cost_method_allowed(const cost_params_t *p, const cost_tensor_t *t, sync_me
 
 /* The cheapest allowed method among those in mask (bit 1<<SYNC_x), by predicted time; ties
  * go to SFB, then PS (the paper's "SFB iff <="). With one worker: SYNC_NONE. */
+/* The local steps of a node of D > 1 devices for method m (zeros when D <= 1): the bytes the
+ * local reduce (or SFB's gather) and the local broadcast move over the interconnect, and
+ * their time together. */
+int64_t cost_local(const cost_params_t *p, const cost_tensor_t *t, sync_method_t m,
+                   int64_t *reduce_bytes, int64_t *bcast_bytes);
+
 sync_method_t cost_choose(const cost_params_t *p, const cost_tensor_t *t, unsigned mask);
 
 /* The paper's BestScheme for an M x N FC layer: SFB iff 2K(P1-1)(M+N) <= 2MN(P1+P2-2)/P2. */

@@ -345,6 +345,7 @@ int experiment_check_overrides(const experiment_t *e, char *err, size_t errlen)
     if (!e->model_path[0])
         return kv_error(err, errlen, "--set", "expected a model (model=FILE.net)");
     if (check_speed(e, "--set", err, errlen)) return -1;
+    if (cluster_check_devices(&e->cluster, "--set", err, errlen)) return -1;
     return check_warmup(e, "--set", err, errlen);
 }
 
@@ -378,6 +379,7 @@ int experiment_parse(experiment_t *e, const char *path, const char *text, char *
         return kv_error(err, errlen, where, "expected cluster ps_shards <= nodes (%d), got %d",
                         e->cluster.nodes, e->cluster.ps_shards);
     sweeps_default(e);
+    if (cluster_check_devices(&e->cluster, where, err, errlen)) return -1;
     return check_speed(e, where, err, errlen);
 }
 

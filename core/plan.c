@@ -6,7 +6,7 @@
 #include "check.h"
 
 static const char *const s_kind_names[OP_KIND_COUNT] = {
-    "FWD", "BWD", "PUSH", "APPLY", "PULL", "SFB", "UPDATE", "ALLREDUCE"};
+    "FWD", "BWD", "PUSH", "APPLY", "PULL", "SFB", "UPDATE", "ALLREDUCE", "LREDUCE", "LBCAST"};
 
 const char *op_kind_name(op_kind_t k)
 {
@@ -77,6 +77,14 @@ static void add_sync_deps(builder_t *b, int op, const plan_unit_t *u, int back)
     if (u->op_pull >= 0) add_dep(b, op, u->op_pull, DEP_RECV, back);
     if (u->op_update >= 0) add_dep(b, op, u->op_update, DEP_LOCAL, back);
     if (u->op_allreduce >= 0) add_dep_once(b, op, u->op_allreduce, DEP_RECV, back);
+}
+
+/* The deps that say "unit u's parameters of iteration t - back are on every device": its
+ * local broadcast on a node of several devices, else its sync. */
+static void add_params_deps(builder_t *b, int op, const plan_unit_t *u, int back)
+{
+    if (u->op_lbcast >= 0) add_dep(b, op, u->op_lbcast, DEP_LOCAL, back);
+    else add_sync_deps(b, op, u, back);
 }
 
 /* Cut the all-reduce units into buckets (plan.h): backward order, skipping units synced
@@ -221,6 +229,9 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
         .lat_ns = c->lat_ns,
         .server_Bps = c->server_Bps,
         .gemm_flops = c->device.peak_flops * c->device.eff_fc,
+        .devices = c->devices_per_node,
+        .intra_Bps = c->intra_Bps,
+        .intra_lat_ns = c->intra_lat_ns,
     };
 
     /* Units: one per parameter layer; layers before the first one join unit 0. */
@@ -288,13 +299,15 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
     /* Ops: compute in program order (FWD 0..U-1, BWD U-1..0), then each unit's sync ops. */
     builder_t b = {p, 0, 0};
     int U = p->n_units;
-    double nb = (double)batch * c->devices_per_node;
+    double nb = (double)batch; /* each device computes its own batch, in parallel */
+    int devices = c->devices_per_node;
     for (int u = 0; u < U; u++) {
         plan_unit_t *un = &p->units[u];
         un->op_fwd = add_op(&b, OP_FWD, u, PLACE_WORKERS, RES_COMPUTE, 0,
                             nb * range_flops(m, un->first, un->last, 0), 0);
         un->op_bwd = un->op_push = un->op_apply = un->op_pull = -1;
         un->op_sfb = un->op_update = un->op_allreduce = -1;
+        un->op_lreduce = un->op_lbcast = -1;
     }
     for (int u = U - 1; u >= 0; u--) {
         plan_unit_t *un = &p->units[u];
@@ -303,6 +316,11 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
     }
     for (int u = 0; u < U; u++) {
         plan_unit_t *un = &p->units[u];
+        if (devices > 1 && un->layer >= 0) {
+            cost_local(&p->cost, &un->tensor, un->method, &un->lreduce_bytes, &un->lbcast_bytes);
+            un->op_lreduce = add_op(&b, OP_LREDUCE, u, PLACE_WORKERS, RES_INTRA,
+                                    un->lreduce_bytes, 0, u);
+        }
         if (un->method == SYNC_NONE) continue;
         if (un->ps_bytes > 0) {
             un->op_push = add_op(&b, OP_PUSH, u, PLACE_WORKERS, RES_NET, un->ps_bytes, 0, u);
@@ -324,6 +342,10 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
     }
     for (int u = 0; u < U; u++)
         if (p->units[u].bucket >= 0) p->units[u].op_allreduce = p->buckets[p->units[u].bucket].op;
+    for (int u = 0; u < U; u++) /* the local broadcast, after the unit's sync */
+        if (p->units[u].op_lreduce >= 0)
+            p->units[u].op_lbcast = add_op(&b, OP_LBCAST, u, PLACE_WORKERS, RES_INTRA,
+                                           p->units[u].lbcast_bytes, 0, u);
 
     /* Dependencies, op by op (contiguous per op). */
     int back = 1 + staleness;
@@ -332,13 +354,15 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
         plan_unit_t *un = &p->units[op->unit];
         op->dep_first = p->n_deps;
         int trigger = scheme.wfbp ? un->op_bwd : p->units[0].op_bwd;
+        /* what the network sync waits for: the local reduce on a node of several devices */
+        int sync_trigger = un->op_lreduce >= 0 ? un->op_lreduce : trigger;
         switch (op->kind) {
         case OP_FWD:
             if (op->unit > 0) add_dep(&b, o, p->units[op->unit - 1].op_fwd, DEP_LOCAL, 0);
             else add_dep(&b, o, p->units[0].op_bwd, DEP_LOCAL, 1);
-            if (scheme.wfbp) add_sync_deps(&b, o, un, back);
+            if (scheme.wfbp) add_params_deps(&b, o, un, back);
             else if (op->unit == 0)
-                for (int u = 0; u < U; u++) add_sync_deps(&b, o, &p->units[u], back);
+                for (int u = 0; u < U; u++) add_params_deps(&b, o, &p->units[u], back);
             break;
         case OP_BWD:
             if (op->unit == U - 1) add_dep(&b, o, un->op_fwd, DEP_LOCAL, 0);
@@ -347,15 +371,16 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
             if (un->op_push >= 0) add_dep(&b, o, un->op_push, DEP_LOCAL, back);
             if (un->op_sfb >= 0) add_dep(&b, o, un->op_sfb, DEP_LOCAL, back);
             if (un->op_allreduce >= 0) add_dep(&b, o, un->op_allreduce, DEP_LOCAL, back);
+            if (un->op_lreduce >= 0) add_dep(&b, o, un->op_lreduce, DEP_LOCAL, back);
             break;
-        case OP_PUSH: add_dep(&b, o, trigger, DEP_LOCAL, 0); break;
+        case OP_PUSH: add_dep(&b, o, sync_trigger, DEP_LOCAL, 0); break;
         case OP_APPLY:
             add_dep(&b, o, un->op_push, DEP_RECV, 0);
             add_dep(&b, o, o, DEP_LOCAL, 1); /* a shard applies iterations in order */
             break;
         case OP_PULL: add_dep(&b, o, un->op_apply, DEP_LOCAL, 0); break;
         case OP_SFB:
-            add_dep(&b, o, trigger, DEP_LOCAL, 0);
+            add_dep(&b, o, sync_trigger, DEP_LOCAL, 0);
             /* the peers' factors it receives go where UPDATE(t - back) read theirs */
             add_dep(&b, o, un->op_update, DEP_LOCAL, back);
             break;
@@ -365,7 +390,20 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
             add_dep(&b, o, o, DEP_LOCAL, 1);
             break;
         /* no barrier: each step waits for its predecessor's chunk (see plan.h) */
-        case OP_ALLREDUCE: add_dep(&b, o, trigger, DEP_LOCAL, 0); break;
+        case OP_ALLREDUCE:
+            if (un->op_lreduce < 0) {
+                add_dep(&b, o, trigger, DEP_LOCAL, 0);
+                break;
+            }
+            /* every member's local reduce (the bucket's ring runs over all of them) */
+            for (int v = 0; v < U; v++)
+                if (p->units[v].op_allreduce == o) add_dep(&b, o, p->units[v].op_lreduce, DEP_LOCAL, 0);
+            break;
+        case OP_LREDUCE: add_dep(&b, o, trigger, DEP_LOCAL, 0); break;
+        case OP_LBCAST:
+            if (un->method == SYNC_NONE) add_dep(&b, o, un->op_lreduce, DEP_LOCAL, 0);
+            else add_sync_deps(&b, o, un, 0);
+            break;
         default: ASSERT(0, "bad op kind %d", op->kind);
         }
     }
@@ -541,17 +579,28 @@ void plan_print(const plan_t *p, FILE *f, int csv)
 {
     char sb[64];
     scheme_name(p->scheme, sb, sizeof sb);
+    int local = p->cluster.devices_per_node > 1; /* the local steps' columns */
     if (csv)
         fprintf(f, "unit,layer,type,params,method,ps_bytes,ps_ns,sfb_bytes,sfb_ns,"
-                   "allreduce_bytes,allreduce_ns,bucket\n");
-    else
+                   "allreduce_bytes,allreduce_ns,bucket%s\n",
+                local ? ",lreduce_bytes,lbcast_bytes" : "");
+    else {
         fprintf(f, "# %s on %d nodes (%d shards), %.3g Gbit/s, batch %d, scheme %s, %s, "
-                   "all-reduce buckets of %.6g MB\n"
-                   "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s %6s\n",
+                   "all-reduce buckets of %.6g MB\n",
                 p->model->name, p->workers, p->shards, p->cost.bw_Bps * 8 / 1e9, p->batch, sb,
-                p->staleness ? "ssp" : "bsp", p->allreduce_bucket_bytes / (double)(1 << 20),
-                "unit", "layer", "type", "params", "method", "ps_bytes/node", "ps_ms",
-                "sfb_bytes/node", "sfb_ms", "ar_bytes/node", "ar_ms", "bucket");
+                p->staleness ? "ssp" : "bsp", p->allreduce_bucket_bytes / (double)(1 << 20));
+        if (local)
+            fprintf(f, "# %d devices per node, batch %d each, over %s (%.4g Gbit/s, %.3g us): "
+                       "per unit a local reduce and a local broadcast (bytes over the "
+                       "interconnect); each method's time counts them\n",
+                    p->cluster.devices_per_node, p->batch,
+                    p->cluster.interconnect[0] ? p->cluster.interconnect : "the interconnect",
+                    p->cluster.intra_Bps * 8 / 1e9, p->cluster.intra_lat_ns / 1e3);
+        fprintf(f, "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s %6s%s\n", "unit",
+                "layer", "type", "params", "method", "ps_bytes/node", "ps_ms", "sfb_bytes/node",
+                "sfb_ms", "ar_bytes/node", "ar_ms", "bucket",
+                local ? "  lreduce_bytes   lbcast_bytes" : "");
+    }
     for (int u = 0; u < p->n_units; u++) {
         const plan_unit_t *un = &p->units[u];
         if (un->layer < 0) continue;
@@ -568,7 +617,11 @@ void plan_print(const plan_t *p, FILE *f, int csv)
             for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++)
                 fprintf(f, ",%lld,%lld", (long long)(un->cost_ns[j] >= 0 ? by[j] : -1),
                         (long long)un->cost_ns[j]);
-            fprintf(f, ",%d\n", un->bucket);
+            fprintf(f, ",%d", un->bucket);
+            if (local)
+                fprintf(f, ",%lld,%lld", (long long)un->lreduce_bytes,
+                        (long long)un->lbcast_bytes);
+            fputc('\n', f);
         } else {
             fprintf(f, "%-4d %-28s %-8s %12lld %-9s", u, l->name, layer_type_name(l->type),
                     (long long)l->params, sync_method_name(un->method));
@@ -576,8 +629,12 @@ void plan_print(const plan_t *p, FILE *f, int csv)
                 if (un->cost_ns[j] < 0) fprintf(f, " %14s %10s", "-", "-");
                 else fprintf(f, " %14lld %10.3f", (long long)by[j], un->cost_ns[j] / 1e6);
             }
-            if (un->bucket >= 0) fprintf(f, " %6d\n", un->bucket);
-            else fprintf(f, " %6s\n", "-");
+            if (un->bucket >= 0) fprintf(f, " %6d", un->bucket);
+            else fprintf(f, " %6s", "-");
+            if (local)
+                fprintf(f, " %14lld %14lld", (long long)un->lreduce_bytes,
+                        (long long)un->lbcast_bytes);
+            fputc('\n', f);
         }
     }
     if (csv) return;

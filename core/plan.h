@@ -79,6 +79,15 @@
  *               peers' factors it receives refill the buffer that UPDATE read)
  *   APPLY       PUSH (DEP_RECV); APPLY at t-1      PULL   APPLY
  *   UPDATE      SFB (DEP_RECV); BWD(u); UPDATE at t-1
+ * A node of D > 1 devices (three levels: devices -> node -> cluster, Poseidon's client
+ * library) adds two ops per unit with parameters, on the node's interconnect (RES_INTRA,
+ * one transfer at a time): LREDUCE, after BWD(u) (with WFBP; else after BWD(0)), reduces the
+ * D devices' gradients into the node's (SFB: gathers their factors), and the network sync
+ * (PUSH, SFB, the bucket's ALLREDUCE) waits for it instead of BWD; LBCAST, after the sync
+ * is in (PULL received, UPDATE done, ALLREDUCE received), hands the result to the D
+ * devices, and the next FWD(u) waits for LBCAST instead of the sync ops; BWD(u) also waits
+ * for LREDUCE(u) at t-back (the devices' gradient buffers). With one node, the local steps
+ * are the only sync. With D = 1 there are none, and the plan is the one-level plan.
  * Under BSP with WFBP the buffer edges are implied by the others except through the SFB and
  * all-reduce sends (an UPDATE or a reduced tensor needs the peers' bytes, not this node's
  * delivered); they bind only when a node's own sends lag.
@@ -117,11 +126,14 @@ typedef enum {
     OP_SFB,       /* worker broadcasts its sufficient factors */
     OP_UPDATE,    /* worker rebuilds peers' gradients from factors and applies them */
     OP_ALLREDUCE, /* ring all-reduce of the gradient */
+    OP_LREDUCE,   /* a node's devices reduce their gradients (or gather SFB factors) over
+                     the node's interconnect: only with devices_per_node > 1 */
+    OP_LBCAST,    /* the node broadcasts the synced parameters to its devices */
     OP_KIND_COUNT
 } op_kind_t;
 
 typedef enum { PLACE_WORKERS, PLACE_SHARDS } op_place_t;
-typedef enum { RES_COMPUTE, RES_NET, RES_SERVER, RES_UPDATE, RES_COUNT } op_resource_t;
+typedef enum { RES_COMPUTE, RES_NET, RES_SERVER, RES_UPDATE, RES_INTRA, RES_COUNT } op_resource_t;
 typedef enum { DEP_LOCAL, DEP_RECV, DEP_ALL } dep_scope_t;
 
 const char *op_kind_name(op_kind_t k);
@@ -163,6 +175,8 @@ typedef struct {
     int piece0, n_pieces; /* the PS tensor's shards: pieces[piece0 .. piece0 + n_pieces) */
     int op_fwd, op_bwd, op_push, op_apply, op_pull, op_sfb, op_update;
     int op_allreduce;     /* the OP_ALLREDUCE of the unit's bucket, shared by its members */
+    int op_lreduce, op_lbcast; /* devices_per_node > 1: the local steps (else -1) */
+    int64_t lreduce_bytes, lbcast_bytes; /* what they move over the interconnect */
 } plan_unit_t;                /* op_*: -1 when the unit has no such op */
 
 /* A bucket of all-reduce units (see above): members are the units u in first..last with

@@ -11,7 +11,8 @@
 
 const char *const trace_csv_header = "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns";
 
-static const char *const s_lanes[TRACE_LANE_COUNT] = {"compute", "net", "server", "update"};
+static const char *const s_lanes[TRACE_LANE_COUNT] = {"compute", "net", "server", "update",
+                                                       "interconnect"};
 
 struct trace {
     FILE *csv, *json;

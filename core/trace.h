@@ -25,6 +25,9 @@
  *              other node (not when the peers' factors have come: that is the receivers'
  *              UPDATE dependency); bytes = K(M+N) x 4 per peer, summed.
  *   UPDATE     the rebuild and apply from every node's factors ran [start, end].
+ *   LREDUCE, LBCAST  a node of several devices: its local reduce (or SFB gather) and its
+ *              local broadcast over the interconnect ran [start, end]; bytes = what crossed
+ *              it. The simulator's alone for now (the runtime runs one device per node).
  *   ALLREDUCE  node = a ring member: from its gradient ready to its last step delivered and
  *              the predecessor's last step received (plan.h); the runtime's row also holds
  *              its SGD step on the reduced tensor.
@@ -47,7 +50,7 @@
 typedef struct trace trace_t;
 
 typedef enum { TRACE_LANE_COMPUTE, TRACE_LANE_NET, TRACE_LANE_SERVER, TRACE_LANE_UPDATE,
-               TRACE_LANE_COUNT } trace_lane_t;
+               TRACE_LANE_INTRA, TRACE_LANE_COUNT } trace_lane_t;
 
 typedef struct {
     int node;

@@ -35,7 +35,7 @@ static void times_alloc(unit_times_t *t, const plan_t *p)
 void unit_times_device(unit_times_t *t, const plan_t *p)
 {
     times_alloc(t, p);
-    int batch = p->batch * p->cluster.devices_per_node;
+    int batch = p->batch; /* per device: a node's devices compute in parallel */
     for (int u = 0; u < p->n_units; u++)
         for (int i = p->units[u].first; i <= p->units[u].last; i++) {
             t->fwd_ns[u] += unit_times_layer_ns(&p->cluster.device, &p->model->layers[i], batch, 0);
@@ -72,7 +72,7 @@ int unit_times_profile(unit_times_t *t, const plan_t *p, const char *path, char 
     int64_t *fwd = xcalloc((size_t)m->n_layers, sizeof *fwd);
     int64_t *bwd = xcalloc((size_t)m->n_layers, sizeof *bwd);
     int *seen = xcalloc((size_t)m->n_layers, sizeof *seen); /* the row's line, 0: none */
-    int batch = p->batch * p->cluster.devices_per_node;
+    int batch = p->batch; /* per device: a node's devices compute in parallel */
     char line[1024];
     int line_no = 0, rc = 0, n_rows = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {

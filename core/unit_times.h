@@ -40,7 +40,7 @@ int64_t unit_times_layer_ns(const device_t *d, const layer_t *l, int batch, int 
 /* Per-unit times from the device model of the plan's cluster. */
 void unit_times_device(unit_times_t *t, const plan_t *p);
 
-/* Per-unit times from a profile CSV, at the plan's per-node batch (batch x devices). Returns
+/* Per-unit times from a profile CSV, at the plan's per-device batch. Returns
  * 0, or -1 with "file:line: expected ..." in err. */
 int unit_times_profile(unit_times_t *t, const plan_t *p, const char *path, char *err,
                        size_t errlen);

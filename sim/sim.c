@@ -52,7 +52,7 @@ typedef struct {
     int32_t *barrier;      /* [t][op]: instances completed */
     int *rev_first[3], *rev_n[3];
     rev_t *rev[3];
-    rqueue_t *rq[RES_COUNT]; /* per node, for RES_SERVER and RES_UPDATE */
+    rqueue_t *rq[RES_COUNT]; /* per node, for RES_SERVER, RES_UPDATE and RES_INTRA */
     double *speed;
     rng_t **jitter;
     int64_t *iter_end;
@@ -129,6 +129,7 @@ static void trace_instance(sim_t *s, int op, int node, int t, int peer, int64_t 
     trace_lane_t lane = po->res == RES_COMPUTE  ? TRACE_LANE_COMPUTE
                         : po->res == RES_NET    ? TRACE_LANE_NET
                         : po->res == RES_SERVER ? TRACE_LANE_SERVER
+                        : po->res == RES_INTRA  ? TRACE_LANE_INTRA
                                                 : TRACE_LANE_UPDATE;
     trace_row_t r = {node, t, op_kind_name(po->kind), s->p->model->layers[li].name, peer, bytes,
                      s->t_start[idx(s, t, op, node)], s->now, lane};
@@ -144,6 +145,9 @@ static int64_t op_duration(sim_t *s, int op, int node)
     case OP_FWD: ns = (double)s->tm->fwd_ns[po->unit]; break;
     case OP_BWD: ns = (double)s->tm->bwd_ns[po->unit]; break;
     case OP_UPDATE: ns = po->flops / s->tm->update_flops * 1e9; break;
+    case OP_LREDUCE:
+    case OP_LBCAST: /* the interconnect, one transfer at a time: latency + bytes / bandwidth */
+        return p->cluster.intra_lat_ns + llround((double)po->bytes / p->cluster.intra_Bps * 1e9);
     case OP_APPLY: {
         if (p->cluster.server_Bps <= 0) return 0;
         int64_t b = plan_shard_bytes(p, po->unit, node);
@@ -251,7 +255,8 @@ static void ready(sim_t *s, int op, int node, int t)
         evq_push(s->q, s->now + op_duration(s, op, node), 0, EV_DONE, op, node, t, 0);
         break;
     case RES_SERVER:
-    case RES_UPDATE: {
+    case RES_UPDATE:
+    case RES_INTRA: {
         rqueue_t *q = &s->rq[po->res][node];
         if (q->n == q->cap) {
             q->cap = q->cap ? 2 * q->cap : 8;
@@ -319,7 +324,7 @@ static void complete(sim_t *s, int op, int node, int t, int peer, int64_t bytes)
     if (po->res == RES_COMPUTE) {
         touch(s, node);
         s->computing[node] = 0;
-    } else if (po->res == RES_SERVER || po->res == RES_UPDATE) {
+    } else if (po->res == RES_SERVER || po->res == RES_UPDATE || po->res == RES_INTRA) {
         s->rq[po->res][node].busy = 0;
         rq_start_next(s, po->res, node);
     }
@@ -689,7 +694,9 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
         }
         evq_pop(s->q, &e);
         s->now = e.t_ns;
-        if (e.type == EV_DONE) complete(s, e.a, e.b, e.c, -1, 0);
+        if (e.type == EV_DONE) /* a local transfer's row carries its bytes */
+            complete(s, e.a, e.b, e.c, -1,
+                     s->p->ops[e.a].res == RES_INTRA ? s->p->ops[e.a].bytes : 0);
         else deliver(s, e.a, e.b, e.c, e.d);
     }
 

@@ -169,6 +169,10 @@ TEST(experiment_errors_name_file_and_line)
          "factor from 0.001 to 1000"},
         {"model = m.net\ncluster = c.cluster\ncluster.speed = 9:2\n", "e.exp:3:",
          "expected speed lines for nodes below 2 (the most nodes run), got node 9"},
+        {"model = m.net\ncluster = c.cluster\ncluster.devices_per_node = 2\n", "e.exp:3:",
+         "expected an interconnect for devices_per_node = 2"},
+        {"model = m.net\ncluster = c.cluster\ncluster.interconnect = ethernet\n", "e.exp:3:",
+         "expected interconnect = pcie3"},
         {"model = m.net\ncluster = c.cluster\nbatch = 4\nbatch = 8\n", "e.exp:4:",
          "expected each key once, got 'batch' again (first at line 3)"},
     };

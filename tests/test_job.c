@@ -27,6 +27,8 @@ static void cluster_diff(const cluster_t *a, const cluster_t *b, char *out, size
     FIELD(nic_efficiency, "%.17g");
     FIELD(lat_ns, "%" PRId64);
     FIELD(core_Bps, "%.17g");
+    FIELD(intra_Bps, "%.17g");
+    FIELD(intra_lat_ns, "%" PRId64);
     FIELD(ps_shards, "%d");
     FIELD(server_Bps, "%.17g");
     FIELD(device.peak_flops, "%.17g");
