@@ -113,7 +113,9 @@ TEST(job_written_experiment_reads_back_the_same_job)
                      "kv_block_mb = 0.3\nkv_placement = round_robin\nallreduce_bucket_mb = 1.5\n"
                      "iterations = 7\nwarmup = 2\nseed = 99\ndata = synthetic\nlr = 0.123\n"
                      "cluster.straggler_sigma = 0.07\ncluster.speed = 1:0.8\n"
-                     "cluster.speed = 4:0.6\ncluster.peak_tflops = 1.7\ncluster.core_gbps = 33.3\n"));
+                     "cluster.speed = 4:0.6\ncluster.peak_tflops = 1.7\ncluster.core_gbps = 33.3\n"
+                     "cluster.devices_per_node = 2\ncluster.intra_gbps = 97.3\n"
+                     "cluster.intra_latency_us = 3.3\n"));
     /* a probe's odd figures, as a real run would have them */
     job_link_t link = {.bw_Bps = 117254913.73, .lat_ns = 48311};
     for (int i = 0; i < experiment_config_count(&e); i++) {
