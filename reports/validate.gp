@@ -17,6 +17,20 @@ lo = STATS_min / 1.3
 hi = STATS_max * 1.3
 set xrange [lo:hi]
 set yrange [lo:hi]
+# Less than a decade on a log axis leaves gnuplot's default with one labelled tick or none:
+# label a round linear step instead (about 5 ticks), so every plot reads.
+if (hi / lo < 10) {
+    raw = (hi - lo) / 5.0
+    mag = 10 ** floor(log10(raw))
+    step = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag
+    start = ceil(lo / step) * step
+    set xtics () ; set ytics ()
+    do for [i = 0:40] {
+        v = start + i * step
+        if (v <= hi) { set xtics add (sprintf("%g", v) v); set ytics add (sprintf("%g", v) v) }
+    }
+    set mxtics 1 ; set mytics 1
+}
 sel(s) = strcol(4) eq s ? $5 : NaN
 do for [fmt in "pngcairo svg"] {
     if (fmt eq "svg") { set terminal svg size 800,640 dynamic; set output out.'.svg' } \
