@@ -1,4 +1,5 @@
 /* poseidon sim EXPERIMENT [--csv FILE] [--trace PREFIX] [--set KEY=VALUE]... */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,8 +110,16 @@ int cmd_sim(int argc, char **argv)
                 break;
             }
         }
+        /* on a terminal, what runs now (a configuration of thousands of nodes takes a
+         * while); erased before its row */
+        bool tty = log_is_tty();
+        if (tty)
+            fprintf(stderr, "\r\033[K  simulating %d of %d: %s on %d nodes at %g Gbit/s ...", i + 1,
+                    n, sb, c.nodes, c.nic_Bps * 8 / 1e9);
         simrun_out_t o;
-        if (simrun_config(&e, &m, i, &c, tr, &o, err, sizeof err)) {
+        int failed = simrun_config(&e, &m, i, &c, tr, &o, err, sizeof err);
+        if (tty) fprintf(stderr, "\r\033[K");
+        if (failed) {
             fprintf(stderr, "%s\n", err);
             trace_close(&tr);
             rc = 1;
