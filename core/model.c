@@ -64,6 +64,62 @@ typedef struct scope {
     const char *bind_val[TOKENS_MAX + 1];
 } scope_t;
 
+/* A name -> index map (open addressing; the first insertion of a name stays), so that
+ * resolving names is linear in the layers: `repeat 4000` had made it quadratic. */
+typedef struct {
+    char **key;
+    int *val;
+    int cap, n;
+} name_index_t;
+
+static unsigned name_hash(const char *s)
+{
+    unsigned h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static int name_index_get(const name_index_t *ix, const char *name)
+{
+    if (!ix->cap) return -1;
+    for (unsigned i = name_hash(name) % (unsigned)ix->cap;; i = (i + 1) % (unsigned)ix->cap) {
+        if (!ix->key[i]) return -1;
+        if (!strcmp(ix->key[i], name)) return ix->val[i];
+    }
+}
+
+static void name_index_put(name_index_t *ix, const char *name, int val)
+{
+    if (2 * (ix->n + 1) > ix->cap) {
+        name_index_t g = {xcalloc(2 * (size_t)ix->cap + 64, sizeof(char *)),
+                          xcalloc(2 * (size_t)ix->cap + 64, sizeof(int)), 2 * ix->cap + 64, 0};
+        for (int i = 0; i < ix->cap; i++)
+            if (ix->key[i]) {
+                name_index_put(&g, ix->key[i], ix->val[i]);
+                free(ix->key[i]);
+            }
+        free(ix->key);
+        free(ix->val);
+        *ix = g;
+    }
+    for (unsigned i = name_hash(name) % (unsigned)ix->cap;; i = (i + 1) % (unsigned)ix->cap) {
+        if (!ix->key[i]) {
+            ix->key[i] = xstrdup(name);
+            ix->val[i] = val;
+            ix->n++;
+            return;
+        }
+        if (!strcmp(ix->key[i], name)) return; /* the first stays */
+    }
+}
+
+static void name_index_free(name_index_t *ix)
+{
+    for (int i = 0; i < ix->cap; i++) free(ix->key[i]);
+    free(ix->key);
+    free(ix->val);
+}
+
 typedef struct {
     const char *path;
     char *err;
@@ -78,6 +134,7 @@ typedef struct {
     int n_raw, cap_raw;
     alias_t *aliases;
     int n_alias, cap_alias;
+    name_index_t raw_index, alias_index; /* full name -> its raw layer / alias */
     char *last_name; /* full name of the last layer made (previous-line input) */
     int depth;
 } parser_t;
@@ -222,11 +279,10 @@ static bool is_keyword(const char *s)
 /* Line where a full name (layer or block use) was defined, or 0. */
 static int name_defined_at(const parser_t *p, const char *full)
 {
-    for (int i = 0; i < p->n_raw; i++)
-        if (!strcmp(p->raw[i].layer.name, full)) return p->raw[i].layer.src_line;
-    for (int i = 0; i < p->n_alias; i++)
-        if (!strcmp(p->aliases[i].name, full)) return p->aliases[i].lineno;
-    return 0;
+    int i = name_index_get(&p->raw_index, full);
+    if (i >= 0) return p->raw[i].layer.src_line;
+    i = name_index_get(&p->alias_index, full);
+    return i >= 0 ? p->aliases[i].lineno : 0;
 }
 
 /* true if name is a local of the scope's block, or "local.N" made by a repeat there. */
@@ -582,6 +638,7 @@ static int add_alias(parser_t *p, const scope_t *sc, int lineno, const char *ful
         p->cap_alias = p->cap_alias ? 2 * p->cap_alias : 64;
         p->aliases = xrealloc(p->aliases, p->cap_alias * sizeof *p->aliases);
     }
+    name_index_put(&p->alias_index, full, p->n_alias);
     p->aliases[p->n_alias++] = (alias_t){xstrdup(full), xstrdup(target), lineno};
     return 0;
 }
@@ -734,6 +791,7 @@ static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int ty
         p->cap_raw = p->cap_raw ? 2 * p->cap_raw : 64;
         p->raw = xrealloc(p->raw, p->cap_raw * sizeof *p->raw);
     }
+    name_index_put(&p->raw_index, r.layer.name, p->n_raw);
     p->raw[p->n_raw++] = r;
     set_last(p, full);
     free(full);
@@ -879,9 +937,7 @@ static int collect_blocks(parser_t *p)
 
 static int find_raw(const parser_t *p, const char *full)
 {
-    for (int i = 0; i < p->n_raw; i++)
-        if (!strcmp(p->raw[i].layer.name, full)) return i;
-    return -1;
+    return name_index_get(&p->raw_index, full);
 }
 
 static int resolve_input(const parser_t *p, const char *name)
@@ -889,11 +945,9 @@ static int resolve_input(const parser_t *p, const char *name)
     for (int hops = 0; hops <= p->n_alias; hops++) {
         int r = find_raw(p, name);
         if (r >= 0) return r;
-        const alias_t *a = NULL;
-        for (int i = 0; i < p->n_alias && !a; i++)
-            if (!strcmp(p->aliases[i].name, name)) a = &p->aliases[i];
-        if (!a) return -1;
-        name = a->target;
+        int a = name_index_get(&p->alias_index, name);
+        if (a < 0) return -1;
+        name = p->aliases[a].target;
     }
     return -1;
 }
@@ -1001,6 +1055,8 @@ static void parser_free(parser_t *p)
         free(p->aliases[i].target);
     }
     free(p->aliases);
+    name_index_free(&p->raw_index);
+    name_index_free(&p->alias_index);
     free(p->last_name);
 }
 
