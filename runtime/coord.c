@@ -17,11 +17,14 @@
 
 coord_config_t coord_config_default(void)
 {
-    coord_config_t c = {.heartbeat_ms = 250, .dead_ms = 3000, .join_ms = 30000};
+    coord_config_t c = {.heartbeat_ms = 250, .dead_ms = 3000, .join_ms = 30000,
+                        .stall_ms = 10000};
     const char *v = getenv("POSEIDON_HEARTBEAT_MS");
     if (v && atoi(v) > 0) c.heartbeat_ms = atoi(v);
     v = getenv("POSEIDON_DEAD_MS");
     if (v && atoi(v) > 0) c.dead_ms = atoi(v);
+    v = getenv("POSEIDON_STALL_MS");
+    if (v && atoi(v) > 0) c.stall_ms = atoi(v);
     return c;
 }
 
@@ -37,6 +40,8 @@ typedef struct {
     int64_t iteration;
     int layer;
     char text[TEXT_MAX];    /* "node\nwhat" from its last beat */
+    int64_t still_since_ns; /* when its position (iteration, layer, text) last moved */
+    int64_t stall_told_ns;  /* when its current stall was last reported; 0: not yet */
     int bye;
 } rank_state_t;
 
@@ -148,9 +153,14 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
         memcpy(st->hb_rid, m->rid, m->rid_len);
         st->hb_rid_len = m->rid_len;
         st->last_beat_ns = comm_now_ns();
+        n = n < TEXT_MAX - 1 ? n : TEXT_MAX - 1;
+        if (!st->still_since_ns || st->iteration != (int64_t)m->hdr.iteration ||
+            st->layer != (int)m->hdr.layer || strncmp(st->text, data, n) || st->text[n]) {
+            st->still_since_ns = st->last_beat_ns;
+            st->stall_told_ns = 0;
+        }
         st->iteration = m->hdr.iteration;
         st->layer = m->hdr.layer;
-        n = n < TEXT_MAX - 1 ? n : TEXT_MAX - 1;
         memcpy(st->text, data, n);
         st->text[n] = '\0';
         ok.type = MSG_HEARTBEAT_ACK;
@@ -163,6 +173,33 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
     default:
         log_warn("coordinator: unexpected %s from rank %d: dropped",
                  msg_type_name(m->hdr.type), r);
+    }
+}
+
+/* A stall report for every live rank whose position has not moved for stall_ms (again
+ * every stall_ms while it lasts): who waits, on what, since when. */
+static void report_stalls(coord_server_t *s)
+{
+    for (int q = 0; q < s->world; q++) {
+        rank_state_t *r = &s->ranks[q];
+        if (r->bye || !r->still_since_ns || ms_since(r->still_since_ns) < s->cfg.stall_ms)
+            continue;
+        if (r->stall_told_ns && ms_since(r->stall_told_ns) < s->cfg.stall_ms) continue;
+        r->stall_told_ns = comm_now_ns();
+        char node[128];
+        node_of(r, q, node, sizeof node);
+        const char *what = strchr(r->text, '\n');
+        what = what && what[1] ? what + 1 : "its next step";
+        int64_t silent = ms_since(r->last_beat_ns);
+        if (silent > 4 * (int64_t)s->cfg.heartbeat_ms)
+            log_warn("stall: %s has sent no heartbeat for %.1f s (dead after %.1f s); it last "
+                     "waited on %s (iteration %lld)",
+                     node, (double)silent / 1e3, s->cfg.dead_ms / 1e3, what,
+                     (long long)r->iteration);
+        else
+            log_warn("stall: %s has waited %.1f s on %s (iteration %lld); alive (heartbeats)",
+                     node, (double)ms_since(r->still_since_ns) / 1e3, what,
+                     (long long)r->iteration);
     }
 }
 
@@ -196,6 +233,7 @@ static void *server_main(void *arg)
             server_abort(s, dead, why);
             break;
         }
+        report_stalls(s);
     }
     atomic_store(&s->done, 1);
     return NULL;

@@ -15,6 +15,11 @@
  * and exits the same way. So a dead peer ends the whole job within about dead_ms +
  * heartbeat_ms, never a hang.
  *
+ * Slow is not dead: a rank that beats is alive however long it waits. When a live rank's
+ * reported position (iteration, layer, what it waits on) has not moved for stall_ms, the
+ * coordinator logs a stall report naming the rank, its node, what it waits on and since
+ * when, and repeats it every stall_ms while the stall lasts; the job goes on.
+ *
  * Threads: the client's main-channel calls (rendezvous, barrier, bcast, finish) belong to
  * one thread; coord_client_progress may be called from any thread.
  */
@@ -32,9 +37,12 @@ typedef struct {
     int heartbeat_ms; /* interval of beats; default 250 */
     int dead_ms;      /* silence after which a rank counts as dead; default 3000 */
     int join_ms;      /* every rank must have joined by then; default 30000 */
+    int stall_ms;     /* a live rank whose position has not moved for this long is reported
+                         (once per interval); default 10000 */
 } coord_config_t;
 
-/* The defaults above; POSEIDON_HEARTBEAT_MS / POSEIDON_DEAD_MS override them. */
+/* The defaults above; POSEIDON_HEARTBEAT_MS / POSEIDON_DEAD_MS / POSEIDON_STALL_MS override
+ * them. */
 coord_config_t coord_config_default(void);
 
 typedef struct coord_server coord_server_t;

@@ -419,8 +419,9 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
         goto bad_input;
     }
     int to = cfg->timeout_ms;
-    log_info("rank %d of %d (%s), master %s:%d", w->rank, w->world,
-             launch_source_name(w->env.source), w->env.master_addr, w->env.master_port);
+    log_info("rank %d of %d (%s), pid %d, master %s:%d", w->rank, w->world,
+             launch_source_name(w->env.source), (int)getpid(), w->env.master_addr,
+             w->env.master_port);
 
     /* compute and data, before anything else can wait on this rank */
     if (!w->emulate) {

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Slow is not dead: a rank stopped (SIGSTOP) for 4 s in a 2-rank job with a 30 s death
+# timeout is reported as a stall by the coordinator (who waits, on what, since when), and
+# after SIGCONT the job finishes normally; a rank killed for real (SIGKILL) still ends the job
+# with a message naming it. Emulated compute (10 ms per iteration), so the host's load does
+# not decide what is measured.
+set -u
+build=${1:-build}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+. tests/integration/lib/common.bash
+tmp=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+printf 'layer,batch,fwd_ns,bwd_ns\nfc1,8,1000000,2000000\nrelu1,8,0,0\nfc2,8,1000000,2000000\nrelu2,8,0,0\nfc3,8,1000000,3000000\nloss,8,0,0\n' >"$tmp/prof.csv"
+
+# the rank's pid, from its "rank R of W (...), pid P" line
+rank_pid() { sed -n "s/.*rank $1 of 2 ([^)]*), pid \([0-9]*\).*/\1/p" "$2" | head -1; }
+wait_for() { # wait_for PATTERN FILE SECONDS
+    for _ in $(seq $(( $3 * 10 ))); do grep -q "$1" "$2" && return 0; sleep 0.1; done
+    return 1
+}
+
+POSEIDON_DEAD_MS=30000 POSEIDON_STALL_MS=1000 timeout 120 "$build/poseidon" train --workers 2 \
+    --model models/mlp.net --compute emulate --profile "$tmp/prof.csv" --batch 8 \
+    --iterations 600 --data synthetic --no-eval --scheme ps+wfbp --no-probe --job-out none \
+    >"$tmp/log" 2>&1 &
+pid=$!
+wait_for "steady\|epoch,iteration" "$tmp/log" 30 || { tail "$tmp/log"; fail "the job did not start"; }
+p1=$(rank_pid 1 "$tmp/log")
+[ -n "$p1" ] || { tail "$tmp/log"; fail "no pid for rank 1"; }
+sleep 1
+kill -STOP "$p1"
+sleep 4
+kill -CONT "$p1"
+wait $pid; rc=$?
+pid=
+[ $rc = 0 ] || { tail -15 "$tmp/log"; fail "a rank stopped for 4 s ended the job (exit $rc)"; }
+grep -q "stall: .*(rank 0) has waited [0-9.]* s on .*; alive" "$tmp/log" ||
+    { grep -i "stall\|abort" "$tmp/log" | head; fail "no stall report while rank 1 was stopped"; }
+! grep -qi "abort" "$tmp/log" || fail "the stalled job aborted"
+grep -q "stall: .*(rank 1) has sent no heartbeat for" "$tmp/log" ||
+    fail "the stopped rank's silence was not reported"
+grep "stall: " "$tmp/log" | sed 's/^warning: //' | head -2
+
+# a rank that is gone is still dead: SIGKILL ends the job, naming the node
+POSEIDON_DEAD_MS=3000 timeout 120 "$build/poseidon" train --workers 2 --model models/mlp.net \
+    --compute emulate --profile "$tmp/prof.csv" --batch 8 --iterations 2000 --data synthetic \
+    --no-eval --scheme ps+wfbp --no-probe --job-out none >"$tmp/log2" 2>&1 &
+pid=$!
+wait_for "epoch,iteration" "$tmp/log2" 30 || fail "the second job did not start"
+p1=$(rank_pid 1 "$tmp/log2")
+sleep 1
+kill -9 "$p1"
+wait $pid; rc=$?
+pid=
+[ $rc != 0 ] || fail "a killed rank did not end the job"
+grep -qi "rank 1" "$tmp/log2" || { tail "$tmp/log2"; fail "the end does not name rank 1"; }
+echo "ok: a stopped rank is reported as a stall and the job goes on; a killed one ends it"
