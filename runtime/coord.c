@@ -180,6 +180,7 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
  * every stall_ms while it lasts): who waits, on what, since when. */
 static void report_stalls(coord_server_t *s)
 {
+    if (s->cfg.stall_ms <= 0) return; /* reports off */
     for (int q = 0; q < s->world; q++) {
         rank_state_t *r = &s->ranks[q];
         if (r->bye || !r->still_since_ns || ms_since(r->still_since_ns) < s->cfg.stall_ms)

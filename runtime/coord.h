@@ -38,7 +38,7 @@ typedef struct {
     int dead_ms;      /* silence after which a rank counts as dead; default 3000 */
     int join_ms;      /* every rank must have joined by then; default 30000 */
     int stall_ms;     /* a live rank whose position has not moved for this long is reported
-                         (once per interval); default 10000 */
+                         (once per interval); default 10000; 0: no reports */
 } coord_config_t;
 
 /* The defaults above; POSEIDON_HEARTBEAT_MS / POSEIDON_DEAD_MS / POSEIDON_STALL_MS override
