@@ -169,8 +169,40 @@ int launch_local_addr(const char *master_addr, char *out, size_t out_len)
     return rc;
 }
 
+/* Whether port can be bound on every address now (as the coordinator will bind it). */
+static int port_bindable(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) die("socket: %s", strerror(errno));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
+}
+
 int launch_free_port(void)
 {
+    /* Below the kernel's ephemeral range: a port from that range, free when checked, can be
+     * taken by any outgoing connection (a job's ranks open thousands) before the
+     * coordinator binds it, which made a local job fail now and then with "Address already
+     * in use". */
+    int low = 32768;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d", &low) != 1) low = 32768;
+        fclose(f);
+    }
+    if (low > 12000) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec;
+        for (int i = 0; i < 200; i++) {
+            seed = seed * 1103515245u + 12345u;
+            int port = 10000 + (int)((seed >> 8) % (unsigned)(low - 10000));
+            if (port_bindable(port)) return port;
+        }
+    }
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) die("socket: %s", strerror(errno));
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};

@@ -47,7 +47,9 @@ const char *launch_source_name(launch_source_t s);
  * master_addr ("127.0.0.1" for a loopback master). 0, or -1 if there is no route. */
 int launch_local_addr(const char *master_addr, char *out, size_t out_len);
 
-/* A free TCP port on 127.0.0.1 right now (for a local job's MASTER_PORT). */
+/* A TCP port free on every address right now, below the ephemeral range when the kernel
+ * leaves room (outgoing connections cannot take it before it is bound), for a local job's
+ * MASTER_PORT. */
 int launch_free_port(void);
 
 typedef int (*launch_child_fn)(int rank, void *arg);
