@@ -5,7 +5,7 @@
  * in ui.perfetto.dev or chrome://tracing. Comparing a simulated and a real run is a join on
  * (node, iteration, op, layer) (`poseidon report compare`), so a row of one kind must be the
  * same interval in both: the simulator's (sim/sim.c) and the runtime's merged trace
- * (runtime/worker.c, trace_merge).
+ * (the runtime's ranks merged by core/trace_merge.c).
  *
  * Rows, node = the node the plan places the instance on (core/plan.h). A transfer group
  * completes at its source when all its flows are delivered: its end is when its last bytes
