@@ -48,6 +48,16 @@ void log_msg(log_level_t level, const char *fmt, ...)
 
 const char *log_commit(void) { return POSEIDON_COMMIT; }
 
+void log_block(const char *text, size_t len)
+{
+    fflush(stderr);
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(STDERR_FILENO, text + off, len - off);
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+}
+
 void log_banner(int argc, char **argv, uint64_t seed)
 {
     char buf[4096];

@@ -23,6 +23,10 @@ void log_msg(log_level_t level, const char *fmt, ...) __attribute__((format(prin
 /* The git commit the binary was built from ("unknown" outside a checkout). */
 const char *log_commit(void);
 
+/* A block of whole lines (a table) to stderr in one write(2), so that another process's lines
+ * do not cut into it (on a pipe, whole up to PIPE_BUF bytes). */
+void log_block(const char *text, size_t len);
+
 /* First line of every program, on stderr:
  *   "# poseidon <commit> | seed 42 | <argv...>" */
 void log_banner(int argc, char **argv, uint64_t seed);

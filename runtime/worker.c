@@ -562,7 +562,16 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
             if (w->plan.units[u].layer >= 0)
                 log_info("  unit %d %-12s %s", u, worker_unit_name(w, u),
                          sync_method_name(w->plan.units[u].method));
-        if (cfg->print_plan) plan_print(&w->plan, stderr, 0);
+        if (cfg->print_plan) { /* one write: the other ranks' lines do not cut into it */
+            char *text = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&text, &len);
+            if (!f) die("open_memstream: %s", strerror(errno));
+            plan_print(&w->plan, f, 0);
+            fclose(f);
+            log_block(text, len);
+            free(text);
+        }
     }
     if (w->emulate) {
         /* the simulator's unit times (core/unit_times.h), at this rank's speed: a `speed =
