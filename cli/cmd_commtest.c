@@ -24,12 +24,14 @@
 #include "runtime/comm.h"
 #include "runtime/coord.h"
 #include "runtime/launch.h"
+#include "runtime/transport_security.h"
 #include "runtime/ps.h"
 
 typedef struct {
     int workers, iters, victim, kill_at, staleness, timeout_ms;
     long long floats, block_bytes, total_bytes;
     const char *mode;
+    transport_security_t security;
 } ct_opts_t;
 
 static void usage(FILE *f)
@@ -37,9 +39,11 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: poseidon comm-test [--workers N] [--mode check|bench] [--iters N]\n"
             "         [--floats N] [--block-bytes B] [--total-bytes B] [--staleness S]\n"
-            "         [--kill-rank R --kill-at ITER] [--timeout-ms MS]\n"
+            "         [--kill-rank R --kill-at ITER] [--timeout-ms MS] [--keys DIR | --insecure]\n"
             "Runs the PS / all-reduce / coordinator substrate across processes. Without\n"
-            "--workers, the rank comes from RANK/WORLD_SIZE, Open MPI or Slurm variables.\n");
+            "--workers, the rank comes from RANK/WORLD_SIZE, Open MPI or Slurm variables.\n"
+            "Sockets speak CURVE: a local job makes its keys, a launched one needs --keys DIR\n"
+            "(poseidon keygen); --insecure: plain TCP, on one machine only.\n");
 }
 
 static float grad_of(int rank, int64_t t, size_t i)
@@ -62,6 +66,10 @@ static int run_rank(int rank_hint, void *arg)
     char err[256];
     if (launch_env_detect(&env, err, sizeof err) != 0) {
         fprintf(stderr, "poseidon comm-test: %s\n", err);
+        return 2;
+    }
+    if (transport_security_install(&o->security, &env, err, sizeof err) != 0) {
+        fprintf(stderr, "poseidon comm-test: rank %d: %s\n", env.rank, err);
         return 2;
     }
     int bench = !strcmp(o->mode, "bench");
@@ -218,6 +226,7 @@ int cmd_commtest(int argc, char **argv)
         {"block-bytes", required_argument, 0, 'b'}, {"total-bytes", required_argument, 0, 't'},
         {"staleness", required_argument, 0, 's'}, {"kill-rank", required_argument, 0, 'k'},
         {"kill-at", required_argument, 0, 'a'},   {"timeout-ms", required_argument, 0, 'o'},
+        {"keys", required_argument, 0, 'K'},      {"insecure", no_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     int ch, rc = 0;
     long long v = 0;
@@ -242,6 +251,8 @@ int cmd_commtest(int argc, char **argv)
         case 'o':
             rc = flag_int32("comm-test", "--timeout-ms", optarg, 100, 1 << 30, &o.timeout_ms);
             break;
+        case 'K': o.security.keys_dir = optarg; break;
+        case 'I': o.security.insecure = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -255,9 +266,23 @@ int cmd_commtest(int argc, char **argv)
         fprintf(stderr, "poseidon comm-test: --block-bytes must be a multiple of 4\n");
         return 2;
     }
+    if (o.security.keys_dir && o.security.insecure) {
+        fprintf(stderr, "poseidon comm-test: --keys and --insecure: choose one\n");
+        return 2;
+    }
     if (o.workers > 0) {
-        int port = launch_free_port();
-        return launch_local(o.workers, port, 15000, run_rank, &o);
+        keyring_t *keys = NULL;
+        if (!o.security.keys_dir && !o.security.insecure) {
+            char err[256];
+            if (!(keys = keyring_generate(o.workers, err, sizeof err))) {
+                fprintf(stderr, "poseidon comm-test: %s\n", err);
+                return 1;
+            }
+            o.security.keys = keys;
+        }
+        rc = launch_local(o.workers, launch_free_port(), 15000, run_rank, &o);
+        keyring_destroy(&keys);
+        return rc;
     }
     return run_rank(-1, &o);
 }

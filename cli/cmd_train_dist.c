@@ -78,7 +78,12 @@ static void usage(FILE *f)
             "  --params-out PATH   each rank writes its final parameters to PATH.<rank>\n"
             "  --job-out FILE      where rank 0 writes the experiment it ran (default\n"
             "                      out/runs/MODEL-DATE-TIME.exp; 'none': nowhere)\n"
-            "  --print-plan        rank 0 prints the plan's per-unit table\n");
+            "  --print-plan        rank 0 prints the plan's per-unit table\n\n"
+            "transport (every socket speaks ZeroMQ CURVE: encrypted, and only the job's ranks\n"
+            "get in; a local job makes its keys in memory):\n"
+            "  --keys DIR          the job's keys, from poseidon keygen --ranks N -o DIR\n"
+            "                      (needed under mpirun, srun or RANK=...)\n"
+            "  --insecure          plain TCP, for a job whose ranks all run on this machine\n");
 }
 
 /* The flags that stand for one experiment key each. */
@@ -108,12 +113,6 @@ typedef struct {
 typedef struct {
     worker_config_t cfg;
 } td_t;
-
-static int run_rank(int rank, void *arg)
-{
-    (void)rank;
-    return worker_run(&((td_t *)arg)->cfg);
-}
 
 static int add_set(job_set_t **sets, int *n, const char *flag, const char *fmt, const char *a,
                    const char *b)
@@ -164,6 +163,7 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
         }
         if (!strcmp(a, "--no-eval")) { c->evaluate = false; continue; }
         if (!strcmp(a, "--print-plan")) { c->print_plan = true; continue; }
+        if (!strcmp(a, "--insecure")) { c->security.insecure = true; continue; }
         if (i + 1 >= argc) {
             fprintf(stderr, "poseidon train: unknown option or missing value: '%s'\n", a);
             goto out;
@@ -218,6 +218,7 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
         else if (!strcmp(a, "--trace")) c->trace_prefix = v;
         else if (!strcmp(a, "--params-out")) c->params_out = v;
         else if (!strcmp(a, "--job-out")) snprintf(job_out, job_out_len, "%s", v);
+        else if (!strcmp(a, "--keys")) c->security.keys_dir = v;
         else {
             fprintf(stderr, "poseidon train: unknown option '%s' (--help lists them)\n", a);
             goto out;
@@ -248,6 +249,10 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
             fprintf(stderr, "poseidon train: %s\n", err);
             goto out;
         }
+    if (c->security.insecure && c->security.keys_dir) {
+        fprintf(stderr, "poseidon train: --keys and --insecure: choose one\n");
+        goto out;
+    }
     if (experiment_check_overrides(job, err, sizeof err)) {
         fprintf(stderr, "poseidon train: %s%s\n", err,
                 job->model_path[0] ? "" : " (--model FILE, or an EXPERIMENT file)");
@@ -293,8 +298,7 @@ int cmd_train_distributed(int argc, char **argv)
     }
     c->job_out = strcmp(job_out, "none") ? job_out : NULL;
     log_banner(argc, argv, c->job.seed);
-    if (workers > 0) rc = launch_local(workers, launch_free_port(), 15000, run_rank, td);
-    else rc = worker_run(c);
+    rc = workers > 0 ? worker_run_local(c, workers) : worker_run(c);
     free(td);
     return rc;
 }

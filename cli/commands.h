@@ -6,6 +6,8 @@
 
 int cmd_model(int argc, char **argv);
 int cmd_commtest(int argc, char **argv);
+/* the CURVE keys of a job across machines (cli/cmd_keygen.c) */
+int cmd_keygen(int argc, char **argv);
 
 int cmd_train(int argc, char **argv);
 /* distributed training (cli/cmd_train_dist.c): --workers N, or a launcher's environment */

@@ -18,6 +18,7 @@ static const command_t s_commands[] = {
     {"comm-test", cmd_commtest, "check the PS / all-reduce / coordinator substrate across processes"},
     {"train", cmd_train, "train a network on one worker (CPU): loss, accuracy, images/s"},
     {"profile", cmd_profile, "per-layer forward/backward time -> the CSV the simulator reads"},
+    {"keygen", cmd_keygen, "the keys of a job across machines (every socket speaks CURVE)"},
     {"report", cmd_report, "plots and sim-versus-real tables from the CSVs"},
 };
 static const int s_n_commands = (int)(sizeof s_commands / sizeof s_commands[0]);

@@ -156,10 +156,11 @@ for model in $models; do
                     # the host's CPU ticks, sampled through the run; each rank notes when it ended
                     (while :; do echo "$(date +%s.%N) $(cpu_ticks)"; sleep 0.2; done) >"$rd/host_cpu.txt" &
                     sampler=$!
+                    "$bin" keygen --ranks "$n" -o "$rd/keys" >/dev/null || exit 1
                     timeout 600 experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -l "$rd/logs" -- \
                         sh -c '"$@"; rc=$?; date +%s.%N >"$0.$RANK"; exit $rc' "$rd/logs/end" \
                         nice -n -10 "$bin" train "$exp" --set sweep_nodes="$n" --set sweep_schemes="$s" \
-                        --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" \
+                        --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" \
                         >"$rd/out.log" 2>&1
                     rc=$?
                     kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null

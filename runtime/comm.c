@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "runtime/reject_log.h"
+#include "runtime/zap.h"
 
 /* Messages kept for a later matching receive. A bound guards against a peer that floods
  * us with traffic nobody waits for. */
@@ -46,6 +48,24 @@ struct comm {
 static void *s_ctx;
 static pid_t s_ctx_pid;
 static pthread_mutex_t s_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static const keyring_t *s_keyring; /* set: every socket speaks CURVE */
+static size_t s_max_payload = MSG_MAX_PAYLOAD_BYTES;
+
+void comm_set_keyring(const keyring_t *k)
+{
+    pthread_mutex_lock(&s_ctx_lock);
+    ASSERT(!s_keyring || s_keyring == k, "the process's keyring is set once");
+    s_keyring = k;
+    pthread_mutex_unlock(&s_ctx_lock);
+}
+
+const keyring_t *comm_keyring(void) { return s_keyring; }
+
+void comm_set_max_payload(size_t bytes)
+{
+    ASSERT(bytes > 0 && bytes <= MSG_MAX_PAYLOAD_BYTES, "max payload %zu", bytes);
+    s_max_payload = bytes;
+}
 
 void comm_zmq_fail(const char *file, int line, const char *expr, const char *hint)
 {
@@ -108,6 +128,8 @@ void *comm_context(void)
         s_ctx_pid = getpid();
         keep_heap();
     }
+    /* before any CURVE server socket exists: libzmq asks the handler about each connection */
+    if (s_keyring && zap_start(s_ctx, s_keyring) != 0) die("cannot start the ZAP handler");
     pthread_mutex_unlock(&s_ctx_lock);
     return s_ctx;
 }
@@ -115,6 +137,46 @@ void *comm_context(void)
 static void set_int(void *sock, int opt, int v, const char *what)
 {
     ZMQ_CHECK(zmq_setsockopt(sock, opt, &v, sizeof v), what);
+}
+
+/* The largest frame a peer may send: a header plus the largest payload of this job; a peer
+ * that announces more is disconnected by ZeroMQ before it is buffered. */
+static void set_max_message(void *sock)
+{
+    int64_t max_bytes = (int64_t)s_max_payload + 4096;
+    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes), "MAXMSGSIZE");
+}
+
+static void set_key(void *sock, int opt, const uint8_t key[32], const char *what)
+{
+    ZMQ_CHECK(zmq_setsockopt(sock, opt, key, 32), what);
+}
+
+/* A secure process's server socket: CURVE with rank's secret key, connections admitted by
+ * the ZAP handler. */
+static void secure_server(void *sock, int rank)
+{
+    uint8_t secret[32];
+    ASSERT(keyring_secret(s_keyring, rank, secret) == 0,
+           "a socket of rank %d, whose secret key this process does not hold", rank);
+    set_int(sock, ZMQ_CURVE_SERVER, 1, "CURVE_SERVER");
+    set_key(sock, ZMQ_CURVE_SECRETKEY, secret, "CURVE_SECRETKEY");
+    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "poseidon", 8), "ZAP_DOMAIN");
+    memset(secret, 0, sizeof secret);
+}
+
+/* A secure process's connection from rank to peer: the peer must hold peer's secret key. */
+static void secure_client(void *sock, int rank, int peer)
+{
+    uint8_t secret[32], public[32], server[32];
+    ASSERT(keyring_secret(s_keyring, rank, secret) == 0 &&
+               keyring_public(s_keyring, rank, public) == 0,
+           "a socket of rank %d, whose secret key this process does not hold", rank);
+    ASSERT(keyring_public(s_keyring, peer, server) == 0, "no key for peer %d", peer);
+    set_key(sock, ZMQ_CURVE_SERVERKEY, server, "CURVE_SERVERKEY");
+    set_key(sock, ZMQ_CURVE_PUBLICKEY, public, "CURVE_PUBLICKEY");
+    set_key(sock, ZMQ_CURVE_SECRETKEY, secret, "CURVE_SECRETKEY");
+    memset(secret, 0, sizeof secret);
 }
 
 #define COMM_LISTEN_BACKLOG 65535
@@ -150,9 +212,8 @@ static comm_t *comm_create(const char *name, int rank, int n_peers, const char *
         set_int(c->router, ZMQ_BACKLOG, COMM_LISTEN_BACKLOG, "BACKLOG");
         set_int(c->router, ZMQ_LINGER, send_timeout_ms, "LINGER");
         set_int(c->router, ZMQ_SNDTIMEO, send_timeout_ms, "SNDTIMEO");
-        int64_t max_bytes = (int64_t)MSG_MAX_PAYLOAD_BYTES + 4096;
-        ZMQ_CHECK(zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes),
-                  "MAXMSGSIZE");
+        set_max_message(c->router);
+        if (s_keyring) secure_server(c->router, rank);
         if (zmq_bind(c->router, bind) != 0) {
             log_error("comm %s rank %d: cannot bind %s: %s (port in use, or an address this "
                       "host does not have?)",
@@ -233,8 +294,8 @@ int comm_connect(comm_t *c, int peer, const char *endpoint)
     ZMQ_CHECK(zmq_setsockopt(s, ZMQ_AFFINITY, &c->affinity, sizeof c->affinity), "AFFINITY");
     set_int(s, ZMQ_LINGER, c->send_timeout_ms, "LINGER");
     set_int(s, ZMQ_SNDTIMEO, c->send_timeout_ms, "SNDTIMEO");
-    int64_t max_bytes = (int64_t)MSG_MAX_PAYLOAD_BYTES + 4096;
-    ZMQ_CHECK(zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes), "MAXMSGSIZE");
+    set_max_message(s);
+    if (s_keyring) secure_client(s, c->rank, peer);
     if (zmq_connect(s, endpoint) != 0) {
         log_error("comm %s rank %d: cannot connect to peer %d at '%s': %s", c->name, c->rank,
                   peer, endpoint, zmq_strerror(zmq_errno()));
@@ -546,12 +607,22 @@ static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
         zmq_msg_close(&hf);
         return e == EAGAIN ? 2 : -1;
     }
-    const char *addr = zmq_msg_gets(&hf, "Peer-Address");
+    /* copied now: the metadata may go with the connection once the frame is closed */
+    char addr[64] = "address unknown";
+    const char *a = zmq_msg_gets(&hf, "Peer-Address");
+    if (a) snprintf(addr, sizeof addr, "%s", a);
+    int authenticated = -1; /* the rank the ZAP handler admitted the connection as */
+    const char *user = s_keyring && sock == c->router ? zmq_msg_gets(&hf, "User-Id") : NULL;
+    if (user && *user) authenticated = atoi(user);
     char why[160] = "";
     msg_header_t h;
     int ok = 1;
     if (peer < 0) {
         snprintf(why, sizeof why, "routing id is not a rank of this job");
+        ok = 0;
+    } else if (s_keyring && sock == c->router && authenticated != peer) {
+        snprintf(why, sizeof why, "the connection's key is rank %d's, its routing id says %d",
+                 authenticated, peer);
         ok = 0;
     } else if (msg_decode(zmq_msg_data(&hf), zmq_msg_size(&hf), &h, why, sizeof why) != 0) {
         ok = 0;
@@ -602,8 +673,10 @@ static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
     if (!ok) {
         comm_msg_close(out);
         c->n_bad++;
-        log_warn("comm %s rank %d: dropped bad message from %s (%s): %s", c->name, c->rank,
-                 who, addr ? addr : "address unknown", why);
+        char source[256];
+        snprintf(source, sizeof source, "%s/%s/%s", c->name, who, addr);
+        reject_log(source, "comm %s rank %d: dropped bad message from %s (%s): %s", c->name,
+                   c->rank, who, addr, why);
         return 0;
     }
     out->rid_len = 0;

@@ -11,12 +11,15 @@
  *
  * Identity: a DEALER's routing id is "<channel>:<rank>" (channel = the comm's name, so two
  * comms of one process connecting to the same ROUTER do not collide). The receiver takes the
- * peer's rank from it; a message whose header claims another sender is dropped.
+ * peer's rank from it; a message whose header claims another sender is dropped. In a secure
+ * process (comm_set_keyring) the routing id must also name the rank whose key the
+ * connection was admitted with, so no rank can speak for another.
  *
  * Messages: frame 1 is the 56-byte msg header (msg.h), frame 2 (only when length > 0) the
  * payload. Every received message is validated (frame count, header, payload length ==
  * header length, claimed sender == transport sender); a bad one is logged as
- * "dropped bad message from <id> (<address>): <reason>", counted, and never returned.
+ * "dropped bad message from <id> (<address>): <reason>" (at most one line per sender per
+ * interval: runtime/reject_log.h), counted, and never returned.
  * Payloads of COMM_ZEROCOPY_MIN_BYTES or more sent with a tracker are handed to ZeroMQ
  * without a copy (zmq_msg_init_data); the caller must not touch the buffer until
  * comm_tracker_wait says ZeroMQ released it; a comm_buf_t is the same for a buffer that is
@@ -44,6 +47,7 @@
 #include <zmq.h>
 
 #include "core/check.h"
+#include "runtime/keyring.h"
 #include "runtime/msg.h"
 
 /* An environment failure in ZeroMQ: file:line, the library's message, a hint; exits 1. */
@@ -92,6 +96,20 @@ typedef struct {
 
 /* The process's ZeroMQ context (created on first call). */
 void *comm_context(void);
+
+/* Security: with a keyring set, every socket this process makes afterwards speaks CURVE:
+ * a comm of rank r serves with r's secret key and admits only connections that hold one of
+ * the keyring's keys (runtime/zap.h), connects to peer p only if p's server proves p's key,
+ * and drops any message whose connection's key is not that of the rank its routing id
+ * names. Set once, before the first comm; k must outlive every comm. Without one, sockets
+ * are plain TCP (a job on loopback run --insecure, tests of the transport). */
+void comm_set_keyring(const keyring_t *k);
+const keyring_t *comm_keyring(void);
+
+/* The largest payload a peer of this process may send (default MSG_MAX_PAYLOAD_BYTES): a
+ * frame announcing more ends its connection before anything is allocated. For comms made
+ * afterwards. */
+void comm_set_max_payload(size_t bytes);
 
 /* A comm for `rank` talking to peers 0..n_peers-1. bind: an endpoint for the inbound ROUTER
  * ("tcp://127.0.0.1:*" picks a free port, "ipc:///tmp/x"), or NULL for none. name: the

@@ -242,8 +242,11 @@ static void *server_main(void *arg)
 
 coord_server_t *coord_server_new(const launch_env_t *env, coord_config_t cfg)
 {
-    char ep[64];
-    snprintf(ep, sizeof ep, "tcp://*:%d", env->master_port);
+    /* on the interface the ranks reach the master by (loopback for a local job), not on
+     * every interface of the host */
+    char addr[64], ep[128];
+    if (launch_local_addr(env->master_addr, addr, sizeof addr) != 0) return NULL;
+    snprintf(ep, sizeof ep, "tcp://%s:%d", addr, env->master_port);
     comm_t *c = comm_new_control("coord", 0, env->world, ep, 2000);
     if (!c) return NULL;
     coord_server_t *s = xcalloc(1, sizeof *s);

@@ -380,6 +380,29 @@ static int write_job(const worker_t *w, const cluster_t *cl, const char *path)
  * other ranks. Returns the rank ready to run, or NULL with *rc = 2 (bad input: the job, its
  * files, the launcher's environment) or 1 (a set-up failure), the message printed. A failure
  * after the coordinator is up ends the whole job through it instead. */
+static int64_t elements(shape_t s) { return (int64_t)s.c * s.h * s.w; }
+
+/* A bound on every payload of this job: a PS block, an all-reduce chunk or bucket holds at
+ * most all the parameters; a layer's sufficient factors are at most batch x (its input +
+ * its output); the probe's bulk message; the rendezvous table of every rank's endpoints.
+ * Plus a margin for headers and text. A peer that announces more is cut off unread. */
+static size_t largest_message(const worker_t *w)
+{
+    const model_t *m = &w->model;
+    int64_t most = 4 * m->total_params;
+    for (int l = 0; l < m->n_layers; l++) {
+        const layer_t *ly = &m->layers[l];
+        if (ly->params == 0) continue;
+        int64_t factors = 4 * (int64_t)w->job->batch * (elements(ly->in_shape) + elements(ly->out_shape));
+        if (factors > most) most = factors;
+    }
+    if (w->job->train.probe_bytes > most) most = w->job->train.probe_bytes;
+    int64_t table = (int64_t)w->world * (n_units_of(m) + 2) * 300;
+    if (table > most) most = table;
+    most += 1 << 20;
+    return most > (int64_t)MSG_MAX_PAYLOAD_BYTES ? MSG_MAX_PAYLOAD_BYTES : (size_t)most;
+}
+
 worker_t *worker_new(const worker_config_t *cfg, int *rc)
 {
     worker_t *w = xcalloc(1, sizeof *w);
@@ -416,6 +439,10 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     }
     if (model_load(&w->model, job->model_path, err, sizeof err)) {
         fprintf(stderr, "poseidon train: %s\n", err);
+        goto bad_input;
+    }
+    if (transport_security_install(&cfg->security, &w->env, err, sizeof err)) {
+        fprintf(stderr, "poseidon train: rank %d: %s\n", w->rank, err);
         goto bad_input;
     }
     int to = cfg->timeout_ms;
@@ -455,6 +482,14 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     else w->params = xcalloc((size_t)w->n_params + 1, sizeof(float));
     w->hist_local = xcalloc((size_t)w->n_params + 1, sizeof(float));
     w->hist_server = xcalloc((size_t)w->n_params + 1, sizeof(float));
+
+    /* no peer may send more than this job ever sends in one message */
+    size_t max_payload = largest_message(w);
+    comm_set_max_payload(max_payload);
+    if (w->rank == 0)
+        log_info("transport: %s; a frame over %.1f MB ends its connection",
+                 comm_keyring() ? "CURVE, the job's keys only" : "plain TCP (--insecure)",
+                 max_payload / 1e6);
 
     /* coordinator, endpoints, rendezvous */
     coord_config_t cc = coord_config_default();
@@ -742,4 +777,28 @@ int worker_run(const worker_config_t *cfg)
     worker_finish(w);
     worker_destroy(&w);
     return 0;
+}
+
+static int run_local_rank(int rank, void *arg)
+{
+    (void)rank;
+    return worker_run(arg);
+}
+
+int worker_run_local(worker_config_t *cfg, int n)
+{
+    keyring_t *keys = NULL;
+    const keyring_t *given = cfg->security.keys;
+    if (!given && !cfg->security.insecure && !cfg->security.keys_dir) {
+        char err[256];
+        if (!(keys = keyring_generate(n, err, sizeof err))) {
+            fprintf(stderr, "poseidon train: %s (--insecure runs without encryption)\n", err);
+            return 1;
+        }
+        cfg->security.keys = keys;
+    }
+    int rc = launch_local(n, launch_free_port(), 15000, run_local_rank, cfg);
+    cfg->security.keys = given;
+    keyring_destroy(&keys);
+    return rc;
 }

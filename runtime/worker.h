@@ -43,6 +43,7 @@
 
 #include "core/experiment.h"
 #include "runtime/solver.h"
+#include "runtime/transport_security.h"
 
 /* One rank's run: the job (what to run, the same description the simulator reads) and how
  * this process runs it. */
@@ -59,6 +60,7 @@ typedef struct {
     const char *params_out;    /* each rank writes its final parameters to PATH.<rank> */
     const char *job_out;       /* rank 0 writes the experiment it ran here; NULL: none */
     bool print_plan;           /* rank 0 prints the plan's per-unit table */
+    transport_security_t security; /* the keys of the job's sockets (CURVE), or insecure */
 } worker_config_t;
 
 /* Defaults: the job of experiment_defaults() (no model yet), init auto, evaluation on, one
@@ -91,6 +93,11 @@ void worker_destroy(worker_t **wp);
 /* worker_new, the plan's execution, worker_finish, worker_destroy. Returns 0 on success, 1
  * on a setup failure, 2 for bad input; a failure of a peer exits with COORD_EXIT_ABORT. */
 int worker_run(const worker_config_t *cfg);
+
+/* A local job: forks n ranks (launch_local) that run worker_run(cfg). Unless cfg asks for
+ * --insecure or gives a keys directory, the job's keys are made here, in memory, and the
+ * ranks inherit them. The exit status of launch_local, or 1 if no keys could be made. */
+int worker_run_local(worker_config_t *cfg, int n);
 
 /* The training samples rank uses at iteration t: order[0..batch) of a set of n samples split
  * into world contiguous partitions, epoch t / steps with steps = (n / world) / batch,

@@ -20,9 +20,12 @@ mkdir -p out/bench
 csv=out/bench/comm.csv
 echo "block_bytes,total_bytes,iters,seconds,goodput_Bps,link_Bps,efficiency" > "$csv"
 link_Bps=$((rate_mbit * 1000000 / 8))
+keys=$(mktemp -d)/keys
+"$build/poseidon" keygen --ranks 2 -o "$keys" >/dev/null || exit 1
 for block in 65536 262144 1048576 4194304 16777216; do
     row=$(experiments/emucluster.sh -n 2 -r "${rate_mbit}mbit" -- "$build/poseidon" comm-test \
           --mode bench --block-bytes $block --total-bytes $total --iters $iters --timeout-ms 60000 \
+          --keys "$keys" \
           2>&1 | sed -n 's/^\[rank 0\] \([0-9][0-9,.]*\)$/\1/p')
     [ -n "$row" ] || { echo "bench_comm: block $block: no result"; exit 1; }
     eff=$(echo "$row" | awk -F, -v l=$link_Bps '{printf "%.3f", $5 / l}')

@@ -105,14 +105,8 @@ double bsp_check_run(const worker_config_t *c, const char *prefix, int world, in
     return worst;
 }
 
-static int bsp_rank(int rank, void *arg)
-{
-    (void)rank;
-    return worker_run(arg);
-}
-
 int bsp_launch(worker_config_t *c, int world)
 {
     fixture_set(&c->job, "cluster.nodes=%d", world);
-    return launch_local(world, launch_free_port(), 5000, bsp_rank, c);
+    return worker_run_local(c, world);
 }

@@ -258,7 +258,11 @@ TEST(worker_trace_push_ends_at_remote_arrival)
                           last_apply);
             }
             for (int r = 0; r < world; r++) {
-                if (r == slow || push_end[r][t][l] < 0 || push_end[slow][t][l] < 0) continue;
+                /* from iteration 1 on: in iteration 0 the pushes also open their connections
+                 * (CURVE handshakes, each asked of the ZAP handler), which can take longer
+                 * than the slow rank's lag */
+                if (t == 0 || r == slow || push_end[r][t][l] < 0 || push_end[slow][t][l] < 0)
+                    continue;
                 /* the slow rank's backward takes 4x: its fc3 push alone is >= 6 ms later */
                 CHECK(push_end[r][t][l] + 3000000 <= push_end[slow][t][l],
                       "PUSH of fast rank %d, %s, iteration %d ends at %.3f ms, the slow "
@@ -267,7 +271,7 @@ TEST(worker_trace_push_ends_at_remote_arrival)
                 compared++;
             }
         }
-    CHECK(compared == 2 * T * 3, "%d fast/slow pairs compared", compared);
+    CHECK(compared == 2 * (T - 1) * 3, "%d fast/slow pairs compared", compared);
     /* for the record: the mean fast-to-slow gap, and what an end at the latest remote APPLY
      * start would have given */
     double gap = 0, gap_apply = 0;

@@ -35,7 +35,8 @@ printf 'layer,batch,fwd_ns,bwd_ns\n' >"$tmp/prof.csv"
 "$build/poseidon" model show models/lenet.net --csv 2>/dev/null |
     awk -F, 'NR > 1 && $1 != "total" && $2 != "input" { print $1 ",16,100000,100000" }' \
     >>"$tmp/prof.csv"
-out=$(timeout 120 experiments/emucluster.sh -n 2 -r 200mbit -- "$build/poseidon" train \
+"$build/poseidon" keygen --ranks 2 -o "$tmp/keys" >/dev/null || fail "keygen"
+out=$(timeout 120 experiments/emucluster.sh -n 2 -r 200mbit -- "$build/poseidon" train --keys "$tmp/keys" \
       --model models/lenet.net --compute emulate --profile "$tmp/prof.csv" --batch 16 \
       --iterations 2 --data synthetic --synthetic-n 1024 --no-eval --scheme ps \
       --cluster experiments/clusters/emu-veth.cluster --timeout-ms 30000 2>&1) ||

@@ -20,7 +20,11 @@ nf_others() { local f k=0; for f in "$nfdir"/holder.*; do [ -e "$f" ] && kill -0
 nf_before=""
 [ -e $nf ] && [ "$(nf_others)" = 0 ] && nf_before=$(cat $nf)
 
-out=$(timeout 120 experiments/emucluster.sh -n 3 -r 1gbit -- "$build/poseidon" comm-test --iters 2 --floats 100000 2>&1) \
+keydir=$(mktemp -d)
+trap 'rm -rf "$keydir"' EXIT
+keys=$keydir/keys
+"$build/poseidon" keygen --ranks 3 -o "$keys" >/dev/null || fail "keygen"
+out=$(timeout 120 experiments/emucluster.sh -n 3 -r 1gbit -- "$build/poseidon" comm-test --iters 2 --floats 100000 --keys "$keys" 2>&1) \
     || { echo "$out" | tail; fail "3-host check"; }
 [ "$(echo "$out" | grep -c ': ok: ')" -eq 3 ] || fail "not every host reported ok"
 if [ -e $nf ] && [ "${EMU_BRIDGE_NF:-}" != keep ]; then
@@ -32,7 +36,8 @@ if [ -e $nf ] && [ "${EMU_BRIDGE_NF:-}" != keep ]; then
 fi
 [ "$(leftovers)" -eq "$before" ] || fail "links or namespaces left after a successful run"
 
-row=$(timeout 120 experiments/emucluster.sh -n 2 -r 200mbit -- "$build/poseidon" comm-test --mode bench \
+"$build/poseidon" keygen --ranks 2 -o "$keys-2" >/dev/null || fail "keygen"
+row=$(timeout 120 experiments/emucluster.sh -n 2 -r 200mbit -- "$build/poseidon" comm-test --mode bench --keys "$keys-2" \
       --block-bytes 1048576 --total-bytes 8388608 --iters 2 2>&1 | sed -n 's/^\[rank 0\] \([0-9][0-9,.]*\)$/\1/p')
 [ -n "$row" ] || fail "no benchmark row"
 echo "$row" | awk -F, '{ e = $5 / 25e6; printf "200 Mbit/s link: goodput %.1f MB/s (%.2f)\n", $5/1e6, e; exit !(e > 0.8 && e < 1.05) }' \

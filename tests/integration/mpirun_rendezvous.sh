@@ -7,8 +7,11 @@ build=${1:-build}
 . "$(dirname "$0")/lib/common.bash"
 require_open_mpi
 port=$(free_port) || exit 1
+keys=$(mktemp -d)
+trap 'rm -rf "$keys"' EXIT
+"$build/poseidon" keygen --ranks 4 -o "$keys/k" >/dev/null || { echo "FAIL: keygen"; exit 1; }
 out=$(timeout 120 mpirun "${MPIRUN_ARGS[@]}" -np 4 -x MASTER_PORT=$port \
-      "$build/poseidon" comm-test --iters 3 --floats 50000 --block-bytes 65536 2>&1); rc=$?
+      "$build/poseidon" comm-test --iters 3 --floats 50000 --block-bytes 65536 --keys "$keys/k" 2>&1); rc=$?
 echo "$out" | tail -20
 [ $rc -eq 0 ] || { echo "FAIL: mpirun exited $rc"; exit 1; }
 n=$(echo "$out" | grep -c "ok: 3 iterations of PS and all-reduce exact")

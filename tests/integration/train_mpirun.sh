@@ -7,8 +7,16 @@ build=${1:-build}
 . "$(dirname "$0")/lib/common.bash"
 require_open_mpi
 port=$(free_port) || exit 1
+keys=$(mktemp -d)
+trap 'rm -rf "$keys"' EXIT
+"$build/poseidon" keygen --ranks 4 -o "$keys/k" >/dev/null || { echo "FAIL: keygen"; exit 1; }
+# without keys, a launched job is refused with the command that makes them
+out=$(timeout 60 mpirun "${MPIRUN_ARGS[@]}" -np 2 -x MASTER_PORT=$port \
+      "$build/poseidon" train --model models/mlp.net --data synthetic --iterations 2 2>&1)
+echo "$out" | grep -q "needs its keys: poseidon keygen --ranks 2" ||
+    { echo "$out" | tail -5; echo "FAIL: a launched job without keys was not refused"; exit 1; }
 out=$(timeout 120 mpirun "${MPIRUN_ARGS[@]}" -np 4 -x MASTER_PORT=$port \
-      "$build/poseidon" train --model models/mlp.net --scheme hybrid --data synthetic \
+      "$build/poseidon" train --keys "$keys/k" --model models/mlp.net --scheme hybrid --data synthetic \
       --synthetic-n 2048 --batch 8 --iterations 30 --report-every 10 2>&1); rc=$?
 echo "$out" | grep -v '^\[' | tail -8
 [ $rc -eq 0 ] || { echo "$out" | tail -20; echo "FAIL: mpirun exited $rc"; exit 1; }

@@ -1,0 +1,227 @@
+/* comm with CURVE: a job's keyring on disk (written, read back, and every way a key file
+ * can be wrong), strangers refused (no key, a key of no rank, a rank's key used to speak as
+ * another rank), a rank's messages delivered, and frames above the job's size bound cut off. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/comm.h"
+#include "runtime/keyring.h"
+#include "runtime/zap.h"
+#include "test.h"
+
+static void write_text(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    fputs(text, f);
+    fclose(f);
+    chmod(path, mode);
+}
+
+static char *read_text(const char *path)
+{
+    static char buf[4096];
+    FILE *f = fopen(path, "r");
+    REQUIRE(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+TEST(keyring_written_reads_back_and_bad_files_are_named)
+{
+    char err[512];
+    keyring_t *k = keyring_generate(3, err, sizeof err);
+    REQUIRE(k, "%s", err);
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/keys", test_tmpdir());
+    REQUIRE(keyring_write(k, dir, err, sizeof err) == 0, "%s", err);
+    CHECK(keyring_write(k, dir, err, sizeof err) != 0 && strstr(err, "never overwritten"),
+          "keys overwritten: %s", err);
+    for (int r = 0; r < 3; r++) {
+        keyring_t *l = keyring_load(dir, r, 3, err, sizeof err);
+        REQUIRE(l, "rank %d: %s", r, err);
+        for (int q = 0; q < 3; q++) CHECK(!strcmp(l->pub[q], k->pub[q]));
+        CHECK(!strcmp(l->sec[r], k->sec[r]));
+        int next = (r + 1) % 3;
+        CHECK(!l->sec[next][0], "another rank's secret loaded");
+        uint8_t raw[32];
+        REQUIRE(keyring_public(k, r, raw) == 0);
+        CHECK_EQ_I64(keyring_rank_of(l, raw), r);
+        keyring_destroy(&l);
+    }
+    uint8_t other[32] = {1, 2, 3};
+    CHECK_EQ_I64(keyring_rank_of(k, other), -1);
+
+    char path[700];
+    keyring_t *l = keyring_load(dir, 0, 4, err, sizeof err);
+    CHECK(!l && strstr(err, "public.keys:1") && strstr(err, "3 ranks"), "%s", err);
+    snprintf(path, sizeof path, "%s/rank-1.secret", dir);
+    chmod(path, 0644);
+    l = keyring_load(dir, 1, 3, err, sizeof err);
+    CHECK(!l && strstr(err, "rank-1.secret") && strstr(err, "chmod 600"), "%s", err);
+    chmod(path, 0600);
+    /* rank 1's file under rank 2's name */
+    char moved[700];
+    snprintf(moved, sizeof moved, "%s/rank-2.secret", dir);
+    char saved2[512];
+    snprintf(saved2, sizeof saved2, "%s", read_text(moved));
+    write_text(moved, read_text(path), 0600);
+    l = keyring_load(dir, 2, 3, err, sizeof err);
+    CHECK(!l && strstr(err, "rank-2.secret:1") && strstr(err, "rank 1"), "%s", err);
+    /* a secret that is not its public key's */
+    char forged[512];
+    snprintf(forged, sizeof forged, "poseidon-secret 1 rank 2\n%s %s\n", k->pub[2], k->sec[1]);
+    write_text(moved, forged, 0600);
+    l = keyring_load(dir, 2, 3, err, sizeof err);
+    CHECK(!l && strstr(err, "rank-2.secret:2") && strstr(err, "does not belong"), "%s", err);
+    /* a key pair of another job */
+    keyring_t *other_job = keyring_generate(3, err, sizeof err);
+    REQUIRE(other_job);
+    snprintf(forged, sizeof forged, "poseidon-secret 1 rank 2\n%s %s\n", other_job->pub[2],
+             other_job->sec[2]);
+    write_text(moved, forged, 0600);
+    l = keyring_load(dir, 2, 3, err, sizeof err);
+    CHECK(!l && strstr(err, "another job"), "%s", err);
+    write_text(moved, saved2, 0600);
+    l = keyring_load(dir, 2, 3, err, sizeof err);
+    CHECK(l, "restored: %s", err);
+    keyring_destroy(&l);
+    /* a malformed public key line, and a truncated list */
+    snprintf(path, sizeof path, "%s/public.keys", dir);
+    char pub[2048];
+    snprintf(pub, sizeof pub, "poseidon-keys 1 ranks 3\n0 %s\n1 %.39s\n2 %s\n", k->pub[0],
+             k->pub[1], k->pub[2]);
+    write_text(path, pub, 0644);
+    l = keyring_load(dir, 0, 3, err, sizeof err);
+    CHECK(!l && strstr(err, "public.keys:3"), "%s", err);
+    snprintf(pub, sizeof pub, "poseidon-keys 1 ranks 3\n0 %s\n1 %s\n", k->pub[0], k->pub[1]);
+    write_text(path, pub, 0644);
+    l = keyring_load(dir, 0, 3, err, sizeof err);
+    CHECK(!l && strstr(err, "2 keys for 3 ranks"), "%s", err);
+    write_text(path, "not keys at all\n", 0644);
+    l = keyring_load(dir, 0, 3, err, sizeof err);
+    CHECK(!l && strstr(err, "public.keys:1") && strstr(err, "keygen"), "%s", err);
+    keyring_destroy(&other_job);
+    keyring_destroy(&k);
+}
+
+/* A DEALER of the test's own making: CURVE client with the given key pair (NULL: no CURVE)
+ * towards a server whose public key is server_pub, with routing id rid. */
+static void *stranger(const char *endpoint, const char *rid, const keyring_t *keys, int key_rank,
+                      const char *server_pub)
+{
+    void *d = zmq_socket(comm_context(), ZMQ_DEALER);
+    REQUIRE(d);
+    int linger = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, strlen(rid));
+    if (keys) {
+        REQUIRE(zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, server_pub, 40) == 0);
+        REQUIRE(zmq_setsockopt(d, ZMQ_CURVE_PUBLICKEY, keys->pub[key_rank], 40) == 0);
+        REQUIRE(zmq_setsockopt(d, ZMQ_CURVE_SECRETKEY, keys->sec[key_rank], 40) == 0);
+    }
+    REQUIRE(zmq_connect(d, endpoint) == 0);
+    return d;
+}
+
+static void send_as(void *d, unsigned sender, const char *payload)
+{
+    unsigned char w[MSG_HEADER_BYTES];
+    msg_header_t h = {.type = MSG_PS_PUSH, .sender = sender, .length = strlen(payload)};
+    msg_encode(&h, w);
+    zmq_send(d, w, sizeof w, ZMQ_SNDMORE);
+    zmq_send(d, payload, strlen(payload), 0);
+}
+
+TEST(comm_curve_admits_the_job_and_no_one_else)
+{
+    char err[256];
+    keyring_t *k = keyring_generate(3, err, sizeof err);
+    REQUIRE(k, "%s", err);
+    comm_set_keyring(k);
+    comm_t *a = comm_new("t", 0, 3, "tcp://127.0.0.1:*", 2000);
+    comm_t *b = comm_new("t", 1, 3, NULL, 2000);
+    REQUIRE(a && b);
+    REQUIRE(comm_connect(b, 0, comm_endpoint(a)) == 0);
+    REQUIRE(comm_send(b, 0, (msg_header_t){.type = MSG_TEST, .layer = 7}, "rank1", 5, NULL) == 0);
+    comm_msg_t g;
+    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(g.peer, 1);
+    CHECK(!memcmp(comm_msg_data(&g), "rank1", 5));
+    comm_msg_close(&g);
+    /* the reply goes back over the encrypted connection */
+    REQUIRE(comm_send(a, 1, (msg_header_t){.type = MSG_TEST, .layer = 8}, "ok", 2, NULL) == 0);
+    REQUIRE(comm_recv(b, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(g.hdr.layer, 8);
+    comm_msg_close(&g);
+
+    /* strangers: no CURVE at all; CURVE with a key of another job; rank 2's key speaking
+     * as rank 1 (routing id and header both say 1; each on a channel of its own, as a
+     * routing id already connected is refused by the ROUTER anyway) */
+    keyring_t *other = keyring_generate(1, err, sizeof err);
+    REQUIRE(other);
+    void *plain = stranger(comm_endpoint(a), "p:1", NULL, 0, NULL);
+    void *foreign = stranger(comm_endpoint(a), "f:1", other, 0, k->pub[0]);
+    void *impostor = stranger(comm_endpoint(a), "i:1", k, 2, k->pub[0]);
+    for (int i = 0; i < 3; i++) {
+        send_as(plain, 1, "plain!!!");
+        send_as(foreign, 1, "foreign!");
+        send_as(impostor, 1, "impostor");
+    }
+    CHECK(comm_recv(a, NULL, &g, 1500) == 0, "a stranger's message was delivered: '%.*s'",
+          (int)comm_msg_bytes(&g), (const char *)comm_msg_data(&g));
+    CHECK(zap_refused() >= 1, "the foreign key was not refused by the ZAP handler");
+    CHECK(comm_n_bad(a) >= 1, "the impostor's messages were not counted as bad");
+
+    /* the job goes on: the real rank 2 gets through */
+    comm_t *c = comm_new("t", 2, 3, NULL, 2000);
+    REQUIRE(c && comm_connect(c, 0, comm_endpoint(a)) == 0);
+    REQUIRE(comm_send(c, 0, (msg_header_t){.type = MSG_TEST}, "rank2", 5, NULL) == 0);
+    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(g.peer, 2);
+    comm_msg_close(&g);
+
+    /* a client that expects another server key does not talk to this server */
+    void *wrong_server = stranger(comm_endpoint(a), "t:2", k, 2, k->pub[1]);
+    send_as(wrong_server, 2, "misdirected");
+    CHECK(comm_recv(a, NULL, &g, 800) == 0, "a connection to the wrong key's server carried data");
+
+    zmq_close(plain);
+    zmq_close(foreign);
+    zmq_close(impostor);
+    zmq_close(wrong_server);
+    comm_destroy(&a);
+    comm_destroy(&b);
+    comm_destroy(&c);
+    keyring_destroy(&other);
+}
+
+/* A frame larger than the job's bound ends its connection before it is buffered; the peer's
+ * next, legitimate message arrives over a new one. */
+TEST(comm_frames_above_the_bound_are_cut_off)
+{
+    comm_set_max_payload(4096);
+    comm_t *a = comm_new("t", 0, 2, "tcp://127.0.0.1:*", 2000);
+    comm_t *b = comm_new("t", 1, 2, NULL, 2000);
+    REQUIRE(a && b && comm_connect(b, 0, comm_endpoint(a)) == 0);
+    size_t big = 1 << 20;
+    char *data = calloc(1, big);
+    REQUIRE(comm_send(b, 0, (msg_header_t){.type = MSG_TEST}, data, big, NULL) == 0);
+    comm_msg_t g;
+    CHECK(comm_recv(a, NULL, &g, 800) == 0, "a frame above the bound was delivered");
+    comm_destroy(&b);
+    b = comm_new("t", 1, 2, NULL, 2000);
+    REQUIRE(b && comm_connect(b, 0, comm_endpoint(a)) == 0);
+    REQUIRE(comm_send(b, 0, (msg_header_t){.type = MSG_TEST}, data, 4096, NULL) == 0);
+    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(comm_msg_bytes(&g), 4096);
+    comm_msg_close(&g);
+    free(data);
+    comm_destroy(&a);
+    comm_destroy(&b);
+}

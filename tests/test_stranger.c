@@ -1,0 +1,153 @@
+/* A stranger against a real secure job (`poseidon train --workers 2 --keys DIR`, LeNet,
+ * hybrid, one PS block per tensor): knowing every public key and every port, it pushes NaN
+ * gradients in rank 0's name for the first tensor (conv1's 800 weights, at offset 0) for
+ * every iteration, and asks for them, at both PS shards, and sends BYE and heartbeats in
+ * rank 1's name to the coordinator, with a CURVE key of its own and with no CURVE at all.
+ * Nothing gets through: its pulls are never answered, the ZAP handler logs the refused key,
+ * and the job ends with exactly the parameters of the same job undisturbed. (Against the
+ * same job run --insecure, the pull is answered and the NaN pushes win: the test fails.) */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/comm.h"
+#include "runtime/keyring.h"
+#include "test.h"
+
+#define JOB_FLAGS                                                                           \
+    "train --workers 2 --model models/lenet.net --data synthetic --synthetic-n 2048 "     \
+    "--no-eval --batch 16 --iterations 80 --scheme hybrid --no-probe --job-out none "        \
+    "--timeout-ms 30000 --kv-block-mb tensor"
+
+/* The port after `marker` in file path ("...tcp://127.0.0.1:PORT" or "master 127.0.0.1:PORT"),
+ * or 0 while it is not there. */
+static int port_after(const char *path, const char *marker)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[1024];
+    int port = 0;
+    while (!port && fgets(line, sizeof line, f)) {
+        char *m = strstr(line, marker);
+        if (!m) continue;
+        char *colon = strrchr(m, ':');
+        if (colon) port = atoi(colon + 1);
+    }
+    fclose(f);
+    return port;
+}
+
+static void *stranger_socket(int port, const char *server_pub, const keyring_t *own)
+{
+    void *d = zmq_socket(comm_context(), ZMQ_DEALER);
+    REQUIRE(d);
+    int linger = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(d, ZMQ_ROUTING_ID, "ps9:0", 5); /* a channel of rank 0 that is not in use */
+    if (own) {
+        zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, server_pub, 40);
+        zmq_setsockopt(d, ZMQ_CURVE_PUBLICKEY, own->pub[0], 40);
+        zmq_setsockopt(d, ZMQ_CURVE_SECRETKEY, own->sec[0], 40);
+    }
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    REQUIRE(zmq_connect(d, ep) == 0);
+    return d;
+}
+
+static void send_msg(void *d, msg_header_t h, const void *data, size_t bytes)
+{
+    unsigned char w[MSG_HEADER_BYTES];
+    h.length = bytes;
+    msg_encode(&h, w);
+    zmq_send(d, w, sizeof w, bytes ? ZMQ_SNDMORE : 0);
+    if (bytes) zmq_send(d, data, bytes, 0);
+}
+
+static int files_equal(const char *a, const char *b)
+{
+    char out[256];
+    return test_run(out, sizeof out, "cmp -s '%s' '%s'", a, b) == 0;
+}
+
+TEST(job_refuses_strangers)
+{
+    const char *tmp = test_tmpdir(), *bin = test_build_dir();
+    char err[256], keys[600], out[4096];
+    keyring_t *k = keyring_generate(2, err, sizeof err);
+    REQUIRE(k, "%s", err);
+    snprintf(keys, sizeof keys, "%s/keys", tmp);
+    REQUIRE(keyring_write(k, keys, err, sizeof err) == 0, "%s", err);
+
+    int rc = test_run(out, sizeof out, "%s/poseidon " JOB_FLAGS " --keys %s --params-out %s/calm",
+                      bin, keys, tmp);
+    REQUIRE(rc == 0, "the undisturbed job failed (%d): %s", rc, out);
+
+    char log[700], cmd[4096];
+    snprintf(log, sizeof log, "%s/attacked.log", tmp);
+    snprintf(cmd, sizeof cmd, "exec %s/poseidon " JOB_FLAGS " --keys %s --params-out %s/attacked >%s 2>&1",
+             bin, keys, tmp, log);
+    pid_t job = fork();
+    REQUIRE(job >= 0);
+    if (job == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int shard0 = 0, shard1 = 0, coord_port = 0;
+    for (int i = 0; i < 600 && !(shard0 && shard1 && coord_port); i++) {
+        shard0 = port_after(log, "rank 0 endpoint: PS shard");
+        shard1 = port_after(log, "rank 1 endpoint: PS shard");
+        coord_port = port_after(log, "rank 0 of 2");
+        usleep(20000);
+    }
+    if (!(shard0 && shard1 && coord_port)) kill(job, SIGKILL);
+    REQUIRE(shard0 && shard1 && coord_port, "no endpoints in the job's log");
+
+    keyring_t *own = keyring_generate(1, err, sizeof err);
+    REQUIRE(own);
+    enum { N_SHARD_SOCKS = 4 };
+    void *socks[6] = {
+        stranger_socket(shard0, k->pub[0], own), stranger_socket(shard0, NULL, NULL),
+        stranger_socket(shard1, k->pub[1], own), stranger_socket(shard1, NULL, NULL),
+        stranger_socket(coord_port, k->pub[0], own), stranger_socket(coord_port, NULL, NULL)};
+    float nans[800];
+    for (int i = 0; i < 800; i++) nans[i] = NAN;
+    for (int s = 0; s < N_SHARD_SOCKS; s++) {
+        send_msg(socks[s], (msg_header_t){.type = MSG_PS_PULL, .sender = 0, .shard = s / 2},
+                 NULL, 0);
+        for (int t = 0; t < 80; t++)
+            send_msg(socks[s], (msg_header_t){.type = MSG_PS_PUSH, .sender = 0, .iteration = t,
+                                              .shard = s / 2},
+                     nans, sizeof nans);
+    }
+    for (int s = N_SHARD_SOCKS; s < 6; s++) {
+        send_msg(socks[s], (msg_header_t){.type = MSG_HEARTBEAT, .sender = 1, .iteration = 1 << 20},
+                 NULL, 0);
+        send_msg(socks[s], (msg_header_t){.type = MSG_BYE, .sender = 1}, NULL, 0);
+    }
+    /* no answer to the pulls */
+    zmq_pollitem_t items[N_SHARD_SOCKS];
+    for (int s = 0; s < N_SHARD_SOCKS; s++) items[s] = (zmq_pollitem_t){socks[s], 0, ZMQ_POLLIN, 0};
+    CHECK(zmq_poll(items, N_SHARD_SOCKS, 1000) == 0, "a stranger's pull was answered");
+    int st = 0;
+    CHECK(waitpid(job, &st, WNOHANG) == 0, "the job ended before the stranger was done: the "
+                                           "attack proved nothing");
+    REQUIRE(waitpid(job, &st, 0) == job);
+    char tail[4096];
+    test_run(tail, sizeof tail, "tail -5 %s", log);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the attacked job failed: %s", tail);
+    test_run(out, sizeof out, "grep -c 'refused a connection from 127.0.0.1' %s", log);
+    CHECK(atoi(out) >= 1, "the ZAP handler logged no refused key: %s", tail);
+    for (int r = 0; r < 2; r++) {
+        char a[700], b[700];
+        snprintf(a, sizeof a, "%s/calm.%d", tmp, r);
+        snprintf(b, sizeof b, "%s/attacked.%d", tmp, r);
+        CHECK(files_equal(a, b), "rank %d's parameters differ from the undisturbed job's", r);
+    }
+    for (int s = 0; s < 6; s++) zmq_close(socks[s]);
+    keyring_destroy(&own);
+    keyring_destroy(&k);
+}
