@@ -502,7 +502,12 @@ int report_timeline(const timeline_opts_t *o, FILE *table)
     int n_probe = trace_file_read(o->trace, &probe);
     if (n_probe < 0) return 2;
     int n_nodes = max_node(probe, n_probe) + 1, iteration = o->iteration;
-    if (iteration < 0) iteration = has_iteration(probe, n_probe, 1) ? 1 : 0;
+    if (iteration < 0) { /* the middle one: past the warm-up, not the short last one */
+        int last = 0;
+        for (int i = 0; i < n_probe; i++)
+            if (probe[i].iteration > last) last = probe[i].iteration;
+        iteration = (last + 1) / 2;
+    }
     free(probe);
 
     plan_t plan;
@@ -613,7 +618,8 @@ void timeline_usage(FILE *f)
             "lanes per node: compute, sends (sub-lanes where they overlap), server, update;\n"
             "ops coloured by kind, labelled by layer where wide enough, the critical path\n"
             "outlined and joined by dashes.\n"
-            "  --iteration I   the iteration (default 1, or 0 when the trace has one)\n"
+            "  --iteration I   the iteration (default the middle one: iterations 0..N-1 give\n"
+            "                  N/2, past the first, the warm-up, and the short last one)\n"
             "  --nodes LIST    the nodes drawn, e.g. 0-3,8 (default all; the critical path is\n"
             "                  found over all of them)\n"
             "  --compare F     a second trace of the same plan, drawn below on the same time\n"

@@ -12,7 +12,7 @@ typedef struct {
     int n_sets;
     const char *nodes;   /* "0-3,8"; NULL: all */
     const char *out;     /* .png or .svg */
-    int iteration;       /* -1: 1, or 0 when the trace has one iteration */
+    int iteration;       /* -1: the middle one of the trace */
     int top;             /* ops listed whose durations differ most */
 } timeline_opts_t;
 
