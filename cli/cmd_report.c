@@ -3,6 +3,8 @@
  *                                  ideal line, from `poseidon sim --csv`: gnuplot writes
  *                                  PREFIX.png and PREFIX.svg (the plot reads the CSV only)
  *   train TRAIN.csv --out PREFIX   loss and accuracies versus epochs, from `poseidon train --csv`
+ *   timeline TRACE.csv ...         one iteration as lanes per node (cli/cmd_report_timeline.c)
+ *   html DIR                       one page per study (cli/report_html.c)
  *   compare SIM.csv REAL.csv       joins two traces (core/trace.h) on (node, iteration, op,
  *                                  layer) and prints per op kind the mean predicted and
  *                                  measured durations and their relative error
@@ -19,6 +21,8 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/report.h"
+#include "cli/report_gnuplot.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/trace.h"
@@ -30,12 +34,20 @@ static void usage(FILE *f)
             "usage: poseidon report speedup SIM.csv --out PREFIX\n"
             "       poseidon report train TRAIN.csv --out PREFIX\n"
             "       poseidon report compare SIM_TRACE.csv REAL_TRACE.csv [--from-iteration I]\n"
-            "                                [--csv FILE]\n\n"
+            "                                [--csv FILE]\n"
+            "       poseidon report timeline TRACE.csv [--compare OTHER.csv] [options]\n"
+            "                                (poseidon report timeline --help)\n"
+            "       poseidon report html DIR [-o OUT.html]\n\n"
             "speedup: speedup over one node versus nodes, a line per scheme and bandwidth, and\n"
             "  the ideal (linear) line, from `poseidon sim --csv` (columns nodes, gbps, scheme,\n"
             "  speedup); gnuplot writes PREFIX.png and PREFIX.svg.\n"
             "train: loss, training and test accuracy versus epochs, from `poseidon train --csv`\n"
             "  (one worker or distributed); PREFIX.png and PREFIX.svg.\n"
+            "html: one self-contained page for a study folder (an experiment's outputs, a\n"
+            "  validation run, the demo's): commands.txt, the *.exp and *.cluster files, the\n"
+            "  plots of its CSVs (speedup or bandwidth, training, validation, the timelines of\n"
+            "  its traces; two traces drawn together) as inline SVG, and every CSV as a table;\n"
+            "  default OUT: DIR/report.html.\n"
             "compare: joins a simulated and a real trace (node,iteration,op,layer,peer,bytes,\n"
             "  t_start_ns,t_end_ns; from `poseidon sim --trace` and `poseidon train --trace`)\n"
             "  on (node, iteration, op, layer), iterations >= I only (default 1: the first is\n"
@@ -76,29 +88,6 @@ static int csv_field(const char *line, int k, char *buf, size_t len)
     return 0;
 }
 
-/* Runs a gnuplot program (through a temporary file, removed after). Returns 0, or 1 after
- * saying why. */
-static int gnuplot_run(const char *program)
-{
-    char gp[] = "/tmp/poseidon-report-XXXXXX";
-    int fd = mkstemp(gp);
-    if (fd < 0) die("report: mkstemp: %s", strerror(errno));
-    FILE *g = fdopen(fd, "w");
-    if (!g) die("report: fdopen: %s", strerror(errno));
-    fputs(program, g);
-    fclose(g);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s'", gp);
-    int rc = system(cmd);
-    unlink(gp);
-    if (rc != 0) {
-        fprintf(stderr, "poseidon report: gnuplot failed (exit status %d); is gnuplot installed?\n",
-                WIFEXITED(rc) ? WEXITSTATUS(rc) : rc);
-        return 1;
-    }
-    return 0;
-}
-
 /* PREFIX.png and PREFIX.svg (their folder made first): gnuplot runs `setup`, then `plot`
  * once per format. Returns 0, or 1 or 2 after saying why. */
 static int gnuplot_png_svg(const char *setup, const char *plot, const char *prefix)
@@ -121,7 +110,7 @@ static int gnuplot_png_svg(const char *setup, const char *plot, const char *pref
     return rc;
 }
 
-static int report_speedup(const char *csv, const char *prefix)
+int report_speedup(const char *csv, const char *prefix, FILE *msg)
 {
     FILE *f = fopen(csv, "r");
     if (!f) {
@@ -183,8 +172,9 @@ static int report_speedup(const char *csv, const char *prefix)
     int rc = gnuplot_png_svg(setup, plot, prefix);
     free(plot);
     if (rc) return rc;
-    printf("wrote %s.png and %s.svg (%d rows, %d schemes, %d bandwidths)\n", prefix, prefix,
-           rows, schemes.n, gbps.n);
+    if (msg)
+        fprintf(msg, "wrote %s.png and %s.svg (%d rows, %d schemes, %d bandwidths)\n", prefix,
+                prefix, rows, schemes.n, gbps.n);
     return 0;
 }
 
@@ -200,7 +190,7 @@ static int csv_column(const char *header, const char *name)
 }
 
 /* Loss and accuracies versus epochs, from `poseidon train --csv` (one worker or many). */
-static int report_train(const char *csv, const char *prefix)
+int report_train(const char *csv, const char *prefix, FILE *msg)
 {
     FILE *f = fopen(csv, "r");
     if (!f) {
@@ -257,7 +247,7 @@ static int report_train(const char *csv, const char *prefix)
              c_test + 1);
     int rc = gnuplot_png_svg(setup, plot, prefix);
     if (rc) return rc;
-    printf("wrote %s.png and %s.svg (%d rows)\n", prefix, prefix, rows);
+    if (msg) fprintf(msg, "wrote %s.png and %s.svg (%d rows)\n", prefix, prefix, rows);
     return 0;
 }
 
@@ -421,6 +411,8 @@ int cmd_report(int argc, char **argv)
         return 2;
     }
     log_banner(argc, argv, 0);
+    if (!strcmp(argv[1], "timeline")) return cmd_report_timeline(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "html")) return cmd_report_html(argc - 1, argv + 1);
     if (!strcmp(argv[1], "speedup") || !strcmp(argv[1], "train")) {
         const char *out = NULL;
         for (int i = 3; i < argc; i++) {
@@ -434,8 +426,8 @@ int cmd_report(int argc, char **argv)
             fprintf(stderr, "poseidon report %s: --out PREFIX is required\n", argv[1]);
             return 2;
         }
-        return !strcmp(argv[1], "speedup") ? report_speedup(argv[2], out)
-                                           : report_train(argv[2], out);
+        return !strcmp(argv[1], "speedup") ? report_speedup(argv[2], out, stdout)
+                                           : report_train(argv[2], out, stdout);
     }
     if (!strcmp(argv[1], "compare")) {
         if (argc < 4) {
@@ -458,6 +450,6 @@ int cmd_report(int argc, char **argv)
         }
         return report_compare(argv[2], argv[3], from, csv);
     }
-    fprintf(stderr, "poseidon report: unknown report '%s' (speedup or compare)\n", argv[1]);
+    fprintf(stderr, "poseidon report: unknown report '%s' (speedup, train, compare, timeline, html)\n", argv[1]);
     return 2;
 }

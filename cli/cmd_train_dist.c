@@ -75,6 +75,7 @@ static void usage(FILE *f)
             "  --timeout-ms MS     bound of every wait (default 60000)\n"
             "  --csv FILE          rank 0's rows\n"
             "  --trace PREFIX      PREFIX-rank<R>.csv/.json per rank, merged into PREFIX.csv\n"
+            "                      and one Chrome/Perfetto PREFIX.json\n"
             "  --params-out PATH   each rank writes its final parameters to PATH.<rank>\n"
             "  --job-out FILE      where rank 0 writes the experiment it ran (default\n"
             "                      out/runs/MODEL-DATE-TIME.exp; 'none': nowhere)\n"

@@ -82,16 +82,18 @@ void trace_write(trace_t *t, const trace_row_t *r)
             (r->t_end_ns - r->t_start_ns) / 1e3, r->iteration, r->peer, (long long)r->bytes);
 }
 
-void trace_close(trace_t **tp)
+int trace_close(trace_t **tp)
 {
-    if (!tp || !*tp) return;
+    if (!tp || !*tp) return 0;
     trace_t *t = *tp;
     fprintf(t->json, "\n]}\n");
-    fclose(t->csv);
-    fclose(t->json);
+    int bad = ferror(t->csv) | ferror(t->json);
+    bad |= fclose(t->csv) != 0;
+    bad |= fclose(t->json) != 0;
     free(t->seen);
     free(t);
     *tp = NULL;
+    return bad ? -1 : 0;
 }
 
 /* Field i of a comma-separated line into buf; returns the rest after its comma, or NULL at
@@ -145,4 +147,13 @@ void trace_rec_write(FILE *f, const trace_rec_t *r)
 {
     fprintf(f, "%d,%d,%s,%s,%d,%lld,%lld,%lld\n", r->node, r->iteration, r->op, r->layer,
             r->peer, (long long)r->bytes, (long long)r->t_start_ns, (long long)r->t_end_ns);
+}
+
+trace_lane_t trace_lane_of_op(const char *op)
+{
+    if (!strcmp(op, "FWD") || !strcmp(op, "BWD")) return TRACE_LANE_COMPUTE;
+    if (!strcmp(op, "APPLY")) return TRACE_LANE_SERVER;
+    if (!strcmp(op, "UPDATE")) return TRACE_LANE_UPDATE;
+    if (!strcmp(op, "LREDUCE") || !strcmp(op, "LBCAST")) return TRACE_LANE_INTRA;
+    return TRACE_LANE_NET;
 }

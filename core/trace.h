@@ -68,8 +68,9 @@ trace_t *trace_open(const char *prefix, char *err, size_t errlen);
 
 void trace_write(trace_t *t, const trace_row_t *r);
 
-/* Finish both files (closes the JSON array) and free; accepts NULL. */
-void trace_close(trace_t **tp);
+/* Finish both files (closes the JSON array) and free; accepts NULL. Returns 0, or -1 when
+ * either file could not be written whole. */
+int trace_close(trace_t **tp);
 
 extern const char *const trace_csv_header; /* without newline */
 
@@ -88,6 +89,10 @@ typedef struct {
  * an empty line; -1 for anything else: a field missing or extra, a number that does not
  * parse whole, a name too long, an end before the start. */
 int trace_rec_parse(const char *line, trace_rec_t *r);
+
+/* The lane of an op kind's rows, by its name: FWD and BWD compute, the transfers net, APPLY
+ * server, UPDATE update, LREDUCE and LBCAST interconnect; an unknown name: net. */
+trace_lane_t trace_lane_of_op(const char *op);
 
 /* Writes r as one CSV line. */
 void trace_rec_write(FILE *f, const trace_rec_t *r);

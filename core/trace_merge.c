@@ -37,7 +37,15 @@ static void rec_push(rec_list_t *l, const trace_rec_t *r)
 /* Ends each own row of a transfer group at the last arrival of its bytes at another node;
  * a row without arrivals elsewhere (a push to the rank's own shard only, or a rank whose
  * file was not readable) stays as the rank wrote it. */
-static void end_at_arrivals(FILE *out, rec_list_t *own, rec_list_t *arrive)
+/* One merged row into both files (CSV and Chrome/Perfetto JSON). */
+static void emit(trace_t *out, const trace_rec_t *r)
+{
+    trace_row_t row = {r->node, r->iteration, r->op, r->layer, r->peer, r->bytes,
+                       r->t_start_ns, r->t_end_ns, trace_lane_of_op(r->op)};
+    trace_write(out, &row);
+}
+
+static void end_at_arrivals(trace_t *out, rec_list_t *own, rec_list_t *arrive)
 {
     if (arrive->n) qsort(arrive->v, (size_t)arrive->n, sizeof *arrive->v, rec_cmp);
     for (int64_t i = 0; i < own->n; i++) {
@@ -52,20 +60,15 @@ static void end_at_arrivals(FILE *out, rec_list_t *own, rec_list_t *arrive)
                 if (a->peer != g.node && a->t_end_ns > last) last = a->t_end_ns;
             if (last >= 0) g.t_end_ns = last > g.t_start_ns ? last : g.t_start_ns;
         }
-        trace_rec_write(out, &g);
+        emit(out, &g);
     }
 }
 
 int trace_merge_ranks(const char *prefix, int world, char *err, size_t errlen)
 {
     char path[1100];
-    snprintf(path, sizeof path, "%s.csv", prefix);
-    FILE *out = outfile_open(path, "w");
-    if (!out) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
-    fprintf(out, "%s\n", trace_csv_header);
+    trace_t *out = trace_open(prefix, err, errlen);
+    if (!out) return -1;
     enum { PULL, PUSH_OWN, PUSH_ARRIVE, SFB_OWN, SFB_ARRIVE, N_KEPT };
     rec_list_t kept[N_KEPT] = {{0}};
     int rc = 0;
@@ -93,7 +96,7 @@ int trace_merge_ranks(const char *prefix, int world, char *err, size_t errlen)
             if (!strcmp(m.op, "PULL")) k = PULL;
             else if (!strcmp(m.op, "PUSH")) k = m.peer >= 0 ? PUSH_ARRIVE : PUSH_OWN;
             else if (!strcmp(m.op, "SFB")) k = m.peer >= 0 ? SFB_ARRIVE : SFB_OWN;
-            if (k < 0) trace_rec_write(out, &m);
+            if (k < 0) emit(out, &m);
             else rec_push(&kept[k], &m);
         }
         fclose(in);
@@ -108,13 +111,13 @@ int trace_merge_ranks(const char *prefix, int world, char *err, size_t errlen)
             if (pull->v[j].t_end_ns > g.t_end_ns) g.t_end_ns = pull->v[j].t_end_ns;
             g.peer = -1;
         }
-        trace_rec_write(out, &g);
+        emit(out, &g);
     }
     end_at_arrivals(out, &kept[PUSH_OWN], &kept[PUSH_ARRIVE]);
     end_at_arrivals(out, &kept[SFB_OWN], &kept[SFB_ARRIVE]);
     for (int k = 0; k < N_KEPT; k++) free(kept[k].v);
-    if (fclose(out) && rc == 0) {
-        snprintf(err, errlen, "error writing %s.csv", prefix);
+    if (trace_close(&out) && rc == 0) {
+        snprintf(err, errlen, "error writing %s.csv or %s.json", prefix, prefix);
         rc = -1;
     }
     return rc;

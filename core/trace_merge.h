@@ -1,5 +1,6 @@
 /* trace_merge: the runtime's per-rank traces (PREFIX-rank<R>.csv) merged into PREFIX.csv,
- * whose rows mean what core/trace.h says, as the simulator's do.
+ * whose rows mean what core/trace.h says, as the simulator's do, and the same rows as one
+ * Chrome/Perfetto JSON across ranks, PREFIX.json (a process per node, a thread per lane).
  *
  * Rows pass unchanged but PULL, PUSH and SFB. PULL: the ranks write one per (shard,
  * receiving rank), from the shard's answer to the last arrival; the merge joins those of one
@@ -18,8 +19,9 @@
 #include <stddef.h>
 
 /* Merge the `world` ranks' CSVs (those readable here: ranks on one host or a shared folder;
- * each missing one is logged) into PREFIX.csv. Returns 0, or -1 with a message in err (the
- * output cannot be written, or a rank's file holds a malformed row, named by file:line). */
+ * each missing one is logged) into PREFIX.csv and PREFIX.json. Returns 0, or -1 with a
+ * message in err (the output cannot be written, or a rank's file holds a malformed row,
+ * named by file:line). */
 int trace_merge_ranks(const char *prefix, int world, char *err, size_t errlen);
 
 #endif

@@ -5,7 +5,9 @@
 #      parameter server versus Poseidon's hybrid versus ring all-reduce — and its plot;
 #   3. a short real distributed training: 4 worker processes over ZeroMQ training the
 #      LeNet-style CNN on Fashion-MNIST with the same planner (hybrid: PS for the convolutions,
-#      SFB for the FC layers where cheaper), and its training curve.
+#      SFB for the FC layers where cheaper), and its training curve;
+#   4. one HTML page of the study (poseidon report html): the speedup plot, the training curve
+#      and one iteration of the simulated and the real run of the same plan, drawn together.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -33,11 +35,14 @@ echo "  plot: out/reports/speedup-vgg19-22k.png (and .svg); data: $csv"
 echo
 echo "== 3. real distributed training: 4 workers, LeNet-style CNN, Fashion-MNIST (16,000 images)"
 echo "   (the job: experiments/lenet-4workers.exp, the file poseidon sim reads too)"
+rm -f out/demo/*.csv out/demo/*.json out/demo/*.exp out/demo/commands.txt
 "$bin" train experiments/lenet-4workers.exp --report-every 50 \
-    --csv out/demo/train-lenet-4workers.csv --job-out out/demo/lenet-4workers-ran.exp
+    --csv out/demo/train-lenet-4workers.csv --job-out out/demo/lenet-4workers-ran.exp \
+    --trace out/demo/trace-real
+rm -f out/demo/trace-real-rank*
 "$bin" report train out/demo/train-lenet-4workers.csv --out out/reports/train-lenet-4workers 2>/dev/null
 echo "  rows: out/demo/train-lenet-4workers.csv; plot: out/reports/train-lenet-4workers.png"
-predicted=$("$bin" sim out/demo/lenet-4workers-ran.exp --csv - 2>/dev/null |
+predicted=$("$bin" sim out/demo/lenet-4workers-ran.exp --csv - --trace out/demo/trace-sim 2>/dev/null |
     awk -F, 'NR==1 {for (i = 1; i <= NF; i++) col[$i] = i; next} {print $col["images_per_s"]}')
 measured=$(awk -F, 'NR==1 {for (i = 1; i <= NF; i++) col[$i] = i; next} {v = $col["images_per_s"]} END {print v}' \
     out/demo/train-lenet-4workers.csv)
@@ -46,3 +51,15 @@ echo "  poseidon sim on it: ${predicted} images/s predicted for one worker per c
      "measured ${measured} images/s (4 workers on $(nproc) cores)"
 echo "  the full run (>= 89% test accuracy):"
 echo "    $bin train experiments/lenet-4workers.exp --set epochs=3 --set limit=0"
+
+echo
+echo "== 4. the study as one page (poseidon report html)"
+cp "$csv" out/demo/
+cat >out/demo/commands.txt <<EOF
+scripts/experiments_sim.sh $build vgg19-22k        # the scaling CSV (copied here)
+$bin train experiments/lenet-4workers.exp --report-every 50 --csv out/demo/train-lenet-4workers.csv --job-out out/demo/lenet-4workers-ran.exp --trace out/demo/trace-real
+$bin sim out/demo/lenet-4workers-ran.exp --csv - --trace out/demo/trace-sim
+$bin report html out/demo
+EOF
+"$bin" report html out/demo 2>/dev/null | sed 's/^/  /'
+echo "  open it in a browser: $(pwd)/out/demo/report.html"

@@ -30,6 +30,7 @@ run_probes() {
     probe dataset-fashion-mnist "Fashion-MNIST data"            test -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
     probe openmpi-bin           "mpirun: multi-node launch"     command -v mpirun
     probe iproute2              "ip/tc: emulated clusters"      command -v ip
+    probe chromium              "headless browser: HTML report test" command -v chromium
 }
 
 echo "dependencies:"

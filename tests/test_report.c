@@ -1,10 +1,18 @@
 /* poseidon report: the trace join of `compare` on small hand-written traces (values worked
- * out by hand), its rejection of a malformed trace, and the plot files of `speedup`. */
+ * out by hand), its rejection of a malformed trace, the plot files of `speedup`; the critical
+ * path of a trace (core/critpath.h), `timeline`, and every plot kind rendered from the
+ * fixtures in tests/data without a gnuplot warning. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/critpath.h"
+#include "core/experiment.h"
+#include "core/job.h"
+#include "core/model.h"
+#include "core/plan.h"
+#include "core/trace.h"
 #include "test.h"
 #include "tests/exp_fixture.h"
 
@@ -127,4 +135,223 @@ TEST(report_train_plots_either_training_csv)
     int rc = test_run(out, sizeof out, "%s/poseidon report train %s --out %s 2>&1",
                       test_build_dir(), csv, prefix);
     CHECK(rc == 2 && strstr(out, "train.csv:3:"), "exit %d: %s", rc, out);
+}
+
+/* Rows of a hand-written trace (the fields as a CSV line each). */
+static int parse_rows(const char *const *lines, int n, trace_rec_t *rows)
+{
+    for (int i = 0; i < n; i++)
+        if (trace_rec_parse(lines[i], &rows[i]) != 0) return -1;
+    return 0;
+}
+
+TEST(critpath_rows_follows_the_latest_end_before_each_start)
+{
+    /* node 1's forward and backward are the longer chain into the push; node 0's backward
+     * ends at 30, after node 1's push began at 20, so it cannot be its predecessor */
+    const char *lines[] = {
+        "0,0,FWD,a,-1,0,0,10",    "0,0,BWD,a,-1,0,10,30",  "1,0,FWD,a,-1,0,0,12",
+        "1,0,BWD,a,-1,0,12,20",   "1,0,PUSH,a,0,8,20,50",  "0,0,APPLY,a,-1,0,50,55",
+        "0,0,PULL,a,-1,8,55,70",  "0,1,FWD,a,-1,0,75,80",
+    };
+    trace_rec_t rows[8];
+    REQUIRE(parse_rows(lines, 8, rows) == 0, "fixture rows");
+    int *path, before;
+    int n = critpath_rows(rows, 8, 0, &path, &before);
+    int want[] = {2, 3, 4, 5, 6};
+    CHECK_EQ_I64(n, 5);
+    for (int i = 0; i < n && i < 5; i++) CHECK_EQ_I64(path[i], want[i]);
+    CHECK_EQ_I64(before, -1);
+    free(path);
+    /* iteration 1 is one op, which waited for the PULL of iteration 0 */
+    n = critpath_rows(rows, 8, 1, &path, &before);
+    CHECK_EQ_I64(n, 1);
+    CHECK_EQ_I64(path[0], 7);
+    CHECK_EQ_I64(before, 6);
+    free(path);
+    n = critpath_rows(rows, 8, 5, &path, &before);
+    CHECK_EQ_I64(n, 0);
+    free(path);
+}
+
+/* The plan of tests/data/report_job.exp, which the fixture traces ran. */
+static void fixture_job_plan(plan_t *p, model_t *m)
+{
+    experiment_t e;
+    char err[2048];
+    REQUIRE(experiment_load(&e, "tests/data/report_job.exp", err, sizeof err) == 0, "%s", err);
+    REQUIRE(model_load(m, e.model_path, err, sizeof err) == 0, "%s", err);
+    cluster_t c;
+    plan_opts_t po;
+    job_config(&e, 0, NULL, &c, &po);
+    REQUIRE(plan_build_opts(p, m, &c, &po, err, sizeof err) == 0, "%s", err);
+}
+
+static int read_trace(const char *path, trace_rec_t **rows)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[4096];
+    int n = 0, cap = 0;
+    *rows = NULL;
+    while (fgets(line, sizeof line, f)) {
+        trace_rec_t r;
+        int got = trace_rec_parse(line, &r);
+        if (got == 1) continue;
+        if (got < 0) break;
+        if (n == cap) *rows = realloc(*rows, (size_t)(cap = cap ? 2 * cap : 256) * sizeof r);
+        (*rows)[n++] = r;
+    }
+    fclose(f);
+    return n;
+}
+
+TEST(critpath_plan_walks_the_edges_of_a_simulated_iteration)
+{
+    plan_t p;
+    model_t m;
+    fixture_job_plan(&p, &m);
+    trace_rec_t *rows;
+    int n = read_trace("tests/data/report_trace_sim.csv", &rows);
+    REQUIRE(n > 100, "fixture trace: %d rows", n);
+    int *path, before;
+    char err[512];
+    int len = critpath_plan(&p, rows, n, 1, &path, &before, err, sizeof err);
+    REQUIRE(len > 4, "path of %d ops: %s", len, len < 0 ? err : "");
+    /* it ends with the iteration's last op, and in virtual time each op starts the moment
+     * the op it waited for ends: no gap anywhere along the path */
+    int64_t last = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].iteration == 1 && rows[i].t_end_ns > last) last = rows[i].t_end_ns;
+    CHECK_EQ_I64(rows[path[len - 1]].t_end_ns, last);
+    for (int i = 1; i < len; i++) {
+        CHECK_EQ_I64(rows[path[i - 1]].t_end_ns, rows[path[i]].t_start_ns);
+        CHECK_EQ_I64(rows[path[i]].iteration, 1);
+    }
+    /* the first forward waited for the previous iteration's sync of its layer */
+    REQUIRE(before >= 0, "no predecessor before the iteration");
+    CHECK_EQ_I64(rows[before].iteration, 0);
+    CHECK(!strcmp(rows[path[0]].op, "FWD"), "path starts with %s", rows[path[0]].op);
+    CHECK_EQ_I64(rows[before].t_end_ns, rows[path[0]].t_start_ns);
+    free(path);
+    /* a row the plan does not have: refused, not walked */
+    snprintf(rows[3].layer, sizeof rows[3].layer, "no_such_layer");
+    len = critpath_plan(&p, rows, n, 1, &path, &before, err, sizeof err);
+    CHECK(len == -1 && strstr(err, "not an op of the plan"), "got %d: %s", len, err);
+    free(path);
+    free(rows);
+    plan_fini(&p);
+    model_fini(&m);
+}
+
+/* Runs a report command; it must exit 0 with no gnuplot warning, and the files named must
+ * be non-empty images (PNG magic, or an <svg> element with drawing in it). */
+static void render_ok(const char *what, const char *cmd, const char *const *files, int n_files)
+{
+    char out[16384];
+    int rc = test_run(out, sizeof out, "%s 2>&1", cmd);
+    CHECK(rc == 0, "%s: exit %d: %s", what, rc, out);
+    CHECK(!strcasestr(out, "warning"), "%s: gnuplot warned: %s", what, out);
+    for (int i = 0; i < n_files; i++) {
+        FILE *f = fopen(files[i], "rb");
+        if (!f) {
+            CHECK(0, "%s: no %s", what, files[i]);
+            continue;
+        }
+        static char buf[1 << 20];
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        int png = strstr(files[i], ".png") != NULL;
+        if (png) {
+            CHECK(len > 2000 && !memcmp(buf, "\x89PNG", 4), "%s: %s is not a drawn PNG (%zu bytes)",
+                  what, files[i], len);
+        } else {
+            int shapes = 0;
+            for (const char *s = buf; (s = strstr(s, "<path")); s++) shapes++;
+            CHECK(strstr(buf, "<svg") && shapes > 5, "%s: %s has %d paths", what, files[i],
+                  shapes);
+        }
+    }
+}
+
+TEST(report_renders_every_plot_kind_from_fixtures)
+{
+    char out[256];
+    if (test_run(out, sizeof out, "command -v gnuplot") != 0) SKIP("gnuplot not installed");
+    const char *d = test_tmpdir(), *b = test_build_dir();
+    char cmd[2048], f1[600], f2[600];
+    const char *files[2] = {f1, f2};
+    struct {
+        const char *what, *gp, *csv, *extra;
+    } scripts[] = {
+        {"speedup.gp", "reports/speedup.gp", "tests/data/report_scaling.csv", "name='vgg19'"},
+        {"bandwidth.gp", "reports/bandwidth.gp", "tests/data/report_bandwidth.csv",
+         "name='vgg19-22k'"},
+        {"validate.gp", "reports/validate.gp", "tests/data/report_validate.csv", "x=1"},
+        {"fat_thin.gp", "reports/fat_thin.gp", "tests/data/report_fat_thin.csv", "model='vgg19'"},
+    };
+    for (int i = 0; i < 4; i++) {
+        snprintf(f1, sizeof f1, "%s/gp%d.png", d, i);
+        snprintf(f2, sizeof f2, "%s/gp%d.svg", d, i);
+        snprintf(cmd, sizeof cmd, "gnuplot -e \"csv='%s'; out='%s/gp%d'; %s\" %s", scripts[i].csv,
+                 d, i, scripts[i].extra, scripts[i].gp);
+        render_ok(scripts[i].what, cmd, files, 2);
+    }
+    snprintf(f1, sizeof f1, "%s/speedup.png", d);
+    snprintf(f2, sizeof f2, "%s/speedup.svg", d);
+    snprintf(cmd, sizeof cmd, "%s/poseidon report speedup tests/data/report_scaling.csv --out %s/speedup",
+             b, d);
+    render_ok("report speedup", cmd, files, 2);
+    snprintf(f1, sizeof f1, "%s/train.png", d);
+    snprintf(f2, sizeof f2, "%s/train.svg", d);
+    snprintf(cmd, sizeof cmd, "%s/poseidon report train tests/data/report_train.csv --out %s/train",
+             b, d);
+    render_ok("report train", cmd, files, 2);
+    snprintf(f1, sizeof f1, "%s/tl.png", d);
+    snprintf(cmd, sizeof cmd, "%s/poseidon report timeline tests/data/report_trace_real.csv "
+             "--nodes 1 -o %s", b, f1);
+    render_ok("report timeline", cmd, files, 1);
+    snprintf(f1, sizeof f1, "%s/tl2.svg", d);
+    snprintf(cmd, sizeof cmd, "%s/poseidon report timeline tests/data/report_trace_sim.csv "
+             "--compare tests/data/report_trace_real.csv --job tests/data/report_job.exp -o %s",
+             b, f1);
+    render_ok("report timeline --compare", cmd, files, 1);
+}
+
+TEST(report_timeline_lists_the_ops_that_differ_most)
+{
+    char out[16384];
+    if (test_run(out, sizeof out, "command -v gnuplot") != 0) SKIP("gnuplot not installed");
+    const char *d = test_tmpdir();
+    char sim[512], real[512], png[512];
+    snprintf(sim, sizeof sim, "%s/sim.csv", d);
+    snprintf(real, sizeof real, "%s/real.csv", d);
+    snprintf(png, sizeof png, "%s/tl.png", d);
+    /* the BWD differs by 7 ms, the FWD by 1, the PUSH not at all */
+    fixture_write_file(sim, "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns\n"
+                            "0,0,FWD,c1,-1,0,0,2000000\n0,0,BWD,c1,-1,0,2000000,5000000\n"
+                            "0,0,PUSH,c1,1,40,5000000,6000000\n1,0,FWD,c1,-1,0,0,2000000\n");
+    fixture_write_file(real, "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns\n"
+                             "0,0,FWD,c1,-1,0,100,3000100\n0,0,BWD,c1,-1,0,3000100,13000100\n"
+                             "0,0,PUSH,c1,1,40,13000100,14000100\n1,0,FWD,c1,-1,0,0,2000000\n");
+    int rc = test_run(out, sizeof out, "%s/poseidon report timeline %s --compare %s -o %s 2>&1",
+                      test_build_dir(), sim, real, png);
+    REQUIRE(rc == 0, "exit %d: %s", rc, out);
+    const char *bwd = strstr(out, "    0 BWD"), *fwd = strstr(out, "    0 FWD");
+    REQUIRE(bwd && fwd, "no difference table: %s", out);
+    CHECK(bwd < fwd, "BWD (7 ms apart) must come before FWD (1 ms): %s", out);
+    CHECK(strstr(bwd, "-7.000") != NULL, "BWD difference: %s", bwd);
+    /* the critical path of the first: FWD, BWD, PUSH of node 0 */
+    CHECK(strstr(out, "critical path (trace rows) of 3 ops: FWD 1/2.000 ms BWD 1/3.000 ms "
+                      "PUSH 1/1.000 ms") != NULL, "%s", out);
+    /* bad input: a node list naming a node the trace lacks, a malformed row */
+    rc = test_run(out, sizeof out, "%s/poseidon report timeline %s --nodes 0-4 -o %s 2>&1",
+                  test_build_dir(), sim, png);
+    CHECK(rc == 2 && strstr(out, "node 4 is not in the trace"), "exit %d: %s", rc, out);
+    fixture_write_file(real, "node,iteration,op,layer,peer,bytes,t_start_ns,t_end_ns\n"
+                             "0,0,FWD,c1,-1,0,10,5\n");
+    rc = test_run(out, sizeof out, "%s/poseidon report timeline %s -o %s 2>&1", test_build_dir(),
+                  real, png);
+    CHECK(rc == 2 && strstr(out, "real.csv:2:"), "exit %d: %s", rc, out);
 }
