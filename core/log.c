@@ -10,8 +10,10 @@
 #endif
 
 static log_level_t s_level = LOG_INFO;
+static char s_prefix[32];
 
 void log_set_level(log_level_t level) { s_level = level; }
+void log_set_prefix(const char *prefix) { snprintf(s_prefix, sizeof s_prefix, "%s", prefix); }
 log_level_t log_get_level(void) { return s_level; }
 
 /* One line, one write(2): lines of processes that share a terminal or a pipe (the ranks of
@@ -37,7 +39,7 @@ void log_msg(log_level_t level, const char *fmt, ...)
     static const char *const tags[] = {"error: ", "warning: ", "", "debug: "};
     if (level > s_level) return;
     char buf[4096];
-    int n = snprintf(buf, sizeof buf, "%s", tags[level]);
+    int n = snprintf(buf, sizeof buf, "%s%s", s_prefix, tags[level]);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);

@@ -1,7 +1,7 @@
 /* log: leveled messages to stderr, and the banner every program prints first (seed, inputs,
  * git commit), so that any output can be traced back to what produced it.
  *
- * The level is the one piece of global mutable state the project allows.
+ * The level and the line prefix are the global mutable state the project allows.
  */
 #ifndef POSEIDON_LOG_H
 #define POSEIDON_LOG_H
@@ -13,6 +13,9 @@
 typedef enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG } log_level_t;
 
 void log_set_level(log_level_t level);
+/* Text put before every line (not the banner): "[rank 2] " in the ranks of a local job, which
+ * share one terminal. Set once, early. */
+void log_set_prefix(const char *prefix);
 log_level_t log_get_level(void);
 void log_msg(log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -105,6 +105,15 @@ echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_
 cores=$(nproc) bound_frac=${HOST_BOUND_FRAC:-0.85}
 n_runs=0 n_failed=0
 t_start=$(date +%s)
+# progress on a terminal only: "[run k of N] point, elapsed, time left at the pace so far"
+n_total=$(( $(echo $models | wc -w) * $(echo $gbps | wc -w) * $(echo $nodes | wc -w) * $(echo $schemes | wc -w) * repeat ))
+say() { [ -t 2 ] && printf '\r\033[K' >&2; echo "$@" >&2; } # a line of its own under the progress
+progress() {
+    [ -t 2 ] || return 0
+    local done=$1 el=$(( $(date +%s) - t_start )) left=""
+    [ "$done" -gt 0 ] && left=", about $(( el * (n_total - done) / done / 60 )) min left"
+    printf '\rvalidate: run %d of %d: %s (%d min%s)\033[K' $((done + 1)) "$n_total" "$2" $((el / 60)) "$left" >&2
+}
 for model in $models; do
     net=$root/models/$model.net
     [ -f "$net" ] || { echo "validate: no $net" >&2; exit 2; }
@@ -152,6 +161,7 @@ for model in $models; do
                 for k in $(seq 1 "$repeat"); do
                     rd=$run; [ "$repeat" -gt 1 ] && rd=$run/r$k
                     mkdir -p "$rd"
+                    progress "$n_runs" "$tag${k:+ #$k}"
                     t0=$(date +%s.%N)
                     # the host's CPU ticks, sampled through the run; each rank notes when it ended
                     (while :; do echo "$(date +%s.%N) $(cpu_ticks)"; sleep 0.2; done) >"$rd/host_cpu.txt" &
@@ -172,7 +182,7 @@ for model in $models; do
                     rm -f "$rd"/trace-rank*.json "$rd"/trace-rank*.csv
                     if [ -z "$meas" ] || [ -z "$pred" ]; then
                         n_failed=$((n_failed + 1))
-                        echo "validate: $tag: no result (exit $rc; see $rd/out.log)" >&2
+                        say "validate: $tag: no result (exit $rc; see $rd/out.log)"
                         tail -3 "$rd/out.log" >&2
                         continue
                     fi
@@ -188,7 +198,7 @@ for model in $models; do
                     same=1
                     if ! cmp -s "$run/plan_sim.txt" "$rd/plan_run.txt"; then
                         same=0
-                        echo "validate: $tag: the runtime's plan differs from the simulator's (layers: diff $run/plan_sim.txt $rd/plan_run.txt)" >&2
+                        say "validate: $tag: the runtime's plan differs from the simulator's (layers: diff $run/plan_sim.txt $rd/plan_run.txt)"
                     fi
                     # host_busy over the ranks' steady-state window: the wall_s they logged, up
                     # to the first rank's end (the samples nearest to both ends)
@@ -230,6 +240,7 @@ done
 left=$(ip netns list | grep -c '^pns' || true)
 [ "$left" = 0 ] || echo "validate: warning: $left pns* namespaces exist (another run, or a leak)" >&2
 
+[ -t 2 ] && printf '\r\033[K' >&2
 echo "wrote $csv ($((n_runs - n_failed)) of $n_runs runs, $(( $(date +%s) - t_start )) s)"
 if command -v gnuplot >/dev/null && [ "$(wc -l <"$csv")" -gt 1 ]; then
     gnuplot -e "csv='$csv'; out='$out/validate'" reports/validate.gp &&

@@ -243,6 +243,10 @@ int launch_local(int n, int port, int grace_ms, launch_child_fn fn, void *arg)
             setenv("MASTER_ADDR", "127.0.0.1", 1);
             snprintf(v, sizeof v, "%d", port);
             setenv("MASTER_PORT", v, 1);
+            if (n > 1) { /* the children share the launcher's terminal */
+                snprintf(v, sizeof v, "[rank %d] ", r);
+                log_set_prefix(v);
+            }
             int rc = fn(r, arg);
             fflush(NULL);
             _exit(rc);

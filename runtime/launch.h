@@ -13,7 +13,8 @@
  *
  * The local launcher forks N copies of this process with RANK etc. set (the default of
  * `poseidon train --workers N`). It must run before anything touches ZeroMQ (comm.h).
- * Children die with the launcher (PR_SET_PDEATHSIG); when one child fails, the others get
+ * Each child prefixes its log lines with "[rank R] " (they share one terminal). Children
+ * die with the launcher (PR_SET_PDEATHSIG); when one child fails, the others get
  * a grace period to report what they were waiting on, then are killed: it never hangs.
  */
 #ifndef POSEIDON_LAUNCH_H

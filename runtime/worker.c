@@ -711,6 +711,7 @@ void worker_finish(worker_t *w)
     trace_close(&w->trace);
     coord_client_progress(w->cl, w->iterations, -1, "the final barrier");
     coord_client_destroy(&w->cl); /* final barrier: shards serve until everyone is done */
+    if (w->summary[0]) log_info("%s", w->summary); /* after rank 0's last row */
     if (w->ps && ps_server_n_rejected(w->ps))
         log_warn("rank %d: the PS shard rejected %llu messages", w->rank,
                  (unsigned long long)ps_server_n_rejected(w->ps));

@@ -617,10 +617,11 @@ void worker_exec_run(worker_t *w)
         if (pthread_create(&th[n_threads++], NULL, sync_main, &args[op])) die("pthread_create");
     }
     for (int i = 0; i < n_threads; i++) pthread_join(th[i], NULL);
-    if (w->iterations >= 2) /* iterations 1 .. T-1: from the start of 1's first op to the end */
-        log_info("rank %d: steady_cpu_s %.3f wall_s %.3f iterations %lld", w->rank,
-                 process_cpu_s() - w->cpu1_s, (double)(comm_now_ns() - w->cpu1_ns) * 1e-9,
-                 (long long)(w->iterations - 1));
+    if (w->iterations >= 2) /* iterations 1 .. T-1: from the start of 1's first op to the end;
+                             * logged after the final barrier, below rank 0's last row */
+        snprintf(w->summary, sizeof w->summary, "rank %d: steady_cpu_s %.3f wall_s %.3f "
+                 "iterations %lld", w->rank, process_cpu_s() - w->cpu1_s,
+                 (double)(comm_now_ns() - w->cpu1_ns) * 1e-9, (long long)(w->iterations - 1));
     free(th);
     free(args);
     if (w->rank == 0) report(w, w->iterations - 1, true);

@@ -128,6 +128,7 @@ typedef struct worker {
      * steady-state CPU logged at the end (experiments/validate.sh reads it) */
     double cpu1_s;
     int64_t cpu1_ns;
+    char summary[160];         /* this rank's steady-state line, logged after the final barrier */
 
     trace_t *trace;
     pthread_mutex_t trace_mu;
