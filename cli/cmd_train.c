@@ -197,6 +197,7 @@ int cmd_train(int argc, char **argv)
     nnet_t *net = NULL;
     solver_t *solver = NULL;
     FILE *csv = NULL;
+    unsigned char *rng_state = NULL;
     if (train_check_model(&m, &train, err, sizeof err)) {
         fprintf(stderr, "poseidon train: %s\n", err);
         goto out;
@@ -222,12 +223,16 @@ int cmd_train(int argc, char **argv)
     solver = solver_new(&sc, nnet_arena(net));
     solver_init_params(&m, nnet_arena(net), init, (uint64_t)seed);
     checkpoint_meta_t meta = {.epoch = 0, .iter = 0, .seed = (uint64_t)seed};
+    if (ckpt_path) ckpt_remove_stale(ckpt_path);
+    size_t rng_bytes = nnet_rng_state_bytes(net);
+    rng_state = xcalloc(1, rng_bytes + 1);
     if (resume_path) {
-        if (checkpoint_load(resume_path, &m, nnet_arena(net), solver_history(solver), &meta, err,
-                            sizeof err)) {
+        if (checkpoint_load(resume_path, &m, nnet_arena(net), solver_history(solver), rng_state,
+                            rng_bytes, &meta, err, sizeof err)) {
             fprintf(stderr, "poseidon train: --resume: %s\n", err);
             goto out;
         }
+        nnet_rng_state_restore(net, rng_state);
         log_info("resumed from %s after epoch %lld (iteration %lld)", resume_path,
                  (long long)meta.epoch, (long long)meta.iter);
     }
@@ -237,7 +242,9 @@ int cmd_train(int argc, char **argv)
             fprintf(stderr, "poseidon train: %s: cannot open: %s\n", csv_path, strerror(errno));
             goto out;
         }
-        if (meta.epoch == 0) fprintf(csv, "epoch,loss,train_acc,test_acc,images_per_s\n");
+        /* a resumed run continues the table of the run it resumes; a new file gets a header */
+        if (meta.epoch == 0 || ftell(csv) == 0)
+            fprintf(csv, "epoch,loss,train_acc,test_acc,images_per_s\n");
     }
     log_info("%s: %lld parameters, %d training / %d test samples, batch %d, %s, lr %g",
              m.name, (long long)nnet_arena(net)->count, train.n, test.n, (int)batch,
@@ -260,8 +267,9 @@ int cmd_train(int argc, char **argv)
         }
         if (ckpt_path) {
             checkpoint_meta_t now = {.epoch = e + 1, .iter = iter, .seed = (uint64_t)seed};
-            if (checkpoint_save(ckpt_path, &m, nnet_arena(net), solver_history(solver), &now,
-                                err, sizeof err)) {
+            nnet_rng_state_save(net, rng_state);
+            if (checkpoint_save(ckpt_path, &m, nnet_arena(net), solver_history(solver),
+                                rng_state, rng_bytes, &now, err, sizeof err)) {
                 fprintf(stderr, "poseidon train: %s\n", err);
                 goto out;
             }
@@ -304,6 +312,7 @@ int cmd_train(int argc, char **argv)
     }
 out:
     if (csv && fclose(csv)) rc = 1;
+    free(rng_state);
     solver_destroy(&solver);
     nnet_destroy(&net);
     compute_destroy(&c);

@@ -1,5 +1,7 @@
 #include "rng.h"
 
+#include <string.h>
+
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
@@ -66,3 +68,7 @@ void rng_shuffle(rng_t *r, void *base, size_t n, size_t size)
     if (n > 1) gsl_ran_shuffle(r->g, base, n, size);
 }
 void *rng_gsl(rng_t *r) { return r->g; }
+
+size_t rng_state_bytes(const rng_t *r) { return gsl_rng_size(r->g); }
+void rng_state_save(const rng_t *r, void *out) { memcpy(out, gsl_rng_state(r->g), gsl_rng_size(r->g)); }
+void rng_state_restore(rng_t *r, const void *in) { memcpy(gsl_rng_state(r->g), in, gsl_rng_size(r->g)); }

@@ -22,6 +22,12 @@ double rng_exponential(rng_t *r, double mean);
 double rng_gamma(rng_t *r, double shape, double scale);
 void rng_shuffle(rng_t *r, void *base, size_t n, size_t size);
 
+/* The generator's whole state as bytes (rng_state_bytes of them), for checkpoints: a
+ * generator given back its state continues the same sequence. */
+size_t rng_state_bytes(const rng_t *r);
+void rng_state_save(const rng_t *r, void *out);
+void rng_state_restore(rng_t *r, const void *in);
+
 /* The underlying gsl_rng *, for callers that use other GSL distributions. */
 void *rng_gsl(rng_t *r);
 

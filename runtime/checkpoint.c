@@ -9,19 +9,10 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/log.h"
 #include "core/outfile.h"
 
-#define CKPT_MAGIC "PSDNCKPT"
-#define CKPT_VERSION 1u
-
-typedef struct {
-    char magic[8];
-    uint32_t version, reserved;
-    char model[MODEL_NAME_MAX];
-    int64_t params, state;
-    int64_t epoch, iter;
-    uint64_t seed;
-} ckpt_header_t;
+#define FNV_START 0xcbf29ce484222325ULL
 
 /* FNV-1a 64 over bytes, continued from h. */
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -45,48 +36,36 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const float *history,
-                    const checkpoint_meta_t *meta, char *err, size_t errlen)
+int ckpt_write(const char *path, const ckpt_part_t *parts, int n, char *err, size_t errlen)
 {
-    ckpt_header_t h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, CKPT_MAGIC, 8);
-    h.version = CKPT_VERSION;
-    snprintf(h.model, sizeof h.model, "%s", m->name);
-    h.params = a->count;
-    h.state = a->state_count;
-    h.epoch = meta->epoch, h.iter = meta->iter, h.seed = meta->seed;
-    struct {
-        const void *p;
-        size_t n;
-    } parts[] = {{&h, sizeof h},
-                 {a->params, (size_t)a->count * sizeof(float)},
-                 {history, (size_t)a->count * sizeof(float)},
-                 {a->state, (size_t)a->state_count * sizeof(float)}};
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        snprintf(err, errlen, "%.200s...: path too long", path);
+        return -1;
+    }
     int fd = outfile_make_parents(tmp) == 0 ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
     if (fd < 0) {
         snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         return -1;
     }
-    uint64_t sum = 0xcbf29ce484222325ULL;
+    uint64_t sum = FNV_START;
     int rc = 0;
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0] && !rc; i++) {
-        sum = fnv1a(sum, parts[i].p, parts[i].n);
-        rc = write_all(fd, parts[i].p, parts[i].n);
+    for (int i = 0; i < n && !rc; i++) {
+        sum = fnv1a(sum, parts[i].data, parts[i].bytes);
+        rc = write_all(fd, parts[i].data, parts[i].bytes);
     }
     if (!rc) rc = write_all(fd, &sum, sizeof sum);
     if (!rc) rc = fsync(fd);
-    if (close(fd) && !rc) rc = -1;
-    if (!rc) rc = rename(tmp, path);
+    int saved = errno;
+    if (close(fd) && !rc) rc = -1, saved = errno;
+    if (!rc && rename(tmp, path)) rc = -1, saved = errno;
     if (rc) {
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(saved));
         unlink(tmp);
         return -1;
     }
     /* make the rename itself durable */
-    char dir[1100];
+    char dir[4200];
     snprintf(dir, sizeof dir, "%s", path);
     int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
     if (dfd >= 0) {
@@ -96,50 +75,132 @@ int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const 
     return 0;
 }
 
-int checkpoint_load(const char *path, const model_t *m, arena_t *a, float *history,
-                    checkpoint_meta_t *meta, char *err, size_t errlen)
+void ckpt_remove_stale(const char *path)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (unlink(tmp) == 0) log_info("removed %s, left by a checkpoint write that did not finish", tmp);
+}
+
+struct ckpt_reader {
+    FILE *f;
+    char path[4096];
+    uint64_t sum;
+    bool short_read;
+};
+
+ckpt_reader_t *ckpt_open(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    ckpt_reader_t *r = xcalloc(1, sizeof *r);
+    r->f = f;
+    r->sum = FNV_START;
+    snprintf(r->path, sizeof r->path, "%s", path);
+    return r;
+}
+
+int ckpt_read(ckpt_reader_t *r, void *out, size_t bytes)
+{
+    if (r->short_read) return -1;
+    if (fread(out, 1, bytes, r->f) != bytes) {
+        r->short_read = true;
         return -1;
     }
-    ckpt_header_t h;
-    int rc = -1;
-    if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, CKPT_MAGIC, 8)) {
-        snprintf(err, errlen, "%s: not a poseidon checkpoint", path);
-        goto out;
+    r->sum = fnv1a(r->sum, out, bytes);
+    return 0;
+}
+
+int ckpt_close(ckpt_reader_t **rp, char *err, size_t errlen)
+{
+    ckpt_reader_t *r = *rp;
+    uint64_t stored = 0;
+    int rc = 0;
+    if (r->short_read || fread(&stored, sizeof stored, 1, r->f) != 1) {
+        snprintf(err, errlen, "%s: truncated checkpoint", r->path);
+        rc = -1;
+    } else if (fgetc(r->f) != EOF) {
+        snprintf(err, errlen, "%s: bytes after the checksum (not a checkpoint this build "
+                              "wrote, or appended to)", r->path);
+        rc = -1;
+    } else if (stored != r->sum) {
+        snprintf(err, errlen, "%s: checksum mismatch (corrupt checkpoint)", r->path);
+        rc = -1;
     }
-    if (h.version != CKPT_VERSION) {
-        snprintf(err, errlen, "%s: checkpoint version %u, this build reads %u", path, h.version,
-                 CKPT_VERSION);
-        goto out;
-    }
-    h.model[sizeof h.model - 1] = '\0';
-    if (strcmp(h.model, m->name) || h.params != a->count || h.state != a->state_count) {
-        snprintf(err, errlen,
-                 "%s: checkpoint of model '%s' (%lld parameters), not of '%s' (%lld)", path,
-                 h.model, (long long)h.params, m->name, (long long)a->count);
-        goto out;
-    }
-    uint64_t sum = fnv1a(0xcbf29ce484222325ULL, &h, sizeof h), stored;
-    size_t np = (size_t)a->count, ns = (size_t)a->state_count;
-    if (fread(a->params, sizeof(float), np, f) != np ||
-        fread(history, sizeof(float), np, f) != np ||
-        fread(a->state, sizeof(float), ns, f) != ns || fread(&stored, sizeof stored, 1, f) != 1) {
-        snprintf(err, errlen, "%s: truncated checkpoint", path);
-        goto out;
-    }
-    sum = fnv1a(sum, a->params, np * sizeof(float));
-    sum = fnv1a(sum, history, np * sizeof(float));
-    sum = fnv1a(sum, a->state, ns * sizeof(float));
-    if (sum != stored) {
-        snprintf(err, errlen, "%s: checksum mismatch (corrupt checkpoint)", path);
-        goto out;
-    }
-    meta->epoch = h.epoch, meta->iter = h.iter, meta->seed = h.seed;
-    rc = 0;
-out:
-    fclose(f);
+    fclose(r->f);
+    free(r);
+    *rp = NULL;
     return rc;
+}
+
+/* ---- one replica (single-worker training) */
+
+#define CKPT_MAGIC "PSDNCKPT"
+#define CKPT_VERSION 2u
+
+typedef struct {
+    char magic[8];
+    uint32_t version, reserved;
+    char model[MODEL_NAME_MAX];
+    int64_t params, state, rng_bytes;
+    int64_t epoch, iter;
+    uint64_t seed;
+} ckpt_header_t;
+
+int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const float *history,
+                    const void *rng, size_t rng_bytes, const checkpoint_meta_t *meta, char *err,
+                    size_t errlen)
+{
+    ckpt_header_t h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, CKPT_MAGIC, 8);
+    h.version = CKPT_VERSION;
+    snprintf(h.model, sizeof h.model, "%s", m->name);
+    h.params = a->count;
+    h.state = a->state_count;
+    h.rng_bytes = (int64_t)rng_bytes;
+    h.epoch = meta->epoch, h.iter = meta->iter, h.seed = meta->seed;
+    ckpt_part_t parts[] = {{&h, sizeof h},
+                           {a->params, (size_t)a->count * sizeof(float)},
+                           {history, (size_t)a->count * sizeof(float)},
+                           {a->state, (size_t)a->state_count * sizeof(float)},
+                           {rng, rng_bytes}};
+    return ckpt_write(path, parts, 5, err, errlen);
+}
+
+int checkpoint_load(const char *path, const model_t *m, arena_t *a, float *history, void *rng,
+                    size_t rng_bytes, checkpoint_meta_t *meta, char *err, size_t errlen)
+{
+    ckpt_reader_t *r = ckpt_open(path, err, errlen);
+    if (!r) return -1;
+    ckpt_header_t h;
+    char why[512] = "";
+    if (ckpt_read(r, &h, sizeof h) || memcmp(h.magic, CKPT_MAGIC, 8))
+        snprintf(why, sizeof why, "%s: not a poseidon checkpoint", path);
+    else if (h.version != CKPT_VERSION)
+        snprintf(why, sizeof why, "%s: checkpoint version %u, this build reads %u", path,
+                 h.version, CKPT_VERSION);
+    else {
+        h.model[sizeof h.model - 1] = '\0';
+        if (strcmp(h.model, m->name) || h.params != a->count || h.state != a->state_count ||
+            h.rng_bytes != (int64_t)rng_bytes)
+            snprintf(why, sizeof why,
+                     "%s: checkpoint of model '%s' (%lld parameters), not of '%s' (%lld)", path,
+                     h.model, (long long)h.params, m->name, (long long)a->count);
+    }
+    if (why[0]) {
+        ckpt_close(&r, err, errlen);
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    ckpt_read(r, a->params, (size_t)a->count * sizeof(float));
+    ckpt_read(r, history, (size_t)a->count * sizeof(float));
+    ckpt_read(r, a->state, (size_t)a->state_count * sizeof(float));
+    ckpt_read(r, rng, rng_bytes);
+    if (ckpt_close(&r, err, errlen)) return -1;
+    meta->epoch = h.epoch, meta->iter = h.iter, meta->seed = h.seed;
+    return 0;
 }

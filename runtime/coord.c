@@ -37,6 +37,7 @@ typedef struct {
     size_t main_rid_len, hb_rid_len;
     char *line;             /* registration */
     int64_t last_beat_ns;   /* 0: never */
+    int64_t longest_gap_ns; /* the longest time between two of its beats so far */
     int64_t iteration;
     int layer;
     char text[TEXT_MAX];    /* "node\nwhat" from its last beat */
@@ -149,10 +150,20 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
                 comm_send_rid(s->comm, s->ranks[q].main_rid, s->ranks[q].main_rid_len, ok,
                               data, n);
         break;
-    case MSG_HEARTBEAT:
+    case MSG_HEARTBEAT: {
         memcpy(st->hb_rid, m->rid, m->rid_len);
         st->hb_rid_len = m->rid_len;
-        st->last_beat_ns = comm_now_ns();
+        int64_t now = comm_now_ns(), gap = st->last_beat_ns ? now - st->last_beat_ns : 0;
+        /* a loaded host delays beats: say so each time the record grows past 4 intervals,
+         * so the margin left before dead_ms can be judged from the log */
+        if (gap > st->longest_gap_ns) {
+            st->longest_gap_ns = gap;
+            if (gap > 4 * (int64_t)s->cfg.heartbeat_ms * 1000000)
+                log_info("coordinator: rank %d's heartbeat came %.2f s after the one before "
+                         "(beats every %.2f s, dead after %.1f s of silence)", r, gap * 1e-9,
+                         s->cfg.heartbeat_ms / 1e3, s->cfg.dead_ms / 1e3);
+        }
+        st->last_beat_ns = now;
         n = n < TEXT_MAX - 1 ? n : TEXT_MAX - 1;
         if (!st->still_since_ns || st->iteration != (int64_t)m->hdr.iteration ||
             st->layer != (int)m->hdr.layer || strncmp(st->text, data, n) || st->text[n]) {
@@ -166,6 +177,7 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
         ok.type = MSG_HEARTBEAT_ACK;
         comm_send_rid(s->comm, m->rid, m->rid_len, ok, NULL, 0);
         break;
+    }
     case MSG_BYE:
         if (!st->bye) s->n_bye++;
         st->bye = 1;

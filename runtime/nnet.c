@@ -769,3 +769,31 @@ void nnet_fc_factors(nnet_t *n, int l, const float **x, const float **dy, int *i
     *in_units = (int)n->ls[l].in_count;
     *out_units = ly->out;
 }
+
+size_t nnet_rng_state_bytes(const nnet_t *n)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < n->m->n_layers; i++)
+        if (n->ls[i].rng) bytes += rng_state_bytes(n->ls[i].rng);
+    return bytes;
+}
+
+void nnet_rng_state_save(const nnet_t *n, void *out)
+{
+    unsigned char *p = out;
+    for (int i = 0; i < n->m->n_layers; i++)
+        if (n->ls[i].rng) {
+            rng_state_save(n->ls[i].rng, p);
+            p += rng_state_bytes(n->ls[i].rng);
+        }
+}
+
+void nnet_rng_state_restore(nnet_t *n, const void *in)
+{
+    const unsigned char *p = in;
+    for (int i = 0; i < n->m->n_layers; i++)
+        if (n->ls[i].rng) {
+            rng_state_restore(n->ls[i].rng, p);
+            p += rng_state_bytes(n->ls[i].rng);
+        }
+}

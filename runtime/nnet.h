@@ -54,6 +54,11 @@ int *nnet_labels(nnet_t *n);
  * its running averages); in evaluation mode dropout is the identity and batchnorm uses the
  * running averages. */
 void nnet_set_train(nnet_t *n, bool train);
+/* The dropout layers' random state (bytes, save, restore), for a checkpoint: a net given back
+ * its state draws the masks it would have drawn. 0 bytes for a net without dropout. */
+size_t nnet_rng_state_bytes(const nnet_t *n);
+void nnet_rng_state_save(const nnet_t *n, void *out);
+void nnet_rng_state_restore(nnet_t *n, const void *in);
 /* Keep reusing the last dropout masks (for gradient checks); default false. */
 void nnet_set_dropout_frozen(nnet_t *n, bool frozen);
 /* Also compute the gradient with respect to the input batch (doutput(0)); default false. */

@@ -96,14 +96,14 @@ TEST(test_train_checkpoint_resume_round_trip)
     int64_t itb = 0;
     train_epoch(b.n, b.s, &tr, 0, tr.n, 0, 9, &itb, &st, NULL, NULL);
     checkpoint_meta_t meta = {.epoch = 1, .iter = itb, .seed = 9};
-    REQUIRE(checkpoint_save(path, &b.m, nnet_arena(b.n), solver_history(b.s), &meta, err,
-                            sizeof err) == 0, "%s", err);
+    REQUIRE(checkpoint_save(path, &b.m, nnet_arena(b.n), solver_history(b.s), NULL, 0, &meta,
+                            err, sizeof err) == 0, "%s", err);
     rig_fini(&b);
     rig_t c;
     rig_init(&c, 123); /* different init: everything must come from the file */
     checkpoint_meta_t got;
-    REQUIRE(checkpoint_load(path, &c.m, nnet_arena(c.n), solver_history(c.s), &got, err,
-                            sizeof err) == 0, "%s", err);
+    REQUIRE(checkpoint_load(path, &c.m, nnet_arena(c.n), solver_history(c.s), NULL, 0, &got,
+                            err, sizeof err) == 0, "%s", err);
     CHECK_EQ_I64(got.epoch, 1);
     CHECK_EQ_I64(got.iter, itb);
     int64_t itc = got.iter;
@@ -111,6 +111,18 @@ TEST(test_train_checkpoint_resume_round_trip)
     CHECK(memcmp(nnet_arena(a.n)->params, nnet_arena(c.n)->params,
                  (size_t)nnet_arena(a.n)->count * sizeof(float)) == 0,
           "resumed run differs from the uninterrupted one");
+    /* a byte appended, and one taken away, are caught */
+    char out[256];
+    int sh = test_run(out, sizeof out, "cp %s %s.orig && printf x >>%s", path, path, path);
+    REQUIRE(sh == 0);
+    CHECK(checkpoint_load(path, &c.m, nnet_arena(c.n), solver_history(c.s), NULL, 0, &got, err,
+                          sizeof err) == -1 && strstr(err, "bytes after the checksum"), "%s", err);
+    sh = test_run(out, sizeof out, "head -c -2 %s.orig >%s", path, path);
+    REQUIRE(sh == 0);
+    CHECK(checkpoint_load(path, &c.m, nnet_arena(c.n), solver_history(c.s), NULL, 0, &got, err,
+                          sizeof err) == -1 && strstr(err, "truncated"), "%s", err);
+    sh = test_run(out, sizeof out, "cp %s.orig %s", path, path);
+    REQUIRE(sh == 0);
     /* one flipped byte is caught */
     FILE *f = fopen(path, "r+b");
     fseek(f, 300, SEEK_SET);
@@ -118,7 +130,7 @@ TEST(test_train_checkpoint_resume_round_trip)
     fseek(f, 300, SEEK_SET);
     fputc(ch ^ 0x40, f);
     fclose(f);
-    CHECK(checkpoint_load(path, &c.m, nnet_arena(c.n), solver_history(c.s), &got, err,
+    CHECK(checkpoint_load(path, &c.m, nnet_arena(c.n), solver_history(c.s), NULL, 0, &got, err,
                           sizeof err) == -1);
     CHECK(strstr(err, "checksum"), "message: %s", err);
     rig_fini(&a);
@@ -146,4 +158,33 @@ TEST(test_train_cli_missing_data_and_synthetic)
           !strcmp(line, "epoch,loss,train_acc,test_acc,images_per_s\n"));
     CHECK(fgets(line, sizeof line, f) && !strncmp(line, "1,", 2), "row: %s", line);
     fclose(f);
+}
+
+/* `poseidon train` killed after epoch 1 and resumed ends with the checkpoint, bit for bit,
+ * of the run that never stopped (LeNet: dropout's random state is in the checkpoint), and the
+ * resumed --csv continues the same table; a checkpoint with a byte appended is refused. */
+TEST(test_train_cli_resume_is_bit_exact)
+{
+    const char *d = test_tmpdir(), *bin = test_build_dir();
+    char out[8192];
+    const char *job = "train --model models/lenet.net --data synthetic --limit 256 --batch 32 "
+                      "--job-out none";
+    int rc = test_run(out, sizeof out, "%s/poseidon %s --epochs 2 --checkpoint %s/a.ck --csv %s/a.csv",
+                      bin, job, d, d);
+    REQUIRE(rc == 0, "straight run: %s", out);
+    rc = test_run(out, sizeof out, "%s/poseidon %s --epochs 1 --checkpoint %s/b.ck --csv %s/b.csv",
+                  bin, job, d, d);
+    REQUIRE(rc == 0, "first half: %s", out);
+    rc = test_run(out, sizeof out,
+                  "%s/poseidon %s --epochs 2 --resume %s/b.ck --checkpoint %s/b.ck --csv %s/b.csv",
+                  bin, job, d, d, d);
+    REQUIRE(rc == 0, "resumed half: %s", out);
+    rc = test_run(out, sizeof out, "cmp %s/a.ck %s/b.ck", d, d);
+    CHECK(rc == 0, "the resumed run's checkpoint differs: %s", out);
+    rc = test_run(out, sizeof out, "cut -d, -f1-4 %s/a.csv >%s/a4 && cut -d, -f1-4 %s/b.csv >%s/b4 "
+                  "&& cmp %s/a4 %s/b4 && grep -c epoch %s/b.csv", d, d, d, d, d, d, d);
+    CHECK(rc == 0 && atoi(out) == 1, "the resumed CSV is not the same table: %s", out);
+    rc = test_run(out, sizeof out, "printf x >>%s/b.ck && %s/poseidon %s --epochs 3 --resume %s/b.ck",
+                  d, bin, job, d);
+    CHECK(rc != 0 && strstr(out, "bytes after the checksum"), "appended byte: exit %d: %s", rc, out);
 }
