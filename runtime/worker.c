@@ -262,6 +262,10 @@ static int data_setup(worker_t *w, char *err, size_t errlen)
         if (data_load_fashion_mnist(c->data_dir[0] ? c->data_dir : NULL, &w->train, &w->test,
                                     err, errlen))
             return -1;
+    } else if (!strcmp(c->data, "fortunes")) {
+        if (data_load_text(c->data_dir[0] ? c->data_dir : NULL, m->layers[0].out_shape.w,
+                           &w->train, &w->test, err, errlen))
+            return -1;
     } else if (!strcmp(c->data, "synthetic")) {
         int classes = 1;
         for (int i = 0; i < m->n_layers; i++)
@@ -270,7 +274,7 @@ static int data_setup(worker_t *w, char *err, size_t errlen)
         data_synthetic(&w->train, m->layers[0].out_shape, classes, c->synthetic_n, j->seed);
         data_synthetic(&w->test, m->layers[0].out_shape, classes, 256, j->seed + 1);
     } else {
-        snprintf(err, errlen, "data is fashion-mnist or synthetic, not '%s'", c->data);
+        snprintf(err, errlen, "data is fashion-mnist, fortunes or synthetic, not '%s'", c->data);
         return -1;
     }
     w->have_data = true;

@@ -317,7 +317,7 @@ static void compute_op(worker_t *w, int op, int64_t t)
         pthread_mutex_unlock(&wu->lock);
         if (un->last == w->model.n_layers - 1 && w->rank == 0) {
             for (int l = 0; l < w->model.n_layers; l++)
-                if (w->model.layers[l].type == LAYER_SOFTMAX_LOSS)
+                if (layer_is_loss(&w->model.layers[l]))
                     w->loss_sum += nnet_layer_loss(w->net, l);
             w->loss_n++;
             w->correct += nnet_count_correct(w->net);
