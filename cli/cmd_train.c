@@ -21,6 +21,7 @@
 #include "runtime/data.h"
 #include "runtime/nnet.h"
 #include "runtime/solver.h"
+#include "runtime/textgen.h"
 #include "runtime/train.h"
 #include "core/outfile.h"
 
@@ -32,8 +33,11 @@ static void train_usage(FILE *f)
             "training accuracy (on the training batches, in training mode), the test accuracy\n"
             "and the training throughput.\n\n"
             "  --model FILE        network description (models/NAME.net)\n"
-            "  --data D            fashion-mnist (default) or synthetic\n"
-            "  --data-dir DIR      IDX files (default " DATA_FASHION_MNIST_DIR ")\n"
+            "  --data D            fashion-mnist (default), fortunes (character-level text,\n"
+            "                      for a model with a tokens input) or synthetic\n"
+            "  --data-dir DIR      IDX files (default " DATA_FASHION_MNIST_DIR "), or the\n"
+            "                      text's folder (default " DATA_FORTUNES_DIR ")\n"
+            "  --sample N          after training, print N characters the model writes\n"
             "  --epochs E          epochs to run in total (default 5)\n"
             "  --batch K           samples per step (default 64)\n"
             "  --lr X              base learning rate (default 0.01)\n"
@@ -91,7 +95,7 @@ int cmd_train(int argc, char **argv)
      * workers of an emulated cluster), a second OpenBLAS thread waits for a core and spins
      * meanwhile; measured on the 2-core dev machine under load, MLP fc1 forward at batch 64
      * took 7.9 ms with 2 threads and 0.30 ms with 1. */
-    int epochs = 5, batch = 64, limit = 0, threads = 1;
+    int epochs = 5, batch = 64, limit = 0, threads = 1, sample = 0;
     long long seed = 1, lr_step = 0;
     solver_config_t sc = {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4,
                           .policy = LR_FIXED, .gamma = 0.1, .power = 1.0};
@@ -120,6 +124,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--batch")) rc = flag_int32("train", a, v, 1, 1 << 20, &batch);
         else if (!strcmp(a, "--seed")) rc = flag_int("train", a, v, 0, 1LL << 62, &seed);
         else if (!strcmp(a, "--limit")) rc = flag_int32("train", a, v, 0, 1 << 30, &limit);
+        else if (!strcmp(a, "--sample")) rc = flag_int32("train", a, v, 0, 1 << 20, &sample);
         else if (!strcmp(a, "--threads")) rc = flag_int32("train", a, v, 0, 4096, &threads);
         else if (!strcmp(a, "--lr")) rc = flag_double("train", a, v, 1e-12, 1e6, &sc.lr);
         else if (!strcmp(a, "--momentum")) rc = flag_double("train", a, v, 0, 1e6, &sc.momentum);
@@ -176,6 +181,15 @@ int cmd_train(int argc, char **argv)
             model_fini(&m);
             return 1;
         }
+    } else if (!strcmp(data, "fortunes")) {
+        if (data_load_text(data_dir, m.layers[0].out_shape.w, &train, &test, err, sizeof err)) {
+            fprintf(stderr, "poseidon train: %s\n", err);
+            model_fini(&m);
+            return 1;
+        }
+        log_info("%s: %d training windows of %d characters; unigram entropy of the text %.4f "
+                 "nats per character", data_dir ? data_dir : DATA_FORTUNES_DIR, train.n,
+                 train.labels, data_unigram_entropy(&train));
     } else if (!strcmp(data, "synthetic")) {
         int classes = 0;
         for (int i = 0; i < m.n_layers; i++)
@@ -187,7 +201,8 @@ int cmd_train(int argc, char **argv)
         data_synthetic(&test, m.layers[0].out_shape, classes > 0 ? classes : 1, (int)batch,
                        (uint64_t)seed + 1);
     } else {
-        fprintf(stderr, "poseidon train: --data is fashion-mnist or synthetic, not '%s'\n", data);
+        fprintf(stderr, "poseidon train: --data is fashion-mnist, fortunes or synthetic, not '%s'\n",
+                data);
         model_fini(&m);
         return 2;
     }
@@ -274,6 +289,19 @@ int cmd_train(int argc, char **argv)
                 goto out;
             }
         }
+    }
+    if (sample > 0) {
+        size_t cap = (size_t)sample + 2;
+        char *text = xmalloc(cap);
+        if (textgen_sample(net, "", (int)sample, 0.8, (uint64_t)seed, text, cap, err,
+                           sizeof err)) {
+            fprintf(stderr, "poseidon train: --sample: %s\n", err);
+            free(text);
+            goto out;
+        }
+        printf("# %d characters it writes (temperature 0.8):\n%s\n", sample,
+               text + 1);
+        free(text);
     }
     rc = 0;
     if (!job_out || strcmp(job_out, "none")) {

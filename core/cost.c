@@ -176,25 +176,30 @@ cost_t cost_ps(const cost_params_t *p, int64_t bytes, int64_t block0)
     return c;
 }
 
-int64_t cost_sfb_peer_bytes(int batch, int64_t m, int64_t n)
+int64_t cost_sfb_peer_bytes(int64_t k, int64_t m, int64_t n) { return k * (m + n) * 4; }
+
+int64_t cost_sfb_k(const cost_params_t *p, const cost_tensor_t *t)
 {
-    return (int64_t)batch * (m + n) * 4;
+    return (int64_t)p->batch * (t->rows > 0 ? t->rows : 1);
 }
 
-cost_t cost_sfb(const cost_params_t *p, int64_t m, int64_t n)
+cost_t cost_sfb_rows(const cost_params_t *p, int64_t rows, int64_t m, int64_t n)
 {
     cost_t c = {0};
     int P1 = p->workers;
     if (P1 == 1) return c;
-    int64_t b = (int64_t)(P1 - 1) * cost_sfb_peer_bytes(p->batch, m, n);
+    int64_t k = (int64_t)p->batch * rows;
+    int64_t b = (int64_t)(P1 - 1) * cost_sfb_peer_bytes(k, m, n);
     c.worker_sent = c.worker_recv = b;
     c.node_sent = c.node_recv = b;
     int64_t recon = 0;
     if (p->gemm_flops > 0)
-        recon = llround(2.0 * p->batch * (double)m * (double)n * (P1 - 1) / p->gemm_flops * 1e9);
+        recon = llround(2.0 * (double)k * (double)m * (double)n * (P1 - 1) / p->gemm_flops * 1e9);
     c.time_ns = p->lat_ns + xfer_ns(p, b) + recon;
     return c;
 }
+
+cost_t cost_sfb(const cost_params_t *p, int64_t m, int64_t n) { return cost_sfb_rows(p, 1, m, n); }
 
 int cost_allreduce_steps(int nodes) { return nodes <= 1 ? 0 : 2 * (nodes - 1); }
 
@@ -253,7 +258,7 @@ int64_t cost_local(const cost_params_t *p, const cost_tensor_t *t, sync_method_t
     if (d <= 1) return 0; /* SYNC_NONE (one node): the devices still reduce and broadcast */
     int64_t all = t->weight_bytes + t->bias_bytes;
     if (m == SYNC_SFB) /* the other devices' factors, and their biases' gradients */
-        *reduce_bytes = (int64_t)(d - 1) * (cost_sfb_peer_bytes(p->batch, t->m, t->n) / d +
+        *reduce_bytes = (int64_t)(d - 1) * (cost_sfb_peer_bytes(cost_sfb_k(p, t), t->m, t->n) / d +
                                             t->bias_bytes);
     else
         *reduce_bytes = (int64_t)(d - 1) * all;
@@ -272,7 +277,7 @@ static cost_t cost_network(const cost_params_t *p, const cost_tensor_t *t, sync_
     case SYNC_PS: return cost_ps(p, all, t->block0);
     case SYNC_ALLREDUCE: return cost_allreduce(p, all);
     case SYNC_SFB: {
-        cost_t s = cost_sfb(p, t->m, t->n);
+        cost_t s = cost_sfb_rows(p, t->rows > 0 ? t->rows : 1, t->m, t->n);
         return t->bias_bytes > 0 ? add_max(s, cost_ps(p, t->bias_bytes, t->block0)) : s;
     }
     default: ASSERT(0, "bad sync method %d", m);

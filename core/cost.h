@@ -73,6 +73,8 @@ typedef struct {
 /* One layer's parameters as the sync sees them. */
 typedef struct {
     int64_t m, n;           /* FC weight m x n (outputs x inputs); 0 if not an FC layer */
+    int64_t rows;           /* factor rows per sample: 1 for fc (0 reads as 1), S positions
+                               for a linear layer over a sequence: K = batch x rows tokens */
     int64_t weight_bytes;
     int64_t bias_bytes;
     int64_t block0;         /* first global KV block of the layer's PS tensor */
@@ -106,6 +108,10 @@ int cost_ps_pieces(const cost_params_t *p, int64_t bytes, int64_t block0, int *s
 /* The pieces of one scheme. */
 cost_t cost_ps(const cost_params_t *p, int64_t bytes, int64_t block0);
 cost_t cost_sfb(const cost_params_t *p, int64_t m, int64_t n);
+/* SFB with K = p->batch x rows factor rows (rows: a linear layer's positions). */
+cost_t cost_sfb_rows(const cost_params_t *p, int64_t rows, int64_t m, int64_t n);
+/* K, the factor rows one worker sends: batch x t->rows. */
+int64_t cost_sfb_k(const cost_params_t *p, const cost_tensor_t *t);
 cost_t cost_allreduce(const cost_params_t *p, int64_t bytes);
 
 /* Ring all-reduce bytes each node sends (and receives): 2(P-1)/P of the tensor, in whole
@@ -117,8 +123,9 @@ int64_t cost_allreduce_bytes(int nodes, int64_t bytes);
 int cost_allreduce_steps(int nodes);
 int64_t cost_allreduce_chunk_bytes(int nodes, int64_t bytes);
 
-/* SFB bytes one worker sends to one peer per iteration: K(M+N) fp32 values. */
-int64_t cost_sfb_peer_bytes(int batch, int64_t m, int64_t n);
+/* SFB bytes one worker sends to one peer per iteration: K(M+N) fp32 values (K: tokens of a
+ * linear layer, batch x positions). */
+int64_t cost_sfb_peer_bytes(int64_t k, int64_t m, int64_t n);
 
 /* The whole layer with method m: PS moves weights+biases; SFB broadcasts the weights' factors
  * and sends biases through PS (concurrently: time is the larger); all-reduce moves both. */

@@ -88,7 +88,7 @@ const char *experiment_keys_help(void)
            "training keys (poseidon train; the simulator ignores them):\n"
            "  epochs = E                epochs over the training data instead of iterations\n"
            "                            (0: run `iterations`) (0)\n"
-           "  data = D                  fashion-mnist | synthetic (fashion-mnist)\n"
+           "  data = D                  fashion-mnist | fortunes | synthetic (fashion-mnist)\n"
            "  data_dir = DIR            IDX files (the Debian package's folder)\n"
            "  synthetic_n = N           synthetic training samples, all workers (1024)\n"
            "  limit = N                 only the first N training samples, 0 = all (0)\n"
@@ -196,9 +196,9 @@ static int train_set(experiment_train_t *t, const experiment_t *e, const char *k
         else if (!strcmp(key, "synthetic_n")) t->synthetic_n = (int)i;
         else t->limit = (int)i;
     } else if (!strcmp(key, "data")) {
-        if (strcmp(val, "fashion-mnist") && strcmp(val, "synthetic"))
+        if (strcmp(val, "fashion-mnist") && strcmp(val, "fortunes") && strcmp(val, "synthetic"))
             return kv_error(err, errlen, where,
-                            "expected data = fashion-mnist | synthetic, got '%s'", val);
+                            "expected data = fashion-mnist | fortunes | synthetic, got '%s'", val);
         snprintf(t->data, sizeof t->data, "%s", val);
     } else if (!strcmp(key, "data_dir")) {
         resolve(e, val, t->data_dir, sizeof t->data_dir);

@@ -44,6 +44,7 @@ typedef struct {
     layer_t layer;
     int n_inputs;
     char *input_name[MODEL_MAX_INPUTS];
+    char *tie_name; /* linear tie=: full name of the embed */
 } raw_layer_t;
 
 typedef struct {
@@ -145,6 +146,12 @@ static const char *const s_type_names[LAYER_TYPE_COUNT] = {
     [LAYER_DROPOUT] = "dropout",     [LAYER_BATCHNORM] = "batchnorm",
     [LAYER_CONCAT] = "concat",       [LAYER_ADD] = "add",
     [LAYER_SOFTMAX_LOSS] = "softmax_loss",
+    [LAYER_TANH] = "tanh",           [LAYER_TOKENS] = "tokens", [LAYER_EMBED] = "embed",
+    [LAYER_POSEMBED] = "posembed",   [LAYER_CLSTOKEN] = "clstoken",
+    [LAYER_TO_SEQ] = "to_seq",       [LAYER_LINEAR] = "linear",
+    [LAYER_ATTENTION] = "attention", [LAYER_LAYERNORM] = "layernorm",
+    [LAYER_GELU] = "gelu",           [LAYER_SELECT] = "select",
+    [LAYER_SEQ_LOSS] = "seq_loss",
 };
 
 const char *layer_type_name(layer_type_t t)
@@ -161,6 +168,20 @@ static int type_from_name(const char *s)
 }
 
 bool layer_has_params(const layer_t *l) { return l->params > 0; }
+
+bool layer_is_input(const layer_t *l) { return l->type == LAYER_INPUT || l->type == LAYER_TOKENS; }
+
+bool layer_is_loss(const layer_t *l)
+{
+    return l->type == LAYER_SOFTMAX_LOSS || l->type == LAYER_SEQ_LOSS;
+}
+
+int64_t layer_sf_rows(const layer_t *l)
+{
+    if (l->type == LAYER_FC) return 1;
+    if (l->type == LAYER_LINEAR && !l->tied) return (int64_t)l->in_shape.h * l->in_shape.w;
+    return 0;
+}
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
@@ -613,7 +634,50 @@ static int parse_layer_keys(args_t *a, layer_t *l)
     case LAYER_RELU:
     case LAYER_CONCAT:
     case LAYER_ADD:
+    case LAYER_TANH:
+    case LAYER_CLSTOKEN:
+    case LAYER_TO_SEQ:
         return args_check_unused(a, "in");
+    case LAYER_TOKENS:
+        rc |= arg_int(a, "seq", true, 0, 1, &l->seq_len);
+        if (!rc) rc |= arg_int(a, "vocab", true, 0, 1, &l->vocab);
+        if (!rc && l->vocab > (1 << 24))
+            return perr_scope(a->p, a->sc, a->lineno,
+                              "%s: vocab %d: at most %d (ids travel as exact floats)", a->what,
+                              l->vocab, 1 << 24);
+        return rc ? -1 : args_check_unused(a, "seq, vocab");
+    case LAYER_EMBED:
+        rc |= arg_int(a, "vocab", true, 0, 1, &l->vocab);
+        if (!rc) rc |= arg_int(a, "dim", true, 0, 1, &l->out);
+        return rc ? -1 : args_check_unused(a, "vocab, dim, in");
+    case LAYER_POSEMBED:
+        rc |= arg_int(a, "max", false, 0, 1, &l->pos_max);
+        return rc ? -1 : args_check_unused(a, "max, in");
+    case LAYER_LINEAR:
+        rc |= arg_int(a, "out", true, 0, 1, &l->out);
+        if (!rc) rc |= arg_bool(a, "bias", true, &l->bias);
+        return rc ? -1 : args_check_unused(a, "out, bias, tie, in");
+    case LAYER_ATTENTION:
+        rc |= arg_int(a, "heads", true, 0, 1, &l->heads);
+        if (!rc) rc |= arg_bool(a, "causal", false, &l->causal);
+        return rc ? -1 : args_check_unused(a, "heads, causal, in");
+    case LAYER_LAYERNORM:
+        rc |= arg_double(a, "eps", 1e-5, 0, 1, false, &l->bn_eps);
+        return rc ? -1 : args_check_unused(a, "eps, in");
+    case LAYER_GELU: {
+        const char *v = attrs_get(a->kv, "approx");
+        if (v && strcmp(v, "erf") && strcmp(v, "tanh"))
+            return perr_scope(a->p, a->sc, a->lineno,
+                              "%s: bad value '%s' for approx: expected erf or tanh", a->what, v);
+        l->gelu_tanh = v && !strcmp(v, "tanh");
+        return args_check_unused(a, "approx, in");
+    }
+    case LAYER_SELECT:
+        rc |= arg_int(a, "pos", false, 0, 0, &l->select_pos);
+        return rc ? -1 : args_check_unused(a, "pos, in");
+    case LAYER_SEQ_LOSS:
+        rc |= arg_double(a, "weight", 1.0, 0, 1e9, false, &l->loss_weight);
+        return rc ? -1 : args_check_unused(a, "weight, in");
     case LAYER_TYPE_COUNT:
         break;
     }
@@ -745,9 +809,9 @@ static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int ty
     args_t a = {p, sc, ln->lineno, what, &kv};
 
     int rc = 0;
-    if (type == LAYER_INPUT) {
+    if (type == LAYER_INPUT || type == LAYER_TOKENS) {
         if (attrs_get(&kv, "in")) rc = perr_scope(p, sc, ln->lineno, "%s: an input takes no in=", what);
-    } else if (type == LAYER_CONCAT || type == LAYER_ADD) {
+    } else if (type == LAYER_CONCAT || type == LAYER_ADD || type == LAYER_ATTENTION) {
         const char *in = attrs_get(&kv, "in");
         if (!in) {
             rc = perr_scope(p, sc, ln->lineno, "%s: missing required key 'in' (A,B,...)", what);
@@ -761,7 +825,10 @@ static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int ty
                                     MODEL_MAX_INPUTS);
                 else r.input_name[r.n_inputs++] = resolve_ref(sc, tok);
             }
-            if (!rc && r.n_inputs < 2)
+            if (!rc && type == LAYER_ATTENTION && r.n_inputs != 3)
+                rc = perr_scope(p, sc, ln->lineno, "%s: expected three inputs in=Q,K,V, got %d",
+                                what, r.n_inputs);
+            else if (!rc && r.n_inputs < 2)
                 rc = perr_scope(p, sc, ln->lineno, "%s: expected at least two inputs in in=",
                                 what);
         }
@@ -780,9 +847,14 @@ static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int ty
                             what);
         if (input) r.input_name[r.n_inputs++] = input;
     }
+    if (!rc && type == LAYER_LINEAR) {
+        const char *tie = attrs_get(&kv, "tie");
+        if (tie) r.tie_name = resolve_ref(sc, tie);
+    }
     if (!rc) rc = parse_layer_keys(&a, l);
     attrs_free(&kv);
     if (rc) {
+        free(r.tie_name);
         for (int i = 0; i < r.n_inputs; i++) free(r.input_name[i]);
         free(full);
         return -1;
@@ -821,7 +893,8 @@ static int expand_block_line(parser_t *p, const scope_t *sc, const line_t *ln)
         return perr_scope(p, sc, ln->lineno,
                           "unknown layer type '%s' (expected a layer type or a block: input, "
                           "conv, fc, relu, pool, lrn, dropout, batchnorm, concat, add, "
-                          "softmax_loss)",
+                          "softmax_loss, tanh, tokens, embed, posembed, clstoken, to_seq, "
+                          "linear, attention, layernorm, gelu, select, seq_loss)",
                           ln->tok[at]);
     }
     if (ln->n_tok < at + 2)
@@ -1032,9 +1105,24 @@ static int order_layers(parser_t *p, model_t *m)
         }
     }
     m->n_layers = n;
+    for (int i = 0; i < n; i++) {
+        const raw_layer_t *r = &p->raw[i];
+        if (!r->tie_name) continue;
+        layer_t *l = &m->layers[pos[i]];
+        int j = resolve_input(p, r->tie_name);
+        if (j < 0 || p->raw[j].layer.type != LAYER_EMBED || pos[j] > pos[i]) {
+            free(pos);
+            free(in_idx);
+            return perr(p, r->layer.src_line,
+                        "linear '%s': tie=%s: expected an embed layer that comes before it",
+                        l->name, r->tie_name);
+        }
+        l->tied = true;
+        l->tie_layer = pos[j];
+    }
     free(pos);
     free(in_idx);
-    if (m->layers[0].type != LAYER_INPUT)
+    if (!layer_is_input(&m->layers[0]))
         return perr(p, m->layers[0].src_line, "'%s' has no input: expected an input layer first",
                     m->layers[0].name);
     return 0;
@@ -1047,8 +1135,10 @@ static void parser_free(parser_t *p)
     free(p->lines);
     for (int i = 0; i < p->n_blocks; i++) free(p->blocks[i].locals);
     free(p->blocks);
-    for (int i = 0; i < p->n_raw; i++)
+    for (int i = 0; i < p->n_raw; i++) {
         for (int k = 0; k < p->raw[i].n_inputs; k++) free(p->raw[i].input_name[k]);
+        free(p->raw[i].tie_name);
+    }
     free(p->raw);
     for (int i = 0; i < p->n_alias; i++) {
         free(p->aliases[i].name);
@@ -1162,6 +1252,38 @@ static int pool_out(int in, int k, int s, int pad, bool ceil_mode)
     return out;
 }
 
+/* Image layers read images (or one position), sequence layers read sequences (or one pixel):
+ * the two lay their values out differently in memory (models/README.md, "Sequences"). */
+static int seq_check(const model_t *m, const layer_t *l, const layer_t *src, char *err,
+                     size_t errlen)
+{
+    if (!src) return 0;
+    int64_t pos = (int64_t)src->out_shape.h * src->out_shape.w;
+    switch (l->type) {
+    case LAYER_CONV: case LAYER_POOL: case LAYER_LRN: case LAYER_BATCHNORM: case LAYER_CONCAT:
+    case LAYER_FC: case LAYER_SOFTMAX_LOSS: case LAYER_TO_SEQ:
+        for (int k = 0; k < l->n_inputs; k++) {
+            const layer_t *in = &m->layers[l->inputs[k]];
+            int64_t p = (int64_t)in->out_shape.h * in->out_shape.w;
+            if (in->seq && p > 1)
+                return ierr(m, l, err, errlen,
+                            "input '%s' is a sequence of %lld positions: expected an image "
+                            "(select or linear read sequences)",
+                            in->name, (long long)p);
+        }
+        return 0;
+    case LAYER_POSEMBED: case LAYER_CLSTOKEN: case LAYER_LINEAR: case LAYER_ATTENTION:
+    case LAYER_LAYERNORM: case LAYER_SELECT: case LAYER_SEQ_LOSS:
+        if (!src->seq && pos > 1)
+            return ierr(m, l, err, errlen,
+                        "input '%s' is an image of %lld pixels: expected a sequence (to_seq "
+                        "turns an image into one)",
+                        src->name, (long long)pos);
+        return 0;
+    default: return 0;
+    }
+}
+
 int model_infer(model_t *m, char *err, size_t errlen)
 {
     m->total_params = m->total_fwd_flops = m->total_bwd_flops = m->total_act_bytes = 0;
@@ -1171,14 +1293,21 @@ int model_infer(model_t *m, char *err, size_t errlen)
         for (int k = 0; k < l->n_inputs; k++)
             ASSERT(l->inputs[k] >= 0 && l->inputs[k] < i, "layer %s: input %d not before it",
                    l->name, l->inputs[k]);
-        if (l->type != LAYER_INPUT && l->n_inputs == 0)
+        if (!layer_is_input(l) && l->n_inputs == 0)
             return ierr(m, l, err, errlen, "missing input");
+        if (l->type == LAYER_TOKENS) l->out_shape = (shape_t){1, 1, l->seq_len};
         shape_t in = l->n_inputs ? m->layers[l->inputs[0]].out_shape : l->out_shape;
         int64_t in_count = shape_count(in);
         l->in_shape = in;
         l->weights = l->biases = 0;
         l->fwd_flops = l->bwd_flops = 0;
         shape_t out = in;
+        int64_t extra_act = 0; /* activation bytes kept besides the output */
+        const layer_t *src = l->n_inputs ? &m->layers[l->inputs[0]] : NULL;
+        bool in_seq = src && src->seq;
+        int64_t S = (int64_t)in.h * in.w, D = in.c; /* as a sequence: positions, features */
+        l->seq = in_seq;
+        if (seq_check(m, l, src, err, errlen)) return -1;
         switch (l->type) {
         case LAYER_INPUT:
             out = l->out_shape;
@@ -1215,6 +1344,103 @@ int model_infer(model_t *m, char *err, size_t errlen)
         case LAYER_DROPOUT:
             l->fwd_flops = l->bwd_flops = in_count;
             break;
+        case LAYER_TANH:
+            l->fwd_flops = 4 * in_count;
+            l->bwd_flops = 2 * in_count;
+            break;
+        case LAYER_GELU:
+            l->fwd_flops = 8 * in_count;
+            l->bwd_flops = 12 * in_count;
+            break;
+        case LAYER_TOKENS:
+            out = l->out_shape;
+            l->seq = true;
+            break;
+        case LAYER_EMBED:
+            if (src->type != LAYER_TOKENS)
+                return ierr(m, l, err, errlen, "input '%s' is a %s: expected tokens", src->name,
+                            layer_type_name(src->type));
+            if (l->vocab < src->vocab)
+                return ierr(m, l, err, errlen, "vocab=%d is smaller than the vocab=%d of '%s'",
+                            l->vocab, src->vocab, src->name);
+            out = (shape_t){l->out, 1, (int)S};
+            l->weights = (int64_t)l->vocab * l->out;
+            l->bwd_flops = (int64_t)l->out * S;
+            l->seq = true;
+            break;
+        case LAYER_POSEMBED:
+            if (l->pos_max == 0) l->pos_max = (int)S;
+            if (S > l->pos_max)
+                return ierr(m, l, err, errlen, "%lld positions but max=%d", (long long)S,
+                            l->pos_max);
+            l->weights = (int64_t)l->pos_max * D;
+            l->fwd_flops = l->bwd_flops = D * S;
+            break;
+        case LAYER_CLSTOKEN:
+            if (S + 1 > INT_MAX) return ierr(m, l, err, errlen, "too many positions");
+            out = (shape_t){(int)D, 1, (int)S + 1};
+            l->weights = D;
+            l->bwd_flops = D;
+            l->seq = true;
+            break;
+        case LAYER_TO_SEQ:
+            out = (shape_t){(int)D, 1, (int)S};
+            l->seq = true;
+            break;
+        case LAYER_LINEAR:
+            out = (shape_t){l->out, 1, (int)S};
+            if (l->tied) {
+                const layer_t *e = &m->layers[l->tie_layer];
+                if (l->out != e->vocab || D != e->out || l->bias)
+                    return ierr(m, l, err, errlen,
+                                "tie=%s: expected out=%d (its vocab), %d input features (its "
+                                "dim) and bias=0; got out=%d, %lld features, bias=%d",
+                                e->name, e->vocab, e->out, l->out, (long long)D, l->bias);
+            } else {
+                l->weights = (int64_t)l->out * D;
+            }
+            l->biases = l->bias ? l->out : 0;
+            l->fwd_flops = 2 * S * D * l->out + S * l->biases;
+            l->bwd_flops = 4 * S * D * l->out + S * l->biases;
+            break;
+        case LAYER_ATTENTION:
+            for (int k = 1; k < l->n_inputs; k++) {
+                const layer_t *o = &m->layers[l->inputs[k]];
+                if (o->out_shape.c != in.c || o->out_shape.h != in.h || o->out_shape.w != in.w ||
+                    o->seq != in_seq)
+                    return ierr(m, l, err, errlen,
+                                "shape mismatch: input '%s' is %s but '%s' is %s (Q, K and V "
+                                "must agree)",
+                                o->name, shape_str(o->out_shape, b1, sizeof b1), src->name,
+                                shape_str(in, b2, sizeof b2));
+            }
+            if (D % l->heads)
+                return ierr(m, l, err, errlen, "%lld features do not divide into heads=%d",
+                            (long long)D, l->heads);
+            l->fwd_flops = 4 * S * S * D + 5 * (int64_t)l->heads * S * S;
+            l->bwd_flops = 8 * S * S * D + 3 * (int64_t)l->heads * S * S;
+            extra_act = 4 * (int64_t)l->heads * S * S;
+            break;
+        case LAYER_LAYERNORM:
+            l->weights = D;
+            l->biases = D;
+            l->fwd_flops = 5 * in_count;
+            l->bwd_flops = 8 * in_count;
+            break;
+        case LAYER_SELECT:
+            if (l->select_pos >= S)
+                return ierr(m, l, err, errlen, "pos=%d of a sequence of %lld positions",
+                            l->select_pos, (long long)S);
+            out = (shape_t){(int)D, 1, 1};
+            l->bwd_flops = D;
+            l->seq = false;
+            break;
+        case LAYER_SEQ_LOSS:
+            out = (shape_t){1, 1, 1};
+            l->fwd_flops = 4 * in_count;
+            l->bwd_flops = in_count;
+            l->seq = false;
+            break;
         case LAYER_POOL: {
             if (l->global) {
                 l->kernel_h = in.h;
@@ -1249,6 +1475,7 @@ int model_infer(model_t *m, char *err, size_t errlen)
             break;
         case LAYER_CONCAT: {
             int c = 0;
+            l->seq = false;
             for (int k = 0; k < l->n_inputs; k++) {
                 const layer_t *src = &m->layers[l->inputs[k]];
                 shape_t s = src->out_shape;
@@ -1266,10 +1493,11 @@ int model_infer(model_t *m, char *err, size_t errlen)
             for (int k = 1; k < l->n_inputs; k++) {
                 const layer_t *src = &m->layers[l->inputs[k]];
                 shape_t s = src->out_shape;
-                if (s.c != in.c || s.h != in.h || s.w != in.w)
+                if (s.c != in.c || s.h != in.h || s.w != in.w || (S > 1 && src->seq != in_seq))
                     return ierr(m, l, err, errlen,
-                                "shape mismatch: input '%s' is %s but '%s' is %s",
+                                "shape mismatch: input '%s' is %s%s but '%s' is %s",
                                 src->name, shape_str(s, b1, sizeof b1),
+                                src->seq != in_seq ? (src->seq ? " (a sequence)" : " (an image)") : "",
                                 m->layers[l->inputs[0]].name, shape_str(in, b2, sizeof b2));
             }
             l->fwd_flops = in_count * (l->n_inputs - 1);
@@ -1286,7 +1514,7 @@ int model_infer(model_t *m, char *err, size_t errlen)
         l->out_shape = out;
         l->params = l->weights + l->biases;
         l->param_bytes = 4 * l->params;
-        l->act_bytes = 4 * shape_count(out);
+        l->act_bytes = 4 * shape_count(out) + extra_act;
         m->total_params += l->params;
         m->total_fwd_flops += l->fwd_flops;
         m->total_bwd_flops += l->bwd_flops;

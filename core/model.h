@@ -11,7 +11,8 @@
  *   - every derived field (shape, params, flops, bytes) is filled in;
  *   - names are unique full names ("mixed_5b/b1/conv" for layers made by blocks).
  *
- * Shapes are per sample (C, H, W); FC outputs are (N, 1, 1). Costs are per sample: multiply
+ * Shapes are per sample (C, H, W); FC outputs are (N, 1, 1); a sequence of S positions of D
+ * features is (D, 1, S). Costs are per sample: multiply
  * by the batch for a batch. FLOPs count a multiply-add as 2.
  *
  * The text format is documented in models/README.md.
@@ -38,6 +39,19 @@ typedef enum {
     LAYER_CONCAT,
     LAYER_ADD,        /* eltwise sum of its inputs (residual) */
     LAYER_SOFTMAX_LOSS,
+    /* sequences (models/README.md, "Sequences"): D x 1 x S, position-major in memory */
+    LAYER_TANH,
+    LAYER_TOKENS,     /* an input of S token ids */
+    LAYER_EMBED,      /* token embedding, V x D */
+    LAYER_POSEMBED,   /* learned position embedding, added */
+    LAYER_CLSTOKEN,   /* a learned vector prepended as position 0 */
+    LAYER_TO_SEQ,     /* C x H x W image -> C x 1 x (H*W) sequence */
+    LAYER_LINEAR,     /* fully connected at every position */
+    LAYER_ATTENTION,  /* multi-head scaled dot-product over in=Q,K,V */
+    LAYER_LAYERNORM,
+    LAYER_GELU,
+    LAYER_SELECT,     /* one position of a sequence */
+    LAYER_SEQ_LOSS,   /* cross-entropy over the vocabulary at every position */
     LAYER_TYPE_COUNT
 } layer_type_t;
 
@@ -67,11 +81,21 @@ typedef struct {
     double lrn_alpha, lrn_beta, lrn_k;
     double dropout_ratio;          /* dropout: probability of dropping */
     double bn_eps, bn_momentum;    /* batchnorm */
-    double loss_weight;            /* softmax_loss: weight in the total objective */
+    double loss_weight;            /* softmax_loss, seq_loss: weight in the total objective */
+    int vocab;                     /* tokens: ids are < vocab; embed: rows of the matrix */
+    int seq_len;                   /* tokens: positions S */
+    int pos_max;                   /* posembed: positions it holds (0: the input's) */
+    int heads;                     /* attention */
+    bool causal;                   /* attention: position p sees positions <= p only */
+    bool gelu_tanh;                /* gelu: GPT-2's tanh approximation instead of erf */
+    int select_pos;                /* select */
+    bool tied;                     /* linear: its weight is the embed tie_layer's matrix */
+    int tie_layer;                 /* linear with tied: index of that embed (before it) */
 
     /* Derived by model_infer(). */
     shape_t in_shape;              /* shape of inputs[0] */
     shape_t out_shape;
+    bool seq;                      /* the output is a sequence (position-major in memory) */
     int64_t weights;               /* learnable weights (conv/fc kernel, BN scale) */
     int64_t biases;                /* learnable biases (conv/fc bias, BN shift) */
     int64_t params;                /* weights + biases */
@@ -113,8 +137,17 @@ int model_find(const model_t *m, const char *name);
 
 const char *layer_type_name(layer_type_t t);
 
-/* true for layers whose parameters are synchronised (conv, fc, batchnorm). */
+/* true for layers whose parameters are synchronised (conv, fc, batchnorm, embed, ...). */
 bool layer_has_params(const layer_t *l);
+
+/* input or tokens: a layer the data fills */
+bool layer_is_input(const layer_t *l);
+/* softmax_loss or seq_loss */
+bool layer_is_loss(const layer_t *l);
+
+/* Rows of a sufficient factor per sample: the positions of a linear layer's input (1 for an
+ * fc layer); 0 for a layer SFB cannot sync (no weight matrix of its own). */
+int64_t layer_sf_rows(const layer_t *l);
 
 /* "CxHxW" (or "N" for a 1x1 plane) into buf; returns buf. */
 const char *shape_str(shape_t s, char *buf, size_t len);

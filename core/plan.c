@@ -262,9 +262,10 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
         if (un->layer < 0) continue;
         const layer_t *l = &m->layers[un->layer];
         cost_tensor_t t = {0};
-        if (l->type == LAYER_FC) {
+        if (layer_sf_rows(l) > 0) { /* fc, or a linear layer over rows positions */
             t.m = l->out_shape.c;
-            t.n = shape_count(l->in_shape);
+            t.n = l->type == LAYER_FC ? shape_count(l->in_shape) : l->in_shape.c;
+            t.rows = layer_sf_rows(l);
         }
         t.weight_bytes = l->weights * 4;
         t.bias_bytes = l->biases * 4;
@@ -279,7 +280,7 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
         case SYNC_PS: un->ps_bytes = t.weight_bytes + t.bias_bytes; break;
         case SYNC_SFB:
             un->ps_bytes = t.bias_bytes;
-            un->sfb_peer_bytes = cost_sfb_peer_bytes(p->cost.batch, t.m, t.n);
+            un->sfb_peer_bytes = cost_sfb_peer_bytes(cost_sfb_k(&p->cost, &t), t.m, t.n);
             break;
         case SYNC_ALLREDUCE:
             un->ar_bytes = cost_allreduce_bytes(p->workers, t.weight_bytes + t.bias_bytes);
@@ -329,7 +330,8 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
         }
         if (un->method == SYNC_SFB) {
             un->op_sfb = add_op(&b, OP_SFB, u, PLACE_WORKERS, RES_NET, un->sfb_peer_bytes, 0, u);
-            double recon = 2.0 * p->cost.batch * (double)un->tensor.m * (double)un->tensor.n *
+            double recon = 2.0 * (double)cost_sfb_k(&p->cost, &un->tensor) *
+                           (double)un->tensor.m * (double)un->tensor.n *
                            (p->workers - 1);
             un->op_update = add_op(&b, OP_UPDATE, u, PLACE_WORKERS, RES_UPDATE, 0, recon, u);
         }

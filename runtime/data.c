@@ -1,10 +1,12 @@
 #include "runtime/data.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "core/check.h"
@@ -207,12 +209,120 @@ void data_order(int *order, int begin, int end, rng_t *r)
 
 void data_gather(const dataset_t *d, const int *order, int k, float *x, int *y)
 {
-    int64_t count = shape_count(d->shape);
+    int64_t count = shape_count(d->shape), L = d->labels > 1 ? d->labels : 1;
     for (int i = 0; i < k; i++) {
         ASSERT(order[i] >= 0 && order[i] < d->n, "sample %d of %d", order[i], d->n);
         memcpy(x + i * count, d->x + (int64_t)order[i] * count, (size_t)count * sizeof(float));
-        y[i] = d->y[order[i]];
+        memcpy(y + i * L, d->y + order[i] * L, (size_t)L * sizeof(int));
     }
+}
+
+static int text_id(int c)
+{
+    if (c == '\n') return 0;
+    if (c == '\t') c = ' ';
+    return c >= ' ' && c <= '~' ? c - ' ' + 1 : -1;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* windows [first, first + n) of the id stream into d */
+static void text_windows(dataset_t *d, const int *ids, int first, int n, int seq)
+{
+    memset(d, 0, sizeof *d);
+    d->n = n;
+    d->shape = (shape_t){1, 1, seq};
+    d->classes = DATA_TEXT_VOCAB;
+    d->labels = seq;
+    d->x = xmalloc((size_t)n * seq * sizeof(float));
+    d->y = xmalloc((size_t)n * seq * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        const int *w = ids + (int64_t)(first + i) * seq;
+        for (int p = 0; p < seq; p++) {
+            d->x[(int64_t)i * seq + p] = (float)w[p];
+            d->y[(int64_t)i * seq + p] = w[p + 1];
+        }
+    }
+}
+
+int data_load_text(const char *dir, int seq, dataset_t *train, dataset_t *test, char *err,
+                   size_t errlen)
+{
+    if (!dir) dir = DATA_FORTUNES_DIR;
+    DIR *dp = opendir(dir);
+    if (!dp) {
+        snprintf(err, errlen, "%s: cannot open: %s (install the Debian package fortunes-min: "
+                 "make deps)", dir, strerror(errno));
+        return -1;
+    }
+    int n_names = 0, cap_names = 16;
+    char **names = xmalloc((size_t)cap_names * sizeof *names);
+    for (struct dirent *e; (e = readdir(dp)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || (len > 4 && !strcmp(e->d_name + len - 4, ".dat"))) continue;
+        if (n_names == cap_names) names = xrealloc(names, (size_t)(cap_names *= 2) * sizeof *names);
+        names[n_names++] = xstrdup(e->d_name);
+    }
+    closedir(dp);
+    qsort(names, (size_t)n_names, sizeof *names, cmp_str);
+    int64_t n_ids = 0, cap_ids = 1 << 16;
+    int *ids = xmalloc((size_t)cap_ids * sizeof *ids);
+    int rc = 0;
+    for (int i = 0; i < n_names && !rc; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        struct stat st;
+        /* regular files only, and a symbolic link (fortunes.u8 -> fortunes) read once */
+        if (lstat(path, &st) || !S_ISREG(st.st_mode)) continue;
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+            rc = -1;
+            break;
+        }
+        for (int c; (c = fgetc(f)) != EOF;) {
+            int id = text_id(c);
+            if (id < 0) continue;
+            if (n_ids == cap_ids) ids = xrealloc(ids, (size_t)(cap_ids *= 2) * sizeof *ids);
+            ids[n_ids++] = id;
+        }
+        fclose(f);
+    }
+    for (int i = 0; i < n_names; i++) free(names[i]);
+    free(names);
+    int64_t windows = n_ids > seq ? (n_ids - 1) / seq : 0;
+    int n_test = (int)(windows / 10);
+    if (!rc && windows - n_test < 1) {
+        snprintf(err, errlen, "%s: %lld characters of text: too few for windows of %d", dir,
+                 (long long)n_ids, seq + 1);
+        rc = -1;
+    }
+    if (!rc && windows > INT32_MAX) {
+        snprintf(err, errlen, "%s: %lld windows of text: too many", dir, (long long)windows);
+        rc = -1;
+    }
+    if (!rc) {
+        text_windows(train, ids, 0, (int)(windows - n_test), seq);
+        text_windows(test, ids, (int)(windows - n_test), n_test, seq);
+    }
+    free(ids);
+    return rc;
+}
+
+double data_unigram_entropy(const dataset_t *d)
+{
+    int64_t L = d->labels > 1 ? d->labels : 1, n = (int64_t)d->n * L;
+    int64_t *count = xcalloc((size_t)d->classes, sizeof *count);
+    for (int64_t i = 0; i < n; i++)
+        if (d->y[i] >= 0 && d->y[i] < d->classes) count[d->y[i]]++;
+    double h = 0;
+    for (int c = 0; c < d->classes; c++)
+        if (count[c]) h -= (double)count[c] / n * log((double)count[c] / n);
+    free(count);
+    return h;
 }
 
 void data_fini(dataset_t *d)

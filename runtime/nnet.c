@@ -16,6 +16,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "runtime/seq_layers.h"
 #include "runtime/vec.h"
 
 typedef struct {
@@ -25,7 +26,10 @@ typedef struct {
     float *w, *b, *dw, *db;  /* into the arena; NULL when absent */
     int kh, kw, sh, sw, ph, pw; /* pool: effective window (global resolved) */
     int *argmax;             /* max pool: batch x out_count input index (-1: none) */
-    float *aux;              /* lrn: scale; dropout: mask; bn: xhat */
+    float *aux;              /* lrn: scale; dropout: mask; bn, layernorm: xhat; attention: P */
+    float *aux2;             /* layernorm: invstd per token */
+    int seq, dim;            /* sequence layers: positions and features of inputs[0] */
+    bool add_dw;             /* embed read by a tied linear: its backward adds to dw */
     float *mean, *invstd;    /* bn: per channel, of the last training batch */
     float *run_mean, *run_var; /* bn: into arena state */
     double loss;             /* softmax_loss */
@@ -39,7 +43,8 @@ struct nnet {
     int batch;
     arena_t arena;
     lstate_t *ls;
-    int *labels;
+    int *labels;             /* batch x label_count */
+    int label_count;         /* per sample: 1, or the positions of a seq_loss */
     float *col;              /* conv scratch: (C*kh*kw + 1) x P, the last row for the bias */
     int64_t col_count;
     float *wext;             /* conv scratch: W|b or dW|db, O x (K+1) */
@@ -63,20 +68,20 @@ nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char 
         snprintf(err, errlen, "batch must be >= 1 (got %d)", batch);
         return NULL;
     }
-    if (m->n_layers < 2 || m->layers[0].type != LAYER_INPUT) {
+    if (m->n_layers < 2 || !layer_is_input(&m->layers[0])) {
         snprintf(err, errlen, "%s: a network needs an input layer first", m->path);
         return NULL;
     }
     for (int i = 1; i < m->n_layers; i++) {
         const layer_t *l = &m->layers[i];
-        if (l->type == LAYER_INPUT) {
+        if (layer_is_input(l)) {
             snprintf(err, errlen, "%s:%d: the runtime takes one input layer ('%s' is a second)",
                      m->path, l->src_line, l->name);
             return NULL;
         }
         for (int k = 0; k < l->n_inputs; k++) {
             const layer_t *in = &m->layers[l->inputs[k]];
-            if (in->type == LAYER_SOFTMAX_LOSS) {
+            if (layer_is_loss(in)) {
                 snprintf(err, errlen, "%s:%d: layer '%s' reads the loss layer '%s'", m->path,
                          l->src_line, l->name, in->name);
                 return NULL;
@@ -84,22 +89,44 @@ nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char 
         }
     }
 
+    int label_count = 0, loss_kinds = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        if (!layer_is_loss(l)) continue;
+        int want = l->type == LAYER_SEQ_LOSS ? l->in_shape.w : 1;
+        loss_kinds |= l->type == LAYER_SEQ_LOSS ? 2 : 1;
+        if ((label_count && want != label_count) || loss_kinds == 3) {
+            snprintf(err, errlen, "%s:%d: loss '%s' wants %d labels per sample, an earlier loss "
+                     "%d: the runtime takes one kind", m->path, l->src_line, l->name, want,
+                     label_count);
+            return NULL;
+        }
+        label_count = want;
+    }
+    if (!label_count) label_count = 1;
+
     nnet_t *n = xcalloc(1, sizeof *n);
     n->m = m;
+    n->label_count = label_count;
     n->c = c;
     n->batch = batch;
     n->train = true;
     arena_init(&n->arena, m, c);
     n->ls = xcalloc((size_t)m->n_layers, sizeof *n->ls);
-    n->labels = xcalloc((size_t)batch, sizeof *n->labels);
+    n->labels = xcalloc((size_t)batch * label_count, sizeof *n->labels);
     for (int i = 0; i < m->n_layers; i++) {
         const layer_t *l = &m->layers[i];
         lstate_t *s = &n->ls[i];
         s->in_count = i > 0 ? shape_count(m->layers[l->inputs[0]].out_shape) : 0;
-        s->out_count = l->type == LAYER_SOFTMAX_LOSS ? s->in_count : shape_count(l->out_shape);
+        s->out_count = layer_is_loss(l) ? s->in_count : shape_count(l->out_shape);
         s->out = host_floats(n, s->out_count * batch);
         s->dout = host_floats(n, s->out_count * batch);
-        s->need_dx = i > 0 && m->layers[l->inputs[0]].type != LAYER_INPUT;
+        s->need_dx = i > 0 && !layer_is_input(&m->layers[l->inputs[0]]);
+        if (i > 0) {
+            shape_t is = m->layers[l->inputs[0]].out_shape;
+            s->seq = is.h * is.w;
+            s->dim = is.c;
+        }
         if (n->arena.layer_count[i] > 0) {
             int64_t off = n->arena.layer_offset[i];
             s->w = n->arena.params + off;
@@ -155,6 +182,24 @@ nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char 
             for (int k = 0; k < ch; k++) s->run_var[k] = 1.0f;
             break;
         }
+        case LAYER_LINEAR:
+            if (l->tied) { /* the embed's matrix; the embed's backward then adds to it */
+                int64_t off = n->arena.layer_offset[l->tie_layer];
+                s->w = n->arena.params + off;
+                s->dw = n->arena.grads + off;
+                n->ls[l->tie_layer].add_dw = true;
+            }
+            break;
+        case LAYER_LAYERNORM:
+            s->aux = host_floats(n, s->out_count * batch);
+            s->aux2 = host_floats(n, (int64_t)s->seq * batch);
+            break;
+        case LAYER_ATTENTION: {
+            int64_t ss = (int64_t)s->seq * s->seq;
+            s->aux = host_floats(n, ss * l->heads * batch);
+            if (ss > n->col_count) n->col_count = ss;
+            break;
+        }
         default:
             break;
         }
@@ -175,6 +220,7 @@ void nnet_destroy(nnet_t **np)
         if (s->aux) compute_release(n->c, s->aux);
         if (s->mean) compute_release(n->c, s->mean);
         if (s->invstd) compute_release(n->c, s->invstd);
+        if (s->aux2) compute_release(n->c, s->aux2);
         free(s->argmax);
         rng_destroy(&s->rng);
     }
@@ -192,13 +238,14 @@ arena_t *nnet_arena(nnet_t *n) { return &n->arena; }
 int nnet_batch(const nnet_t *n) { return n->batch; }
 float *nnet_input(nnet_t *n) { return n->ls[0].out; }
 int *nnet_labels(nnet_t *n) { return n->labels; }
+int nnet_label_count(const nnet_t *n) { return n->label_count; }
 void nnet_set_train(nnet_t *n, bool train) { n->train = train; }
 void nnet_set_dropout_frozen(nnet_t *n, bool frozen) { n->frozen = frozen; }
 void nnet_set_input_grad(nnet_t *n, bool on)
 {
     n->input_grad = on;
     for (int i = 1; i < n->m->n_layers; i++)
-        n->ls[i].need_dx = on || n->m->layers[n->m->layers[i].inputs[0]].type != LAYER_INPUT;
+        n->ls[i].need_dx = on || !layer_is_input(&n->m->layers[n->m->layers[i].inputs[0]]);
 }
 float *nnet_output(nnet_t *n, int l) { return n->ls[l].out; }
 float *nnet_doutput(nnet_t *n, int l) { return n->ls[l].dout; }
@@ -608,6 +655,38 @@ static void softmax_loss_backward(nnet_t *n, const layer_t *l, lstate_t *s, floa
     }
 }
 
+/* ---- linear: fc over the B*S tokens of a sequence -------------------------------------- */
+
+static void linear_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    int N = n->batch * s->seq, M = l->out, K = s->dim;
+    compute_sgemm(n->c, false, true, N, M, K, 1.0f, x, K, s->w, K, 0.0f, s->out, M);
+    if (s->b)
+        for (int t = 0; t < N; t++) vec_add(s->out + (int64_t)t * M, s->b, M);
+}
+
+/* dW = dY^T X over the tokens, written: a tied linear runs before its embed's backward,
+ * which then adds the embedding's own gradient (nnet_new sets add_dw). */
+static void linear_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
+{
+    int N = n->batch * s->seq, M = l->out, K = s->dim;
+    compute_sgemm(n->c, true, false, M, K, N, 1.0f, s->dout, M, x, K, 0.0f, s->dw, K);
+    if (s->db) {
+        memset(s->db, 0, (size_t)M * sizeof(float));
+        for (int t = 0; t < N; t++) vec_add(s->db, s->dout + (int64_t)t * M, M);
+    }
+    if (dx) compute_sgemm(n->c, false, false, N, K, M, 1.0f, s->dout, M, s->w, K, 1.0f, dx, K);
+}
+
+static float *input_out(nnet_t *n, const layer_t *l, int k) { return n->ls[l->inputs[k]].out; }
+
+/* doutput of input k, or NULL when it needs none (a data layer, unless input_grad) */
+static float *input_dout(nnet_t *n, const layer_t *l, int k)
+{
+    bool need = n->input_grad || !layer_is_input(&n->m->layers[l->inputs[k]]);
+    return need ? n->ls[l->inputs[k]].dout : NULL;
+}
+
 /* ---- dispatch ------------------------------------------------------------------------- */
 
 void nnet_forward_layer(nnet_t *n, int li)
@@ -656,6 +735,33 @@ void nnet_forward_layer(nnet_t *n, int li)
             n->c->ops->saxpy(n->c->ctx, total, 1.0f, n->ls[l->inputs[k]].out, s->out);
         break;
     case LAYER_SOFTMAX_LOSS: softmax_loss_forward(n, l, s, x); break;
+    case LAYER_TOKENS: break;
+    case LAYER_EMBED:
+        seq_embed_forward(x, (int64_t)n->batch * s->seq, s->w, l->vocab, l->out, s->out);
+        break;
+    case LAYER_POSEMBED: seq_posembed_forward(x, s->w, n->batch, s->seq, s->dim, s->out); break;
+    case LAYER_CLSTOKEN: seq_clstoken_forward(x, s->w, n->batch, s->seq, s->dim, s->out); break;
+    case LAYER_TO_SEQ: seq_to_seq_forward(x, n->batch, s->dim, s->seq, s->out); break;
+    case LAYER_SELECT:
+        seq_select_forward(x, n->batch, s->seq, s->dim, l->select_pos, s->out);
+        break;
+    case LAYER_LINEAR: linear_forward(n, l, s, x); break;
+    case LAYER_LAYERNORM:
+        seq_layernorm_forward(x, (int64_t)n->batch * s->seq, s->dim, l->bn_eps, s->w, s->b,
+                              s->out, s->aux, s->aux2);
+        break;
+    case LAYER_GELU: seq_gelu_forward(x, total, l->gelu_tanh, s->out); break;
+    case LAYER_TANH: seq_tanh_forward(x, total, s->out); break;
+    case LAYER_ATTENTION:
+        seq_attention_forward(n->c, x, input_out(n, l, 1), input_out(n, l, 2), n->batch, s->seq,
+                              s->dim, l->heads, l->causal, s->aux, s->out);
+        break;
+    case LAYER_SEQ_LOSS: {
+        int64_t tokens = (int64_t)n->batch * s->seq;
+        s->loss = l->loss_weight *
+                  seq_loss_forward(x, tokens, s->dim, n->labels, s->out) / (double)tokens;
+        break;
+    }
     default: ASSERT(0, "layer type %d has no forward", (int)l->type);
     }
 }
@@ -721,6 +827,42 @@ void nnet_backward_layer(nnet_t *n, int li)
     case LAYER_SOFTMAX_LOSS:
         if (dx) softmax_loss_backward(n, l, s, dx);
         break;
+    case LAYER_TOKENS: break;
+    case LAYER_EMBED: /* token ids have no gradient */
+        if (!s->add_dw) memset(s->dw, 0, (size_t)l->weights * sizeof(float));
+        seq_embed_backward(x, (int64_t)n->batch * s->seq, s->dout, l->out, s->dw);
+        break;
+    case LAYER_POSEMBED: seq_posembed_backward(s->dout, n->batch, s->seq, s->dim, s->dw, dx); break;
+    case LAYER_CLSTOKEN: seq_clstoken_backward(s->dout, n->batch, s->seq, s->dim, s->dw, dx); break;
+    case LAYER_TO_SEQ:
+        if (dx) seq_to_seq_backward(s->dout, n->batch, s->dim, s->seq, dx);
+        break;
+    case LAYER_SELECT:
+        if (dx) seq_select_backward(s->dout, n->batch, s->seq, s->dim, l->select_pos, dx);
+        break;
+    case LAYER_LINEAR: linear_backward(n, l, s, x, dx); break;
+    case LAYER_LAYERNORM:
+        seq_layernorm_backward(s->dout, (int64_t)n->batch * s->seq, s->dim, s->w, s->aux,
+                               s->aux2, s->dw, s->db, dx);
+        break;
+    case LAYER_GELU:
+        if (dx) seq_gelu_backward(x, s->dout, total, l->gelu_tanh, dx);
+        break;
+    case LAYER_TANH:
+        if (dx) seq_tanh_backward(s->out, s->dout, total, dx);
+        break;
+    case LAYER_ATTENTION:
+        seq_attention_backward(n->c, x, input_out(n, l, 1), input_out(n, l, 2), s->aux, s->dout,
+                               n->batch, s->seq, s->dim, l->heads, input_dout(n, l, 0),
+                               input_dout(n, l, 1), input_dout(n, l, 2), n->col);
+        break;
+    case LAYER_SEQ_LOSS:
+        if (dx) {
+            int64_t tokens = (int64_t)n->batch * s->seq;
+            seq_loss_backward(s->out, tokens, s->dim, n->labels,
+                              (float)(l->loss_weight / (double)tokens), dx);
+        }
+        break;
     default: ASSERT(0, "layer type %d has no backward", (int)l->type);
     }
 }
@@ -730,7 +872,7 @@ double nnet_forward(nnet_t *n)
     double loss = 0.0;
     for (int i = 0; i < n->m->n_layers; i++) {
         nnet_forward_layer(n, i);
-        if (n->m->layers[i].type == LAYER_SOFTMAX_LOSS) loss += n->ls[i].loss;
+        if (layer_is_loss(&n->m->layers[i])) loss += n->ls[i].loss;
     }
     return loss;
 }
@@ -745,28 +887,32 @@ int nnet_count_correct(const nnet_t *n)
 {
     int last = -1;
     for (int i = 0; i < n->m->n_layers; i++)
-        if (n->m->layers[i].type == LAYER_SOFTMAX_LOSS) last = i;
+        if (layer_is_loss(&n->m->layers[i])) last = i;
     ASSERT(last >= 0, "no loss layer");
     const lstate_t *s = &n->ls[last];
-    int correct = 0;
-    for (int b = 0; b < n->batch; b++) {
-        const float *p = s->out + (int64_t)b * s->out_count;
+    /* a seq_loss's rows are tokens (classes: its input's features) */
+    int64_t rows = (int64_t)n->batch * n->label_count;
+    int64_t classes = n->m->layers[last].type == LAYER_SEQ_LOSS ? s->dim : s->out_count;
+    int64_t correct = 0;
+    for (int64_t b = 0; b < rows; b++) {
+        const float *p = s->out + b * classes;
         int arg = 0;
-        for (int j = 1; j < s->out_count; j++)
+        for (int j = 1; j < classes; j++)
             if (p[j] > p[arg]) arg = j;
         correct += arg == n->labels[b];
     }
-    return correct;
+    /* per sample: the fraction of its tokens predicted, summed (rounded) */
+    return (int)((correct + n->label_count / 2) / n->label_count);
 }
 
 void nnet_fc_factors(nnet_t *n, int l, const float **x, const float **dy, int *in_units,
                     int *out_units)
 {
     const layer_t *ly = &n->m->layers[l];
-    ASSERT(ly->type == LAYER_FC, "layer '%s' is not fc", ly->name);
+    ASSERT(layer_sf_rows(ly) > 0, "layer '%s' has no sufficient factors", ly->name);
     *x = n->ls[ly->inputs[0]].out;
     *dy = n->ls[l].dout;
-    *in_units = (int)n->ls[l].in_count;
+    *in_units = ly->type == LAYER_LINEAR ? n->ls[l].dim : (int)n->ls[l].in_count;
     *out_units = ly->out;
 }
 

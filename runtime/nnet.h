@@ -49,6 +49,9 @@ int nnet_batch(const nnet_t *n);
  * caller before a forward pass. */
 float *nnet_input(nnet_t *n);
 int *nnet_labels(nnet_t *n);
+/* Labels per sample: 1, or S for a seq_loss over S positions (the next token of each;
+ * -1: ignored). nnet_labels() holds batch x nnet_label_count() ints. */
+int nnet_label_count(const nnet_t *n);
 
 /* Training mode (default true): dropout drops and batchnorm uses batch statistics (and updates
  * its running averages); in evaluation mode dropout is the identity and batchnorm uses the
@@ -79,12 +82,14 @@ float *nnet_doutput(nnet_t *n, int l);
 int64_t nnet_out_count(const nnet_t *n, int l); /* per sample */
 double nnet_layer_loss(const nnet_t *n, int l);  /* weighted mean cross-entropy of a loss layer */
 
-/* Top-1 correct predictions of the batch for the last loss layer. */
+/* Top-1 correct predictions of the batch for the last loss layer; for a seq_loss, each
+ * sample counts the fraction of its positions predicted (the sum rounded). */
 int nnet_count_correct(const nnet_t *n);
 
 /* The sufficient factors of FC layer l for the last batch: its input x (batch x in, row-major)
  * and the gradient dy of its output (batch x out), valid after BWD(l). The layer's weight
- * gradient is dy^T x (out x in). */
+ * gradient is dy^T x (out x in). For a linear layer over S positions the rows are the
+ * batch x S tokens (layer_sf_rows()). */
 void nnet_fc_factors(nnet_t *n, int l, const float **x, const float **dy, int *in_units,
                     int *out_units);
 

@@ -75,11 +75,15 @@ int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t 
     solver_init_params(m, nnet_arena(n), INIT_AUTO, seed);
     rng_t *r = rng_new(seed, 3);
     float *x = nnet_input(n);
-    for (int64_t i = 0; i < nnet_out_count(n, 0) * batch; i++) x[i] = (float)rng_gaussian(r, 1);
+    bool ids = m->layers[0].type == LAYER_TOKENS; /* token ids, not values */
+    for (int64_t i = 0; i < nnet_out_count(n, 0) * batch; i++)
+        x[i] = ids ? (float)rng_uint(r, (uint64_t)m->layers[0].vocab) : (float)rng_gaussian(r, 1);
     int classes = 1;
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i].type == LAYER_SOFTMAX_LOSS) classes = (int)nnet_out_count(n, i);
-    for (int b = 0; b < batch; b++) nnet_labels(n)[b] = (int)rng_uint(r, (uint64_t)classes);
+        else if (m->layers[i].type == LAYER_SEQ_LOSS) classes = m->layers[i].in_shape.c;
+    for (int b = 0; b < batch * nnet_label_count(n); b++)
+        nnet_labels(n)[b] = (int)rng_uint(r, (uint64_t)classes);
     rng_destroy(&r);
 
     /* Buffers for the bare GEMMs, of the largest operand sizes over the conv and fc layers

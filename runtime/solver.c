@@ -106,12 +106,17 @@ void solver_init_params(const model_t *m, arena_t *a, init_kind_t kind, uint64_t
             memset(p, 0, (size_t)e->count * sizeof(float));
             continue;
         }
-        if (l->type == LAYER_BATCHNORM) {
+        if (l->type == LAYER_BATCHNORM || l->type == LAYER_LAYERNORM) {
             for (int64_t k = 0; k < e->count; k++) p[k] = 1.0f;
             continue;
         }
+        if (l->type == LAYER_EMBED || l->type == LAYER_POSEMBED || l->type == LAYER_CLSTOKEN) {
+            /* N(0, 0.02), as GPT-2 and BERT initialise their embeddings */
+            for (int64_t j = 0; j < e->count; j++) p[j] = (float)rng_gaussian(r, 0.02);
+            continue;
+        }
         /* fan_in: inputs per output unit */
-        int64_t fan_in = e->count / l->out; /* conv: Cin/groups*kh*kw; fc: inputs */
+        int64_t fan_in = e->count / l->out; /* conv: Cin/groups*kh*kw; fc, linear: inputs */
         init_kind_t k = kind;
         if (k == INIT_AUTO) k = feeds_relu(m, e->layer) ? INIT_HE : INIT_XAVIER;
         if (k == INIT_HE) {

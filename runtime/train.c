@@ -24,9 +24,21 @@ int train_check_model(const model_t *m, const dataset_t *d, char *err, size_t er
     }
     int loss = -1;
     for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i].type == LAYER_SOFTMAX_LOSS) {
+        if (layer_is_loss(&m->layers[i])) {
             loss = i;
-            int64_t k = shape_count(m->layers[m->layers[i].inputs[0]].out_shape);
+            const layer_t *l = &m->layers[i];
+            bool per_pos = l->type == LAYER_SEQ_LOSS;
+            int want = per_pos ? l->in_shape.w : 1, have = d->labels > 1 ? d->labels : 1;
+            if (want != have || (m->layers[0].type == LAYER_TOKENS) != (d->labels > 0 && per_pos)) {
+                snprintf(err, errlen, "%s:%d: loss layer '%s' wants %d label%s per sample, the "
+                         "data has %d%s", m->path, l->src_line, l->name, want,
+                         want == 1 ? "" : "s", have,
+                         m->layers[0].type == LAYER_TOKENS ? " (a tokens model trains on text: "
+                                                             "data fortunes)" : "");
+                return -1;
+            }
+            int64_t k = per_pos ? l->in_shape.c
+                                : shape_count(m->layers[m->layers[i].inputs[0]].out_shape);
             if (k != d->classes) {
                 snprintf(err, errlen, "%s:%d: loss layer '%s' sees %lld classes, the data has %d",
                          m->path, m->layers[i].src_line, m->layers[i].name, (long long)k,
@@ -35,7 +47,8 @@ int train_check_model(const model_t *m, const dataset_t *d, char *err, size_t er
             }
         }
     if (loss < 0) {
-        snprintf(err, errlen, "%s: training needs a softmax_loss layer", m->path);
+        snprintf(err, errlen, "%s: training needs a loss layer (softmax_loss or seq_loss)",
+                 m->path);
         return -1;
     }
     return 0;
@@ -89,8 +102,8 @@ double train_evaluate(nnet_t *n, const dataset_t *d)
         if (real == k) {
             correct += nnet_count_correct(n);
         } else {
-            int *lab = nnet_labels(n);
-            for (int i = real; i < k; i++) lab[i] = -1; /* never predicted */
+            int *lab = nnet_labels(n), L = nnet_label_count(n);
+            for (int i = real * L; i < k * L; i++) lab[i] = -1; /* never predicted */
             correct += nnet_count_correct(n);
         }
     }

@@ -171,6 +171,7 @@ static void units_build(worker_t *w)
             wu->ps_off = off + ly->weights, wu->ps_count = ly->biases;
             wu->w_off = off, wu->w_count = ly->weights;
             wu->m = (int)un->tensor.m, wu->n = (int)un->tensor.n;
+            wu->k = (int)(K * (un->tensor.rows > 0 ? un->tensor.rows : 1));
             ASSERT((int64_t)wu->m * wu->n == ly->weights, "fc %s: %d x %d != %lld weights",
                    ly->name, wu->m, wu->n, (long long)ly->weights);
             break;
@@ -180,8 +181,8 @@ static void units_build(worker_t *w)
         ASSERT(wu->ps_count * 4 == un->ps_bytes, "unit %d: PS range %lld floats, plan %lld bytes",
                u, (long long)wu->ps_count, (long long)un->ps_bytes);
         if (wu->ps_count > zmax) zmax = wu->ps_count;
-        if ((int64_t)K * wu->m > zmax) zmax = (int64_t)K * wu->m;
-        if ((int64_t)K * wu->n > zmax) zmax = (int64_t)K * wu->n;
+        if ((int64_t)wu->k * wu->m > zmax) zmax = (int64_t)wu->k * wu->m;
+        if ((int64_t)wu->k * wu->n > zmax) zmax = (int64_t)wu->k * wu->n;
     }
     if (w->emulate) w->zeros = xcalloc((size_t)zmax, sizeof(float));
     /* all-reduce buckets: members in unit order, back to back */
@@ -212,9 +213,9 @@ static void units_build(worker_t *w)
                 wu->gslot[s] = w->emulate ? w->zeros : xcalloc((size_t)wu->ps_count, 4);
             if (un->bucket >= 0) wu->ar_slot[s] = w->buckets[un->bucket].slot[s] + wu->ar_off;
             if (un->method == SYNC_SFB) {
-                wu->u_slot[s] = w->emulate ? w->zeros : xcalloc((size_t)K * wu->m, 4);
-                wu->v_slot[s] = w->emulate ? w->zeros : xcalloc((size_t)K * wu->n, 4);
-                wu->stash[s] = xcalloc((size_t)w->world * K * (wu->m + wu->n), 4);
+                wu->u_slot[s] = w->emulate ? w->zeros : xcalloc((size_t)wu->k * wu->m, 4);
+                wu->v_slot[s] = w->emulate ? w->zeros : xcalloc((size_t)wu->k * wu->n, 4);
+                wu->stash[s] = xcalloc((size_t)w->world * wu->k * (wu->m + wu->n), 4);
             }
         }
         if (un->method == SYNC_SFB) wu->gsum = xcalloc((size_t)wu->m * wu->n, 4);
@@ -261,6 +262,10 @@ static int data_setup(worker_t *w, char *err, size_t errlen)
         if (data_load_fashion_mnist(c->data_dir[0] ? c->data_dir : NULL, &w->train, &w->test,
                                     err, errlen))
             return -1;
+    } else if (!strcmp(c->data, "fortunes")) {
+        if (data_load_text(c->data_dir[0] ? c->data_dir : NULL, m->layers[0].out_shape.w,
+                           &w->train, &w->test, err, errlen))
+            return -1;
     } else if (!strcmp(c->data, "synthetic")) {
         int classes = 1;
         for (int i = 0; i < m->n_layers; i++)
@@ -269,7 +274,7 @@ static int data_setup(worker_t *w, char *err, size_t errlen)
         data_synthetic(&w->train, m->layers[0].out_shape, classes, c->synthetic_n, j->seed);
         data_synthetic(&w->test, m->layers[0].out_shape, classes, 256, j->seed + 1);
     } else {
-        snprintf(err, errlen, "data is fashion-mnist or synthetic, not '%s'", c->data);
+        snprintf(err, errlen, "data is fashion-mnist, fortunes or synthetic, not '%s'", c->data);
         return -1;
     }
     w->have_data = true;

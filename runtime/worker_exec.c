@@ -317,7 +317,7 @@ static void compute_op(worker_t *w, int op, int64_t t)
         pthread_mutex_unlock(&wu->lock);
         if (un->last == w->model.n_layers - 1 && w->rank == 0) {
             for (int l = 0; l < w->model.n_layers; l++)
-                if (w->model.layers[l].type == LAYER_SOFTMAX_LOSS)
+                if (layer_is_loss(&w->model.layers[l]))
                     w->loss_sum += nnet_layer_loss(w->net, l);
             w->loss_n++;
             w->correct += nnet_count_correct(w->net);
@@ -340,8 +340,8 @@ static void compute_op(worker_t *w, int op, int64_t t)
         nnet_fc_factors(w->net, un->layer, &x, &dy, &in, &out);
         ASSERT(in == wu->n && out == wu->m, "fc %s: %dx%d, plan %dx%d", worker_unit_name(w, u), out,
                in, wu->m, wu->n);
-        memcpy(wu->u_slot[s], dy, (size_t)w->job->batch * wu->m * 4);
-        memcpy(wu->v_slot[s], x, (size_t)w->job->batch * wu->n * 4);
+        memcpy(wu->u_slot[s], dy, (size_t)wu->k * wu->m * 4);
+        memcpy(wu->v_slot[s], x, (size_t)wu->k * wu->n * 4);
     }
 }
 
@@ -422,7 +422,7 @@ static void *sync_main(void *arg)
     const plan_unit_t *un = &w->plan.units[u];
     wk_unit_t *wu = &w->units[u];
     const char *name = worker_unit_name(w, u);
-    int K = w->job->batch, to = w->cfg->timeout_ms;
+    int to = w->cfg->timeout_ms;
     ps_client_t *pc = NULL;
     ps_pull_times_t *from_shard = NULL;
     int64_t *arrived_ns = NULL;
@@ -485,9 +485,9 @@ static void *sync_main(void *arg)
                 break;
             case OP_SFB: {
                 progress(w, op, t, "SFB of layer %s with every peer", name);
-                stash_arg_t sa = {wu, s, K};
+                stash_arg_t sa = {wu, s, wu->k};
                 if (sfb_exchange(w->ucomm[u], t, layer, wu->u_slot[s], wu->v_slot[s],
-                                 (size_t)K, (size_t)wu->m, (size_t)wu->n, stash_factors, &sa,
+                                 (size_t)wu->k, (size_t)wu->m, (size_t)wu->n, stash_factors, &sa,
                                  arrived_ns, to))
                     coord_client_fail(w->cl, "SFB of layer %s timed out after %d ms", name, to);
                 /* the arrival of each peer's factors here: node = that peer, peer = this
@@ -502,12 +502,12 @@ static void *sync_main(void *arg)
             case OP_UPDATE: {
                 progress(w, op, t, "UPDATE of layer %s (rebuild from factors)", name);
                 pthread_mutex_lock(&w->update_mu);
-                size_t per = (size_t)K * (size_t)(wu->m + wu->n);
+                size_t per = (size_t)wu->k * (size_t)(wu->m + wu->n);
                 for (int r = 0; r < w->world; r++) {
                     const float *f = wu->stash[s] + (size_t)r * per;
-                    /* gsum (m, n) += dy_r^T (m, K) x_r (K, n) / workers */
-                    compute_sgemm(w->ucompute, true, false, wu->m, wu->n, K,
-                                  1.0f / (float)w->world, f, wu->m, f + (size_t)K * wu->m,
+                    /* gsum (m, n) += dy_r^T (m, k) x_r (k, n) / workers, k = batch x tokens */
+                    compute_sgemm(w->ucompute, true, false, wu->m, wu->n, wu->k,
+                                  1.0f / (float)w->world, f, wu->m, f + (size_t)wu->k * wu->m,
                                   wu->n, r ? 1.0f : 0.0f, wu->gsum, wu->n);
                 }
                 pthread_mutex_lock(&wu->lock);

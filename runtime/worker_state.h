@@ -38,6 +38,7 @@ typedef struct {
     int64_t ps_off, ps_count;  /* range synced through the PS (0 floats: none) */
     int64_t w_off, w_count;    /* SFB: the weights; all-reduce: the whole layer */
     int m, n;                  /* SFB: outputs x inputs */
+    int k;                     /* SFB: factor rows, batch x the layer's positions (tokens) */
     float **gslot;             /* S slots: the PS range's gradient */
     int64_t ar_off;            /* all-reduce: where the gradient sits in its bucket's buffer */
     float **ar_slot;           /* S slots: the gradient's place in its bucket's buffer */

@@ -28,6 +28,7 @@ run_probes() {
     probe zlib1g-dev            "zlib: gzip data files"         have_header zlib.h
     probe gnuplot-nox           "gnuplot: plots"                command -v gnuplot
     probe dataset-fashion-mnist "Fashion-MNIST data"            test -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+    probe fortunes-min          "text for the char model"       test -e /usr/share/games/fortunes/fortunes
     probe openmpi-bin           "mpirun: multi-node launch"     command -v mpirun
     probe iproute2              "ip/tc: emulated clusters"      command -v ip
     probe chromium              "headless browser: HTML report test" command -v chromium

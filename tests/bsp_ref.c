@@ -19,8 +19,15 @@ float *bsp_reference(const worker_config_t *c, int world, int64_t steps, int64_t
     char err[512];
     model_t m;
     REQUIRE(model_load(&m, c->job.model_path, err, sizeof err) == 0, "%s", err);
-    dataset_t d;
-    data_synthetic(&d, m.layers[0].out_shape, 10, c->job.train.synthetic_n, c->job.seed);
+    dataset_t d, unused;
+    if (!strcmp(c->job.train.data, "fortunes")) { /* the ranks' text, the same windows */
+        REQUIRE(data_load_text(c->job.train.data_dir[0] ? c->job.train.data_dir : NULL,
+                               m.layers[0].out_shape.w, &d, &unused, err, sizeof err) == 0,
+                "%s", err);
+        data_fini(&unused);
+    } else {
+        data_synthetic(&d, m.layers[0].out_shape, 10, c->job.train.synthetic_n, c->job.seed);
+    }
     compute_t *cp = compute_new(COMPUTE_CPU, 1, err, sizeof err);
     REQUIRE(cp, "%s", err);
     nnet_t *net = nnet_new(&m, world * c->job.batch, cp, c->job.seed, err, sizeof err);

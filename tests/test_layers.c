@@ -193,6 +193,101 @@ static double ref_forward(const ref_t *r, double *out)
         }
         return l->loss_weight * loss / B;
     }
+    case LAYER_TOKENS: return 0;
+    case LAYER_EMBED:
+        for (int64_t t = 0; t < (int64_t)B * is.w; t++)
+            for (int d = 0; d < l->out; d++)
+                out[t * l->out + d] = r->w[(int64_t)x[t] * l->out + d];
+        return 0;
+    case LAYER_POSEMBED:
+        for (int b = 0; b < B; b++)
+            for (int64_t i = 0; i < ic; i++) out[b * ic + i] = x[b * ic + i] + r->w[i];
+        return 0;
+    case LAYER_CLSTOKEN:
+        for (int b = 0; b < B; b++)
+            for (int64_t i = 0; i < oc; i++)
+                out[b * oc + i] = i < is.c ? r->w[i] : x[b * ic + i - is.c];
+        return 0;
+    case LAYER_TO_SEQ: /* (c, p) -> (p, c) */
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < is.c; c++)
+                for (int p = 0; p < is.h * is.w; p++)
+                    out[b * oc + (int64_t)p * is.c + c] = x[b * ic + (int64_t)c * is.h * is.w + p];
+        return 0;
+    case LAYER_SELECT:
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < is.c; c++) out[b * oc + c] = x[b * ic + (int64_t)l->select_pos * is.c + c];
+        return 0;
+    case LAYER_LINEAR:
+        for (int64_t t = 0; t < (int64_t)B * is.w; t++)
+            for (int o = 0; o < l->out; o++) {
+                double s = r->b ? r->b[o] : 0;
+                for (int i = 0; i < is.c; i++) s += x[t * is.c + i] * r->w[(int64_t)o * is.c + i];
+                out[t * l->out + o] = s;
+            }
+        return 0;
+    case LAYER_LAYERNORM:
+        for (int64_t t = 0; t < (int64_t)B * is.w; t++) {
+            const double *xt = x + t * is.c;
+            double mean = 0, var = 0;
+            for (int d = 0; d < is.c; d++) mean += xt[d] / is.c;
+            for (int d = 0; d < is.c; d++) var += (xt[d] - mean) * (xt[d] - mean) / is.c;
+            for (int d = 0; d < is.c; d++)
+                out[t * is.c + d] = r->w[d] * (xt[d] - mean) / sqrt(var + l->bn_eps) + r->b[d];
+        }
+        return 0;
+    case LAYER_GELU:
+        for (int64_t i = 0; i < B * ic; i++) {
+            double v = x[i];
+            out[i] = l->gelu_tanh
+                         ? 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                         : v * 0.5 * erfc(-v / sqrt(2.0));
+        }
+        return 0;
+    case LAYER_TANH:
+        for (int64_t i = 0; i < B * ic; i++) out[i] = tanh(x[i]);
+        return 0;
+    case LAYER_ATTENTION: {
+        int S = is.w, D = is.c, H = l->heads, dh = D / H;
+        double *p = malloc((size_t)S * sizeof *p);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < S; i++) {
+                    int last = l->causal ? i : S - 1;
+                    double mx = -DBL_MAX, z = 0;
+                    for (int j = 0; j <= last; j++) {
+                        double s = 0;
+                        for (int e = 0; e < dh; e++)
+                            s += r->in[0][b * ic + (int64_t)i * D + h * dh + e] *
+                                 r->in[1][b * ic + (int64_t)j * D + h * dh + e];
+                        p[j] = s / sqrt((double)dh);
+                        mx = p[j] > mx ? p[j] : mx;
+                    }
+                    for (int j = 0; j <= last; j++) z += (p[j] = exp(p[j] - mx));
+                    for (int e = 0; e < dh; e++) {
+                        double s = 0;
+                        for (int j = 0; j <= last; j++)
+                            s += p[j] / z * r->in[2][b * ic + (int64_t)j * D + h * dh + e];
+                        out[b * ic + (int64_t)i * D + h * dh + e] = s;
+                    }
+                }
+        free(p);
+        return 0;
+    }
+    case LAYER_SEQ_LOSS: {
+        int V = is.c;
+        int64_t T = (int64_t)B * is.w;
+        double loss = 0;
+        for (int64_t t = 0; t < T; t++) {
+            const double *xt = x + t * V;
+            double mx = -DBL_MAX, z = 0;
+            for (int j = 0; j < V; j++) mx = xt[j] > mx ? xt[j] : mx;
+            for (int j = 0; j < V; j++) z += exp(xt[j] - mx);
+            for (int j = 0; j < V; j++) out[t * V + j] = exp(xt[j] - mx) / z;
+            loss += -(xt[r->labels[t]] - mx - log(z));
+        }
+        return l->loss_weight * loss / T;
+    }
     default:
         break;
     }
@@ -219,7 +314,7 @@ static double *to_double(const float *f, int64_t n)
 static double objective(ref_t *r, const double *R, double *out, int64_t n_out)
 {
     double loss = ref_forward(r, out);
-    if (r->l->type == LAYER_SOFTMAX_LOSS) return loss;
+    if (layer_is_loss(r->l)) return loss;
     double j = 0;
     for (int64_t i = 0; i < n_out; i++) j += out[i] * R[i];
     return j;
@@ -283,9 +378,14 @@ static int check_layer(const char *text, const char *lname, const case_opts_t *o
         a->state[i] = 0.5f + (float)rng_uniform(rng);
     float *x0 = nnet_input(n);
     for (int64_t i = 0; i < nnet_out_count(n, 0) * o->batch; i++)
-        x0[i] = (float)(2 * rng_uniform(rng) - 1);
-    int64_t classes = l->type == LAYER_SOFTMAX_LOSS ? nnet_out_count(n, li) : 1;
-    for (int b = 0; b < o->batch; b++) nnet_labels(n)[b] = (int)rng_uint(rng, (uint64_t)classes);
+        x0[i] = m.layers[0].type == LAYER_TOKENS /* token ids */
+                    ? (float)rng_uint(rng, (uint64_t)m.layers[0].vocab)
+                    : (float)(2 * rng_uniform(rng) - 1);
+    int64_t classes = l->type == LAYER_SOFTMAX_LOSS ? nnet_out_count(n, li)
+                      : l->type == LAYER_SEQ_LOSS  ? l->in_shape.c
+                                                   : 1;
+    for (int b = 0; b < o->batch * nnet_label_count(n); b++)
+        nnet_labels(n)[b] = (int)rng_uint(rng, (uint64_t)classes);
     for (int i = 1; i <= li; i++) nnet_forward_layer(n, i);
     nnet_set_dropout_frozen(n, true);
 
@@ -296,8 +396,10 @@ static int check_layer(const char *text, const char *lname, const case_opts_t *o
         ins[k] = to_double(nnet_output(n, l->inputs[k]), r.in_count[k] * o->batch);
         r.in[k] = ins[k];
     }
-    int64_t nw = l->weights, nb = l->biases;
-    double *w = nw ? to_double(a->params + a->layer_offset[li], nw) : NULL;
+    /* a tied linear's weight is its embed's matrix, and so is its gradient */
+    int64_t nw = l->tied ? m.layers[l->tie_layer].weights : l->weights, nb = l->biases;
+    int64_t woff = a->layer_offset[l->tied ? l->tie_layer : li];
+    double *w = nw ? to_double(a->params + woff, nw) : NULL;
     double *bb = nb ? to_double(a->params + a->layer_offset[li] + nw, nb) : NULL;
     r.w = w, r.b = bb;
     double *state = to_double(a->state, a->state_count);
@@ -319,7 +421,7 @@ static int check_layer(const char *text, const char *lname, const case_opts_t *o
     float *got = nnet_output(n, li);
     if (o->corrupt_output) got[n_out / 2] += 0.01f;
     bad += compare("forward", got, out, n_out, o->fwd_atol, o->fwd_atol) != 0;
-    if (l->type == LAYER_SOFTMAX_LOSS)
+    if (layer_is_loss(l))
         CHECK_NEAR(nnet_layer_loss(n, li), loss_ref, 1e-5, 1e-5);
 
     /* backward: dout = R, then BWD(l) alone */
@@ -329,15 +431,14 @@ static int check_layer(const char *text, const char *lname, const case_opts_t *o
     float *dy = nnet_doutput(n, li);
     for (int64_t i = 0; i < n_out; i++) dy[i] = (float)R[i];
     nnet_backward_layer(n, li);
-    for (int k = 0; k < l->n_inputs; k++) {
+    for (int k = 0; k < l->n_inputs && l->type != LAYER_EMBED; k++) { /* ids: no gradient */
         char what[64];
         snprintf(what, sizeof what, "d input %d", k);
         bad += check_grad(what, &r, ins[k], nnet_doutput(n, l->inputs[k]),
                           r.in_count[k] * o->batch, R, out, n_out, rng, o) != 0;
     }
     if (w)
-        bad += check_grad("d weight", &r, w, a->grads + a->layer_offset[li], nw, R, out, n_out,
-                          rng, o) != 0;
+        bad += check_grad("d weight", &r, w, a->grads + woff, nw, R, out, n_out, rng, o) != 0;
     if (bb)
         bad += check_grad("d bias", &r, bb, a->grads + a->layer_offset[li] + nw, nb, R, out,
                           n_out, rng, o) != 0;
@@ -404,6 +505,82 @@ LAYER_CASE(test_layers_add,
            "s")
 LAYER_CASE(test_layers_softmax_loss, "input data shape=10x1x1\nsoftmax_loss loss weight=0.5\n",
            "loss")
+
+/* Sequence layers: a D x 1 x S input made a sequence by to_seq (itself checked first). */
+#define SEQ_IN "input data shape=6x1x5\nto_seq s\n"
+LAYER_CASE(test_layers_to_seq, "input data shape=3x2x4\nto_seq s\n", "s")
+LAYER_CASE(test_layers_embed,
+           "tokens ids seq=5 vocab=7\nembed e vocab=9 dim=4\n", "e")
+LAYER_CASE(test_layers_posembed, SEQ_IN "posembed p max=8\n", "p")
+LAYER_CASE(test_layers_clstoken, SEQ_IN "clstoken c\n", "c")
+LAYER_CASE(test_layers_select, SEQ_IN "select first pos=3\n", "first")
+LAYER_CASE(test_layers_linear, SEQ_IN "linear l out=4\n", "l")
+LAYER_CASE(test_layers_linear_nobias, SEQ_IN "linear l out=7 bias=0\n", "l")
+LAYER_CASE(test_layers_linear_tied,
+           "tokens ids seq=5 vocab=7\nembed e vocab=7 dim=4\nrelu r\n"
+           "linear head out=7 bias=0 tie=e\n", "head")
+LAYER_CASE(test_layers_layernorm, SEQ_IN "layernorm ln eps=0.001\n", "ln")
+LAYER_CASE(test_layers_gelu_erf, SEQ_IN "gelu g\n", "g")
+LAYER_CASE(test_layers_gelu_tanh, SEQ_IN "gelu g approx=tanh\n", "g")
+LAYER_CASE(test_layers_tanh, SEQ_IN "tanh t\n", "t")
+LAYER_CASE(test_layers_attention,
+           SEQ_IN "linear q out=6\nlinear k out=6 in=s\nrelu v in=s\n"
+           "attention a heads=2 in=q,k,v\n", "a")
+LAYER_CASE(test_layers_attention_causal,
+           SEQ_IN "linear q out=6\nlinear k out=6 in=s\nrelu v in=s\n"
+           "attention a heads=3 causal=1 in=q,k,v\n", "a")
+LAYER_CASE(test_layers_seq_loss, SEQ_IN "seq_loss loss weight=0.5\n", "loss")
+
+/* A whole decoder with a tied output layer: backward against finite differences of the
+ * net's own forward (in double accumulation), every parameter of a few layers checked. */
+TEST(test_layers_decoder_net_fd)
+{
+    const char *text = "tokens ids seq=6 vocab=11\nembed e vocab=11 dim=8\nposembed p\n"
+                       "layernorm ln\nlinear q out=8\nlinear k out=8 in=ln\nlinear v out=8 in=ln\n"
+                       "attention a heads=2 causal=1 in=q,k,v\nlinear o out=8\nadd r in=o,p\n"
+                       "gelu g\nlinear head out=11 bias=0 tie=e\nseq_loss loss\n";
+    char err[256];
+    model_t m;
+    REQUIRE(model_parse(&m, "d.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    nnet_t *n = nnet_new(&m, 2, c, 1, err, sizeof err);
+    REQUIRE(n, "%s", err);
+    REQUIRE(nnet_label_count(n) == 6);
+    rng_t *rng = rng_new(4, 1);
+    arena_t *a = nnet_arena(n);
+    for (int64_t i = 0; i < a->count; i++) a->params[i] = (float)rng_gaussian(rng, 0.5);
+    for (int i = 0; i < 12; i++) {
+        nnet_input(n)[i] = (float)rng_uint(rng, 11);
+        nnet_labels(n)[i] = (int)rng_uint(rng, 11);
+    }
+    nnet_forward(n);
+    nnet_backward(n);
+    float *g = malloc((size_t)a->count * sizeof *g);
+    memcpy(g, a->grads, (size_t)a->count * sizeof *g);
+    int bad = 0;
+    for (int k = 0; k < 60; k++) {
+        int64_t i = (int64_t)rng_uint(rng, (uint64_t)a->count);
+        float keep = a->params[i];
+        const float h = 1e-2f;
+        a->params[i] = keep + h;
+        double jp = nnet_forward(n);
+        a->params[i] = keep - h;
+        double jm = nnet_forward(n);
+        a->params[i] = keep;
+        double fdv = (jp - jm) / (2.0 * h);
+        if (fabs(fdv - g[i]) > 2e-3 + 2e-2 * fabs(fdv)) {
+            fprintf(stderr, "    param %lld: backward %.6g, finite difference %.6g\n",
+                    (long long)i, g[i], fdv);
+            bad++;
+        }
+    }
+    CHECK(bad == 0, "%d of 60 parameters disagree", bad);
+    free(g);
+    rng_destroy(&rng);
+    nnet_destroy(&n);
+    compute_destroy(&c);
+    model_fini(&m);
+}
 
 TEST(test_layers_batchnorm_eval)
 {

@@ -15,7 +15,7 @@ static void check_params(const char *path, int64_t expected)
         return;
     }
     CHECK_EQ_I64(m.total_params, expected);
-    CHECK(m.layers[0].type == LAYER_INPUT, "first layer of %s is not the input", path);
+    CHECK(layer_is_input(&m.layers[0]), "first layer of %s is not an input", path);
     for (int i = 0; i < m.n_layers; i++)
         for (int k = 0; k < m.layers[i].n_inputs; k++)
             CHECK(m.layers[i].inputs[k] < i, "%s: %s not in topological order", path,
@@ -33,6 +33,114 @@ TEST(model_params_vgg19_22k) { check_params("models/vgg19-22k.net", 229052817); 
 TEST(model_params_inception_v3) { check_params("models/inception-v3.net", 23834568); }
 TEST(model_params_inception_v3_aux) { check_params("models/inception-v3-aux.net", 27161264); }
 TEST(model_params_resnet152) { check_params("models/resnet-152.net", 60192808); }
+
+/* Transformers: the figures PyTorch's sum(p.numel()) gives for Hugging Face's BertModel
+ * (bert-base-uncased, bert-large-uncased; the pooler included, no task head) and
+ * GPT2LMHeadModel (gpt2, gpt2-xl; the output layer tied to the token embedding, counted
+ * once), and torchvision's vit_b_16 (its documented 86,567,656). */
+TEST(model_params_bert_base) { check_params("models/bert-base.net", 109482240); }
+TEST(model_params_bert_large) { check_params("models/bert-large.net", 335141888); }
+TEST(model_params_gpt2) { check_params("models/gpt2.net", 124439808); }
+TEST(model_params_gpt2_xl) { check_params("models/gpt2-xl.net", 1557611200); }
+TEST(model_params_vit_b16) { check_params("models/vit-b16.net", 86567656); }
+TEST(model_params_char_transformer) { check_params("models/char-transformer.net", 116576); }
+
+static int parse_str(model_t *m, const char *text, char *err, size_t len);
+
+/* A decoder block's shapes and costs in closed form (models/README.md, "Costs"). */
+TEST(model_sequence_shapes_and_costs_closed_form)
+{
+    const char *text = "tokens ids seq=10 vocab=50\n"
+                       "embed e vocab=50 dim=8\n"
+                       "posembed p max=16\n"
+                       "layernorm ln\n"
+                       "linear q out=8\nlinear k out=8 in=ln\nlinear v out=8 in=ln\n"
+                       "attention a heads=2 causal=1 in=q,k,v\n"
+                       "linear f out=12\n"
+                       "gelu g approx=tanh\n"
+                       "linear f2 out=8\n"
+                       "linear head out=50 bias=0 tie=e\n"
+                       "seq_loss loss\n";
+    model_t m;
+    char err[512];
+    REQUIRE(parse_str(&m, text, err, sizeof err) == 0, "%s", err);
+    const layer_t *ids = &m.layers[model_find(&m, "ids")], *e = &m.layers[model_find(&m, "e")];
+    const layer_t *p = &m.layers[model_find(&m, "p")], *ln = &m.layers[model_find(&m, "ln")];
+    const layer_t *q = &m.layers[model_find(&m, "q")], *a = &m.layers[model_find(&m, "a")];
+    const layer_t *f = &m.layers[model_find(&m, "f")], *h = &m.layers[model_find(&m, "head")];
+    CHECK(ids->seq && ids->out_shape.c == 1 && ids->out_shape.w == 10);
+    CHECK(e->seq && e->out_shape.c == 8 && e->out_shape.h == 1 && e->out_shape.w == 10);
+    CHECK_EQ_I64(e->params, 50 * 8);
+    CHECK_EQ_I64(p->params, 16 * 8);
+    CHECK_EQ_I64(ln->params, 2 * 8);
+    CHECK_EQ_I64(q->params, 8 * 8 + 8);
+    CHECK_EQ_I64(q->fwd_flops, 2LL * 10 * 8 * 8 + 10 * 8);
+    CHECK_EQ_I64(q->bwd_flops, 4LL * 10 * 8 * 8 + 10 * 8);
+    CHECK_EQ_I64(layer_sf_rows(q), 10);
+    CHECK_EQ_I64(a->params, 0);
+    CHECK_EQ_I64(a->fwd_flops, 4LL * 10 * 10 * 8 + 5 * 2 * 10 * 10);
+    CHECK_EQ_I64(a->bwd_flops, 8LL * 10 * 10 * 8 + 3 * 2 * 10 * 10);
+    CHECK_EQ_I64(a->act_bytes, 4LL * 8 * 10 + 4LL * 2 * 10 * 10);
+    CHECK(f->out_shape.c == 12 && f->out_shape.w == 10);
+    CHECK(h->tied && h->tie_layer == model_find(&m, "e"), "head tied to e");
+    CHECK_EQ_I64(h->params, 0);
+    CHECK_EQ_I64(layer_sf_rows(h), 0);
+    CHECK_EQ_I64(h->fwd_flops, 2LL * 10 * 8 * 50);
+    CHECK_EQ_I64(m.total_params, 400 + 128 + 16 + 3 * 72 + 8 * 12 + 12 + 12 * 8 + 8);
+    model_fini(&m);
+
+    /* ViT's path: conv, to_seq, class token, select */
+    const char *vit = "input x shape=3x8x8\nconv c out=6 kernel=4 stride=4\nto_seq s\n"
+                      "clstoken cls\nposembed pe\nselect first\nfc out out=5\n";
+    REQUIRE(parse_str(&m, vit, err, sizeof err) == 0, "%s", err);
+    const layer_t *s = &m.layers[model_find(&m, "s")], *cls = &m.layers[model_find(&m, "cls")];
+    const layer_t *sel = &m.layers[model_find(&m, "first")];
+    CHECK(s->seq && s->out_shape.c == 6 && s->out_shape.h == 1 && s->out_shape.w == 4);
+    CHECK(cls->out_shape.w == 5 && cls->params == 6);
+    CHECK_EQ_I64(m.layers[model_find(&m, "pe")].params, 5 * 6);
+    CHECK(!sel->seq && sel->out_shape.c == 6 && sel->out_shape.w == 1);
+    model_fini(&m);
+}
+
+TEST(model_sequence_bad_input_names_the_line)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"tokens t seq=4 vocab=9\nembed e vocab=8 dim=3\n",
+         "t.net:2: embed 'e': vocab=8 is smaller"},
+        {"input d shape=3x4x4\nembed e vocab=8 dim=3\n",
+         "t.net:2: embed 'e': input 'd' is a input: expected tokens"},
+        {"input d shape=3x4x4\nlinear l out=3\n",
+         "t.net:2: linear 'l': input 'd' is an image of 16 pixels"},
+        {"tokens t seq=4 vocab=9\nembed e vocab=9 dim=3\nconv c out=2 kernel=1\n",
+         "t.net:3: conv 'c': input 'e' is a sequence of 4 positions"},
+        {"tokens t seq=4 vocab=9\nembed e vocab=9 dim=6\nattention a heads=4 in=e,e,e\n",
+         "t.net:3: attention 'a': 6 features do not divide into heads=4"},
+        {"tokens t seq=4 vocab=9\nembed e vocab=9 dim=6\nattention a heads=2 in=e,e\n",
+         "t.net:3: attention 'a': expected three inputs in=Q,K,V, got 2"},
+        {"tokens t seq=4 vocab=9\nembed e vocab=9 dim=6\nlinear l out=9 tie=e\n",
+         "t.net:3: linear 'l': tie=e: expected out=9 (its vocab), 6 input features (its dim) "
+         "and bias=0"},
+        {"tokens t seq=4 vocab=9\nembed e vocab=9 dim=6\nlinear l out=9 bias=0 tie=t\n",
+         "t.net:3: linear 'l': tie=t: expected an embed layer"},
+        {"tokens t seq=9 vocab=9\nembed e vocab=9 dim=6\nposembed p max=8\n",
+         "t.net:3: posembed 'p': 9 positions but max=8"},
+        {"tokens t seq=4 vocab=9\nembed e vocab=9 dim=6\nselect s pos=4\n",
+         "t.net:3: select 's': pos=4 of a sequence of 4 positions"},
+        {"tokens t seq=4 vocab=9\nembed e vocab=9 dim=6\ngelu g approx=fast\n",
+         "t.net:3: gelu 'g': bad value 'fast' for approx"},
+        {"tokens t seq=4\n", "t.net:1: tokens 't': missing required key 'vocab'"},
+        {"tokens t seq=4 vocab=9 in=x\n", "t.net:1: tokens 't': an input takes no in="},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        model_t m;
+        char err[512] = "";
+        CHECK(parse_str(&m, cases[i].text, err, sizeof err) == -1, "case %zu parsed", i);
+        CHECK(strstr(err, cases[i].want) != NULL, "case %zu: got '%s', want '%s'", i, err,
+              cases[i].want);
+    }
+}
 
 TEST(model_fashion_mnist_nets_take_28x28_and_give_10_classes)
 {
