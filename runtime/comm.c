@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <malloc.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -42,6 +43,10 @@ struct comm {
     peer_t *peers;
     stash_node_t *stash_head, *stash_tail;
     int stash_n;
+    bool watch;         /* comm_watch_connections: new DEALERs get a monitor too */
+    void **monitors;    /* PAIR sockets receiving the socket monitors' events */
+    int n_monitors;
+    int router_monitor; /* index of the ROUTER's in monitors, -1: none */
     uint64_t n_bad, bytes_sent, bytes_received;
 };
 
@@ -197,6 +202,7 @@ static comm_t *comm_create(const char *name, int rank, int n_peers, const char *
     c->n_peers = n_peers;
     c->send_timeout_ms = send_timeout_ms;
     c->affinity = affinity;
+    c->router_monitor = -1;
     c->peers = xcalloc((size_t)n_peers, sizeof *c->peers);
     if (bind) {
         c->router = zmq_socket(comm_context(), ZMQ_ROUTER);
@@ -241,6 +247,52 @@ comm_t *comm_new_control(const char *name, int rank, int n_peers, const char *bi
     return comm_create(name, rank, n_peers, bind, send_timeout_ms, AFFINITY_CONTROL);
 }
 
+static void drain_more(void *sock);
+
+static void add_monitor(comm_t *c, void *sock)
+{
+    static atomic_int next_id;
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://comm-monitor-%d-%d", (int)getpid(), atomic_fetch_add(&next_id, 1));
+    ZMQ_CHECK(zmq_socket_monitor(sock, ep, ZMQ_EVENT_DISCONNECTED), "zmq_socket_monitor");
+    void *pair = zmq_socket(comm_context(), ZMQ_PAIR);
+    if (!pair) comm_zmq_fail(__FILE__, __LINE__, "zmq_socket(PAIR)", "fd limit?");
+    ZMQ_CHECK(zmq_connect(pair, ep), "connect to a socket monitor");
+    c->monitors = xrealloc(c->monitors, (size_t)(c->n_monitors + 1) * sizeof *c->monitors);
+    c->monitors[c->n_monitors++] = pair;
+}
+
+void comm_watch_connections(comm_t *c)
+{
+    if (c->watch) return;
+    c->watch = true;
+    if (c->router) {
+        c->router_monitor = c->n_monitors;
+        add_monitor(c, c->router);
+    }
+}
+
+int comm_closed_connections(comm_t *c, int *fds, int max)
+{
+    int n = 0;
+    for (int i = 0; i < c->n_monitors && n < max; i++) {
+        for (;;) {
+            /* an event: [uint16 event, uint32 value] then the endpoint */
+            unsigned char ev[6];
+            int got = zmq_recv(c->monitors[i], ev, sizeof ev, ZMQ_DONTWAIT);
+            if (got < 0) break;
+            drain_more(c->monitors[i]);
+            uint16_t event;
+            uint32_t value;
+            memcpy(&event, ev, 2);
+            memcpy(&value, ev + 2, 4);
+            if (got == 6 && event == ZMQ_EVENT_DISCONNECTED && n < max)
+                fds[n++] = i == c->router_monitor ? (int)value : -1;
+        }
+    }
+    return n;
+}
+
 static void stash_clear(comm_t *c)
 {
     while (c->stash_head) {
@@ -258,6 +310,8 @@ void comm_destroy(comm_t **cp)
     if (!cp || !*cp) return;
     comm_t *c = *cp;
     stash_clear(c);
+    for (int i = 0; i < c->n_monitors; i++) zmq_close(c->monitors[i]);
+    free(c->monitors);
     for (int i = 0; i < c->n_peers; i++)
         if (c->peers[i].dealer) zmq_close(c->peers[i].dealer);
     if (c->router) zmq_close(c->router);
@@ -304,6 +358,7 @@ int comm_connect(comm_t *c, int peer, const char *endpoint)
     }
     p->dealer = s;
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
+    if (c->watch) add_monitor(c, s);
     return 0;
 }
 
@@ -614,6 +669,7 @@ static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
     int authenticated = -1; /* the rank the ZAP handler admitted the connection as */
     const char *user = s_keyring && sock == c->router ? zmq_msg_gets(&hf, "User-Id") : NULL;
     if (user && *user) authenticated = atoi(user);
+    int src_fd = sock == c->router ? zmq_msg_get(&hf, ZMQ_SRCFD) : -1;
     char why[160] = "";
     msg_header_t h;
     int ok = 1;
@@ -690,6 +746,7 @@ static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
     }
     out->hdr = h;
     out->peer = peer;
+    out->src_fd = src_fd;
     out->recv_ns = comm_now_ns();
     c->bytes_received += h.length;
     return 1;

@@ -81,6 +81,8 @@ typedef struct {
     int has_payload;
     unsigned char rid[32]; /* routing id of the connection it came on (ROUTER only) */
     size_t rid_len;
+    int src_fd;            /* the connection's file descriptor (ROUTER only; -1: unknown),
+                            * which comm_closed_connections names when it closes */
 } comm_msg_t;
 
 /* What a receive waits for; COMM_ANY in a field matches anything. */
@@ -187,6 +189,15 @@ void comm_msg_close(comm_msg_t *msg);
 void comm_tracker_init(comm_tracker_t *t);
 /* 0 once every payload sent with t was released, -1 after timeout_ms. */
 int comm_tracker_wait(comm_tracker_t *t, int timeout_ms);
+
+/* Liveness: a process that exits (or is killed) has its TCP connections closed by its
+ * kernel at once; one that is stopped or slow keeps them. comm_watch_connections makes the
+ * comm note when its connections close: its ROUTER's (each named by the file descriptor its
+ * messages carry in comm_msg_t.src_fd) and those of DEALERs opened afterwards (fd -1). Call
+ * it before comm_connect. comm_closed_connections takes up to max of the closes noted since
+ * the last call (without waiting) and returns how many. */
+void comm_watch_connections(comm_t *c);
+int comm_closed_connections(comm_t *c, int *fds, int max);
 
 /* Counters: messages dropped as bad, payload bytes sent and received. */
 uint64_t comm_n_bad(const comm_t *c);

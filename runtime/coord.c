@@ -17,7 +17,7 @@
 
 coord_config_t coord_config_default(void)
 {
-    coord_config_t c = {.heartbeat_ms = 250, .dead_ms = 3000, .join_ms = 30000,
+    coord_config_t c = {.heartbeat_ms = 250, .dead_ms = 60000, .join_ms = 30000,
                         .stall_ms = 10000};
     const char *v = getenv("POSEIDON_HEARTBEAT_MS");
     if (v && atoi(v) > 0) c.heartbeat_ms = atoi(v);
@@ -38,6 +38,8 @@ typedef struct {
     char *line;             /* registration */
     int64_t last_beat_ns;   /* 0: never */
     int64_t longest_gap_ns; /* the longest time between two of its beats so far */
+    int hb_fd;              /* the file descriptor its beats come on (-1: unknown) */
+    int64_t cut_ns;         /* when that connection closed with no beat since; 0: open */
     int64_t iteration;
     int layer;
     char text[TEXT_MAX];    /* "node\nwhat" from its last beat */
@@ -164,6 +166,8 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
                          s->cfg.heartbeat_ms / 1e3, s->cfg.dead_ms / 1e3);
         }
         st->last_beat_ns = now;
+        st->hb_fd = m->src_fd;
+        st->cut_ns = 0; /* beats again: a connection that closed was replaced */
         n = n < TEXT_MAX - 1 ? n : TEXT_MAX - 1;
         if (!st->still_since_ns || st->iteration != (int64_t)m->hdr.iteration ||
             st->layer != (int)m->hdr.layer || strncmp(st->text, data, n) || st->text[n]) {
@@ -216,6 +220,24 @@ static void report_stalls(coord_server_t *s)
     }
 }
 
+/* How long a closed connection may go without a beat on a new one before its rank counts
+ * as gone: ZeroMQ reconnects within its reconnect interval (100 ms), and the next beat follows
+ * within heartbeat_ms. */
+static int cut_grace_ms(const coord_config_t *cfg) { return 2 * cfg->heartbeat_ms + 500; }
+
+/* Notes the ranks whose heartbeat connection just closed. */
+static void note_closed(coord_server_t *s)
+{
+    int fds[64];
+    int n = comm_closed_connections(s->comm, fds, 64);
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < s->world; q++) {
+            rank_state_t *r = &s->ranks[q];
+            if (!r->bye && r->last_beat_ns && r->hb_fd == fds[i] && !r->cut_ns)
+                r->cut_ns = comm_now_ns();
+        }
+}
+
 static void *server_main(void *arg)
 {
     coord_server_t *s = arg;
@@ -227,13 +249,19 @@ static void *server_main(void *arg)
             server_handle(s, &m);
             comm_msg_close(&m);
         }
+        note_closed(s);
         int dead = -1;
         const char *why = NULL;
         char buf[128];
         for (int q = 0; q < s->world && dead < 0; q++) {
             rank_state_t *r = &s->ranks[q];
             if (r->bye) continue;
-            if (r->last_beat_ns && ms_since(r->last_beat_ns) > s->cfg.dead_ms) {
+            if (r->cut_ns && ms_since(r->cut_ns) > cut_grace_ms(&s->cfg)) {
+                snprintf(buf, sizeof buf, "closed its connection (its process ended, or its "
+                         "host dropped it) %lld ms ago and did not come back",
+                         (long long)ms_since(r->cut_ns));
+                dead = q, why = buf;
+            } else if (r->last_beat_ns && ms_since(r->last_beat_ns) > s->cfg.dead_ms) {
                 snprintf(buf, sizeof buf, "sent no heartbeat for %lld ms",
                          (long long)ms_since(r->last_beat_ns));
                 dead = q, why = buf;
@@ -266,6 +294,8 @@ coord_server_t *coord_server_new(const launch_env_t *env, coord_config_t cfg)
     s->cfg = cfg;
     s->world = env->world;
     s->ranks = xcalloc((size_t)env->world, sizeof *s->ranks);
+    for (int q = 0; q < env->world; q++) s->ranks[q].hb_fd = -1;
+    comm_watch_connections(c);
     s->start_ns = comm_now_ns();
     if (pthread_create(&s->thread, NULL, server_main, s) != 0) die("pthread_create");
     return s;
@@ -339,7 +369,7 @@ void coord_client_fail(coord_client_t *c, const char *fmt, ...)
 static void *client_beat(void *arg)
 {
     coord_client_t *c = arg;
-    int64_t last_ack = comm_now_ns();
+    int64_t last_ack = comm_now_ns(), cut_ns = 0;
     while (!atomic_load(&c->stop)) {
         char text[TEXT_MAX];
         pthread_mutex_lock(&c->lock);
@@ -356,7 +386,7 @@ static void *client_beat(void *arg)
             if (left_ms <= 0 || atomic_load(&c->stop)) break;
             comm_msg_t m;
             if (comm_recv(c->hb, NULL, &m, left_ms) != 1) continue;
-            if (m.hdr.type == MSG_HEARTBEAT_ACK) last_ack = comm_now_ns();
+            if (m.hdr.type == MSG_HEARTBEAT_ACK) last_ack = comm_now_ns(), cut_ns = 0;
             if (m.hdr.type == MSG_ABORT) {
                 char w[700];
                 where(c, w, sizeof w);
@@ -369,6 +399,18 @@ static void *client_beat(void *arg)
                 _exit(COORD_EXIT_ABORT);
             }
             comm_msg_close(&m);
+        }
+        int fd;
+        if (comm_closed_connections(c->hb, &fd, 1) > 0 && !cut_ns) cut_ns = comm_now_ns();
+        if (!atomic_load(&c->stop) && cut_ns && ms_since(cut_ns) > cut_grace_ms(&c->cfg)) {
+            char w[700];
+            where(c, w, sizeof w);
+            fprintf(stderr,
+                    "poseidon: %s: job aborted: the coordinator (node %s, rank 0) closed its "
+                    "connection %lld ms ago (its process ended, or its host dropped it)\n",
+                    w, c->env.master_addr, (long long)ms_since(cut_ns));
+            fflush(NULL);
+            _exit(COORD_EXIT_ABORT);
         }
         if (!atomic_load(&c->stop) && ms_since(last_ack) > c->cfg.dead_ms) {
             char w[700];
@@ -405,6 +447,7 @@ coord_client_t *coord_client_new(const launch_env_t *env, coord_config_t cfg, co
     /* peers of a client: only the coordinator, as "rank 0" of its channel */
     c->main = comm_new_control("coord", env->rank, env->world, NULL, 2000);
     c->hb = comm_new_control("hb", env->rank, env->world, NULL, 2000);
+    if (c->hb) comm_watch_connections(c->hb);
     if (comm_connect(c->main, 0, ep) || comm_connect(c->hb, 0, ep)) {
         comm_destroy(&c->main);
         comm_destroy(&c->hb);

@@ -7,13 +7,16 @@
  * Health: each client has a heartbeat thread with its own socket ("hb:<rank>"; the main
  * channel is "coord:<rank>") that reports every heartbeat_ms where its rank stands
  * (iteration, layer, and what it waits on, set with coord_client_progress). The coordinator
- * answers each beat. If a rank is silent for dead_ms (or never joins within join_ms), the
- * coordinator sends ABORT naming that node, its rank and the iteration/layer it last
- * reported to every other rank; each prints one line naming its own node, the iteration and
- * layer it was waiting on, and the dead node, and exits with COORD_EXIT_ABORT. A client
- * whose beats go unanswered for dead_ms concludes the coordinator (node of rank 0) is gone
- * and exits the same way. So a dead peer ends the whole job within about dead_ms +
- * heartbeat_ms, never a hang.
+ * answers each beat. A rank is dead when the connection its beats come on closes and no
+ * beat comes on a new one within 2 x heartbeat_ms + 0.5 s (its process ended: the kernel
+ * closes its sockets at once), or when it is silent for dead_ms (a host that vanished), or
+ * when it never joins within join_ms. The coordinator then sends ABORT naming that node, its
+ * rank and the iteration/layer it last reported to every other rank; each prints one line
+ * naming its own node, the iteration and layer it was waiting on, and the dead node, and
+ * exits with COORD_EXIT_ABORT. A client whose connection to the coordinator closes, or
+ * whose beats go unanswered for dead_ms, concludes the coordinator (node of rank 0) is gone
+ * and exits the same way. So a process that dies ends the whole job within about a second,
+ * a stopped one only after dead_ms, never a hang.
  *
  * Slow is not dead: a rank that beats is alive however long it waits. When a live rank's
  * reported position (iteration, layer, what it waits on) has not moved for stall_ms, the
@@ -35,7 +38,11 @@
 
 typedef struct {
     int heartbeat_ms; /* interval of beats; default 250 */
-    int dead_ms;      /* silence after which a rank counts as dead; default 3000 */
+    int dead_ms;      /* silence after which a rank counts as dead; default 60000: a
+                         stopped or overloaded process is slow, not dead (the longest gap
+                         between beats seen on a loaded 2-core machine was under 1 s); a
+                         process that ends is found by its closed connection within
+                         2 x heartbeat_ms + 0.5 s */
     int join_ms;      /* every rank must have joined by then; default 30000 */
     int stall_ms;     /* a live rank whose position has not moved for this long is reported
                          (once per interval); default 10000; 0: no reports */
