@@ -819,16 +819,12 @@ void net_recompute(net_t *n, int64_t now)
 int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
 {
     advance(n, now);
-    /* Flows due within the slack finish now, together: rounding in the drained bytes would
-     * otherwise spread flows that are meant to end at one instant over a few nanoseconds,
-     * each costing a rate recomputation. */
-    int64_t due = now + NET_FINISH_SLACK_NS;
     int done = 0;
     /* Walk in index order, compacting: the callback order is deterministic. */
     int64_t w = 0;
     for (int64_t i = 0; i < n->n; i++) {
         const ent_t *e = &n->f[i];
-        if (e->fin_ns <= due) {
+        if (e->fin_ns <= now) {
             if (is_fan(e)) {
                 /* its flows finish as the single flows they were split off as */
                 for (int k = 0; k < e->nset; k++) {
@@ -854,15 +850,30 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
     return done;
 }
 
-/* Whether entity e carries the flow src -> dst. */
-static int carries(const ent_t *e, int src, int dst)
+/* Append the flows entity e stands for (their senders and receivers) to fs/fd; returns how
+ * many, or -1 when its set contradicts its kind (a leaf that is the hub, or repeated). */
+static int64_t list_flows(const net_t *n, const ent_t *e, int *fs, int *fd, char *seen)
 {
-    if (is_single(e)) return e->src == src && e->dst == dst;
-    int hub = hub_node(e), leaf = hub_sends(e) ? dst : src;
-    if ((hub_sends(e) ? src : dst) != hub || leaf == hub) return 0;
-    int listed = 0;
-    for (int k = 0; k < e->nset; k++) listed |= e->set[k] == leaf;
-    return is_fan(e) ? listed : !listed;
+    if (is_single(e)) {
+        fs[0] = e->src, fd[0] = e->dst;
+        return 1;
+    }
+    int N = n->nodes, hub = hub_node(e), sends = hub_sends(e);
+    int64_t k = 0, bad = 0;
+    memset(seen, 0, (size_t)N);
+    for (int a = 0; a < e->nset; a++) {
+        int v = e->set[a];
+        bad |= v < 0 || v >= N || v == hub || seen[v];
+        if (v >= 0 && v < N) seen[v] = 1;
+    }
+    if (bad) return -1;
+    for (int v = 0; v < N; v++) {
+        if (v == hub || seen[v] != is_fan(e)) continue;
+        fs[k] = sends ? hub : v;
+        fd[k] = sends ? v : hub;
+        k++;
+    }
+    return k;
 }
 
 int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen)
@@ -871,35 +882,41 @@ int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen)
     int64_t F = 0;
     for (int64_t i = 0; i < n->n; i++) F += n->f[i].mult;
     int *fs = xcalloc((size_t)F + 1, sizeof *fs), *fd = xcalloc((size_t)F + 1, sizeof *fd);
-    int64_t *fe = xcalloc((size_t)F + 1, sizeof *fe);
+    int64_t *fe = xcalloc((size_t)F + 1, sizeof *fe), *cnt = xcalloc((size_t)R, sizeof *cnt);
     double *rate = xcalloc((size_t)F + 1, sizeof *rate), *cap = xcalloc((size_t)R, sizeof *cap);
-    char *done = xcalloc((size_t)F + 1, 1);
+    char *done = xcalloc((size_t)F + 1, 1), *seen = xcalloc((size_t)N, 1), *sat = xcalloc((size_t)R, 1);
     int64_t k = 0;
     int rc = 0;
-    for (int64_t i = 0; i < n->n; i++)
-        for (int s = 0; s < N; s++)
-            for (int d = 0; d < N; d++)
-                if (s != d && carries(&n->f[i], s, d)) fs[k] = s, fd[k] = d, fe[k++] = i;
-    if (k != F) {
-        snprintf(err, errlen, "the entities stand for %lld flows, not %lld", (long long)k,
-                 (long long)F);
-        rc = -1;
+    for (int64_t i = 0; rc == 0 && i < n->n; i++) {
+        const ent_t *e = &n->f[i];
+        int64_t m = k + e->mult <= F ? list_flows(n, e, fs + k, fd + k, seen) : -1;
+        if (m != e->mult) {
+            snprintf(err, errlen, "entity %lld (%d -> %d) stands for %d flows, its set for %lld",
+                     (long long)i, e->src, e->dst, e->mult, (long long)m);
+            rc = -1;
+            break;
+        }
+        for (int64_t a = k; a < k + m; a++) fe[a] = i;
+        k += m;
     }
-    /* progressive filling, one flow at a time: the textbook definition */
+    /* Progressive filling over the flows one by one, the textbook definition: raise every
+     * unfrozen flow's rate together until a resource (send side s, receive side N + d, the
+     * core 2N) is full, freeze the flows crossing it, repeat. Resources filling at the same
+     * rate freeze in one step. */
     for (int r = 0; r < 2 * N; r++) cap[r] = n->nic_Bps;
     cap[2 * N] = n->core_Bps > 0 ? n->core_Bps : INFINITY;
     for (int64_t left = F; rc == 0 && left > 0;) {
-        double best = INFINITY;
-        int br = -1;
-        for (int r = 0; r < R; r++) {
-            int64_t c = 0;
-            for (int64_t f = 0; f < F; f++)
-                c += !done[f] && (fs[f] == r || N + fd[f] == r || r == 2 * N);
-            if (c > 0 && cap[r] / (double)c < best) best = cap[r] / (double)c, br = r;
-        }
-        ASSERT(br >= 0, "no resource limits %lld flows", (long long)left);
+        memset(cnt, 0, (size_t)R * sizeof *cnt);
         for (int64_t f = 0; f < F; f++)
-            if (!done[f] && (fs[f] == br || N + fd[f] == br || br == 2 * N)) {
+            if (!done[f]) cnt[fs[f]]++, cnt[N + fd[f]]++, cnt[2 * N]++;
+        double best = INFINITY;
+        for (int r = 0; r < R; r++)
+            if (cnt[r] > 0 && cap[r] / (double)cnt[r] < best) best = cap[r] / (double)cnt[r];
+        ASSERT(best < INFINITY, "no resource limits %lld flows", (long long)left);
+        for (int r = 0; r < R; r++)
+            sat[r] = cnt[r] > 0 && cap[r] / (double)cnt[r] <= best * (1 + 1e-12);
+        for (int64_t f = 0; f < F; f++)
+            if (!done[f] && (sat[fs[f]] || sat[N + fd[f]] || sat[2 * N])) {
                 done[f] = 1, rate[f] = best, left--;
                 cap[fs[f]] -= best, cap[N + fd[f]] -= best, cap[2 * N] -= best;
             }
@@ -912,6 +929,7 @@ int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen)
             rc = -1;
         }
     }
-    free(fs), free(fd), free(fe), free(rate), free(cap), free(done);
+    free(fs), free(fd), free(fe), free(cnt), free(rate), free(cap), free(done), free(seen),
+        free(sat);
     return rc;
 }

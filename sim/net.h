@@ -31,9 +31,10 @@
  *
  * A flow's bytes drain at its rate; net_next_ns() is the earliest finish. Latency is not
  * modelled here: the caller delivers a finished flow after the message latency.
- * Finish times are rounded to whole nanoseconds; one flow alone takes exactly
- * llround(bytes / nic_Bps * 1e9) ns; flows due within NET_FINISH_SLACK_NS of a finish event
- * end with it.
+ * Finish times are rounded to whole nanoseconds: one flow alone takes exactly
+ * llround(bytes / nic_Bps * 1e9) ns, and a flow whose rate changes ends within half a
+ * nanosecond (plus floating-point rounding, ~1e-6 ns over 10 s) of the instant its bytes
+ * drain at the rates it had between events.
  */
 #ifndef POSEIDON_NET_H
 #define POSEIDON_NET_H
@@ -80,11 +81,7 @@ void net_recompute(net_t *n, int64_t now_ns);
 /* Earliest finish time of an active flow, INT64_MAX when none (valid after recompute). */
 int64_t net_next_ns(const net_t *n);
 
-/* A flow due at most this long after a finish event ends at that event (at most 1 us early:
- * well under one message latency). */
-#define NET_FINISH_SLACK_NS 1000
-
-/* Remove every entity finishing at or before now + NET_FINISH_SLACK_NS, calling fn for each
+/* Remove every entity finishing at or before now, calling fn for each
  * (in a fixed order). A broadcast is one call with dst = NET_DST_ALL, bytes per receiver, and
  * the receivers skip[0..nskip) whose flows were split off: each of those finishes as a single
  * flow (dst = that receiver) carrying the broadcast's tag, before or after the broadcast. A
@@ -96,9 +93,10 @@ typedef void (*net_finish_fn)(void *arg, int64_t tag, int src, int dst, int64_t 
 int net_finish(net_t *n, int64_t now_ns, net_finish_fn fn, void *arg);
 
 /* Test aid: recompute the rates of every flow the entities stand for by per-flow progressive
- * filling, one flow at a time (O(flows^2 x resources)), and compare them with the entities'
- * rates (valid after net_recompute, in the exact model). Returns 0, or -1 with the first
- * flow that differs by more than rel_tol in err. */
+ * filling, one flow at a time (O(levels x (flows + resources)), so usable at hundreds of
+ * nodes), and compare them with the entities' rates (valid after net_recompute, in the exact
+ * model). Returns 0, or -1 with the first flow that differs by more than rel_tol, or an
+ * entity whose flow count contradicts its node set, in err. */
 int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen);
 
 int64_t net_active(const net_t *n);     /* active entities */

@@ -1,0 +1,37 @@
+# Simulator wall time and memory per iteration against nodes, one line per network, scheme
+# and bandwidth, from scripts/bench_sim.sh's CSV (default network model rows: net_model
+# starting with "auto"; exact-model rows above 512 nodes as points).
+# usage: gnuplot -e "csv='out/bench/sim.csv'; out='out/reports/sim-scaling'" reports/sim_scaling.gp
+# Columns used: 1 model, 2 nodes, 3 gbps, 4 scheme, 5 net_model, 6 status, 7 wall_s,
+# 12 sim_rss_MB. Writes OUT.png and OUT.svg.
+set datafile separator ","
+set grid
+set logscale xy
+set xrange [6:14000]
+set xlabel "simulated nodes"
+set key outside right top
+nets = "vgg19 resnet-152 googlenet inception-v3"
+confs = "hybrid/10 hybrid/40 ps/10 ps/40"
+is(m, c, nm) = strcol(1) eq m && strcol(4)."/".strcol(3) eq c && strcol(6) eq "ok" && \
+               strcol(5)[1:strlen(nm)] eq nm
+wall(m, c, nm) = is(m, c, nm) ? column(7) : 1/0
+mem(m, c, nm) = is(m, c, nm) ? column(12) : 1/0
+do for [fmt in "pngcairo svg"] {
+    if (fmt eq "svg") { set terminal svg size 1100,900 dynamic; set output out.".svg" } \
+    else { set terminal pngcairo size 1100,900; set output out.".png" }
+    set multiplot layout 2,1 title "poseidon sim, one iteration, one core (lines: default model; points: exact max-min)"
+    set ylabel "wall time per iteration (s)"
+    plot for [i=1:words(nets)] for [j=1:words(confs)] csv \
+             using 2:(wall(word(nets,i), word(confs,j), "auto")) with linespoints lc i dt j pt 7 \
+             title word(nets,i)." ".word(confs,j), \
+         for [i=1:words(nets)] for [j=1:words(confs)] csv \
+             using 2:(wall(word(nets,i), word(confs,j), "exact")) with points lc i pt 6 ps 1.5 \
+             notitle, \
+         1 with lines lc rgb "gray" dt 2 title "1 s", 60 with lines lc rgb "gray" dt 3 title "60 s"
+    set ylabel "memory beyond the bare binary (MB)"
+    plot for [i=1:words(nets)] for [j=1:words(confs)] csv \
+             using 2:(mem(word(nets,i), word(confs,j), "auto")) with linespoints lc i dt j pt 7 \
+             title word(nets,i)." ".word(confs,j)
+    unset multiplot
+    unset output
+}
