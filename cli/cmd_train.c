@@ -323,7 +323,7 @@ int cmd_train(int argc, char **argv)
         e->train.lr = sc.lr;
         e->train.momentum = sc.momentum;
         e->train.weight_decay = sc.weight_decay;
-        e->train.probe = false;
+        e->train.probe = PROBE_NO;
         cluster_t cl;
         plan_opts_t po;
         job_config(e, 0, NULL, &cl, &po);

@@ -29,7 +29,7 @@ void experiment_init(experiment_t *e)
     t->lr = 0.01;
     t->momentum = 0.9;
     t->weight_decay = 5e-4;
-    t->probe = true;
+    t->probe = PROBE_AUTO;
     t->probe_bytes = 4 << 20;
 }
 
@@ -96,8 +96,8 @@ const char *experiment_keys_help(void)
            "  compute = real | emulate  emulate: forward/backward sleep for the profile's\n"
            "                            times, communication stays real (real)\n"
            "  lr, momentum, weight_decay  SGD (0.01, 0.9, 0.0005)\n"
-           "  probe = yes | no          measure the links at start-up and plan with the\n"
-           "                            result (yes)\n"
+           "  probe = auto | yes | no   measure the links at start-up and plan with the\n"
+           "                            result (auto: only when the ranks span hosts)\n"
            "  probe_bytes = B           bulk bytes of the probe (4194304)\n"
            "sweeps (poseidon sim and plan run every configuration; train runs one):\n"
            "  sweep_nodes = 1,2,4       node counts to run\n"
@@ -202,12 +202,16 @@ static int train_set(experiment_train_t *t, const experiment_t *e, const char *k
         snprintf(t->data, sizeof t->data, "%s", val);
     } else if (!strcmp(key, "data_dir")) {
         resolve(e, val, t->data_dir, sizeof t->data_dir);
-    } else if (!strcmp(key, "shuffle") || !strcmp(key, "probe")) {
+    } else if (!strcmp(key, "probe")) {
+        bool b;
+        if (!strcmp(val, "auto")) t->probe = PROBE_AUTO;
+        else if (parse_bool(val, &b) == 0) t->probe = b ? PROBE_YES : PROBE_NO;
+        else return kv_error(err, errlen, where, "expected probe = auto | yes | no, got '%s'", val);
+    } else if (!strcmp(key, "shuffle")) {
         bool b;
         if (parse_bool(val, &b))
             return kv_error(err, errlen, where, "expected %s = yes | no, got '%s'", key, val);
-        if (!strcmp(key, "shuffle")) t->shuffle = b;
-        else t->probe = b;
+        t->shuffle = b;
     } else if (!strcmp(key, "compute")) {
         if (!strcmp(val, "real")) t->compute = COMPUTE_MODE_REAL;
         else if (!strcmp(val, "emulate")) t->compute = COMPUTE_MODE_EMULATE;
@@ -515,7 +519,7 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     fprintf(f, "lr = %s\n", kv_format_double(t->lr, num));
     fprintf(f, "momentum = %s\n", kv_format_double(t->momentum, num));
     fprintf(f, "weight_decay = %s\n", kv_format_double(t->weight_decay, num));
-    fprintf(f, "probe = %s\n", t->probe ? "yes" : "no");
+    fprintf(f, "probe = %s\n", t->probe == PROBE_AUTO ? "auto" : t->probe == PROBE_YES ? "yes" : "no");
     fprintf(f, "probe_bytes = %lld\n", (long long)t->probe_bytes);
     fprintf(f, "cluster = defaults\n");
     if (cluster_write(c, f, "cluster.")) return -1;

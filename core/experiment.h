@@ -52,6 +52,11 @@ net_model_t net_model_for(net_model_t m, int nodes);
 typedef enum { COMPUTE_MODE_REAL, COMPUTE_MODE_EMULATE } compute_mode_t;
 
 /* The keys only a real run reads (poseidon train); the simulator ignores them. */
+/* The link probe: auto measures only when the ranks span hosts (master not on loopback): on
+ * one host the "link" is the host's memory and CPU, whose speed under load moved the probe
+ * 3x between runs and a hybrid plan with it, and says nothing of a cluster. */
+typedef enum { PROBE_AUTO, PROBE_YES, PROBE_NO } probe_mode_t;
+
 typedef struct {
     int epochs;                /* > 0: epochs over the training data instead of `iterations` */
     char data[32];             /* "fashion-mnist" or "synthetic" */
@@ -61,7 +66,7 @@ typedef struct {
     bool shuffle;              /* reshuffle each rank's partition every epoch */
     compute_mode_t compute;
     double lr, momentum, weight_decay; /* SGD; weight decay on weights, not biases */
-    bool probe;                /* measure the links at start-up; the plan uses the result */
+    probe_mode_t probe;        /* measure the links at start-up; the plan uses the result */
     int64_t probe_bytes;       /* bulk bytes of the probe */
 } experiment_train_t;
 

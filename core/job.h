@@ -25,8 +25,17 @@ typedef struct {
     int64_t lat_ns; /* one-way latency */
 } job_link_t;
 
+/* The link a plan is built on, from a measured one: a probe is noisy (on loopback it moved
+ * 4x between runs, and a hybrid plan with it), and the plan must not follow the noise. Each
+ * figure is held against the cluster's description: within a factor of 4 of the described
+ * goodput (nic_gbps x nic_efficiency) or latency, the description stands; beyond, the
+ * measurement rounded to the nearest power of 2 (bandwidth in Gbit/s, latency in
+ * microseconds), in log scale. A latency of 0 stays 0. */
+job_link_t job_link_settle(const cluster_t *described, job_link_t measured);
+
 /* Configuration `config` of e (0 <= config < experiment_config_count(e)), on the measured
- * link when link is non-NULL with bw_Bps > 0: fills the cluster and the plan options. */
+ * link when link is non-NULL with bw_Bps > 0 (settled by job_link_settle): fills the cluster
+ * and the plan options. */
 void job_config(const experiment_t *e, int config, const job_link_t *link, cluster_t *c,
                 plan_opts_t *po);
 

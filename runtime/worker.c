@@ -366,7 +366,7 @@ static int write_job(const worker_t *w, const cluster_t *cl, const char *path)
     *run = *w->job;
     run->iterations = (int)w->iterations;
     run->train.epochs = 0;
-    run->train.probe = false; /* the link it measured is in the cluster below */
+    run->train.probe = PROBE_NO; /* the link it measured is in the cluster below */
     if (run->warmup >= run->iterations) run->warmup = run->iterations > 1 ? run->iterations - 1 : 1;
     char comment[512];
     snprintf(comment, sizeof comment,
@@ -559,10 +559,16 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
 
     /* the link probe: rank 0 measures, everyone builds the plan from the same numbers */
     probe_result_t pr = {0};
-    if (job->train.probe && w->world > 1) {
+    char local[64] = "";
+    bool one_host = launch_local_addr(w->env.master_addr, local, sizeof local) == 0 &&
+                    (!strncmp(local, "127.", 4) || !strcmp(local, "::1"));
+    bool probe = job->train.probe == PROBE_YES || (job->train.probe == PROBE_AUTO && !one_host);
+    if (probe && w->world > 1) {
         if (w->rank <= 1) comm_connect(w->probe_comm, 1 - w->rank, eps[1 - w->rank][0]);
         coord_client_progress(w->cl, -1, -1, "the link probe");
-        if (probe_links(w->probe_comm, 20, job->train.probe_bytes, 2, &pr, to))
+        /* six bulk messages: with two, ZeroMQ could hand both over at once and the time
+         * between their arrivals said nothing (loopback "measured" 971 GB/s) */
+        if (probe_links(w->probe_comm, 20, job->train.probe_bytes, 6, &pr, to))
             coord_client_fail(w->cl, "link probe between ranks 0 and 1 failed");
         char txt[128];
         snprintf(txt, sizeof txt, "%.17g %lld", pr.bw_Bps, (long long)pr.lat_ns);
@@ -595,9 +601,11 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     if (w->rank == 0) {
         char sb[64];
         log_info("plan hash %016llx", (unsigned long long)plan_hash(&w->plan));
-        log_info("link probe: %.1f MB/s, %.1f us one-way; plan: %s on %d workers, %d shards",
-                 pr.bw_Bps / 1e6, pr.lat_ns / 1e3, scheme_name(po.scheme, sb, sizeof sb),
-                 w->plan.workers, w->plan.shards);
+        log_info("link probe: %.1f MB/s, %.1f us one-way; planned on %.1f MB/s, %.1f us "
+                 "(job_link_settle); plan: %s on %d workers, %d shards",
+                 pr.bw_Bps / 1e6, pr.lat_ns / 1e3, cl.nic_Bps * cl.nic_efficiency / 1e6,
+                 cl.lat_ns / 1e3, scheme_name(po.scheme, sb, sizeof sb), w->plan.workers,
+                 w->plan.shards);
         for (int u = 0; u < w->plan.n_units; u++)
             if (w->plan.units[u].layer >= 0)
                 log_info("  unit %d %-12s %s", u, worker_unit_name(w, u),

@@ -89,12 +89,16 @@ TEST(job_config_takes_the_sweep_point_and_the_measured_link)
     CHECK_EQ_I64(po.kv_block_bytes, e.kv_block_bytes);
     double eff = c.nic_efficiency;
     CHECK(eff == e.cluster.nic_efficiency, "efficiency");
-    /* a measured link replaces bandwidth (as goodput) and latency, nothing else */
-    job_link_t link = {.bw_Bps = 117.25e6, .lat_ns = 47123};
+    /* a measured link replaces bandwidth (as goodput) and latency, settled
+     * (job_link_settle), nothing else */
+    job_link_t link = {.bw_Bps = 117.25e6, .lat_ns = 3 * c.lat_ns};
     cluster_t cm;
     job_config(&e, 3, &link, &cm, &po);
-    CHECK(cm.nic_Bps == 117.25e6 && cm.nic_efficiency == 1.0 && cm.lat_ns == 47123,
+    job_link_t settled = job_link_settle(&c, link);
+    CHECK(cm.nic_Bps == settled.bw_Bps && cm.nic_efficiency == 1.0 && cm.lat_ns == settled.lat_ns,
           "link not applied: %g %g %lld", cm.nic_Bps, cm.nic_efficiency, (long long)cm.lat_ns);
+    CHECK(cm.nic_Bps == 125e6 && cm.lat_ns == c.lat_ns, "settled to %g B/s, %lld ns", cm.nic_Bps,
+          (long long)cm.lat_ns);
     cm.nic_Bps = c.nic_Bps;
     cm.nic_efficiency = c.nic_efficiency;
     cm.lat_ns = c.lat_ns;
@@ -190,4 +194,33 @@ TEST(job_overrides_use_the_keys_units)
     CHECK_EQ_I64(e.batch, 32); /* one default batch, the simulator's */
     CHECK(experiment_check_overrides(&e, err, sizeof err) == -1 && strstr(err, "model"),
           "a job without a model: %s", err);
+}
+
+/* The probe's noise does not reach the plan: within 4x of the description, the description;
+ * beyond, the nearest power of 2 (Gbit/s from 1, microseconds from 1); so measurements
+ * within a factor of sqrt(2) of a grid point give one link. */
+TEST(job_link_settle_holds_noise_against_the_description)
+{
+    cluster_t d;
+    memset(&d, 0, sizeof d);
+    d.nic_Bps = 10e9 / 8;
+    d.nic_efficiency = 0.9;
+    d.lat_ns = 20000;
+    double goodput = d.nic_Bps * d.nic_efficiency;
+    job_link_t s = job_link_settle(&d, (job_link_t){.bw_Bps = goodput * 3.5, .lat_ns = 70000});
+    CHECK(s.bw_Bps == goodput && s.lat_ns == 20000, "within 4x: %g %lld", s.bw_Bps,
+          (long long)s.lat_ns);
+    s = job_link_settle(&d, (job_link_t){.bw_Bps = goodput / 3.9, .lat_ns = 5100});
+    CHECK(s.bw_Bps == goodput && s.lat_ns == 20000, "within 4x below: %g %lld", s.bw_Bps,
+          (long long)s.lat_ns);
+    /* beyond (on a 40 GbE description): 180..354 MB/s -> 250 MB/s (2 Gbit/s); 1.3 ms -> 1.024 ms */
+    d.nic_Bps = 40e9 / 8;
+    for (double mbs = 180; mbs < 354; mbs += 29) {
+        s = job_link_settle(&d, (job_link_t){.bw_Bps = mbs * 1e6, .lat_ns = 1300000});
+        CHECK(s.bw_Bps == 250e6 && s.lat_ns == 1024000, "%g MB/s -> %g, %lld ns", mbs,
+              s.bw_Bps, (long long)s.lat_ns);
+    }
+    s = job_link_settle(&d, (job_link_t){.bw_Bps = 400e9 / 8, .lat_ns = 0});
+    CHECK(s.bw_Bps == 512e9 / 8 && s.lat_ns == 0, "400 Gbit/s -> %g, %lld", s.bw_Bps,
+          (long long)s.lat_ns);
 }

@@ -9,7 +9,7 @@ cd "$root"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-for scheme in ps hybrid; do
+for scheme in ps hybrid hybrid3; do
     for run in 1 2; do
         timeout 120 "$build/poseidon" train --workers 4 --model models/mlp.net --scheme "$scheme" \
             --data synthetic --synthetic-n 2048 --batch 16 --iterations 40 --no-eval \
@@ -22,4 +22,4 @@ for scheme in ps hybrid; do
     done
     cmp -s "$tmp/$scheme-1.0" "$tmp/$scheme-1.3" || fail "$scheme: ranks 0 and 3 disagree"
 done
-echo "ps and hybrid: two runs bit-identical on all 4 ranks"
+echo "ps, hybrid and hybrid3: two runs bit-identical on all 4 ranks"
