@@ -13,7 +13,8 @@
 static void model_usage(FILE *f)
 {
     fprintf(f, "usage: poseidon model show FILE [--csv] [--input-shape NAME=DIMS]...\n"
-               "       poseidon model import FILE.onnx [-o FILE.net] [--input-shape NAME=DIMS]...\n\n"
+               "       poseidon model import FILE.onnx [-o FILE.net]\n"
+               "                             [--input-shape NAME=DIMS]...\n\n"
                "show: parse a network description (models/NAME.net; the format is in\n"
                "models/README.md) or an ONNX graph (FILE.onnx, imported as `import` does) and\n"
                "print one row per layer: output shape (per sample), parameters, forward and\n"

@@ -25,6 +25,10 @@
 #define FILE_BYTES_MAX ((size_t)1 << 31) /* protobuf's own limit on a message */
 #define CONST_VALUES_MAX (1 << 20)       /* constants read into memory (shape arithmetic) */
 #define DIM_MAX ((int64_t)1 << 30)
+/* Bounds that keep every cost model_infer() computes within int64: elements of one tensor
+ * (per sample, or of one weight) and multiply-adds of one layer. */
+#define ELEMS_MAX ((int64_t)1 << 36)
+#define MACS_MAX ((int64_t)1 << 56)
 
 /* ---- values ---------------------------------------------------------------------------- */
 
@@ -60,7 +64,7 @@ typedef struct val {
 
     /* VAL_DATA */
     int layer;
-    int pad[4];           /* a Pad not yet folded: top, left, bottom, right */
+    int64_t pad[4];       /* a Pad not yet folded: top, left, bottom, right */
     const char *pad_node; /* NULL: none */
     bool from_softmax;    /* made by a Softmax mapped to softmax_loss */
 } val_t;
@@ -198,10 +202,17 @@ static int val_add(imp_t *im, const char *name, val_kind_t kind)
     return im->n_vals++;
 }
 
+/* a * b for non-negative a and b, INT64_MAX when it does not fit */
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 static int64_t dims_count(int rank, const int64_t *dims)
 {
     int64_t n = 1;
-    for (int i = 0; i < rank; i++) n *= dims[i];
+    for (int i = 0; i < rank; i++) n = mul_sat(n, dims[i] < 0 ? 0 : dims[i]);
     return n;
 }
 
@@ -306,13 +317,14 @@ static int type_dims(imp_t *im, const char *what, const Onnx__TypeProto *t, val_
         if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
             if (d->dim_value < 0 || d->dim_value > DIM_MAX)
                 return imp_fail(im, "%s '%s' has dimension %d of size %" PRId64
-                                ": expected 0 to %" PRId64, what, v->name, i, d->dim_value, DIM_MAX);
+                                ": expected 0 to %" PRId64,
+                                what, v->name, i, d->dim_value, DIM_MAX);
             v->dims[i] = d->dim_value;
         } else {
             v->dims[i] = -1;
             if (v->dynamic_dim < 0) v->dynamic_dim = i;
-            v->dim_name[i] = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
-                                     d->dim_param ? d->dim_param : "";
+            bool named = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+            v->dim_name[i] = named && d->dim_param ? d->dim_param : "";
         }
     }
     v->dims_known = true;
@@ -416,7 +428,8 @@ static void layer_name(const imp_t *im, const char *onnx, const char *op, const 
     if (ol && len > ol + 1 && s[len - ol - 1] == '/' && !strcmp(s + len - ol, op)) len -= ol + 1;
     for (const char *e = s + len; s < e && o + 1 < sizeof base; s++) {
         unsigned char c = (unsigned char)*s;
-        base[o++] = c == '/' ? '.' : (isalnum(c) || c == '_' || c == '-' || c == '.') ? (char)c : '_';
+        bool keep = isalnum(c) || c == '_' || c == '-' || c == '.';
+        base[o++] = c == '/' ? '.' : keep ? (char)c : '_';
     }
     base[o] = '\0';
     if (!o) snprintf(base, sizeof base, "%s", "layer");
@@ -498,6 +511,10 @@ static out_layer_t *emit(imp_t *im, const Onnx__NodeProto *n, const char *type,
         node_fail(im, n, "%d inputs (a layer takes at most %d)", n_in, MODEL_MAX_INPUTS);
         return NULL;
     }
+    if (dims_count(rank - 1, dims + 1) > ELEMS_MAX) {
+        node_fail(im, n, "output of more than %" PRId64 " elements per sample", ELEMS_MAX);
+        return NULL;
+    }
     out_layer_t *l = layer_add(im, type, n, NULL);
     l->shape = s;
     l->n_in = n_in;
@@ -508,7 +525,10 @@ static out_layer_t *emit(imp_t *im, const Onnx__NodeProto *n, const char *type,
 
 /* ---- reading a node's inputs ----------------------------------------------------------- */
 
-static bool has_input(const Onnx__NodeProto *n, size_t k) { return k < n->n_input && n->input[k][0]; }
+static bool has_input(const Onnx__NodeProto *n, size_t k)
+{
+    return k < n->n_input && n->input[k][0];
+}
 
 static int shape_arg_for(const imp_t *im, const char *name)
 {
@@ -550,6 +570,9 @@ static int input_to_layer(imp_t *im, const Onnx__NodeProto *n, val_t *v)
     for (int i = 0; i < v->rank; i++)
         if (v->dims[i] < 1)
             return imp_fail(im, "input '%s' has an empty dimension %d", v->name, i);
+    if (dims_count(v->rank - 1, v->dims + 1) > ELEMS_MAX)
+        return imp_fail(im, "input '%s' has more than %" PRId64 " elements per sample", v->name,
+                        ELEMS_MAX);
     shape_t s;
     if (net_shape(v->rank, v->dims, &s)) {
         char b[96];
@@ -620,6 +643,10 @@ static val_t *in_weight(imp_t *im, const Onnx__NodeProto *n, size_t k, int rank,
         node_fail(im, n, "weight '%s' has shape %s, expected %d dimensions", v->name, b, rank);
         return NULL;
     }
+    if (dims_count(v->rank, v->dims) > ELEMS_MAX) {
+        node_fail(im, n, "weight '%s' has more than %" PRId64 " elements", v->name, ELEMS_MAX);
+        return NULL;
+    }
     if (learnable) {
         val_t *src = v->source ? v->source : v;
         if (src->owner_node) {
@@ -682,13 +709,16 @@ static int window_read(imp_t *im, const Onnx__NodeProto *n, const val_t *x, int6
         kh = v[0];
         kw = v[1];
     }
-    if (kh < 1 || kw < 1) return node_fail(im, n, "kernel_shape (2 values) is missing");
+    if (kh < 1 || kw < 1 || kh > DIM_MAX || kw > DIM_MAX)
+        return node_fail(im, n, "kernel_shape (2 values from 1 to %" PRId64 ") is missing or out "
+                         "of range", DIM_MAX);
     w->kh = kh;
     w->kw = kw;
     if (attr_ints(im, n, "strides", 2, v, 8, &got)) return -1;
     w->sh = got ? v[0] : 1;
     w->sw = got ? v[1] : 1;
-    if (w->sh < 1 || w->sw < 1) return node_fail(im, n, "strides must be >= 1");
+    if (w->sh < 1 || w->sw < 1 || w->sh > DIM_MAX || w->sw > DIM_MAX)
+        return node_fail(im, n, "strides must be from 1 to %" PRId64, DIM_MAX);
     if (attr_ints(im, n, "dilations", 2, v, 8, &got)) return -1;
     if (got && (v[0] != 1 || v[1] != 1))
         return node_fail(im, n, "dilations %" PRId64 "x%" PRId64 ": dilated windows do not map "
@@ -715,7 +745,8 @@ static int window_read(imp_t *im, const Onnx__NodeProto *n, const val_t *x, int6
     } else if (strcmp(ap, "NOTSET") && strcmp(ap, "VALID"))
         return node_fail(im, n, "auto_pad '%s' is not an ONNX value", ap);
     for (int i = 0; i < 4; i++) {
-        if (pads[i] < 0) return node_fail(im, n, "negative pads");
+        if (pads[i] < 0 || pads[i] > DIM_MAX)
+            return node_fail(im, n, "pads must be from 0 to %" PRId64, DIM_MAX);
         pads[i] += x->pad[i];
     }
     if (pads[0] != pads[2] || pads[1] != pads[3])
@@ -751,7 +782,7 @@ static int op_conv(imp_t *im, const Onnx__NodeProto *n)
     int64_t group;
     if (attr_int(im, n, "group", 1, &group)) return -1;
     int64_t m = w->dims[0], c = x->dims[1];
-    if (group < 1 || w->dims[1] * group != c || m % group)
+    if (group < 1 || group > DIM_MAX || w->dims[1] * group != c || m % group)
         return node_fail(im, n, "weight '%s' (%" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64
                          ") does not fit %" PRId64 " input channels in %" PRId64 " groups",
                          w->name, w->dims[0], w->dims[1], w->dims[2], w->dims[3], c, group);
@@ -771,6 +802,8 @@ static int op_conv(imp_t *im, const Onnx__NodeProto *n)
     if (oh < 1 || ow < 1)
         return node_fail(im, n, "kernel %" PRId64 "x%" PRId64 " larger than the padded input",
                          win.kh, win.kw);
+    if (mul_sat(mul_sat(oh, ow), dims_count(4, w->dims)) > MACS_MAX)
+        return node_fail(im, n, "more than %" PRId64 " multiply-adds per sample", MACS_MAX);
     int64_t dims[4] = {x->dims[0], m, oh, ow};
     out_layer_t *l = emit(im, n, "conv", &x, 1, 4, dims);
     if (!l) return -1;
@@ -800,6 +833,8 @@ static int op_pool(imp_t *im, const Onnx__NodeProto *n, const char *op)
     int64_t oh = window_out(h, win.kh, win.sh, win.ph, ceil_mode != 0);
     int64_t ow = window_out(wd, win.kw, win.sw, win.pw, ceil_mode != 0);
     if (oh < 1 || ow < 1) return node_fail(im, n, "window larger than the padded input");
+    if (mul_sat(mul_sat(x->dims[1], mul_sat(oh, ow)), win.kh * win.kw) > MACS_MAX)
+        return node_fail(im, n, "more than %" PRId64 " window operations per sample", MACS_MAX);
     int64_t dims[4] = {x->dims[0], x->dims[1], oh, ow};
     out_layer_t *l = emit(im, n, "pool", &x, 1, 4, dims);
     if (!l) return -1;
@@ -1066,9 +1101,10 @@ static int op_reshape(imp_t *im, const Onnx__NodeProto *n)
             if (infer >= 0) return node_fail(im, n, "two dimensions to infer");
             infer = i;
             d = 1;
-        } else if (d < 0) return node_fail(im, n, "negative target dimension");
+        } else if (d < 0 || d > DIM_MAX)
+            return node_fail(im, n, "target dimension %" PRId64 " out of range", d);
         dims[i] = d;
-        known *= d;
+        known = mul_sat(known, d);
     }
     int64_t total = dims_count(x->rank, x->dims);
     if (infer >= 0) {
@@ -1133,12 +1169,14 @@ static int op_pad(imp_t *im, const Onnx__NodeProto *n)
         return node_fail(im, n, "only padding (N,C,H,W) data with 8 amounts maps");
     if (pads[0] || pads[1] || pads[4] || pads[5])
         return node_fail(im, n, "pads the batch or channel dimension");
-    int add[4] = {0, 0, 0, 0}; /* top, left, bottom, right */
+    int64_t add[4] = {0, 0, 0, 0}; /* top, left, bottom, right */
     const int at[4] = {2, 3, 6, 7};
     for (int i = 0; i < 4; i++) {
         if (pads[at[i]] < 0 || pads[at[i]] > DIM_MAX)
             return node_fail(im, n, "negative or huge pads");
-        add[i] = (int)pads[at[i]];
+        add[i] = pads[at[i]];
+        if (x->pad[i] + add[i] > DIM_MAX)
+            return node_fail(im, n, "pads add up beyond %" PRId64, DIM_MAX);
     }
     val_t *y = &im->vals[val_find(im, n->output[0])];
     const char *name = y->name;
@@ -1392,7 +1430,8 @@ static int import_run(imp_t *im, const uint8_t *buf, size_t len, char **net_text
         for (int i = 0; i < im->opts->n_shapes; i++) {
             bool found = false;
             for (size_t k = 0; k < im->g->n_input; k++)
-                if (im->g->input[k]->name && !strcmp(im->g->input[k]->name, im->opts->shapes[i].name))
+                if (im->g->input[k]->name &&
+                    !strcmp(im->g->input[k]->name, im->opts->shapes[i].name))
                     found = true;
             if (!found)
                 return imp_fail(im, "--input-shape names '%s', which is not a graph input",

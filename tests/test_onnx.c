@@ -260,8 +260,8 @@ TEST(onnx_shape_arg_parse_rejects_bad_text)
     char err[256];
     CHECK(onnx_shape_arg_parse("x=1x3x224x224", &s, err, sizeof err) == 0 && s.rank == 4 &&
           s.dims[3] == 224 && !strcmp(s.name, "x"));
-    const char *bad[] = {"x", "=1x2", "x=", "x=1x", "x=0x3", "x=1xax3", "x=-1", "x=1x2x3x4x5x6x7x8x9",
-                         "x=99999999999999999999"};
+    const char *bad[] = {"x",      "=1x2", "x=",  "x=1x", "x=0x3", "x=1xax3",
+                         "x=-1",   "x=1x2x3x4x5x6x7x8x9", "x=99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         CHECK(onnx_shape_arg_parse(bad[i], &s, err, sizeof err) == -1, "'%s' accepted", bad[i]);
 }
