@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Writes the ONNX test data of tests/data/onnx/: graphs exported by PyTorch without their
 weights (export_params=False, so each file is a few tens of kB), the parameter counts and
-FLOPs PyTorch reports for each (reference.csv), and small malformed models for the
-importer's bad-input tests.
+FLOPs PyTorch reports for each (reference.csv), and small malformed (or unmappable)
+models for the importer's bad-input tests.
 
 Needs Debian's python3-torch, python3-torchvision and python3-onnx (run with /usr/bin/python3:
 `make test` does not need them, the files are committed). Usage:
@@ -70,6 +70,25 @@ class GPT2Block(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class UnscaledAttention(nn.Module):
+    """Self-attention whose scores are not scaled by 1/sqrt(head size): no attention layer
+    computes that, so the importer must refuse it."""
+
+    def __init__(self, vocab=50, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.wte = nn.Embedding(vocab, d)
+        self.qkv = nn.Linear(d, 3 * d)
+
+    def forward(self, idx):
+        x = self.wte(idx)
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+        return y.transpose(1, 2).reshape(b, t, d)
+
+
 class ConvSin(nn.Module):
     """A convolution followed by an operator that maps to no layer (Sin)."""
 
@@ -133,6 +152,8 @@ def main():
     export(small, torch.zeros(1, 3, 32, 32), os.path.join(out, "small_dynamic_batch.onnx"),
            dynamic_axes={"input": {0: "batch"}})
     export(ConvSin(), torch.zeros(1, 3, 32, 32), os.path.join(out, "bad_unmapped_op.onnx"))
+    export(UnscaledAttention(), torch.zeros(1, 8, dtype=torch.long),
+           os.path.join(out, "bad_attention_scale.onnx"))
     m = onnx.load(os.path.join(out, "small_dynamic_batch.onnx"))
     for o in m.opset_import:
         if o.domain in ("", "ai.onnx"):

@@ -45,15 +45,26 @@ static reference_t reference(const char *name)
     return r;
 }
 
-/* Forward FLOPs of the multiply-adds of conv and fc layers (bias additions left out). */
+/* Forward FLOPs of the multiply-adds of conv, fc and linear layers (bias additions left out)
+ * and of attention's two products, Q·Kᵀ and the weighted sum of V: 4·S²·D per sample, as the
+ * profiler counts the two batched products. Types are compared by name so that this file
+ * builds whichever layer types the parser has. */
 static int64_t matrix_flops(const model_t *m)
 {
     int64_t sum = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const layer_t *l = &m->layers[i];
-        if (l->type == LAYER_CONV)
+        const char *t = layer_type_name(l->type);
+        int64_t S = l->out_shape.w, D = l->out_shape.c;
+        if (!strcmp(t, "conv"))
             sum += l->fwd_flops - l->biases * l->out_shape.h * l->out_shape.w;
-        else if (l->type == LAYER_FC) sum += l->fwd_flops - l->biases;
+        else if (!strcmp(t, "fc")) sum += l->fwd_flops - l->biases;
+        else if (!strcmp(t, "linear")) sum += l->fwd_flops - l->biases * S;
+        else if (!strcmp(t, "attention")) {
+            CHECK(l->fwd_flops >= 4 * S * S * D, "attention %s counts %lld FLOPs", l->name,
+                  (long long)l->fwd_flops);
+            sum += 4 * S * S * D;
+        }
     }
     return sum;
 }
@@ -72,31 +83,103 @@ static const char *reference_mismatch(const model_t *m, const reference_t *r)
     return msg;
 }
 
-static void check_against_pytorch(const char *name)
+/* Imports NAME.onnx and compares with PyTorch's counts; returns the .net text (caller frees). */
+static char *check_against_pytorch(const char *name, int classes)
 {
     reference_t r = reference(name);
-    char path[256], err[2048];
+    char path[256], err[2048], *text = NULL;
     snprintf(path, sizeof path, DATA "%s.onnx", name);
     model_t m;
-    REQUIRE(onnx_model_load(&m, path, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    REQUIRE(onnx_model_load(&m, path, NULL, &text, err, sizeof err) == 0, "%s", err);
     const char *bad = reference_mismatch(&m, &r);
     CHECK(bad == NULL, "%s: %s", name, bad);
     CHECK(!strcmp(m.name, name), "model name %s", m.name);
-    CHECK(m.layers[0].type == LAYER_INPUT, "first layer is not the input");
-    int c, h, w;
-    int fields = sscanf(r.input_shape, "1x%dx%dx%d", &c, &h, &w);
-    REQUIRE(fields == 3, "shape %s", r.input_shape);
-    CHECK(m.layers[0].out_shape.c == c && m.layers[0].out_shape.h == h &&
-          m.layers[0].out_shape.w == w, "input shape");
-    const layer_t *last = &m.layers[m.n_layers - 1];
-    CHECK(last->type == LAYER_SOFTMAX_LOSS && shape_count(last->in_shape) == 1000,
-          "ends in a loss over 1000 classes");
+    const layer_t *first = &m.layers[0], *last = &m.layers[m.n_layers - 1];
+    const char *ft = layer_type_name(first->type), *lt = layer_type_name(last->type);
+    if (!strcmp(ft, "tokens")) { /* 1xS token ids */
+        int s;
+        int fields = sscanf(r.input_shape, "1x%d", &s);
+        REQUIRE(fields == 1, "shape %s", r.input_shape);
+        CHECK(first->out_shape.w == s, "tokens of %d positions", first->out_shape.w);
+        CHECK(!strcmp(lt, "seq_loss") && last->in_shape.c == classes,
+              "ends in seq_loss over %d, not %d", last->in_shape.c, classes);
+    } else {
+        int c, h, w;
+        int fields = sscanf(r.input_shape, "1x%dx%dx%d", &c, &h, &w);
+        REQUIRE(fields == 3, "shape %s", r.input_shape);
+        CHECK(!strcmp(ft, "input") && first->out_shape.c == c && first->out_shape.h == h &&
+              first->out_shape.w == w, "input shape");
+        CHECK(!strcmp(lt, "softmax_loss") && shape_count(last->in_shape) == classes,
+              "ends in a loss over %d classes", classes);
+    }
     model_fini(&m);
+    return text;
 }
 
-TEST(onnx_resnet50_counts_equal_pytorch) { check_against_pytorch("resnet50"); }
-TEST(onnx_vgg16_counts_equal_pytorch) { check_against_pytorch("vgg16"); }
-TEST(onnx_inception_v3_counts_equal_pytorch) { check_against_pytorch("inception_v3"); }
+/* true when this build's parser has the sequence layers (models/README.md, "Sequences") */
+static bool parser_has_sequences(void)
+{
+    model_t m;
+    char err[512];
+    const char *probe = "tokens t seq=2 vocab=3\nembed e vocab=3 dim=4\n";
+    if (model_parse(&m, "probe.net", probe, strlen(probe), err, sizeof err)) return false;
+    model_fini(&m);
+    return true;
+}
+
+static int count_lines(const char *text, const char *prefix, const char *needle)
+{
+    int n = 0;
+    for (const char *s = text; s && *s; s = strchr(s, '\n') ? strchr(s, '\n') + 1 : NULL) {
+        const char *end = strchr(s, '\n');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (!strncmp(s, prefix, strlen(prefix))) {
+            char line[1024];
+            snprintf(line, sizeof line, "%.*s", (int)(len < 1023 ? len : 1023), s);
+            n += !needle || strstr(line, needle);
+        }
+    }
+    return n;
+}
+
+TEST(onnx_resnet50_counts_equal_pytorch) { free(check_against_pytorch("resnet50", 1000)); }
+TEST(onnx_vgg16_counts_equal_pytorch) { free(check_against_pytorch("vgg16", 1000)); }
+TEST(onnx_inception_v3_counts_equal_pytorch) { free(check_against_pytorch("inception_v3", 1000)); }
+
+/* ViT-B/16 from torchvision: patches (to_seq), class token, 12 encoder layers whose packed
+ * Q/K/V projection is sliced into three linear layers, erf GELU, select of the class token. */
+TEST(onnx_vit_b_16_counts_equal_pytorch)
+{
+    if (!parser_has_sequences()) SKIP("the parser has no sequence layers (tokens, attention, ...)");
+    char *text = check_against_pytorch("vit_b_16", 1000);
+    REQUIRE(text);
+    CHECK_EQ_I64(count_lines(text, "attention ", "heads=12 causal=0"), 12);
+    CHECK_EQ_I64(count_lines(text, "gelu ", "approx=erf"), 12);
+    CHECK_EQ_I64(count_lines(text, "linear ", NULL), 12 * 6);
+    CHECK_EQ_I64(count_lines(text, "layernorm ", NULL), 25);
+    CHECK_EQ_I64(count_lines(text, "clstoken ", NULL), 1);
+    CHECK_EQ_I64(count_lines(text, "posembed ", "max=197"), 1);
+    CHECK_EQ_I64(count_lines(text, "select ", "pos=0"), 1);
+    CHECK_EQ_I64(count_lines(text, "dropout ", NULL), 0); /* ratio 0: no layer */
+    free(text);
+}
+
+/* A GPT-2-style block: token and position embeddings (a Gather each), a packed c_attn split
+ * into Q, K, V, causal attention (Trilu mask folded), tanh GELU, an untied head. */
+TEST(onnx_gpt2_block_counts_equal_pytorch)
+{
+    if (!parser_has_sequences()) SKIP("the parser has no sequence layers (tokens, attention, ...)");
+    char *text = check_against_pytorch("gpt2_block", 50257);
+    REQUIRE(text);
+    CHECK_EQ_I64(count_lines(text, "tokens ", "seq=128 vocab=50257"), 1);
+    CHECK_EQ_I64(count_lines(text, "embed ", "vocab=50257 dim=768"), 1);
+    CHECK_EQ_I64(count_lines(text, "posembed ", "max=1024"), 1);
+    CHECK_EQ_I64(count_lines(text, "attention ", "heads=12 causal=1"), 1);
+    CHECK_EQ_I64(count_lines(text, "gelu ", "approx=tanh"), 1);
+    CHECK_EQ_I64(count_lines(text, "linear ", NULL), 7);
+    CHECK_EQ_I64(count_lines(text, "dropout ", "ratio=0.1"), 3);
+    free(text);
+}
 
 /* The comparison catches a count off by one in either figure. */
 TEST(onnx_reference_check_can_fail)
@@ -295,4 +378,17 @@ TEST(onnx_corrupted_bytes_never_crash)
     CHECK(failed > 0, "no corruption was noticed");
     free(buf);
     free(orig);
+}
+
+/* Attention whose scores are not scaled by 1/sqrt(head size) is refused by name, not mapped
+ * onto an attention layer that would scale them. */
+TEST(onnx_attention_without_its_scale_is_refused)
+{
+    char err[2048];
+    model_t m;
+    const char *path = DATA "bad_attention_scale.onnx";
+    CHECK(onnx_model_load(&m, path, NULL, NULL, err, sizeof err) == -1);
+    check_one_line(err, path);
+    CHECK(strstr(err, "node '/MatMul_1' (MatMul): scores scaled by 1, not 1/sqrt(head size)"),
+          "%s", err);
 }

@@ -41,6 +41,22 @@ EXP
 rows=$(awk -F, 'NR > 1 && $1 == "resnet50" && $7 > 0' "$tmp/sim.csv" | wc -l)
 [ "$rows" -eq 4 ] || fail "expected 4 simulated rows of resnet50 (1 and 4 nodes, 2 schemes): $(cat "$tmp/sim.csv")"
 
+# ViT-B/16 imports with PyTorch's count and simulates, where the parser has sequence layers
+printf 'tokens t seq=2 vocab=3\nembed e vocab=3 dim=4\n' >"$tmp/probe.net"
+if "$p" model show "$tmp/probe.net" >/dev/null 2>&1; then
+    "$p" model import $data/vit_b_16.onnx -o "$tmp/vit.net" 2>"$tmp/err" || fail "import vit: $(cat "$tmp/err")"
+    want=$(awk -F, '$1 == "vit_b_16" { print $3 }' $data/reference.csv)
+    got=$("$p" model show "$tmp/vit.net" --csv 2>/dev/null | awk -F, '$1 == "total" { print $4 }')
+    [ "$got" = "$want" ] || fail "vit.net holds $got parameters, PyTorch $want"
+    sed 's/^model = .*/model = vit.net/' "$tmp/r50.exp" >"$tmp/vit.exp"
+    "$p" sim "$tmp/vit.exp" --csv "$tmp/vsim.csv" >"$tmp/sim.out" 2>&1 || fail "sim vit: $(tail -3 "$tmp/sim.out")"
+    rows=$(awk -F, 'NR > 1 && $1 == "vit" && $7 > 0' "$tmp/vsim.csv" | wc -l)
+    [ "$rows" -eq 4 ] || fail "expected 4 simulated rows of vit: $(cat "$tmp/vsim.csv")"
+    vit="vit_b_16 too"
+else
+    vit="not vit_b_16: this parser has no sequence layers"
+fi
+
 # bad input: exit 1, one line (after the '#' banner) naming the file
 bad() { # bad FILE EXPECTED-TEXT [ARGS...]
     local f=$1 want=$2; shift 2
@@ -63,4 +79,4 @@ bad $data/bad_unmapped_op.onnx "node '/Sin' (Sin): operator Sin maps to no layer
     fail "--input-shape did not resolve the dynamic dimensions"
 "$p" model show $data/resnet50.onnx --input-shape input=1x3x224 >/dev/null 2>&1 && fail "a shape of the wrong rank was accepted"
 "$p" model import models/lenet.net >/dev/null 2>&1; [ $? -eq 2 ] || fail "import of a .net file: expected usage error 2"
-echo "ok: import, show, sim on resnet50, 5 bad inputs"
+echo "ok: import, show, sim on resnet50 ($vit), 5 bad inputs"
