@@ -351,15 +351,15 @@ TEST(onnx_shape_arg_parse_rejects_bad_text)
 
 /* Random corruption of a real model: always a clean result, never a crash (the test runs in
  * its own process, so a crash fails it). */
-TEST(onnx_corrupted_bytes_never_crash)
+static void corrupt_and_import(const char *path, int rounds)
 {
     size_t len;
-    char *orig = file_bytes(DATA "resnet50.onnx", &len);
+    char *orig = file_bytes(path, &len);
     REQUIRE(orig);
     char *buf = malloc(len);
     uint64_t x = 88172645463325252ull; /* xorshift64, fixed seed */
     int failed = 0;
-    for (int round = 0; round < 300; round++) {
+    for (int round = 0; round < rounds; round++) {
         memcpy(buf, orig, len);
         for (int k = 0; k < 1 + round % 8; k++) {
             x ^= x << 13;
@@ -375,9 +375,15 @@ TEST(onnx_corrupted_bytes_never_crash)
         }
         free(text);
     }
-    CHECK(failed > 0, "no corruption was noticed");
+    CHECK(failed > 0, "%s: no corruption was noticed", path);
     free(buf);
     free(orig);
+}
+
+TEST(onnx_corrupted_bytes_never_crash)
+{
+    corrupt_and_import(DATA "resnet50.onnx", 300);
+    corrupt_and_import(DATA "gpt2_block.onnx", 300); /* sequence mapping and folding */
 }
 
 /* Attention whose scores are not scaled by 1/sqrt(head size) is refused by name, not mapped
