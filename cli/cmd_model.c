@@ -1,19 +1,36 @@
-/* poseidon model show FILE [--csv] */
+/* poseidon model show FILE [--csv] [--input-shape NAME=DIMS]...
+ * poseidon model import FILE.onnx [-o FILE.net] [--input-shape NAME=DIMS]... */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "core/log.h"
 #include "core/model.h"
+#include "core/outfile.h"
+#include "onnx/onnx_import.h"
 
 static void model_usage(FILE *f)
 {
-    fprintf(f, "usage: poseidon model show FILE [--csv]\n\n"
-               "Parse a network description (models/NAME.net; the format is in models/README.md)\n"
-               "and print one row per layer: output shape (per sample), parameters, forward and\n"
+    fprintf(f, "usage: poseidon model show FILE [--csv] [--input-shape NAME=DIMS]...\n"
+               "       poseidon model import FILE.onnx [-o FILE.net]\n"
+               "                             [--input-shape NAME=DIMS]...\n\n"
+               "show: parse a network description (models/NAME.net; the format is in\n"
+               "models/README.md) or an ONNX graph (FILE.onnx, imported as `import` does) and\n"
+               "print one row per layer: output shape (per sample), parameters, forward and\n"
                "backward FLOPs per sample, activation bytes; then the totals.\n\n"
-               "  --csv   comma-separated, header 'layer,type,output,params,fwd_flops,bwd_flops,\n"
-               "          param_bytes,act_bytes,inputs', last row 'total'\n");
+               "import: map an ONNX graph's operators onto layers and write the network\n"
+               "description (to stdout without -o). Weights are not read: a graph exported\n"
+               "without them (PyTorch: export_params=False) is enough. An operator that maps\n"
+               "to no layer is an error naming its node; every graph output gets a\n"
+               "softmax_loss unless it is a Softmax's (which becomes it).\n\n"
+               "  --csv                      comma-separated, header 'layer,type,output,params,\n"
+               "                             fwd_flops,bwd_flops,param_bytes,act_bytes,inputs',\n"
+               "                             last row 'total'\n"
+               "  --input-shape NAME=DIMS    shape of graph input NAME, batch first (e.g.\n"
+               "                             input=1x3x224x224), for dimensions the graph leaves\n"
+               "                             open; an open batch dimension is taken as 1\n"
+               "  -o FILE                    where import writes the description\n");
 }
 
 int cmd_model(int argc, char **argv)
@@ -22,23 +39,39 @@ int cmd_model(int argc, char **argv)
         model_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (strcmp(argv[1], "show")) {
-        fprintf(stderr, "poseidon model: unknown action '%s' (expected show)\n", argv[1]);
+    int import = !strcmp(argv[1], "import");
+    if (strcmp(argv[1], "show") && !import) {
+        fprintf(stderr, "poseidon model: unknown action '%s' (expected show or import)\n",
+                argv[1]);
         return 2;
     }
-    const char *path = NULL;
+    const char *path = NULL, *out_path = NULL;
     int csv = 0;
+    onnx_import_opts_t opts = {0};
+    char err[2048];
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--csv")) csv = 1;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        if (!strcmp(argv[i], "--csv") && !import) csv = 1;
+        else if (!strcmp(argv[i], "-o") && import && i + 1 < argc) out_path = argv[++i];
+        else if (!strcmp(argv[i], "--input-shape") && i + 1 < argc) {
+            if (opts.n_shapes == ONNX_SHAPE_ARGS_MAX) {
+                fprintf(stderr, "poseidon model %s: at most %d --input-shape\n", argv[1],
+                        ONNX_SHAPE_ARGS_MAX);
+                return 2;
+            }
+            if (onnx_shape_arg_parse(argv[++i], &opts.shapes[opts.n_shapes++], err, sizeof err)) {
+                fprintf(stderr, "poseidon model %s: %s\n", argv[1], err);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             model_usage(stdout);
             return 0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "poseidon model show: unknown option '%s'\n", argv[i]);
+            fprintf(stderr, "poseidon model %s: unknown or incomplete option '%s'\n", argv[1],
+                    argv[i]);
             return 2;
         } else if (path) {
-            fprintf(stderr, "poseidon model show: one FILE expected, got '%s' and '%s'\n", path,
-                    argv[i]);
+            fprintf(stderr, "poseidon model %s: one FILE expected, got '%s' and '%s'\n", argv[1],
+                    path, argv[i]);
             return 2;
         } else path = argv[i];
     }
@@ -46,12 +79,43 @@ int cmd_model(int argc, char **argv)
         model_usage(stderr);
         return 2;
     }
-    log_banner(argc, argv, 0);
+    bool onnx = onnx_path_is_onnx(path);
+    if (import && !onnx) {
+        fprintf(stderr, "poseidon model import: '%s' is not an ONNX file (expected FILE.onnx)\n",
+                path);
+        return 2;
+    }
+    if (!onnx && opts.n_shapes) {
+        fprintf(stderr, "poseidon model show: --input-shape applies to ONNX files only\n");
+        return 2;
+    }
+    if (!import || out_path) log_banner(argc, argv, 0); /* not into the description on stdout */
     model_t m;
-    char err[1024];
-    if (model_load(&m, path, err, sizeof err)) {
+    char *text = NULL;
+    int rc = onnx ? onnx_model_load(&m, path, &opts, import ? &text : NULL, err, sizeof err)
+                  : model_load(&m, path, err, sizeof err);
+    if (rc) {
         fprintf(stderr, "%s\n", err);
         return 1;
+    }
+    if (import) {
+        FILE *f = out_path ? outfile_open(out_path, "w") : stdout;
+        if (!f) {
+            fprintf(stderr, "%s: cannot write\n", out_path);
+            rc = 1;
+        } else {
+            fputs(text, f);
+            if (f != stdout ? fclose(f) != 0 : fflush(f) != 0) {
+                fprintf(stderr, "%s: write error\n", out_path ? out_path : "stdout");
+                rc = 1;
+            }
+        }
+        if (!rc && out_path)
+            fprintf(stderr, "%s: %d layers, %lld parameters\n", out_path, m.n_layers,
+                    (long long)m.total_params);
+        free(text);
+        model_fini(&m);
+        return rc;
     }
     if (csv) model_print_csv(&m, stdout);
     else model_print_table(&m, stdout);

@@ -26,6 +26,9 @@ run_probes() {
     probe libopenblas-dev       "OpenBLAS: CPU GEMM"            have_header openblas_config.h
     probe libzmq3-dev           "ZeroMQ: messaging"             have_header zmq.h
     probe zlib1g-dev            "zlib: gzip data files"         have_header zlib.h
+    probe libprotobuf-c-dev     "protobuf-c: ONNX import"       have_header protobuf-c/protobuf-c.h
+    probe protobuf-c-compiler   "protoc-c: ONNX schema to C"    command -v protoc-c
+    probe libonnx-dev           "onnx.proto: the ONNX schema"   test -e /usr/include/onnx/onnx.proto
     probe gnuplot-nox           "gnuplot: plots"                command -v gnuplot
     probe dataset-fashion-mnist "Fashion-MNIST data"            test -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
     probe fortunes-min          "text for the char model"       test -e /usr/share/games/fortunes/fortunes

@@ -1,0 +1,1570 @@
+/* onnx_import: ONNX graph -> .net text. See onnx_import.h for what maps and why.
+ *
+ * The graph is walked once in node order (ONNX requires topological order). Every tensor
+ * name becomes a value: data flowing out of an emitted layer (with its full ONNX shape,
+ * batch first), a parameter (declared dimensions only), a constant (small integer or real
+ * data, e.g. a Reshape's target), or a graph input not yet read. A graph input becomes an
+ * `input` layer when a node reads it as data, and a parameter when a node reads it as a
+ * weight. Shapes are inferred here, per operator, so a mismatch is reported against the
+ * ONNX node rather than against a line of generated text.
+ */
+#include "onnx/onnx_import.h"
+
+#include "onnx/onnx_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+
+#define FILE_BYTES_MAX ((size_t)1 << 31) /* protobuf's own limit on a message */
+#define DIM_MAX ONNX_DIM_MAX
+#define ELEMS_MAX ONNX_ELEMS_MAX
+#define MACS_MAX ONNX_MACS_MAX
+#define CONST_VALUES_MAX ONNX_CONST_VALUES_MAX
+
+/* Names come from the file: a control character in one must not break the one-line error. */
+static void printable(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
+int ox_imp_fail(imp_t *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ox_imp_fail(imp_t *im, const char *fmt, ...)
+{
+    int n = snprintf(im->err, im->errlen, "%s: ", im->path);
+    if (n >= 0 && (size_t)n < im->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(im->err + n, im->errlen - n, fmt, ap);
+        va_end(ap);
+    }
+    printable(im->err);
+    return -1;
+}
+
+const char *ox_node_name(const Onnx__NodeProto *n)
+{
+    return n->name && n->name[0] ? n->name : (n->n_output && n->output[0][0] ? n->output[0] : "?");
+}
+
+const char *ox_node_op(const Onnx__NodeProto *n) { return n->op_type ? n->op_type : "?"; }
+
+int ox_node_fail(imp_t *im, const Onnx__NodeProto *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int ox_node_fail(imp_t *im, const Onnx__NodeProto *n, const char *fmt, ...)
+{
+    int k = snprintf(im->err, im->errlen, "%s: node '%s' (%s): ", im->path, ox_node_name(n),
+                     ox_node_op(n));
+    if (k >= 0 && (size_t)k < im->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(im->err + k, im->errlen - k, fmt, ap);
+        va_end(ap);
+    }
+    printable(im->err);
+    return -1;
+}
+
+static unsigned str_hash(const char *s)
+{
+    unsigned h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+int ox_val_find(const imp_t *im, const char *name)
+{
+    if (!im->ix_cap) return -1;
+    for (unsigned i = str_hash(name) % (unsigned)im->ix_cap;; i = (i + 1) % (unsigned)im->ix_cap) {
+        if (!im->ix_key[i]) return -1;
+        if (!strcmp(im->ix_key[i], name)) return im->ix_val[i];
+    }
+}
+
+static void index_put(imp_t *im, const char *name, int v)
+{
+    for (unsigned i = str_hash(name) % (unsigned)im->ix_cap;; i = (i + 1) % (unsigned)im->ix_cap)
+        if (!im->ix_key[i]) {
+            im->ix_key[i] = (char *)name;
+            im->ix_val[i] = v;
+            return;
+        }
+}
+
+/* Adds a value named name; returns its index, or -1 if the name exists already. */
+static int val_add(imp_t *im, const char *name, val_kind_t kind)
+{
+    if (ox_val_find(im, name) >= 0) return -1;
+    if (2 * (im->n_vals + 1) > im->ix_cap) {
+        char **ok = im->ix_key;
+        int oc = im->ix_cap;
+        im->ix_cap = 2 * oc + 64;
+        im->ix_key = xcalloc(im->ix_cap, sizeof *im->ix_key);
+        int *ov = im->ix_val;
+        im->ix_val = xcalloc(im->ix_cap, sizeof *im->ix_val);
+        for (int i = 0; i < oc; i++)
+            if (ok[i]) index_put(im, ok[i], ov[i]);
+        free(ok);
+        free(ov);
+    }
+    if (im->n_vals == im->cap_vals) {
+        im->cap_vals = 2 * im->cap_vals + 64;
+        im->vals = xrealloc(im->vals, im->cap_vals * sizeof *im->vals);
+    }
+    val_t *v = &im->vals[im->n_vals];
+    memset(v, 0, sizeof *v);
+    v->name = name;
+    v->kind = kind;
+    v->dynamic_dim = -1;
+    v->layer = -1;
+    v->scale = 1;
+    index_put(im, name, im->n_vals);
+    return im->n_vals++;
+}
+
+/* a * b for non-negative a and b, INT64_MAX when it does not fit */
+int64_t ox_mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+int64_t ox_dims_count(int rank, const int64_t *dims)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n = ox_mul_sat(n, dims[i] < 0 ? 0 : dims[i]);
+    return n;
+}
+
+void ox_dims_str(int rank, const int64_t *dims, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < rank && o < len; i++)
+        o += snprintf(buf + o, len - o, "%s%" PRId64, i ? "x" : "", dims[i]);
+    if (rank == 0) snprintf(buf, len, "scalar");
+}
+
+/* ---- attributes ------------------------------------------------------------------------ */
+
+const Onnx__AttributeProto *ox_attr_find(const Onnx__NodeProto *n, const char *name)
+{
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
+    return NULL;
+}
+
+int ox_attr_int(imp_t *im, const Onnx__NodeProto *n, const char *name, int64_t def,
+                    int64_t *out)
+{
+    const Onnx__AttributeProto *a = ox_attr_find(n, name);
+    if (!a) {
+        *out = def;
+        return 0;
+    }
+    if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)
+        return ox_node_fail(im, n, "attribute '%s' is not an integer", name);
+    *out = a->i;
+    return 0;
+}
+
+int ox_attr_float(imp_t *im, const Onnx__NodeProto *n, const char *name, double def,
+                      double *out)
+{
+    const Onnx__AttributeProto *a = ox_attr_find(n, name);
+    if (!a) {
+        *out = def;
+        return 0;
+    }
+    if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT)
+        return ox_node_fail(im, n, "attribute '%s' is not a float", name);
+    *out = a->f;
+    return 0;
+}
+
+/* Reads an integer list of exactly want entries (want < 0: any up to max) into out; absent:
+ * *n = 0. */
+int ox_attr_ints(imp_t *im, const Onnx__NodeProto *n, const char *name, int want,
+                     int64_t *out, int max, int *got)
+{
+    const Onnx__AttributeProto *a = ox_attr_find(n, name);
+    *got = 0;
+    if (!a) return 0;
+    if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS)
+        return ox_node_fail(im, n, "attribute '%s' is not a list of integers", name);
+    if ((want >= 0 && a->n_ints != (size_t)want) || a->n_ints > (size_t)max)
+        return ox_node_fail(im, n, "attribute '%s' has %zu values, expected %d", name, a->n_ints,
+                         want >= 0 ? want : max);
+    for (size_t i = 0; i < a->n_ints; i++) out[i] = a->ints[i];
+    *got = (int)a->n_ints;
+    return 0;
+}
+
+/* A string attribute, or def when absent. */
+int ox_attr_string(imp_t *im, const Onnx__NodeProto *n, const char *name, const char *def,
+                       char *out, size_t len)
+{
+    const Onnx__AttributeProto *a = ox_attr_find(n, name);
+    if (!a) {
+        snprintf(out, len, "%s", def);
+        return 0;
+    }
+    if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING || !a->has_s)
+        return ox_node_fail(im, n, "attribute '%s' is not a string", name);
+    size_t k = a->s.len < len - 1 ? a->s.len : len - 1;
+    memcpy(out, a->s.data, k);
+    out[k] = '\0';
+    return 0;
+}
+
+/* ---- tensors and types ----------------------------------------------------------------- */
+
+/* Dimensions of a declared tensor type. Returns 0; dims_known false when the type has no
+ * shape; a dimension without a value is recorded in dynamic_dim/dynamic_name. */
+static int type_dims(imp_t *im, const char *what, const Onnx__TypeProto *t, val_t *v)
+{
+    v->dims_known = false;
+    if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type ||
+        !t->tensor_type->shape)
+        return 0;
+    const Onnx__TensorShapeProto *s = t->tensor_type->shape;
+    v->elem_type = t->tensor_type->has_elem_type ? t->tensor_type->elem_type : 0;
+    if (s->n_dim > ONNX_RANK_MAX)
+        return ox_imp_fail(im, "%s '%s' has rank %zu (at most %d)", what, v->name, s->n_dim,
+                        ONNX_RANK_MAX);
+    v->rank = (int)s->n_dim;
+    for (int i = 0; i < v->rank; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = s->dim[i];
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            if (d->dim_value < 0 || d->dim_value > DIM_MAX)
+                return ox_imp_fail(im, "%s '%s' has dimension %d of size %" PRId64
+                                ": expected 0 to %" PRId64,
+                                what, v->name, i, d->dim_value, DIM_MAX);
+            v->dims[i] = d->dim_value;
+        } else {
+            v->dims[i] = -1;
+            if (v->dynamic_dim < 0) v->dynamic_dim = i;
+            bool named = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+            v->dim_name[i] = named && d->dim_param ? d->dim_param : "";
+        }
+    }
+    v->dims_known = true;
+    return 0;
+}
+
+/* Reads the data of a tensor (a Constant's value or an initializer) into v as integers or
+ * reals. A tensor without data (an initializer of a graph exported without weights) leaves
+ * the value a parameter. */
+int ox_tensor_read(imp_t *im, const char *what, const Onnx__TensorProto *t, val_t *v)
+{
+    if (t->n_dims > ONNX_RANK_MAX)
+        return ox_imp_fail(im, "%s '%s' has rank %zu (at most %d)", what, v->name, t->n_dims,
+                        ONNX_RANK_MAX);
+    v->rank = (int)t->n_dims;
+    for (int i = 0; i < v->rank; i++) {
+        if (t->dims[i] < 0 || t->dims[i] > DIM_MAX)
+            return ox_imp_fail(im, "%s '%s' has dimension %d of size %" PRId64, what, v->name, i,
+                            t->dims[i]);
+        v->dims[i] = t->dims[i];
+    }
+    v->dims_known = true;
+    int64_t n = ox_dims_count(v->rank, v->dims);
+    int type = t->has_data_type ? t->data_type : 0;
+    size_t elem = 0;
+    int64_t have = 0;
+    switch (type) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: elem = 4; have = (int64_t)t->n_float_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: elem = 8; have = (int64_t)t->n_double_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: elem = 8; have = (int64_t)t->n_int64_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: elem = 4; have = (int64_t)t->n_int32_data; break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: elem = 1; have = (int64_t)t->n_int32_data; break;
+    default: break;
+    }
+    if (t->has_raw_data && elem) have = (int64_t)(t->raw_data.len / elem);
+    if (have == 0 || n > CONST_VALUES_MAX || !elem) {
+        v->kind = VAL_PARAM; /* shape only */
+        return 0;
+    }
+    if (have != n)
+        return ox_imp_fail(im, "%s '%s' holds %" PRId64 " values for %" PRId64 " elements", what,
+                        v->name, have, n);
+    bool real = type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+                type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+    v->kind = VAL_CONST;
+    v->n_values = n;
+    if (real) v->reals = xcalloc(n ? n : 1, sizeof *v->reals);
+    else v->ints = xcalloc(n ? n : 1, sizeof *v->ints);
+    const uint8_t *raw = t->has_raw_data ? t->raw_data.data : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        switch (type) { /* raw data is little-endian, as on every host this builds for */
+        case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: {
+            float f;
+            if (raw) memcpy(&f, raw + 4 * i, 4);
+            else f = t->float_data[i];
+            v->reals[i] = f;
+            break;
+        }
+        case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+            if (raw) memcpy(&v->reals[i], raw + 8 * i, 8);
+            else v->reals[i] = t->double_data[i];
+            break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+            if (raw) memcpy(&v->ints[i], raw + 8 * i, 8);
+            else v->ints[i] = t->int64_data[i];
+            break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: {
+            int32_t x;
+            if (raw) memcpy(&x, raw + 4 * i, 4);
+            else x = t->int32_data[i];
+            v->ints[i] = x;
+            break;
+        }
+        default: /* bool */
+            v->ints[i] = raw ? raw[i] != 0 : t->int32_data[i] != 0;
+        }
+    }
+    return 0;
+}
+
+/* ---- layers ---------------------------------------------------------------------------- */
+
+static bool name_taken(const imp_t *im, const char *name)
+{
+    for (int i = 0; i < im->n_layers; i++)
+        if (!strcmp(im->layers[i].name, name)) return true;
+    return false;
+}
+
+/* A .net name from an ONNX name: '/' (reserved for blocks) becomes '.', other characters
+ * outside [A-Za-z0-9_.-] become '_', made unique with a suffix. */
+static void layer_name(const imp_t *im, const char *onnx, const char *op, const char *fallback,
+                       char *out)
+{
+    char base[MODEL_NAME_MAX - 8];
+    size_t o = 0;
+    const char *s = onnx && onnx[0] ? onnx : fallback;
+    while (*s == '/') s++;
+    /* PyTorch names a node module path + "/" + operator: the module path is the name */
+    size_t len = strlen(s), ol = op ? strlen(op) : 0;
+    if (ol && len > ol + 1 && s[len - ol - 1] == '/' && !strcmp(s + len - ol, op)) len -= ol + 1;
+    for (const char *e = s + len; s < e && o + 1 < sizeof base; s++) {
+        unsigned char c = (unsigned char)*s;
+        bool keep = isalnum(c) || c == '_' || c == '-' || c == '.';
+        base[o++] = c == '/' ? '.' : keep ? (char)c : '_';
+    }
+    base[o] = '\0';
+    if (!o) snprintf(base, sizeof base, "%s", "layer");
+    snprintf(out, MODEL_NAME_MAX, "%s", base);
+    for (int k = 2; name_taken(im, out); k++) snprintf(out, MODEL_NAME_MAX, "%s_%d", base, k);
+}
+
+out_layer_t *ox_layer_add(imp_t *im, const char *type, const Onnx__NodeProto *n,
+                              const char *fallback)
+{
+    if (im->n_layers == im->cap_layers) {
+        im->cap_layers = 2 * im->cap_layers + 64;
+        im->layers = xrealloc(im->layers, im->cap_layers * sizeof *im->layers);
+    }
+    out_layer_t *l = &im->layers[im->n_layers];
+    memset(l, 0, sizeof *l);
+    char fb[MODEL_NAME_MAX];
+    snprintf(fb, sizeof fb, "%s", fallback ? fallback : type);
+    layer_name(im, n ? n->name : NULL, n ? n->op_type : NULL,
+               n && n->n_output ? n->output[0] : fb, l->name);
+    l->type = type;
+    l->bias = -1;
+    l->node = n ? ox_node_name(n) : fallback;
+    l->op = n ? ox_node_op(n) : "graph input";
+    im->n_layers++;
+    return l;
+}
+
+void ox_layer_rename(imp_t *im, int layer, const char *onnx_name)
+{
+    char name[MODEL_NAME_MAX];
+    im->layers[layer].name[0] = '\0';
+    layer_name(im, onnx_name, NULL, "layer", name);
+    snprintf(im->layers[layer].name, sizeof im->layers[layer].name, "%s", name);
+}
+
+/* Per-sample .net shape of an ONNX shape (batch first): (N,C,H,W) -> CxHxW, (N,F) -> F. */
+int ox_net_shape(int rank, const int64_t *dims, shape_t *s)
+{
+    if (rank == 4) *s = (shape_t){(int)dims[1], (int)dims[2], (int)dims[3]};
+    else if (rank == 2) *s = (shape_t){(int)dims[1], 1, 1};
+    else return -1;
+    return 0;
+}
+
+/* true when the ONNX shape of a data value is what its layer holds (not a flattened view):
+ * only then do channel-wise layers (batchnorm, concat, conv, pool) see what ONNX means. */
+bool ox_data_is_layer_shaped(const imp_t *im, const val_t *v)
+{
+    shape_t s;
+    if (v->seq) return false;
+    if (ox_net_shape(v->rank, v->dims, &s)) return false;
+    if (v->pad_node) { /* compared before a pending Pad */
+        s.h -= v->pad[0] + v->pad[2];
+        s.w -= v->pad[1] + v->pad[3];
+    }
+    shape_t l = im->layers[v->layer].shape;
+    return s.c == l.c && s.h == l.h && s.w == l.w;
+}
+
+/* Makes output k of node n a data value of layer `layer` with the given ONNX shape. */
+int ox_data_define(imp_t *im, const Onnx__NodeProto *n, size_t k, int layer, int rank,
+                       const int64_t *dims)
+{
+    if (k >= n->n_output || !n->output[k][0]) return 0;
+    val_t *v = &im->vals[ox_val_find(im, n->output[k])];
+    v->kind = VAL_DATA;
+    v->layer = layer;
+    v->rank = rank;
+    memcpy(v->dims, dims, rank * sizeof *dims);
+    v->dims_known = true;
+    return 0;
+}
+
+/* Emits a layer reading data values ins[0..n_in) with output of ONNX shape (rank, dims),
+ * defining output 0 of node n. Returns the layer, or NULL with the error set. */
+out_layer_t *ox_emit(imp_t *im, const Onnx__NodeProto *n, const char *type,
+                         val_t *const *ins, int n_in, int rank, const int64_t *dims)
+{
+    shape_t s;
+    if (ox_net_shape(rank, dims, &s)) {
+        char b[96];
+        ox_dims_str(rank, dims, b, sizeof b);
+        ox_node_fail(im, n, "output of shape %s: only (N,C,H,W) and (N,F) tensors map to layers", b);
+        return NULL;
+    }
+    if (n_in > MODEL_MAX_INPUTS) {
+        ox_node_fail(im, n, "%d inputs (a layer takes at most %d)", n_in, MODEL_MAX_INPUTS);
+        return NULL;
+    }
+    if (ox_dims_count(rank - 1, dims + 1) > ELEMS_MAX) {
+        ox_node_fail(im, n, "output of more than %" PRId64 " elements per sample", ELEMS_MAX);
+        return NULL;
+    }
+    out_layer_t *l = ox_layer_add(im, type, n, NULL);
+    l->shape = s;
+    l->n_in = n_in;
+    for (int i = 0; i < n_in; i++) l->in[i] = ins[i]->layer;
+    ox_data_define(im, n, 0, im->n_layers - 1, rank, dims);
+    return l;
+}
+
+/* ---- reading a node's inputs ----------------------------------------------------------- */
+
+bool ox_has_input(const Onnx__NodeProto *n, size_t k)
+{
+    return k < n->n_input && n->input[k][0];
+}
+
+val_t *ox_in(imp_t *im, const Onnx__NodeProto *n, size_t k)
+{
+    return ox_has_input(n, k) ? &im->vals[ox_val_find(im, n->input[k])] : NULL;
+}
+
+val_t *ox_out(imp_t *im, const Onnx__NodeProto *n, size_t k)
+{
+    return k < n->n_output && n->output[k][0] ? &im->vals[ox_val_find(im, n->output[k])] : NULL;
+}
+
+bool ox_const_scalar(const val_t *v, double *x)
+{
+    if (!v || v->kind != VAL_CONST || v->n_values != 1) return false;
+    *x = v->reals ? v->reals[0] : (double)v->ints[0];
+    return true;
+}
+
+static int shape_arg_for(const imp_t *im, const char *name)
+{
+    if (!im->opts) return -1;
+    for (int i = 0; i < im->opts->n_shapes; i++)
+        if (!strcmp(im->opts->shapes[i].name, name)) return i;
+    return -1;
+}
+
+/* A graph input read as data becomes an input layer. */
+int ox_input_to_layer(imp_t *im, const Onnx__NodeProto *n, val_t *v)
+{
+    int a = shape_arg_for(im, v->name);
+    if (a >= 0) {
+        const onnx_shape_arg_t *sa = &im->opts->shapes[a];
+        if (v->dims_known && sa->rank != v->rank)
+            return ox_imp_fail(im, "--input-shape %s has %d dimensions, the graph declares %d",
+                            v->name, sa->rank, v->rank);
+        for (int i = 0; v->dims_known && i < v->rank; i++)
+            if (v->dims[i] >= 0 && v->dims[i] != sa->dims[i])
+                return ox_imp_fail(im, "--input-shape %s: dimension %d is %" PRId64
+                                " but the graph fixes it at %" PRId64, v->name, i, sa->dims[i],
+                                v->dims[i]);
+        v->rank = sa->rank;
+        memcpy(v->dims, sa->dims, sizeof v->dims);
+        v->dims_known = true;
+        v->dynamic_dim = -1;
+    }
+    if (!v->dims_known)
+        return ox_imp_fail(im, "input '%s' has no declared shape: give it with --input-shape "
+                        "%s=1x3x224x224 (for example)", v->name, v->name);
+    /* the batch (dimension 0) may stay open: costs are per sample */
+    if (v->rank > 0 && v->dims[0] < 0) v->dims[0] = 1;
+    for (int i = 1; i < v->rank; i++)
+        if (v->dims[i] < 0)
+            return ox_imp_fail(im, "input '%s' has a dynamic dimension %d ('%s'): give the shape "
+                            "with --input-shape %s=DIMS (e.g. 1x3x224x224)", v->name, i,
+                            v->dim_name[i] ? v->dim_name[i] : "", v->name);
+    for (int i = 0; i < v->rank; i++)
+        if (v->dims[i] < 1)
+            return ox_imp_fail(im, "input '%s' has an empty dimension %d", v->name, i);
+    if (ox_dims_count(v->rank - 1, v->dims + 1) > ELEMS_MAX)
+        return ox_imp_fail(im, "input '%s' has more than %" PRId64 " elements per sample", v->name,
+                        ELEMS_MAX);
+    shape_t s;
+    if (ox_net_shape(v->rank, v->dims, &s)) {
+        char b[96];
+        ox_dims_str(v->rank, v->dims, b, sizeof b);
+        return ox_node_fail(im, n, "reads graph input '%s' of shape %s: only (N,C,H,W) images and "
+                         "(N,F) vectors map to an input layer", v->name, b);
+    }
+    out_layer_t *l = ox_layer_add(im, "input", NULL, v->name);
+    snprintf(l->keys, sizeof l->keys, "shape=%dx%dx%d", s.c, s.h, s.w);
+    l->shape = s;
+    v->kind = VAL_DATA;
+    v->layer = im->n_layers - 1;
+    return 0;
+}
+
+/* Input k of node n read as data (a layer's output). A pending Pad is allowed only where
+ * the caller folds it (allow_pad). Returns NULL with the error set. */
+val_t *ox_in_data_pad(imp_t *im, const Onnx__NodeProto *n, size_t k, bool allow_pad)
+{
+    if (!ox_has_input(n, k)) {
+        ox_node_fail(im, n, "input %zu is missing", k);
+        return NULL;
+    }
+    val_t *v = &im->vals[ox_val_find(im, n->input[k])];
+    if (v->kind == VAL_INPUT && ox_input_to_layer(im, n, v)) return NULL;
+    if (v->kind != VAL_DATA) {
+        static const char *const what[] = {
+            [VAL_UNDEFINED] = "value no node made", [VAL_INPUT] = "graph input",
+            [VAL_PARAM] = "parameter", [VAL_CONST] = "constant",
+            [VAL_SCORES] = "part of an attention (scores not yet multiplied by V)",
+            [VAL_GELU] = "term of an unfinished GELU formula (or a product with a constant)",
+            [VAL_POSEMB] = "position table not added to a sequence"};
+        ox_node_fail(im, n, "input '%s' is a %s, not data from a layer: no layer computes this",
+                     v->name, what[v->kind]);
+        return NULL;
+    }
+    if (v->pad_node && !allow_pad) {
+        ox_node_fail(im, n, "its input is padded by Pad '%s', which maps only when a Conv or pool "
+                  "follows it", v->pad_node);
+        return NULL;
+    }
+    return v;
+}
+
+val_t *ox_in_data(imp_t *im, const Onnx__NodeProto *n, size_t k)
+{
+    return ox_in_data_pad(im, n, k, false);
+}
+
+/* Input k read as a weight of the given rank (-1: any). A learnable weight counts toward
+ * the parameters and may be taken by one node only (the .net format has no shared
+ * weights). Returns NULL with the error set. */
+val_t *ox_in_weight(imp_t *im, const Onnx__NodeProto *n, size_t k, int rank, bool learnable)
+{
+    if (!ox_has_input(n, k)) {
+        ox_node_fail(im, n, "input %zu is missing", k);
+        return NULL;
+    }
+    val_t *v = &im->vals[ox_val_find(im, n->input[k])];
+    if (v->kind == VAL_INPUT) {
+        if (!v->dims_known || v->dynamic_dim >= 0) {
+            ox_node_fail(im, n, "weight '%s' has no static shape", v->name);
+            return NULL;
+        }
+        v->kind = VAL_PARAM;
+    }
+    if (v->kind != VAL_PARAM && v->kind != VAL_CONST) {
+        ox_node_fail(im, n, "weight '%s' is computed by the graph, not a parameter", v->name);
+        return NULL;
+    }
+    if (rank >= 0 && v->rank != rank) {
+        char b[96];
+        ox_dims_str(v->rank, v->dims, b, sizeof b);
+        ox_node_fail(im, n, "weight '%s' has shape %s, expected %d dimensions", v->name, b, rank);
+        return NULL;
+    }
+    if (ox_dims_count(v->rank, v->dims) > ELEMS_MAX) {
+        ox_node_fail(im, n, "weight '%s' has more than %" PRId64 " elements", v->name, ELEMS_MAX);
+        return NULL;
+    }
+    if (learnable) {
+        val_t *src = v->source ? v->source : v;
+        if (src->owner_node) {
+            ox_node_fail(im, n, "weight '%s' is shared with node '%s': shared weights do not map "
+                      "(each layer owns its parameters)", v->name, src->owner_node);
+            return NULL;
+        }
+        src->owner_node = ox_node_name(n);
+        im->learnable += ox_dims_count(v->rank, v->dims);
+    }
+    return v;
+}
+
+/* Input k as constant integers (a Reshape's target, a Pad's amounts). */
+val_t *ox_in_ints(imp_t *im, const Onnx__NodeProto *n, size_t k)
+{
+    if (!ox_has_input(n, k)) {
+        ox_node_fail(im, n, "input %zu is missing", k);
+        return NULL;
+    }
+    val_t *v = &im->vals[ox_val_find(im, n->input[k])];
+    if (v->kind != VAL_CONST || !v->ints) {
+        ox_node_fail(im, n, "input '%s' must be a constant list of integers (it is computed at run "
+                  "time or has no data)", v->name);
+        return NULL;
+    }
+    return v;
+}
+
+/* Outputs from index k on must be read by nobody (BatchNormalization's running statistics,
+ * Dropout's mask, MaxPool's indices). */
+int ox_outputs_unused_from(imp_t *im, const Onnx__NodeProto *n, size_t k)
+{
+    for (size_t i = k; i < n->n_output; i++)
+        if (n->output[i][0] && im->vals[ox_val_find(im, n->output[i])].uses > 0)
+            return ox_node_fail(im, n, "output %zu ('%s') is read by the graph: it has no "
+                             "counterpart in a layer", i, n->output[i]);
+    return 0;
+}
+
+/* ---- convolution and pooling geometry -------------------------------------------------- */
+
+typedef struct {
+    int64_t kh, kw, sh, sw, ph, pw;
+    bool ceil;
+} window_t;
+
+/* Kernel (from kernel_shape or the weight), strides, symmetric pads including a folded Pad,
+ * auto_pad, dilations of a Conv or pool node reading x. */
+static int window_read(imp_t *im, const Onnx__NodeProto *n, const val_t *x, int64_t kh,
+                       int64_t kw, window_t *w)
+{
+    int64_t v[8];
+    int got;
+    if (ox_attr_ints(im, n, "kernel_shape", 2, v, 8, &got)) return -1;
+    if (got) {
+        if (kh > 0 && (v[0] != kh || v[1] != kw))
+            return ox_node_fail(im, n, "kernel_shape %" PRId64 "x%" PRId64
+                             " differs from the weight's %" PRId64 "x%" PRId64, v[0], v[1], kh, kw);
+        kh = v[0];
+        kw = v[1];
+    }
+    if (kh < 1 || kw < 1 || kh > DIM_MAX || kw > DIM_MAX)
+        return ox_node_fail(im, n, "kernel_shape (2 values from 1 to %" PRId64 ") is missing or out "
+                         "of range", DIM_MAX);
+    w->kh = kh;
+    w->kw = kw;
+    if (ox_attr_ints(im, n, "strides", 2, v, 8, &got)) return -1;
+    w->sh = got ? v[0] : 1;
+    w->sw = got ? v[1] : 1;
+    if (w->sh < 1 || w->sw < 1 || w->sh > DIM_MAX || w->sw > DIM_MAX)
+        return ox_node_fail(im, n, "strides must be from 1 to %" PRId64, DIM_MAX);
+    if (ox_attr_ints(im, n, "dilations", 2, v, 8, &got)) return -1;
+    if (got && (v[0] != 1 || v[1] != 1))
+        return ox_node_fail(im, n, "dilations %" PRId64 "x%" PRId64 ": dilated windows do not map "
+                         "(conv and pool have none)", v[0], v[1]);
+    int64_t pads[4] = {0, 0, 0, 0};
+    if (ox_attr_ints(im, n, "pads", 4, v, 8, &got)) return -1;
+    if (got) memcpy(pads, v, sizeof pads);
+    char ap[32];
+    if (ox_attr_string(im, n, "auto_pad", "NOTSET", ap, sizeof ap)) return -1;
+    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+        if (got) return ox_node_fail(im, n, "both pads and auto_pad=%s", ap);
+        int64_t in[2] = {x->dims[2], x->dims[3]}, k[2] = {kh, kw}, s[2] = {w->sh, w->sw};
+        for (int i = 0; i < 2; i++) {
+            int64_t out = (in[i] + s[i] - 1) / s[i];
+            int64_t total = (out - 1) * s[i] + k[i] - in[i];
+            if (total < 0) total = 0;
+            pads[i] = total / 2;
+            pads[i + 2] = total - total / 2;
+            if (!strcmp(ap, "SAME_LOWER")) {
+                pads[i + 2] = total / 2;
+                pads[i] = total - total / 2;
+            }
+        }
+    } else if (strcmp(ap, "NOTSET") && strcmp(ap, "VALID"))
+        return ox_node_fail(im, n, "auto_pad '%s' is not an ONNX value", ap);
+    for (int i = 0; i < 4; i++) {
+        if (pads[i] < 0 || pads[i] > DIM_MAX)
+            return ox_node_fail(im, n, "pads must be from 0 to %" PRId64, DIM_MAX);
+        pads[i] += x->pad[i];
+    }
+    if (pads[0] != pads[2] || pads[1] != pads[3])
+        return ox_node_fail(im, n, "asymmetric padding (top %" PRId64 ", left %" PRId64
+                         ", bottom %" PRId64 ", right %" PRId64 "): conv and pool pad both sides "
+                         "alike", pads[0], pads[1], pads[2], pads[3]);
+    w->ph = pads[0];
+    w->pw = pads[1];
+    return 0;
+}
+
+/* Output size along one axis; in ceil mode the last window must start inside the input or
+ * its left padding (PyTorch's and ONNX's rule, and the .net pool's). */
+static int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t pad, bool ceil_mode)
+{
+    int64_t span = in + 2 * pad - k;
+    if (span < 0) return 0;
+    int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && (out - 1) * s >= in + pad) out--;
+    return out;
+}
+
+/* ---- operators ------------------------------------------------------------------------- */
+
+static int op_conv(imp_t *im, const Onnx__NodeProto *n)
+{
+    val_t *x = ox_in_data_pad(im, n, 0, true);
+    if (!x) return -1;
+    if (x->rank != 4 || !ox_data_is_layer_shaped(im, x))
+        return ox_node_fail(im, n, "only 2-D convolutions of (N,C,H,W) data map to conv");
+    val_t *w = ox_in_weight(im, n, 1, 4, true);
+    if (!w) return -1;
+    int64_t group;
+    if (ox_attr_int(im, n, "group", 1, &group)) return -1;
+    int64_t m = w->dims[0], c = x->dims[1];
+    if (group < 1 || group > DIM_MAX || w->dims[1] * group != c || m % group)
+        return ox_node_fail(im, n, "weight '%s' (%" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64
+                         ") does not fit %" PRId64 " input channels in %" PRId64 " groups",
+                         w->name, w->dims[0], w->dims[1], w->dims[2], w->dims[3], c, group);
+    bool bias = ox_has_input(n, 2);
+    if (bias) {
+        val_t *b = ox_in_weight(im, n, 2, 1, true);
+        if (!b) return -1;
+        if (b->dims[0] != m)
+            return ox_node_fail(im, n, "bias '%s' has %" PRId64 " values for %" PRId64 " channels",
+                             b->name, b->dims[0], m);
+    }
+    window_t win;
+    if (window_read(im, n, x, w->dims[2], w->dims[3], &win)) return -1;
+    int64_t h = x->dims[2] - x->pad[0] - x->pad[2], wd = x->dims[3] - x->pad[1] - x->pad[3];
+    int64_t oh = window_out(h, win.kh, win.sh, win.ph, false);
+    int64_t ow = window_out(wd, win.kw, win.sw, win.pw, false);
+    if (oh < 1 || ow < 1)
+        return ox_node_fail(im, n, "kernel %" PRId64 "x%" PRId64 " larger than the padded input",
+                         win.kh, win.kw);
+    if (ox_mul_sat(ox_mul_sat(oh, ow), ox_dims_count(4, w->dims)) > MACS_MAX)
+        return ox_node_fail(im, n, "more than %" PRId64 " multiply-adds per sample", MACS_MAX);
+    int64_t dims[4] = {x->dims[0], m, oh, ow};
+    out_layer_t *l = ox_emit(im, n, "conv", &x, 1, 4, dims);
+    if (!l) return -1;
+    snprintf(l->keys, sizeof l->keys,
+             "out=%" PRId64 " kernel=%" PRId64 "x%" PRId64 " stride=%" PRId64 "x%" PRId64
+             " pad=%" PRId64 "x%" PRId64 " groups=%" PRId64,
+             m, win.kh, win.kw, win.sh, win.sw, win.ph, win.pw, group);
+    l->bias = bias;
+    return 0;
+}
+
+static int op_pool(imp_t *im, const Onnx__NodeProto *n, const char *op)
+{
+    val_t *x = ox_in_data_pad(im, n, 0, true);
+    if (!x) return -1;
+    if (x->rank != 4 || !ox_data_is_layer_shaped(im, x))
+        return ox_node_fail(im, n, "only 2-D pooling of (N,C,H,W) data maps to pool");
+    if (ox_outputs_unused_from(im, n, 1)) return -1;
+    window_t win;
+    if (window_read(im, n, x, 0, 0, &win)) return -1;
+    int64_t ceil_mode;
+    if (ox_attr_int(im, n, "ceil_mode", 0, &ceil_mode)) return -1;
+    if (win.ph >= win.kh || win.pw >= win.kw)
+        return ox_node_fail(im, n, "padding %" PRId64 "x%" PRId64 " not smaller than the window",
+                         win.ph, win.pw);
+    int64_t h = x->dims[2] - x->pad[0] - x->pad[2], wd = x->dims[3] - x->pad[1] - x->pad[3];
+    int64_t oh = window_out(h, win.kh, win.sh, win.ph, ceil_mode != 0);
+    int64_t ow = window_out(wd, win.kw, win.sw, win.pw, ceil_mode != 0);
+    if (oh < 1 || ow < 1) return ox_node_fail(im, n, "window larger than the padded input");
+    if (ox_mul_sat(ox_mul_sat(x->dims[1], ox_mul_sat(oh, ow)), win.kh * win.kw) > MACS_MAX)
+        return ox_node_fail(im, n, "more than %" PRId64 " window operations per sample", MACS_MAX);
+    int64_t dims[4] = {x->dims[0], x->dims[1], oh, ow};
+    out_layer_t *l = ox_emit(im, n, "pool", &x, 1, 4, dims);
+    if (!l) return -1;
+    snprintf(l->keys, sizeof l->keys,
+             "op=%s kernel=%" PRId64 "x%" PRId64 " stride=%" PRId64 "x%" PRId64 " pad=%" PRId64
+             "x%" PRId64 " ceil=%d", op, win.kh, win.kw, win.sh, win.sw, win.ph, win.pw,
+             ceil_mode != 0);
+    return 0;
+}
+
+static int op_global_pool(imp_t *im, const Onnx__NodeProto *n, const char *op)
+{
+    val_t *x = ox_in_data(im, n, 0);
+    if (!x) return -1;
+    if (x->rank != 4 || !ox_data_is_layer_shaped(im, x))
+        return ox_node_fail(im, n, "only (N,C,H,W) data maps to a global pool");
+    int64_t dims[4] = {x->dims[0], x->dims[1], 1, 1};
+    out_layer_t *l = ox_emit(im, n, "pool", &x, 1, 4, dims);
+    if (!l) return -1;
+    snprintf(l->keys, sizeof l->keys, "op=%s global=1", op);
+    return 0;
+}
+
+static int op_batchnorm(imp_t *im, const Onnx__NodeProto *n)
+{
+    val_t *x = ox_in_data(im, n, 0);
+    if (!x) return -1;
+    if ((x->rank != 4 && x->rank != 2) || !ox_data_is_layer_shaped(im, x))
+        return ox_node_fail(im, n, "only (N,C,H,W) or (N,C) data maps to batchnorm");
+    int64_t c = x->dims[1];
+    for (size_t k = 1; k <= 4; k++) {
+        val_t *p = ox_in_weight(im, n, k, 1, k <= 2); /* scale, shift learn; mean, var do not */
+        if (!p) return -1;
+        if (p->dims[0] != c)
+            return ox_node_fail(im, n, "'%s' has %" PRId64 " values for %" PRId64 " channels",
+                             p->name, p->dims[0], c);
+    }
+    if (ox_outputs_unused_from(im, n, 1)) return -1;
+    double eps, momentum;
+    if (ox_attr_float(im, n, "epsilon", 1e-5, &eps) || ox_attr_float(im, n, "momentum", 0.9, &momentum))
+        return -1;
+    if (!(eps >= 0 && eps <= 1) || !(momentum >= 0 && momentum <= 1))
+        return ox_node_fail(im, n, "epsilon %g or momentum %g outside [0, 1]", eps, momentum);
+    out_layer_t *l = ox_emit(im, n, "batchnorm", &x, 1, x->rank, x->dims);
+    if (!l) return -1;
+    /* ONNX's momentum weighs the running statistic, the .net's (PyTorch's) the new one */
+    snprintf(l->keys, sizeof l->keys, "eps=%.7g momentum=%.7g", eps, 1 - momentum);
+    return 0;
+}
+
+static int op_unary(imp_t *im, const Onnx__NodeProto *n, const char *type)
+{
+    val_t *x = ox_in_data(im, n, 0);
+    if (!x) return -1;
+    return ox_emit(im, n, type, &x, 1, x->rank, x->dims) ? 0 : -1;
+}
+
+static int op_lrn(imp_t *im, const Onnx__NodeProto *n)
+{
+    val_t *x = ox_in_data(im, n, 0);
+    if (!x) return -1;
+    if (x->rank != 4 || !ox_data_is_layer_shaped(im, x))
+        return ox_node_fail(im, n, "only (N,C,H,W) data maps to lrn");
+    int64_t size;
+    double alpha, beta, bias;
+    if (ox_attr_int(im, n, "size", 0, &size) || ox_attr_float(im, n, "alpha", 1e-4, &alpha) ||
+        ox_attr_float(im, n, "beta", 0.75, &beta) || ox_attr_float(im, n, "bias", 1.0, &bias))
+        return -1;
+    if (size < 1 || size % 2 == 0 || size > INT_MAX)
+        return ox_node_fail(im, n, "size %" PRId64 ": lrn windows are odd and at least 1", size);
+    if (!(alpha >= 0 && beta >= 0 && bias >= 0))
+        return ox_node_fail(im, n, "negative alpha, beta or bias");
+    out_layer_t *l = ox_emit(im, n, "lrn", &x, 1, 4, x->dims);
+    if (!l) return -1;
+    snprintf(l->keys, sizeof l->keys, "size=%" PRId64 " alpha=%.7g beta=%.7g k=%.7g", size,
+             alpha, beta, bias);
+    return 0;
+}
+
+static int op_dropout(imp_t *im, const Onnx__NodeProto *n)
+{
+    val_t *x = ox_in_data(im, n, 0);
+    if (!x) return -1;
+    if (ox_outputs_unused_from(im, n, 1)) return -1;
+    double ratio = 0.5;
+    if (im->opset < 12) {
+        if (ox_attr_float(im, n, "ratio", 0.5, &ratio)) return -1;
+    } else if (ox_has_input(n, 1)) {
+        val_t *r = &im->vals[ox_val_find(im, n->input[1])];
+        if (r->kind != VAL_CONST || r->n_values != 1)
+            return ox_node_fail(im, n, "the ratio '%s' must be a constant scalar", r->name);
+        ratio = r->reals ? r->reals[0] : (double)r->ints[0];
+    }
+    if (!(ratio >= 0 && ratio < 1)) return ox_node_fail(im, n, "ratio %g outside [0, 1)", ratio);
+    out_layer_t *l = ox_emit(im, n, "dropout", &x, 1, x->rank, x->dims);
+    if (!l) return -1;
+    snprintf(l->keys, sizeof l->keys, "ratio=%.7g", ratio);
+    return 0;
+}
+
+static int op_concat(imp_t *im, const Onnx__NodeProto *n)
+{
+    int64_t axis;
+    if (ox_attr_int(im, n, "axis", 1, &axis)) return -1;
+    if (n->n_input < 1) return ox_node_fail(im, n, "no inputs");
+    if (n->n_input > MODEL_MAX_INPUTS)
+        return ox_node_fail(im, n, "%zu inputs (a concat takes at most %d)", n->n_input,
+                         MODEL_MAX_INPUTS);
+    val_t *ins[MODEL_MAX_INPUTS];
+    for (size_t k = 0; k < n->n_input; k++)
+        if (!(ins[k] = ox_in_data(im, n, k))) return -1;
+    int rank = ins[0]->rank;
+    if (axis < 0) axis += rank;
+    if (axis != 1 || (rank != 4 && rank != 2))
+        return ox_node_fail(im, n, "concatenation along axis %" PRId64 " of rank-%d data: only the "
+                         "channels (axis 1) of (N,C,H,W) or (N,F) map to concat", axis, rank);
+    int64_t dims[ONNX_RANK_MAX];
+    memcpy(dims, ins[0]->dims, sizeof dims);
+    dims[1] = 0;
+    for (size_t k = 0; k < n->n_input; k++) {
+        const val_t *v = ins[k];
+        if (v->rank != rank || !ox_data_is_layer_shaped(im, v))
+            return ox_node_fail(im, n, "input '%s' is not (N,C,H,W) or (N,F) like the first", v->name);
+        for (int d = 0; d < rank; d++)
+            if (d != 1 && v->dims[d] != ins[0]->dims[d])
+                return ox_node_fail(im, n, "input '%s' differs in dimension %d", v->name, d);
+        dims[1] += v->dims[1];
+    }
+    return ox_emit(im, n, "concat", ins, (int)n->n_input, rank, dims) ? 0 : -1;
+}
+
+/* Add/Sum of data of one shape -> add; Add of a bias vector right after a MatMul-made fc
+ * -> that fc's bias. */
+static int op_add(imp_t *im, const Onnx__NodeProto *n)
+{
+    if (n->n_input < 2 || n->n_input > MODEL_MAX_INPUTS)
+        return ox_node_fail(im, n, "%zu inputs (2 to %d map)", n->n_input, MODEL_MAX_INPUTS);
+    for (size_t k = 0; k < n->n_input && n->n_input == 2; k++) {
+        if (!ox_has_input(n, k)) continue;
+        val_t *b = &im->vals[ox_val_find(im, n->input[k])];
+        if (b->kind != VAL_PARAM && b->kind != VAL_CONST && b->kind != VAL_INPUT) continue;
+        val_t *x = ox_in_data(im, n, 1 - k);
+        if (!x) return -1;
+        out_layer_t *l = &im->layers[x->layer];
+        if (strcmp(l->type, "fc") || l->bias != 0 || strcmp(l->op, "MatMul") || x->uses != 1)
+            return ox_node_fail(im, n, "adds parameter '%s' to '%s': a parameter maps only as the "
+                             "bias of the MatMul just before", b->name, x->name);
+        if (!(b = ox_in_weight(im, n, k, -1, true))) return -1;
+        if (ox_dims_count(b->rank, b->dims) != l->shape.c || b->dims[b->rank - 1] != l->shape.c)
+            return ox_node_fail(im, n, "bias '%s' does not have the %d outputs of '%s'", b->name,
+                             l->shape.c, l->name);
+        l->bias = 1;
+        return ox_data_define(im, n, 0, x->layer, x->rank, x->dims);
+    }
+    val_t *ins[MODEL_MAX_INPUTS];
+    for (size_t k = 0; k < n->n_input; k++) {
+        if (!(ins[k] = ox_in_data(im, n, k))) return -1;
+        const shape_t a = im->layers[ins[k]->layer].shape, b = im->layers[ins[0]->layer].shape;
+        if (ins[k]->rank != ins[0]->rank ||
+            memcmp(ins[k]->dims, ins[0]->dims, ins[0]->rank * sizeof(int64_t)) || a.c != b.c ||
+            a.h != b.h || a.w != b.w)
+            return ox_node_fail(im, n, "adds '%s' and '%s' of different shapes: only element-wise "
+                             "sums of equal shapes map to add", ins[0]->name, ins[k]->name);
+    }
+    return ox_emit(im, n, "add", ins, (int)n->n_input, ins[0]->rank, ins[0]->dims) ? 0 : -1;
+}
+
+/* Gemm: A (N,K) data, B a weight, C an optional bias -> fc. */
+static int op_gemm(imp_t *im, const Onnx__NodeProto *n)
+{
+    val_t *a = ox_in_data(im, n, 0);
+    if (!a) return -1;
+    int64_t trans_a, trans_b;
+    if (ox_attr_int(im, n, "transA", 0, &trans_a) || ox_attr_int(im, n, "transB", 0, &trans_b))
+        return -1;
+    if (trans_a || a->rank != 2)
+        return ox_node_fail(im, n, "only (N,K) data times a weight maps to fc");
+    val_t *b = ox_in_weight(im, n, 1, 2, true);
+    if (!b) return -1;
+    int64_t k = trans_b ? b->dims[1] : b->dims[0], out = trans_b ? b->dims[0] : b->dims[1];
+    if (k != a->dims[1])
+        return ox_node_fail(im, n, "weight '%s' expects %" PRId64 " inputs, the data has %" PRId64,
+                         b->name, k, a->dims[1]);
+    bool bias = ox_has_input(n, 2);
+    if (bias) {
+        val_t *c = ox_in_weight(im, n, 2, -1, true);
+        if (!c) return -1;
+        if (ox_dims_count(c->rank, c->dims) != out || c->dims[c->rank - 1] != out)
+            return ox_node_fail(im, n, "bias '%s' does not have %" PRId64 " values", c->name, out);
+    }
+    int64_t dims[2] = {a->dims[0], out};
+    out_layer_t *l = ox_emit(im, n, "fc", &a, 1, 2, dims);
+    if (!l) return -1;
+    snprintf(l->keys, sizeof l->keys, "out=%" PRId64, out);
+    l->bias = bias;
+    return 0;
+}
+
+static int op_matmul(imp_t *im, const Onnx__NodeProto *n)
+{
+    val_t *a = ox_in_data(im, n, 0);
+    if (!a) return -1;
+    if (a->rank != 2) {
+        char b[96];
+        ox_dims_str(a->rank, a->dims, b, sizeof b);
+        return ox_node_fail(im, n, "data of shape %s: only (N,K) data times a weight maps to fc",
+                         b);
+    }
+    val_t *b = ox_in_weight(im, n, 1, 2, true);
+    if (!b) return -1;
+    if (b->dims[0] != a->dims[1])
+        return ox_node_fail(im, n, "weight '%s' expects %" PRId64 " inputs, the data has %" PRId64,
+                         b->name, b->dims[0], a->dims[1]);
+    int64_t dims[2] = {a->dims[0], b->dims[1]};
+    out_layer_t *l = ox_emit(im, n, "fc", &a, 1, 2, dims);
+    if (!l) return -1;
+    snprintf(l->keys, sizeof l->keys, "out=%" PRId64, b->dims[1]);
+    l->bias = 0; /* an Add of a bias may follow */
+    return 0;
+}
+
+/* Flatten, Reshape to (N, -1), Identity: the same layer seen with another ONNX shape. */
+int ox_alias_data(imp_t *im, const Onnx__NodeProto *n, val_t *x, int rank,
+                      const int64_t *dims)
+{
+    if (ox_dims_count(rank, dims) != ox_dims_count(x->rank, x->dims))
+        return ox_node_fail(im, n, "changes the element count");
+    return ox_data_define(im, n, 0, x->layer, rank, dims);
+}
+
+static int op_flatten(imp_t *im, const Onnx__NodeProto *n)
+{
+    val_t *x = ox_in_data(im, n, 0);
+    if (!x) return -1;
+    int64_t axis;
+    if (ox_attr_int(im, n, "axis", 1, &axis)) return -1;
+    if (axis < 0) axis += x->rank;
+    if (axis != 1)
+        return ox_node_fail(im, n, "axis %" PRId64 ": only flattening all but the batch maps", axis);
+    int64_t dims[2] = {x->dims[0], ox_dims_count(x->rank - 1, x->dims + 1)};
+    return ox_alias_data(im, n, x, 2, dims);
+}
+
+static int op_reshape(imp_t *im, const Onnx__NodeProto *n)
+{
+    val_t *x = ox_in_data(im, n, 0);
+    if (!x) return -1;
+    val_t *s = ox_in_ints(im, n, 1);
+    if (!s) return -1;
+    if (s->rank != 1 || s->n_values > ONNX_RANK_MAX)
+        return ox_node_fail(im, n, "target shape '%s' is not a list of at most %d sizes", s->name,
+                         ONNX_RANK_MAX);
+    int64_t allow_zero;
+    if (ox_attr_int(im, n, "allowzero", 0, &allow_zero)) return -1;
+    int rank = (int)s->n_values, infer = -1;
+    int64_t dims[ONNX_RANK_MAX], known = 1;
+    for (int i = 0; i < rank; i++) {
+        int64_t d = s->ints[i];
+        if (d == 0 && !allow_zero) {
+            if (i >= x->rank) return ox_node_fail(im, n, "copies a dimension the input lacks");
+            d = x->dims[i];
+        }
+        if (d == -1) {
+            if (infer >= 0) return ox_node_fail(im, n, "two dimensions to infer");
+            infer = i;
+            d = 1;
+        } else if (d < 0 || d > DIM_MAX)
+            return ox_node_fail(im, n, "target dimension %" PRId64 " out of range", d);
+        dims[i] = d;
+        known = ox_mul_sat(known, d);
+    }
+    int64_t total = ox_dims_count(x->rank, x->dims);
+    if (infer >= 0) {
+        if (known == 0 || total % known) return ox_node_fail(im, n, "cannot infer a dimension");
+        dims[infer] = total / known;
+    }
+    if (rank != 2 || dims[0] != x->dims[0]) {
+        char b[96];
+        ox_dims_str(rank, dims, b, sizeof b);
+        return ox_node_fail(im, n, "reshape to %s: only flattening all but the batch maps", b);
+    }
+    return ox_alias_data(im, n, x, rank, dims);
+}
+
+static int op_identity(imp_t *im, const Onnx__NodeProto *n)
+{
+    if (!ox_has_input(n, 0) || n->n_output < 1) return ox_node_fail(im, n, "needs one input and output");
+    val_t *x = &im->vals[ox_val_find(im, n->input[0])]; /* a graph input stays undecided */
+    val_t *y = &im->vals[ox_val_find(im, n->output[0])];
+    val_t *src = x->source ? x->source : x;
+    const char *name = y->name;
+    int uses = y->uses;
+    int64_t *ints = NULL;
+    double *reals = NULL;
+    if (x->ints) {
+        ints = xmalloc(x->n_values * sizeof *ints);
+        memcpy(ints, x->ints, x->n_values * sizeof *ints);
+    }
+    if (x->reals) {
+        reals = xmalloc(x->n_values * sizeof *reals);
+        memcpy(reals, x->reals, x->n_values * sizeof *reals);
+    }
+    *y = *x;
+    y->name = name;
+    y->uses = uses;
+    y->ints = ints;
+    y->reals = reals;
+    y->source = x->kind == VAL_DATA ? NULL : src;
+    return 0;
+}
+
+static int op_pad(imp_t *im, const Onnx__NodeProto *n)
+{
+    val_t *x = ox_in_data_pad(im, n, 0, true);
+    if (!x) return -1;
+    char mode[32];
+    if (ox_attr_string(im, n, "mode", "constant", mode, sizeof mode)) return -1;
+    if (strcmp(mode, "constant"))
+        return ox_node_fail(im, n, "mode '%s': only constant padding folds into a Conv or pool",
+                         mode);
+    int64_t pads[2 * ONNX_RANK_MAX];
+    int got;
+    if (im->opset < 11) {
+        if (ox_attr_ints(im, n, "pads", -1, pads, 2 * ONNX_RANK_MAX, &got)) return -1;
+    } else {
+        val_t *p = ox_in_ints(im, n, 1);
+        if (!p) return -1;
+        got = (int)(p->n_values <= 2 * ONNX_RANK_MAX ? p->n_values : 0);
+        for (int i = 0; i < got; i++) pads[i] = p->ints[i];
+    }
+    if (x->rank != 4 || got != 8)
+        return ox_node_fail(im, n, "only padding (N,C,H,W) data with 8 amounts maps");
+    if (pads[0] || pads[1] || pads[4] || pads[5])
+        return ox_node_fail(im, n, "pads the batch or channel dimension");
+    int64_t add[4] = {0, 0, 0, 0}; /* top, left, bottom, right */
+    const int at[4] = {2, 3, 6, 7};
+    for (int i = 0; i < 4; i++) {
+        if (pads[at[i]] < 0 || pads[at[i]] > DIM_MAX)
+            return ox_node_fail(im, n, "negative or huge pads");
+        add[i] = pads[at[i]];
+        if (x->pad[i] + add[i] > DIM_MAX)
+            return ox_node_fail(im, n, "pads add up beyond %" PRId64, DIM_MAX);
+    }
+    val_t *y = &im->vals[ox_val_find(im, n->output[0])];
+    const char *name = y->name;
+    int uses = y->uses;
+    *y = *x;
+    y->name = name;
+    y->uses = uses;
+    for (int i = 0; i < 4; i++) y->pad[i] += add[i];
+    y->dims[2] += add[0] + add[2];
+    y->dims[3] += add[1] + add[3];
+    y->pad_node = ox_node_name(n);
+    return 0;
+}
+
+static int op_constant(imp_t *im, const Onnx__NodeProto *n)
+{
+    if (n->n_output < 1 || n->n_attribute != 1 || !n->attribute[0]->name)
+        return ox_node_fail(im, n, "expected one output and one value attribute");
+    val_t *y = &im->vals[ox_val_find(im, n->output[0])];
+    const Onnx__AttributeProto *a = n->attribute[0];
+    if (!strcmp(a->name, "value") && a->t) return ox_tensor_read(im, "constant", a->t, y);
+    y->kind = VAL_CONST;
+    y->dims_known = true;
+    if (!strcmp(a->name, "value_int") || !strcmp(a->name, "value_float")) {
+        y->rank = 0;
+        y->n_values = 1;
+        if (a->name[6] == 'i') {
+            y->ints = xmalloc(sizeof *y->ints);
+            y->ints[0] = a->i;
+        } else {
+            y->reals = xmalloc(sizeof *y->reals);
+            y->reals[0] = a->f;
+        }
+        return 0;
+    }
+    if (!strcmp(a->name, "value_ints") || !strcmp(a->name, "value_floats")) {
+        size_t k = a->name[6] == 'i' ? a->n_ints : a->n_floats;
+        y->rank = 1;
+        y->dims[0] = (int64_t)k;
+        y->n_values = (int64_t)k;
+        if (a->name[6] == 'i') {
+            y->ints = xcalloc(k ? k : 1, sizeof *y->ints);
+            for (size_t i = 0; i < k; i++) y->ints[i] = a->ints[i];
+        } else {
+            y->reals = xcalloc(k ? k : 1, sizeof *y->reals);
+            for (size_t i = 0; i < k; i++) y->reals[i] = a->floats[i];
+        }
+        return 0;
+    }
+    return ox_node_fail(im, n, "constant attribute '%s' does not map", a->name);
+}
+
+/* A Softmax whose output leaves the graph is the classifier's: it becomes the loss. */
+static int op_softmax(imp_t *im, const Onnx__NodeProto *n)
+{
+    val_t *x = ox_in_data(im, n, 0);
+    if (!x) return -1;
+    bool graph_output = false;
+    for (size_t i = 0; i < im->g->n_output; i++)
+        if (im->g->output[i]->name && n->n_output && !strcmp(im->g->output[i]->name, n->output[0]))
+            graph_output = true;
+    int64_t axis;
+    if (ox_attr_int(im, n, "axis", im->opset < 13 ? 1 : -1, &axis)) return -1;
+    if (axis < 0) axis += x->rank;
+    if (!graph_output || x->rank != 2 || axis != 1 ||
+        im->vals[ox_val_find(im, n->output[0])].uses != 1)
+        return ox_node_fail(im, n, "only a Softmax over the classes of (N,F) logits, as the graph's "
+                         "output, maps (to softmax_loss)");
+    int64_t dims[2] = {x->dims[0], 1};
+    out_layer_t *l = ox_emit(im, n, "softmax_loss", &x, 1, 2, dims);
+    if (!l) return -1;
+    im->vals[ox_val_find(im, n->output[0])].from_softmax = true;
+    return 0;
+}
+
+static int map_node(imp_t *im, const Onnx__NodeProto *n)
+{
+    const char *op = ox_node_op(n);
+    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx"))
+        return ox_node_fail(im, n, "operator of domain '%s': only the default ONNX domain maps",
+                         n->domain);
+    int done = ox_fold(im, n);
+    if (!done) done = ox_seq_node(im, n);
+    if (done) return done < 0 ? -1 : 0;
+    if (!strcmp(op, "Conv")) return op_conv(im, n);
+    if (!strcmp(op, "MaxPool")) return op_pool(im, n, "max");
+    if (!strcmp(op, "AveragePool")) return op_pool(im, n, "avg");
+    if (!strcmp(op, "GlobalAveragePool")) return op_global_pool(im, n, "avg");
+    if (!strcmp(op, "GlobalMaxPool")) return op_global_pool(im, n, "max");
+    if (!strcmp(op, "BatchNormalization")) return op_batchnorm(im, n);
+    if (!strcmp(op, "Relu")) return op_unary(im, n, "relu");
+    if (!strcmp(op, "LRN")) return op_lrn(im, n);
+    if (!strcmp(op, "Dropout")) return op_dropout(im, n);
+    if (!strcmp(op, "Concat")) return op_concat(im, n);
+    if (!strcmp(op, "Add") || !strcmp(op, "Sum")) return op_add(im, n);
+    if (!strcmp(op, "Gemm")) return op_gemm(im, n);
+    if (!strcmp(op, "MatMul")) return op_matmul(im, n);
+    if (!strcmp(op, "Flatten")) return op_flatten(im, n);
+    if (!strcmp(op, "Reshape")) return op_reshape(im, n);
+    if (!strcmp(op, "Identity")) return op_identity(im, n);
+    if (!strcmp(op, "Pad")) return op_pad(im, n);
+    if (!strcmp(op, "Constant")) return op_constant(im, n);
+    if (!strcmp(op, "Softmax")) return op_softmax(im, n);
+    return ox_node_fail(im, n, "operator %s maps to no layer type", op);
+}
+
+/* ---- the graph ------------------------------------------------------------------------- */
+
+static int graph_values(imp_t *im)
+{
+    const Onnx__GraphProto *g = im->g;
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        const Onnx__TensorProto *t = g->initializer[i];
+        if (!t->name || !t->name[0]) return ox_imp_fail(im, "an initializer has no name");
+        int k = val_add(im, t->name, VAL_PARAM);
+        if (k < 0) return ox_imp_fail(im, "initializer '%s' defined twice", t->name);
+        if (ox_tensor_read(im, "initializer", t, &im->vals[k])) return -1;
+    }
+    for (size_t i = 0; i < g->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = g->input[i];
+        if (!vi->name || !vi->name[0]) return ox_imp_fail(im, "a graph input has no name");
+        if (ox_val_find(im, vi->name) >= 0) continue; /* an initializer's declaration */
+        int k = val_add(im, vi->name, VAL_INPUT);
+        if (type_dims(im, "input", vi->type, &im->vals[k])) return -1;
+    }
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t k = 0; k < n->n_output; k++) {
+            if (!n->output[k][0]) continue;
+            if (val_add(im, n->output[k], VAL_UNDEFINED) < 0)
+                return ox_node_fail(im, n, "output '%s' is defined twice", n->output[k]);
+        }
+    }
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t k = 0; k < n->n_input; k++) {
+            if (!n->input[k][0]) continue;
+            int v = ox_val_find(im, n->input[k]);
+            if (v < 0)
+                return ox_node_fail(im, n, "reads '%s', which no node, input or initializer "
+                                 "defines", n->input[k]);
+            im->vals[v].uses++;
+        }
+    }
+    for (size_t i = 0; i < g->n_output; i++) {
+        const char *name = g->output[i]->name;
+        int v = name ? ox_val_find(im, name) : -1;
+        if (v < 0) return ox_imp_fail(im, "graph output '%s' is made by no node", name ? name : "");
+        im->vals[v].uses++;
+    }
+    return 0;
+}
+
+static int graph_map(imp_t *im)
+{
+    const Onnx__GraphProto *g = im->g;
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t k = 0; k < n->n_input; k++)
+            if (n->input[k][0] && im->vals[ox_val_find(im, n->input[k])].kind == VAL_UNDEFINED)
+                return ox_node_fail(im, n, "reads '%s' before the node that makes it (the graph "
+                                 "is not in topological order)", n->input[k]);
+        if (map_node(im, n)) return -1;
+        for (size_t k = 0; k < n->n_output; k++)
+            if (n->output[k][0] && im->vals[ox_val_find(im, n->output[k])].kind == VAL_UNDEFINED &&
+                im->vals[ox_val_find(im, n->output[k])].uses > 0)
+                return ox_node_fail(im, n, "output %zu ('%s') is read but has no mapping", k,
+                                 n->output[k]);
+    }
+    if (g->n_output == 0) return ox_imp_fail(im, "the graph has no outputs");
+    for (int i = 0; i < im->n_layers; i++) /* a packed projection is read in parts only */
+        for (int k = 0; k < im->layers[i].n_in; k++)
+            if (im->layers[im->layers[i].in[k]].split)
+                return ox_imp_fail(im, "node '%s' reads the whole of projection '%s', which other "
+                                   "nodes read in parts", im->layers[i].node,
+                                   im->layers[im->layers[i].in[k]].node);
+    for (size_t i = 0; i < g->n_output; i++) {
+        val_t *v = &im->vals[ox_val_find(im, g->output[i]->name)];
+        if (v->kind != VAL_DATA)
+            return ox_imp_fail(im, "graph output '%s' is not computed by a layer", v->name);
+        if (v->from_softmax) continue;
+        int seq = ox_seq_output(im, v);
+        if (seq < 0) return -1;
+        if (seq) continue;
+        if (v->pad_node)
+            return ox_imp_fail(im, "graph output '%s' is padded by Pad '%s' (maps only before a "
+                            "Conv or pool)", v->name, v->pad_node);
+        char fallback[MODEL_NAME_MAX];
+        snprintf(fallback, sizeof fallback, "loss%s%.80s", g->n_output > 1 ? "_" : "",
+                 g->n_output > 1 ? v->name : "");
+        out_layer_t *l = ox_layer_add(im, "softmax_loss", NULL, fallback);
+        l->op = "objective";
+        l->node = v->name;
+        l->shape = (shape_t){1, 1, 1};
+        l->n_in = 1;
+        l->in[0] = v->layer;
+    }
+    return 0;
+}
+
+static char *graph_text(const imp_t *im)
+{
+    size_t cap = 4096 + (size_t)im->n_layers * 512, n = 0;
+    char *s = xmalloc(cap);
+    const Onnx__ModelProto *m = im->model;
+    n += snprintf(s + n, cap - n,
+                  "# imported from %s (ONNX IR %" PRId64 ", opset %" PRId64 ", producer %s %s)\n"
+                  "# by `poseidon model import`; each line names the ONNX node it maps\n",
+                  im->path, m->ir_version, im->opset, m->producer_name ? m->producer_name : "?",
+                  m->producer_version ? m->producer_version : "");
+    for (int pass = 0; pass < 2; pass++) /* inputs first: the .net's first layer is one */
+        for (int i = 0; i < im->n_layers; i++) {
+            const out_layer_t *l = &im->layers[i];
+            bool input = !strcmp(l->type, "input") || !strcmp(l->type, "tokens");
+            if ((pass == 0) != input || l->split) continue;
+            if (n + 1024 > cap) s = xrealloc(s, cap *= 2);
+            n += snprintf(s + n, cap - n, "%s %s", l->type, l->name);
+            if (l->keys[0]) n += snprintf(s + n, cap - n, " %s", l->keys);
+            if (l->bias >= 0) n += snprintf(s + n, cap - n, " bias=%d", l->bias);
+            for (int k = 0; k < l->n_in; k++)
+                n += snprintf(s + n, cap - n, "%s%s", k ? "," : " in=", im->layers[l->in[k]].name);
+            n += snprintf(s + n, cap - n, "   # %s %s\n", l->op, l->node);
+        }
+    return s;
+}
+
+static void imp_free(imp_t *im)
+{
+    for (int i = 0; i < im->n_vals; i++) {
+        free(im->vals[i].ints);
+        free(im->vals[i].reals);
+    }
+    free(im->vals);
+    free(im->ix_key);
+    free(im->ix_val);
+    free(im->layers);
+    if (im->model) onnx__model_proto__free_unpacked(im->model, NULL);
+}
+
+/* Imports into *im (left for the caller to check against the parsed model). */
+static int import_run(imp_t *im, const uint8_t *buf, size_t len, char **net_text)
+{
+    *net_text = NULL;
+    im->model = onnx__model_proto__unpack(NULL, len, buf);
+    if (!im->model)
+        return ox_imp_fail(im, "not an ONNX model (protobuf decoding failed: the file is truncated "
+                        "or in another format)");
+    const Onnx__ModelProto *m = im->model;
+    if (!m->has_ir_version || !m->graph || m->n_opset_import == 0)
+        return ox_imp_fail(im, "not an ONNX model (no %s)", !m->has_ir_version ? "IR version"
+                        : !m->graph ? "graph" : "operator set");
+    im->g = m->graph;
+    im->opset = -1;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
+        if ((!o->domain || !o->domain[0] || !strcmp(o->domain, "ai.onnx")) && o->has_version)
+            im->opset = o->version;
+    }
+    if (im->opset < 0) return ox_imp_fail(im, "no operator set of the default ONNX domain");
+    if (im->opset < ONNX_OPSET_MIN || im->opset > ONNX_OPSET_MAX)
+        return ox_imp_fail(im, "operator set %" PRId64 " of the default ONNX domain is not supported "
+                        "(%d to %d are)", im->opset, ONNX_OPSET_MIN, ONNX_OPSET_MAX);
+    if (im->opts)
+        for (int i = 0; i < im->opts->n_shapes; i++) {
+            bool found = false;
+            for (size_t k = 0; k < im->g->n_input; k++)
+                if (im->g->input[k]->name &&
+                    !strcmp(im->g->input[k]->name, im->opts->shapes[i].name))
+                    found = true;
+            if (!found)
+                return ox_imp_fail(im, "--input-shape names '%s', which is not a graph input",
+                                im->opts->shapes[i].name);
+        }
+    if (graph_values(im) || graph_map(im)) return -1;
+    *net_text = graph_text(im);
+    return 0;
+}
+
+int onnx_import_buffer(const char *path, const uint8_t *buf, size_t len,
+                       const onnx_import_opts_t *opts, char **net_text, char *err, size_t errlen)
+{
+    imp_t im = {.path = path, .err = err, .errlen = errlen, .opts = opts};
+    int rc = import_run(&im, buf, len, net_text);
+    imp_free(&im);
+    return rc;
+}
+
+/* Reads the whole file; returns NULL with the error set. */
+static uint8_t *file_read(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0, r;
+    uint8_t *buf = xmalloc(cap);
+    while ((r = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n > FILE_BYTES_MAX) {
+            fclose(f);
+            free(buf);
+            snprintf(err, errlen, "%s: larger than 2 GiB, the most a protobuf message holds",
+                     path);
+            return NULL;
+        }
+        if (n == cap) buf = xrealloc(buf, cap *= 2);
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        snprintf(err, errlen, "%s: read error", path);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+int onnx_import_file(const char *path, const onnx_import_opts_t *opts, char **net_text,
+                     char *err, size_t errlen)
+{
+    size_t len;
+    uint8_t *buf = file_read(path, &len, err, errlen);
+    if (!buf) return -1;
+    int rc = onnx_import_buffer(path, buf, len, opts, net_text, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int onnx_model_load(model_t *m, const char *path, const onnx_import_opts_t *opts,
+                    char **net_text, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    if (net_text) *net_text = NULL;
+    size_t len;
+    uint8_t *buf = file_read(path, &len, err, errlen);
+    if (!buf) return -1;
+    imp_t im = {.path = path, .err = err, .errlen = errlen, .opts = opts};
+    char *text;
+    int rc = import_run(&im, buf, len, &text);
+    free(buf);
+    if (rc) {
+        imp_free(&im);
+        return -1;
+    }
+    char perr[1024];
+    if (model_parse(m, path, text, strlen(text), perr, sizeof perr)) {
+        /* the importer checked every shape; the parser disagreeing is the importer's bug */
+        snprintf(err, errlen, "%s: the imported description does not parse (%s)", path, perr);
+        rc = -1;
+    }
+    /* The parser keeps the layers' order only up to a topological sort: match by name. */
+    for (int i = 0; !rc && i < im.n_layers; i++) {
+        const out_layer_t *o = &im.layers[i];
+        if (o->split) continue;
+        int k = model_find(m, o->name);
+        ASSERT(k >= 0, "imported layer %s missing after parsing", o->name);
+        shape_t s = m->layers[k].out_shape;
+        if (strcmp(o->type, "softmax_loss") &&
+            (s.c != o->shape.c || s.h != o->shape.h || s.w != o->shape.w)) {
+            char a[48], b[48];
+            snprintf(err, errlen, "%s: node '%s' (%s): the layer's shape %s differs from the "
+                     "graph's %s", path, o->node, o->op, shape_str(s, a, sizeof a),
+                     shape_str(o->shape, b, sizeof b));
+            rc = -1;
+        }
+    }
+    if (!rc && m->total_params != im.learnable) {
+        snprintf(err, errlen, "%s: the layers hold %" PRId64 " parameters but the graph's "
+                 "weights %" PRId64, path, m->total_params, im.learnable);
+        rc = -1;
+    }
+    imp_free(&im);
+    if (rc) {
+        printable(err);
+        model_fini(m);
+        free(text);
+        return -1;
+    }
+    const char *base = strrchr(path, '/');
+    snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
+    size_t nl = strlen(m->name);
+    if (nl > 5 && !strcmp(m->name + nl - 5, ".onnx")) m->name[nl - 5] = '\0';
+    if (net_text) *net_text = text;
+    else free(text);
+    return 0;
+}
+
+bool onnx_path_is_onnx(const char *path)
+{
+    size_t n = strlen(path);
+    return n >= 5 && !strcmp(path + n - 5, ".onnx");
+}
+
+int onnx_shape_arg_parse(const char *arg, onnx_shape_arg_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const char *eq = strrchr(arg, '=');
+    if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof out->name) {
+        snprintf(err, errlen, "--input-shape '%s': expected NAME=DIMS, e.g. input=1x3x224x224",
+                 arg);
+        return -1;
+    }
+    memcpy(out->name, arg, eq - arg);
+    out->name[eq - arg] = '\0';
+    const char *s = eq + 1;
+    while (*s) {
+        if (out->rank == ONNX_RANK_MAX) {
+            snprintf(err, errlen, "--input-shape '%s': at most %d dimensions", arg, ONNX_RANK_MAX);
+            return -1;
+        }
+        char *end;
+        errno = 0;
+        long long d = strtoll(s, &end, 10);
+        if (end == s || errno || d < 1 || d > DIM_MAX || (*end && *end != 'x') ||
+            (*end == 'x' && !end[1])) {
+            snprintf(err, errlen, "--input-shape '%s': dimensions are integers from 1 to %" PRId64
+                     " joined by 'x'", arg, DIM_MAX);
+            return -1;
+        }
+        out->dims[out->rank++] = d;
+        s = *end ? end + 1 : end;
+    }
+    if (!out->rank) {
+        snprintf(err, errlen, "--input-shape '%s': no dimensions", arg);
+        return -1;
+    }
+    return 0;
+}
