@@ -39,7 +39,9 @@ void log_msg(log_level_t level, const char *fmt, ...)
     static const char *const tags[] = {"error: ", "warning: ", "", "debug: "};
     if (level > s_level) return;
     char buf[4096];
-    int n = snprintf(buf, sizeof buf, "%s%s", s_prefix, tags[level]);
+    /* on a terminal, a line first erases whatever progress line stands there */
+    int n = snprintf(buf, sizeof buf, "%s%s%s", log_is_tty() ? "\r\033[K" : "", s_prefix,
+                     tags[level]);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
@@ -71,3 +73,23 @@ void log_banner(int argc, char **argv, uint64_t seed)
 }
 
 bool log_is_tty(void) { return isatty(STDERR_FILENO) == 1; }
+
+void log_progress(const char *fmt, ...)
+{
+    if (!log_is_tty()) return;
+    char buf[512] = "\r";
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + 1, sizeof buf - 8, fmt, ap);
+    va_end(ap);
+    size_t n = 1 + (m > 0 ? ((size_t)m < sizeof buf - 8 ? (size_t)m : sizeof buf - 9) : 0);
+    memcpy(buf + n, "\033[K", 3);
+    n += 3;
+    fflush(stderr);
+    if (write(STDERR_FILENO, buf, n) < 0) return;
+}
+
+void log_progress_end(void)
+{
+    if (log_is_tty() && write(STDERR_FILENO, "\r\033[K", 4) < 0) return;
+}

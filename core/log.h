@@ -38,4 +38,9 @@ void log_banner(int argc, char **argv, uint64_t seed);
 /* true when stderr is a terminal: progress lines are shown only then. */
 bool log_is_tty(void);
 
+/* A progress line on a terminal (nothing otherwise): it replaces the previous one in place,
+ * and the next log line (of any process on the terminal) or log_progress_end() erases it. */
+void log_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_progress_end(void);
+
 #endif

@@ -368,6 +368,7 @@ static double process_cpu_s(void)
 static void *compute_main(void *arg)
 {
     worker_t *w = arg;
+    int64_t last_progress_ns = 0;
     for (int64_t t = 0; t < w->iterations; t++) {
         for (int op = 0; op < w->plan.n_ops; op++) {
             const plan_op_t *po = &w->plan.ops[op];
@@ -389,6 +390,11 @@ static void *compute_main(void *arg)
         if (w->rank == 0 && t + 1 < w->iterations) {
             int64_t every = w->cfg->report_every > 0 ? w->cfg->report_every : w->steps;
             if ((t + 1) % every == 0) report(w, t, false);
+            else if (comm_now_ns() - last_progress_ns > 250000000) { /* a terminal only */
+                last_progress_ns = comm_now_ns();
+                log_progress("  iteration %lld of %lld", (long long)(t + 1),
+                             (long long)w->iterations);
+            }
         }
     }
     return NULL;
@@ -585,6 +591,7 @@ static void report(worker_t *w, int64_t t, bool final)
                  (double)(t + 1) / (double)w->steps, (long long)(t + 1), loss, train_acc, accs,
                  ips, (double)(e1 - w->t0_ns) * 1e-9);
     }
+    log_progress_end(); /* the row replaces the progress line */
     printf("%s\n", row);
     fflush(stdout);
     if (w->csv) {
