@@ -165,6 +165,9 @@ static void secure_server(void *sock, int rank)
     ASSERT(keyring_secret(s_keyring, rank, secret) == 0,
            "a socket of rank %d, whose secret key this process does not hold", rank);
     set_int(sock, ZMQ_CURVE_SERVER, 1, "CURVE_SERVER");
+    /* a connection that has not proven a key within 10 s is closed: a stranger cannot park
+     * connections (an fd and a session each) for ZeroMQ's default 30 s */
+    set_int(sock, ZMQ_HANDSHAKE_IVL, 10000, "HANDSHAKE_IVL");
     set_key(sock, ZMQ_CURVE_SECRETKEY, secret, "CURVE_SECRETKEY");
     ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "poseidon", 8), "ZAP_DOMAIN");
     memset(secret, 0, sizeof secret);
