@@ -18,7 +18,7 @@
 coord_config_t coord_config_default(void)
 {
     coord_config_t c = {.heartbeat_ms = 250, .dead_ms = 60000, .join_ms = 30000,
-                        .stall_ms = 10000};
+                        .stall_ms = 30000};
     const char *v = getenv("POSEIDON_HEARTBEAT_MS");
     if (v && atoi(v) > 0) c.heartbeat_ms = atoi(v);
     v = getenv("POSEIDON_DEAD_MS");

@@ -45,7 +45,9 @@ typedef struct {
                          2 x heartbeat_ms + 0.5 s */
     int join_ms;      /* every rank must have joined by then; default 30000 */
     int stall_ms;     /* a live rank whose position has not moved for this long is reported
-                         (once per interval); default 10000; 0: no reports */
+                         (once per interval); default 30000 (rank 0 evaluating the test
+                         set holds every rank up to ~20 s on a loaded machine, a
+                         planned pause, not a stall); 0: no reports */
 } coord_config_t;
 
 /* The defaults above; POSEIDON_HEARTBEAT_MS / POSEIDON_DEAD_MS / POSEIDON_STALL_MS override

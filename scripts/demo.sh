@@ -46,7 +46,7 @@ predicted=$("$bin" sim out/demo/lenet-4workers-ran.exp --csv - --trace out/demo/
     awk -F, 'NR==1 {for (i = 1; i <= NF; i++) col[$i] = i; next} {print $col["images_per_s"]}')
 measured=$(awk -F, 'NR==1 {for (i = 1; i <= NF; i++) col[$i] = i; next} {v = $col["images_per_s"]} END {print v}' \
     out/demo/train-lenet-4workers.csv)
-echo "  the job it ran, with its probed link: out/demo/lenet-4workers-ran.exp"
+echo "  the job it ran, with the link it planned on: out/demo/lenet-4workers-ran.exp"
 echo "  poseidon sim on it: ${predicted} images/s predicted for one worker per core;" \
      "measured ${measured} images/s (4 workers on $(nproc) cores)"
 echo "  the full run (>= 89% test accuracy):"
