@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -17,6 +18,7 @@
 #include "core/kvfile.h"
 #include "core/log.h"
 #include "runtime/data.h"
+#include "runtime/job_checkpoint.h"
 #include "runtime/launch.h"
 #include "runtime/worker.h"
 
@@ -79,7 +81,13 @@ static void usage(FILE *f)
             "  --params-out PATH   each rank writes its final parameters to PATH.<rank>\n"
             "  --job-out FILE      where rank 0 writes the experiment it ran (default\n"
             "                      out/runs/MODEL-DATE-TIME.exp; 'none': nowhere)\n"
-            "  --print-plan        rank 0 prints the plan's per-unit table\n\n"
+            "  --print-plan        rank 0 prints the plan's per-unit table\n"
+            "  --checkpoint-dir DIR  coordinated checkpoints: DIR/iter-K/, one file per rank\n"
+            "                      and COMPLETE once all are written; the newest two stay\n"
+            "  --checkpoint-every K  a checkpoint before iteration K, 2K, ... (iterations)\n"
+            "  --resume DIR        start from the newest complete checkpoint in DIR (the\n"
+            "                      same model, ranks, plan and seed); with\n"
+            "                      --checkpoint-every, DIR is also where checkpoints go\n\n"
             "transport (every socket speaks ZeroMQ CURVE: encrypted, and only the job's ranks\n"
             "get in; a local job makes its keys in memory):\n"
             "  --keys DIR          the job's keys, from poseidon keygen --ranks N -o DIR\n"
@@ -123,6 +131,45 @@ static int add_set(job_set_t **sets, int *n, const char *flag, const char *fmt, 
     s->flag = flag;
     if (snprintf(s->kv, sizeof s->kv, fmt, a, b) >= (int)sizeof s->kv) {
         fprintf(stderr, "poseidon train: %s: value too long\n", flag);
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether paths a and b name one existing directory. */
+static bool same_dir(const char *a, const char *b)
+{
+    struct stat x, y;
+    if (stat(a, &x) || stat(b, &y)) return !strcmp(a, b);
+    return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* The checkpoint flags together: --checkpoint-every goes with a directory (--resume's by
+ * default), --resume needs a complete checkpoint, and a job writes into a directory that
+ * holds no other run's checkpoint (its pruning would mix the two). 0, or -1 (printed). */
+static int check_checkpoint_flags(worker_config_t *c)
+{
+    char err[8800];
+    if (c->checkpoint_every && !c->checkpoint_dir) c->checkpoint_dir = c->resume_dir;
+    if (c->checkpoint_every && !c->checkpoint_dir) {
+        fprintf(stderr, "poseidon train: --checkpoint-every needs --checkpoint-dir DIR\n");
+        return -1;
+    }
+    if (c->checkpoint_dir && !c->checkpoint_every) {
+        fprintf(stderr, "poseidon train: --checkpoint-dir needs --checkpoint-every K\n");
+        return -1;
+    }
+    int64_t k;
+    if (c->resume_dir && job_ckpt_newest(c->resume_dir, &k, err, sizeof err)) {
+        fprintf(stderr, "poseidon train: --resume: %s\n", err);
+        return -1;
+    }
+    if (c->checkpoint_dir && (!c->resume_dir || !same_dir(c->checkpoint_dir, c->resume_dir)) &&
+        job_ckpt_newest(c->checkpoint_dir, &k, err, sizeof err) == 0) {
+        fprintf(stderr, "poseidon train: --checkpoint-dir: %s holds the checkpoint of "
+                        "iteration %lld of another run: resume it (--resume %s) or choose "
+                        "another directory\n", c->checkpoint_dir, (long long)k,
+                c->checkpoint_dir);
         return -1;
     }
     return 0;
@@ -220,6 +267,13 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
         else if (!strcmp(a, "--params-out")) c->params_out = v;
         else if (!strcmp(a, "--job-out")) snprintf(job_out, job_out_len, "%s", v);
         else if (!strcmp(a, "--keys")) c->security.keys_dir = v;
+        else if (!strcmp(a, "--checkpoint-dir")) c->checkpoint_dir = v;
+        else if (!strcmp(a, "--resume")) c->resume_dir = v;
+        else if (!strcmp(a, "--checkpoint-every")) {
+            long long x;
+            if (flag_int("train", a, v, 1, 1LL << 40, &x)) goto out;
+            c->checkpoint_every = x;
+        }
         else {
             fprintf(stderr, "poseidon train: unknown option '%s' (--help lists them)\n", a);
             goto out;
@@ -278,6 +332,7 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
         if (launch_env_detect(&env, err, sizeof err) == 0 && env.source == LAUNCH_NONE)
             *workers = job->nodes[0];
     }
+    if (check_checkpoint_flags(c)) goto out;
     if (!job_out[0]) job_out_default(job->model_path, job_out, job_out_len);
     rc = -1;
 out:

@@ -1,10 +1,12 @@
 #include "runtime/ps.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/check.h"
 #include "core/cost.h"
@@ -102,6 +104,7 @@ struct ps_server {
     int n;                  /* blocks of this shard */
     sblock_t *blk;          /* sorted by offset */
     pthread_mutex_t lock;
+    pthread_cond_t applied;     /* broadcast after each round of applies (lock held) */
     pthread_t thread;
     atomic_int stop;
     atomic_ullong n_rejected;
@@ -229,6 +232,7 @@ static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
         k->n_push[sl] = 0;
         k->version++;
     }
+    pthread_cond_broadcast(&s->applied);
     pthread_mutex_unlock(&s->lock);
     serve_pulls(s, k);
 }
@@ -258,6 +262,7 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
     s->cfg = *cfg;
     s->comm = c;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->applied, NULL);
     const ps_layout_t *l = cfg->layout;
     for (int b = 0; b < l->n_blocks; b++) s->n += l->blocks[b].shard == cfg->shard;
     s->blk = xcalloc((size_t)s->n + 1, sizeof *s->blk);
@@ -267,6 +272,7 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
         if (pb->shard != cfg->shard) continue;
         sblock_t *k = &s->blk[i++];
         k->b = pb;
+        k->version = cfg->start_version;
         k->values = comm_buf_new((size_t)pb->count * sizeof(float));
         memcpy(comm_buf_data(k->values), cfg->init + pb->offset, (size_t)pb->count * sizeof(float));
         k->held = xcalloc((size_t)slots * cfg->world, sizeof *k->held);
@@ -301,6 +307,7 @@ void ps_server_destroy(ps_server_t **sp)
         free(k->pushed);
     }
     free(s->blk);
+    pthread_cond_destroy(&s->applied);
     pthread_mutex_destroy(&s->lock);
     free(s);
     *sp = NULL;
@@ -320,6 +327,39 @@ void ps_server_copy_values(ps_server_t *s, float *arena)
         memcpy(arena + s->blk[i].b->offset, comm_buf_data(s->blk[i].values),
                (size_t)s->blk[i].b->count * sizeof(float));
     pthread_mutex_unlock(&s->lock);
+}
+
+int ps_server_snapshot(ps_server_t *s, int64_t version, float *arena, int timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (deadline.tv_nsec >= 1000000000) deadline.tv_sec++, deadline.tv_nsec -= 1000000000;
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    for (int i = 0; i < s->n && rc == 0; i++) {
+        while (s->blk[i].version < version && rc == 0)
+            if (pthread_cond_timedwait(&s->applied, &s->lock, &deadline) == ETIMEDOUT &&
+                s->blk[i].version < version) {
+                log_error("ps shard %d: block at float offset %llu applied %lld iterations, "
+                          "not %lld, within %d ms", s->cfg.shard,
+                          (unsigned long long)s->blk[i].b->offset,
+                          (long long)s->blk[i].version, (long long)version, timeout_ms);
+                rc = -1;
+            }
+        if (rc == 0 && s->blk[i].version > version) {
+            log_error("ps shard %d: block at float offset %llu is at version %lld, past the "
+                      "snapshot's %lld", s->cfg.shard, (unsigned long long)s->blk[i].b->offset,
+                      (long long)s->blk[i].version, (long long)version);
+            rc = -1;
+        }
+    }
+    for (int i = 0; i < s->n && rc == 0; i++)
+        memcpy(arena + s->blk[i].b->offset, comm_buf_data(s->blk[i].values),
+               (size_t)s->blk[i].b->count * sizeof(float));
+    pthread_mutex_unlock(&s->lock);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- client */

@@ -75,6 +75,8 @@ typedef struct {
     const char *bind;          /* e.g. "tcp://10.0.0.2:*" */
     const ps_layout_t *layout; /* shared, outlives the server */
     const float *init;         /* the whole arena's initial values (read at creation) */
+    int64_t start_version;     /* iterations already applied to init (a resumed job's
+                                  checkpoint iteration; 0 for a fresh one) */
     int staleness;             /* 0: BSP */
     ps_update_fn update;
     void *update_arg;
@@ -90,6 +92,11 @@ void ps_server_destroy(ps_server_t **sp);
 const char *ps_server_endpoint(const ps_server_t *s);
 /* Copies this shard's block values into arena (same offsets). Thread-safe. */
 void ps_server_copy_values(ps_server_t *s, float *arena);
+/* A consistent snapshot for a checkpoint: waits until every block of the shard has applied
+ * exactly `version` iterations and copies their values into arena (same offsets). The
+ * caller quiesced the job: no rank pushes for iteration `version` before the snapshot is
+ * taken. 0, or -1 after timeout_ms, or (logged) if a block is already past version. */
+int ps_server_snapshot(ps_server_t *s, int64_t version, float *arena, int timeout_ms);
 /* Messages it rejected (bad, duplicate, out of the staleness bound). */
 uint64_t ps_server_n_rejected(ps_server_t *s);
 /* From now on every answer to a pull carries stamp_ns = comm_now_ns() - zero_ns (>= 1):

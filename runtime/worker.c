@@ -27,6 +27,7 @@
 #include "runtime/compute.h"
 #include "runtime/coord.h"
 #include "runtime/data.h"
+#include "runtime/job_checkpoint.h"
 #include "runtime/emulate.h"
 #include "runtime/launch.h"
 #include "runtime/nnet.h"
@@ -316,20 +317,33 @@ static int64_t share_time_base(worker_t *w, int timeout_ms)
     return t0;
 }
 
-/* Every rank's line of text, gathered by one broadcast per rank through the coordinator. */
-static char **allgather(worker_t *w, int64_t id0, const char *line)
+char **worker_allgather(worker_t *w, int64_t id0, const char *line)
 {
     char **tab = xcalloc((size_t)w->world, sizeof *tab);
     for (int r = 0; r < w->world; r++) {
         void *data = (void *)line;
         size_t n = strlen(line) + 1;
         if (coord_client_bcast(w->cl, r, id0 + r, &data, &n, w->cfg->timeout_ms) != 0)
-            coord_client_fail(w->cl, "no endpoints from rank %d", r);
+            coord_client_fail(w->cl, "no line from rank %d (broadcast %lld)", r,
+                              (long long)(id0 + r));
         tab[r] = r == w->rank ? xstrdup(line) : data;
         if (r != w->rank && (n == 0 || tab[r][n - 1] != '\0'))
-            coord_client_fail(w->cl, "malformed endpoints from rank %d", r);
+            coord_client_fail(w->cl, "malformed line from rank %d (broadcast %lld)", r,
+                              (long long)(id0 + r));
     }
     return tab;
+}
+
+void worker_allgather_free(worker_t *w, char **tab)
+{
+    if (!tab) return;
+    for (int r = 0; r < w->world; r++) free(tab[r]);
+    free(tab);
+}
+
+bool worker_op_runs_here(const plan_op_t *po)
+{
+    return po->res == RES_COMPUTE || po->place == PLACE_WORKERS || po->kind == OP_PULL;
 }
 
 /* Whether unit u runs an all-reduce bucket's ring (on its comm): the bucket's op is u's. */
@@ -408,12 +422,183 @@ static size_t largest_message(const worker_t *w)
     return most > (int64_t)MSG_MAX_PAYLOAD_BYTES ? MSG_MAX_PAYLOAD_BYTES : (size_t)most;
 }
 
+/* A resumed job's CSV: the rows of the killed run after the checkpoint (iteration > k) go,
+ * so that the resumed run's rows follow the checkpoint's as the uninterrupted run's did.
+ * The file is rewritten beside itself and renamed over. 0, or -1 with errno set. */
+static int csv_keep_rows_to(const char *path, int64_t k)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) return errno == ENOENT ? 0 : -1;
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return -1;
+    }
+    char line[1024];
+    bool first = true;
+    while (fgets(line, sizeof line, in)) {
+        double epoch;
+        long long it;
+        /* the header, and any line that is not a row, stays */
+        bool row = !first && sscanf(line, "%lf,%lld,", &epoch, &it) == 2;
+        if (!row || it <= k) fputs(line, out);
+        first = false;
+    }
+    fclose(in);
+    if (fclose(out) || rename(tmp, path)) {
+        int saved = errno;
+        unlink(tmp);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+/* Coordinator broadcast ids of the resume (the endpoints' are 10 + rank) */
+#define RESUME_BCAST_ID (1LL << 40)
+#define RESUME_STATUS_ID0 ((1LL << 40) + 16)
+
+job_ckpt_header_t worker_ckpt_header(const worker_t *w, int64_t iter)
+{
+    job_ckpt_header_t h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.model, sizeof h.model, "%s", w->model.name);
+    h.n_params = w->n_params;
+    h.state_count = w->net ? nnet_arena(w->net)->state_count : 0;
+    h.rng_bytes = w->net ? (int64_t)nnet_rng_state_bytes(w->net) : 0;
+    h.world = w->world;
+    h.rank = w->rank;
+    h.plan_hash = plan_hash(&w->plan);
+    h.seed = w->job->seed;
+    h.iter = iter;
+    return h;
+}
+
+/* Rank 0: the newest complete checkpoint in dir as its COMPLETE text, after checking that it
+ * is of this job; NULL with one line in err. */
+static char *resume_choose(const worker_t *w, const char *dir, char *err, size_t errlen)
+{
+    int64_t k;
+    if (job_ckpt_newest(dir, &k, err, errlen)) return NULL;
+    char path[4200];
+    job_ckpt_complete_path(path, sizeof path, dir, k);
+    job_ckpt_complete_t c;
+    char *text = NULL;
+    if (job_ckpt_read_complete(path, &c, &text, err, errlen)) return NULL;
+    job_ckpt_header_t h = worker_ckpt_header(w, k);
+    if (c.iter != k)
+        snprintf(err, errlen, "%s: says iteration %lld, its directory %lld", path,
+                 (long long)c.iter, (long long)k);
+    else if (strcmp(c.model, h.model))
+        snprintf(err, errlen, "%s: checkpoint of model '%s', this job runs '%s'", path, c.model,
+                 h.model);
+    else if (c.world != w->world)
+        snprintf(err, errlen, "%s: checkpoint of a %d-rank job, this job has %d ranks", path,
+                 c.world, w->world);
+    else if (c.plan_hash != h.plan_hash)
+        snprintf(err, errlen, "%s: checkpoint of plan %016llx, this job's plan is %016llx "
+                              "(another scheme, cluster, batch or link: --no-probe or --link "
+                              "keeps a plan)", path, (unsigned long long)c.plan_hash,
+                 (unsigned long long)h.plan_hash);
+    else if (c.seed != h.seed)
+        snprintf(err, errlen, "%s: checkpoint of seed %llu, this job's seed is %llu", path,
+                 (unsigned long long)c.seed, (unsigned long long)h.seed);
+    else if (k >= w->iterations)
+        snprintf(err, errlen, "%s: checkpoint after iteration %lld, and this job runs %lld",
+                 path, (long long)k, (long long)w->iterations);
+    else {
+        free(c.files);
+        return text;
+    }
+    free(c.files);
+    free(text);
+    return NULL;
+}
+
+/* --resume DIR: rank 0 chooses the newest complete checkpoint and tells the others; each
+ * rank loads its own file (parameters, momentum, its shard's values, layer and dropout
+ * state, rank 0's report state) and starts at its iteration. 0, or 2 when any rank's file
+ * is not of this job or is damaged: rank 0 prints the first such rank's reason, and every
+ * rank returns 2. */
+static int resume_setup(worker_t *w)
+{
+    const char *dir = w->cfg->resume_dir;
+    char err[8800] = "";
+    char *text = NULL;
+    if (w->rank == 0 && !(text = resume_choose(w, dir, err, sizeof err))) {
+        size_t n = strlen(err) + 2;
+        text = xmalloc(n);
+        snprintf(text, n, "!%s", err);
+    }
+    void *blob = text;
+    size_t n = text ? strlen(text) + 1 : 0;
+    if (coord_client_bcast(w->cl, 0, RESUME_BCAST_ID, &blob, &n, w->cfg->timeout_ms))
+        coord_client_fail(w->cl, "no checkpoint choice from rank 0");
+    if (w->rank != 0) {
+        text = blob;
+        if (n == 0 || text[n - 1] != '\0') coord_client_fail(w->cl, "malformed checkpoint choice");
+    }
+    if (text[0] == '!') {
+        if (w->rank == 0) fprintf(stderr, "poseidon train: --resume: %s\n", text + 1);
+        free(text);
+        return 2;
+    }
+    job_ckpt_complete_t c;
+    if (job_ckpt_complete_parse(text, "rank 0's checkpoint choice", &c, err, sizeof err))
+        coord_client_fail(w->cl, "%s", err);
+    free(text);
+    int64_t k = c.iter;
+    job_ckpt_header_t want = worker_ckpt_header(w, k), got;
+    void *rng = xcalloc((size_t)want.rng_bytes + 1, 1);
+    job_ckpt_state_t st = {.params = w->params, .hist_local = w->hist_local,
+                           .hist_server = w->hist_server, .shard_values = w->shard_snapshot,
+                           .state = w->net ? nnet_arena(w->net)->state : NULL, .rng = rng};
+    char path[4200];
+    job_ckpt_rank_path(path, sizeof path, dir, k, w->rank);
+    err[0] = '\0';
+    if (c.world != w->world)
+        snprintf(err, sizeof err, "COMPLETE lists %d ranks, the job has %d", c.world, w->world);
+    else
+        job_ckpt_read_rank(path, &want, &c.files[w->rank], &st, &got, err, sizeof err);
+    free(c.files);
+    /* every rank's verdict, so that all go on or all stop */
+    char **tab = worker_allgather(w, RESUME_STATUS_ID0, err);
+    int bad = -1;
+    for (int r = 0; r < w->world && bad < 0; r++)
+        if (tab[r][0]) bad = r;
+    if (bad >= 0 && w->rank == 0)
+        fprintf(stderr, "poseidon train: --resume: rank %d: %s\n", bad, tab[bad]);
+    worker_allgather_free(w, tab);
+    if (bad >= 0) {
+        free(rng);
+        return 2;
+    }
+    if (w->net) nnet_rng_state_restore(w->net, rng);
+    free(rng);
+    w->loss_sum = got.loss_sum;
+    w->loss_n = got.loss_n;
+    w->correct = got.correct;
+    w->report_iter0 = got.report_iter0;
+    w->t_start = w->ckpt_last = k;
+    for (int op = 0; op < w->plan.n_ops; op++) w->done[op] = k;
+    if (w->rank == 0) {
+        log_info("resumed from %s/iter-%lld: every rank starts at iteration %lld", dir,
+                 (long long)k, (long long)k);
+        job_ckpt_prune(dir, -1, k); /* checkpoints the killed run left unfinished */
+    }
+    return 0;
+}
+
 worker_t *worker_new(const worker_config_t *cfg, int *rc)
 {
     worker_t *w = xcalloc(1, sizeof *w);
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->update_mu, NULL);
     pthread_mutex_init(&w->trace_mu, NULL);
+    pthread_cond_init(&w->quiesce_cv, NULL);
+    w->ckpt_last = -1;
     w->cfg = cfg;
     w->job = &cfg->job;
     const experiment_t *job = w->job;
@@ -487,6 +672,8 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     else w->params = xcalloc((size_t)w->n_params + 1, sizeof(float));
     w->hist_local = xcalloc((size_t)w->n_params + 1, sizeof(float));
     w->hist_server = xcalloc((size_t)w->n_params + 1, sizeof(float));
+    if (cfg->checkpoint_dir || cfg->resume_dir)
+        w->shard_snapshot = xcalloc((size_t)w->n_params + 1, sizeof(float));
 
     /* no peer may send more than this job ever sends in one message */
     size_t max_payload = largest_message(w);
@@ -598,6 +785,14 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
            n_units);
     w->done = xcalloc((size_t)w->plan.n_ops, sizeof *w->done);
     worker_exec_init(w);
+    if (cfg->resume_dir && (*rc = resume_setup(w))) {
+        worker_destroy(&w);
+        return NULL;
+    }
+    /* a fresh job starts from an empty checkpoint directory (the command line refused one
+     * holding a complete checkpoint): what a run killed before its first one left goes */
+    if (w->rank == 0 && cfg->checkpoint_dir && !cfg->resume_dir)
+        job_ckpt_prune(cfg->checkpoint_dir, -1, -1);
     if (w->rank == 0) {
         char sb[64];
         log_info("plan hash %016llx", (unsigned long long)plan_hash(&w->plan));
@@ -639,7 +834,9 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     /* the colocated PS shard, then everyone's shard endpoint */
     if (w->rank < w->plan.shards) {
         ps_server_config_t pc = {.shard = w->rank, .n_workers = w->world, .world = w->world,
-                                 .bind = bind, .layout = &w->layout, .init = w->params,
+                                 .bind = bind, .layout = &w->layout,
+                                 .init = w->t_start > 0 ? w->shard_snapshot : w->params,
+                                 .start_version = w->t_start,
                                  .staleness = job->staleness, .update = worker_shard_update,
                                  .update_arg = w,
                                  .on_push = cfg->trace_prefix ? worker_push_arrived : NULL,
@@ -654,7 +851,7 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
         }
         if (!(w->ps = ps_server_new(&pc))) coord_client_fail(w->cl, "cannot bind the PS shard");
     }
-    w->ps_eps = allgather(w, 10, w->ps ? ps_server_endpoint(w->ps) : "-");
+    w->ps_eps = worker_allgather(w, 10, w->ps ? ps_server_endpoint(w->ps) : "-");
     /* where this rank listens (for operators, and the test that sends garbage to them) */
     log_info("rank %d endpoint: PS shard %s", w->rank, w->ps ? ps_server_endpoint(w->ps) : "-");
     for (int u = 0; u < n_units; u++)
@@ -686,9 +883,14 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     if (w->rank == 0) {
         const char *hdr = "epoch,iteration,loss,train_acc,test_acc,images_per_s,seconds";
         if (cfg->csv_path) {
-            if (!(w->csv = outfile_open(cfg->csv_path, "w")))
+            /* a resumed job continues the table of the run it resumes from its checkpoint's
+             * iteration on; a new file gets a header */
+            if (w->t_start > 0 && csv_keep_rows_to(cfg->csv_path, w->t_start))
+                coord_client_fail(w->cl, "%s: cannot rewrite: %s", cfg->csv_path,
+                                  strerror(errno));
+            if (!(w->csv = outfile_open(cfg->csv_path, w->t_start > 0 ? "a" : "w")))
                 coord_client_fail(w->cl, "%s: cannot open: %s", cfg->csv_path, strerror(errno));
-            fprintf(w->csv, "%s\n", hdr);
+            if (ftell(w->csv) == 0) fprintf(w->csv, "%s\n", hdr);
         }
         printf("%s\n", hdr);
         fflush(stdout);
@@ -696,6 +898,7 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     int64_t shared_t0_ns = share_time_base(w, cc.join_ms);
     if (coord_client_barrier(w->cl, 0, cc.join_ms))
         coord_client_fail(w->cl, "not every rank reached the start barrier");
+    w->barrier_next = 1;
 
     /* run: the compute thread, one thread per worker-side sync op */
     w->report_t0_ns = comm_now_ns();
@@ -758,6 +961,7 @@ void worker_destroy(worker_t **wp)
     if (!w->net) free(w->params);
     free(w->hist_local);
     free(w->hist_server);
+    free(w->shard_snapshot);
     free(w->zeros);
     free(w->layer_off);
     free(w->entries);
@@ -773,6 +977,7 @@ void worker_destroy(worker_t **wp)
     worker_exec_fini(w);
     pthread_mutex_destroy(&w->update_mu);
     pthread_mutex_destroy(&w->trace_mu);
+    pthread_cond_destroy(&w->quiesce_cv);
     free(w);
     *wp = NULL;
 }

@@ -60,6 +60,12 @@ typedef struct {
     const char *params_out;    /* each rank writes its final parameters to PATH.<rank> */
     const char *job_out;       /* rank 0 writes the experiment it ran here; NULL: none */
     bool print_plan;           /* rank 0 prints the plan's per-unit table */
+    /* Coordinated checkpoints (runtime/job_checkpoint.h): every checkpoint_every iterations
+     * into checkpoint_dir (NULL or 0: none); resume_dir: start from the newest complete
+     * checkpoint there (NULL: from iteration 0). */
+    const char *checkpoint_dir;
+    int64_t checkpoint_every;
+    const char *resume_dir;
     transport_security_t security; /* the keys of the job's sockets (CURVE), or insecure */
 } worker_config_t;
 

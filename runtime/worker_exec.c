@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "runtime/allreduce.h"
 #include "runtime/emulate.h"
+#include "runtime/job_checkpoint.h"
 #include "runtime/sfb.h"
 #include "runtime/train.h"
 
@@ -191,6 +192,7 @@ static void mark_done(worker_t *w, int op, int64_t t)
     ASSERT(w->done[op] == t, "op %d: instance %lld done after %lld", op, (long long)t,
            (long long)w->done[op]);
     w->done[op] = t + 1;
+    if (w->quiescing) pthread_cond_broadcast(&w->quiesce_cv);
     for (int i = w->wake_first[op]; i < w->wake_first[op + 1]; i++) {
         pthread_cond_broadcast(&w->op_cv[w->wake[i]]);
         uint64_t one = 1;
@@ -365,18 +367,129 @@ static double process_cpu_s(void)
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
+/* ----------------------------------------------------------------- checkpoints */
+
+/* Coordinator ids of a checkpoint's exchange: one broadcast per rank and iteration */
+#define CKPT_GATHER_ID0 (1LL << 41)
+
+static bool checkpoint_due(const worker_t *w, int64_t t)
+{
+    int64_t every = w->cfg->checkpoint_every;
+    return w->cfg->checkpoint_dir && every > 0 && t > w->t_start && t < w->iterations &&
+           t % every == 0;
+}
+
+/* Blocks until every op this rank runs has completed its instances < k. No instance of k
+ * starts meanwhile: each waits, through the plan, for a FWD or BWD of k. */
+static void quiesce(worker_t *w, int64_t k)
+{
+    int64_t deadline = comm_now_ns() + (int64_t)w->cfg->timeout_ms * 1000000;
+    pthread_mutex_lock(&w->mu);
+    w->quiescing = true;
+    for (int op = 0; op < w->plan.n_ops; op++) {
+        if (!worker_op_runs_here(&w->plan.ops[op])) continue;
+        while (w->done[op] < k) {
+            if (comm_now_ns() > deadline) {
+                pthread_mutex_unlock(&w->mu);
+                coord_client_fail(w->cl, "checkpoint of iteration %lld: %s of layer %s has "
+                                  "completed %lld iterations after %d ms",
+                                  (long long)k, op_kind_name(w->plan.ops[op].kind),
+                                  worker_unit_name(w, w->plan.ops[op].unit),
+                                  (long long)w->done[op], w->cfg->timeout_ms);
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000000;
+            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+            pthread_cond_timedwait(&w->quiesce_cv, &w->mu, &ts);
+        }
+    }
+    w->quiescing = false;
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The checkpoint of iteration k (runtime/job_checkpoint.h), before FWD of k: this rank
+ * quiesces, its shard reaches version k, it writes its file; once every rank's is written
+ * (a gather of their sizes and checksums through the coordinator) rank 0 writes COMPLETE,
+ * and after a barrier each rank removes what the two newest checkpoints no longer need. A
+ * failure ends the job. */
+static void checkpoint_take(worker_t *w, int64_t k)
+{
+    const char *dir = w->cfg->checkpoint_dir;
+    char what[96], err[2048];
+    snprintf(what, sizeof what, "the checkpoint of iteration %lld", (long long)k);
+    coord_client_progress(w->cl, k, -1, what);
+    quiesce(w, k);
+    int64_t t0 = comm_now_ns();
+    if (w->ps && ps_server_snapshot(w->ps, k, w->shard_snapshot, w->cfg->timeout_ms))
+        coord_client_fail(w->cl, "%s: the PS shard did not reach version %lld", what,
+                          (long long)k);
+    job_ckpt_header_t h = worker_ckpt_header(w, k);
+    h.loss_sum = w->loss_sum;
+    h.loss_n = w->loss_n;
+    h.correct = w->correct;
+    h.report_iter0 = w->report_iter0;
+    void *rng = xcalloc((size_t)h.rng_bytes + 1, 1);
+    if (w->net) nnet_rng_state_save(w->net, rng);
+    job_ckpt_state_t st = {.params = w->params, .hist_local = w->hist_local,
+                           .hist_server = w->hist_server, .shard_values = w->shard_snapshot,
+                           .state = w->net ? nnet_arena(w->net)->state : NULL, .rng = rng};
+    char path[4200];
+    job_ckpt_rank_path(path, sizeof path, dir, k, w->rank);
+    job_ckpt_file_t mine;
+    int rc = job_ckpt_write_rank(path, &h, &st, &mine, err, sizeof err);
+    free(rng);
+    if (rc) coord_client_fail(w->cl, "%s", err);
+    int64_t t1 = comm_now_ns();
+    log_info("rank %d: checkpoint of iteration %lld: %s, %.1f MB in %.1f ms", w->rank,
+             (long long)k, path, mine.bytes / 1e6, (t1 - t0) * 1e-6);
+
+    char line[64];
+    snprintf(line, sizeof line, "%lld %016llx", (long long)mine.bytes,
+             (unsigned long long)mine.checksum);
+    char **tab = worker_allgather(w, CKPT_GATHER_ID0 + k * (int64_t)w->world, line);
+    if (w->rank == 0) {
+        job_ckpt_complete_t c = {.iter = k, .world = w->world, .plan_hash = h.plan_hash,
+                                 .seed = h.seed};
+        snprintf(c.model, sizeof c.model, "%s", h.model);
+        c.files = xcalloc((size_t)w->world, sizeof *c.files);
+        for (int r = 0; r < w->world; r++) {
+            long long bytes;
+            unsigned long long sum;
+            if (sscanf(tab[r], "%lld %16llx", &bytes, &sum) != 2)
+                coord_client_fail(w->cl, "%s: malformed record from rank %d", what, r);
+            c.files[r] = (job_ckpt_file_t){bytes, sum};
+        }
+        rc = job_ckpt_write_complete(dir, &c, err, sizeof err);
+        free(c.files);
+        if (rc) coord_client_fail(w->cl, "%s", err);
+    }
+    worker_allgather_free(w, tab);
+    if (coord_client_barrier(w->cl, w->barrier_next++, w->cfg->timeout_ms))
+        coord_client_fail(w->cl, "%s: not every rank saw it complete", what);
+    if (w->rank == 0) {
+        job_ckpt_prune(dir, k, w->ckpt_last);
+        log_info("checkpoint of iteration %lld complete: %s/iter-%lld (%d ranks, %.1f ms)",
+                 (long long)k, dir, (long long)k, w->world, (comm_now_ns() - t0) * 1e-6);
+    } else if (w->ckpt_last >= 0) {
+        job_ckpt_prune_rank(dir, w->rank, w->ckpt_last);
+    }
+    w->ckpt_last = k;
+}
+
 static void *compute_main(void *arg)
 {
     worker_t *w = arg;
     int64_t last_progress_ns = 0;
-    for (int64_t t = 0; t < w->iterations; t++) {
+    for (int64_t t = w->t_start; t < w->iterations; t++) {
+        if (checkpoint_due(w, t)) checkpoint_take(w, t);
         for (int op = 0; op < w->plan.n_ops; op++) {
             const plan_op_t *po = &w->plan.ops[op];
             if (po->res != RES_COMPUTE) continue;
             progress(w, op, t, "%s: its plan dependencies", op_kind_name(po->kind));
             bool ready = w->emulate && compute_ready(w, op, t);
             wait_for(w, WAIT_DEPS, op, t);
-            if (t == 1 && !w->cpu1_ns) { /* iteration 0's values are in: it is over */
+            if (t == w->t_start + 1 && !w->cpu1_ns) { /* iteration 0's values are in: it is over */
                 w->cpu1_s = process_cpu_s();
                 w->cpu1_ns = comm_now_ns();
             }
@@ -445,7 +558,7 @@ static void *sync_main(void *arg)
          * within the staleness bound, never a half-written block. */
         ps_client_set_arena_lock(pc, &wu->lock);
     }
-    for (int64_t t = 0; t < w->iterations; t++) {
+    for (int64_t t = w->t_start; t < w->iterations; t++) {
         int s = (int)(t % w->n_slots);
         int64_t t0, bytes = 0;
         if (po->kind == OP_PULL) {
@@ -614,7 +727,7 @@ void worker_exec_run(worker_t *w)
     if (pthread_create(&th[n_threads++], NULL, compute_main, w)) die("pthread_create");
     for (int op = 0; op < w->plan.n_ops; op++) {
         const plan_op_t *po = &w->plan.ops[op];
-        bool mine = (po->place == PLACE_WORKERS && po->res != RES_COMPUTE) || po->kind == OP_PULL;
+        bool mine = worker_op_runs_here(po) && po->res != RES_COMPUTE;
         if (!mine) {
             ASSERT(po->kind == OP_APPLY || po->res == RES_COMPUTE,
                    "op %s placed on shards has no executor", op_kind_name(po->kind));
@@ -624,11 +737,13 @@ void worker_exec_run(worker_t *w)
         if (pthread_create(&th[n_threads++], NULL, sync_main, &args[op])) die("pthread_create");
     }
     for (int i = 0; i < n_threads; i++) pthread_join(th[i], NULL);
-    if (w->iterations >= 2) /* iterations 1 .. T-1: from the start of 1's first op to the end;
-                             * logged after the final barrier, below rank 0's last row */
+    if (w->iterations - w->t_start >= 2) /* iterations start+1 .. T-1: from the start of the
+                                          * first one's first op to the end; logged after the
+                                          * final barrier, below rank 0's last row */
         snprintf(w->summary, sizeof w->summary, "rank %d: steady_cpu_s %.3f wall_s %.3f "
                  "iterations %lld", w->rank, process_cpu_s() - w->cpu1_s,
-                 (double)(comm_now_ns() - w->cpu1_ns) * 1e-9, (long long)(w->iterations - 1));
+                 (double)(comm_now_ns() - w->cpu1_ns) * 1e-9,
+                 (long long)(w->iterations - w->t_start - 1));
     free(th);
     free(args);
     if (w->rank == 0) report(w, w->iterations - 1, true);

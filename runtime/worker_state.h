@@ -21,6 +21,7 @@
 #include "runtime/compute.h"
 #include "runtime/coord.h"
 #include "runtime/data.h"
+#include "runtime/job_checkpoint.h"
 #include "runtime/launch.h"
 #include "runtime/nnet.h"
 #include "runtime/ps.h"
@@ -141,6 +142,17 @@ typedef struct worker {
     wk_arrival_t *arrivals;    /* world x units */
     int *unit_shard_blocks;    /* per unit: its blocks on this rank's shard */
 
+    /* Checkpoints (runtime/job_checkpoint.h). The compute thread takes one before FWD of an
+     * iteration K: it sets quiescing and sleeps on quiesce_cv (mark_done wakes it) until
+     * every op this rank runs has completed its instances < K. */
+    int64_t t_start;           /* the first iteration this run executes: K when resumed */
+    int64_t ckpt_last;         /* the newest complete checkpoint's iteration; -1: none */
+    int64_t barrier_next;      /* the id of the next coordinator barrier (the start's is 0) */
+    float *shard_snapshot;     /* n_params: this shard's blocks at the checkpoint, zeros
+                                * elsewhere; NULL without checkpoints */
+    bool quiescing;            /* under mu */
+    pthread_cond_t quiesce_cv;
+
     /* rank 0's report state (compute thread only) */
     FILE *csv;
     double loss_sum;
@@ -151,6 +163,20 @@ typedef struct {
     worker_t *w;
     int op;
 } wk_arg_t;
+
+/* Every rank's line of text, gathered through the coordinator (one broadcast per rank, ids
+ * id0 .. id0 + world - 1): world malloc'ed strings in a malloc'ed array. A failure ends the
+ * job (coord_client_fail). The calling thread owns the coordinator client meanwhile. */
+char **worker_allgather(worker_t *w, int64_t id0, const char *line);
+void worker_allgather_free(worker_t *w, char **tab);
+
+/* The header of this rank's checkpoint file of iteration k (runtime/job_checkpoint.h):
+ * what a file must say to be resumed by this job; the report accumulators zero. */
+job_ckpt_header_t worker_ckpt_header(const worker_t *w, int64_t k);
+
+/* Whether this rank executes instances of the op (compute, worker-side syncs, PULL's receive
+ * side) rather than the shards (APPLY). */
+bool worker_op_runs_here(const plan_op_t *po);
 
 /* ---- the executor (runtime/worker_exec.c) ---- */
 
