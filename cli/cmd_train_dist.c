@@ -164,6 +164,27 @@ static int check_checkpoint_flags(worker_config_t *c)
         fprintf(stderr, "poseidon train: --resume: %s\n", err);
         return -1;
     }
+    if (c->resume_dir) { /* what can be told before any rank starts (the plan cannot) */
+        char path[4200], model[MODEL_NAME_MAX];
+        job_ckpt_complete_path(path, sizeof path, c->resume_dir, k);
+        const char *base = strrchr(c->job.model_path, '/');
+        /* the model's name as model_load makes it: the file name without ".net" */
+        snprintf(model, sizeof model, "%.95s", base ? base + 1 : c->job.model_path);
+        char *dot = strstr(model, ".net");
+        if (dot && dot[4] == '\0') *dot = '\0';
+        job_ckpt_complete_t done;
+        int rc = job_ckpt_read_complete(path, &done, NULL, err, sizeof err);
+        if (rc == 0) {
+            rc = job_ckpt_check_complete(&done, path, model, c->job.nodes[0], c->job.seed, 0,
+                                         c->job.train.epochs > 0 ? 0 : c->job.iterations, err,
+                                         sizeof err);
+            free(done.files);
+        }
+        if (rc) {
+            fprintf(stderr, "poseidon train: --resume: %s\n", err);
+            return -1;
+        }
+    }
     if (c->checkpoint_dir && (!c->resume_dir || !same_dir(c->checkpoint_dir, c->resume_dir)) &&
         job_ckpt_newest(c->checkpoint_dir, &k, err, sizeof err) == 0) {
         fprintf(stderr, "poseidon train: --checkpoint-dir: %s holds the checkpoint of "

@@ -124,11 +124,16 @@ int job_ckpt_read_rank(const char *path, const job_ckpt_header_t *want,
         snprintf(err, errlen, "%s: cannot read: %s", path, errno ? strerror(errno) : "too short");
         return -1;
     }
-    if (on_disk.bytes != file->bytes || on_disk.checksum != file->checksum) {
-        snprintf(err, errlen, "%s: %lld bytes with checksum %016llx, COMPLETE recorded %lld "
-                              "with %016llx (changed since it was written)", path,
-                 (long long)on_disk.bytes, (unsigned long long)on_disk.checksum,
-                 (long long)file->bytes, (unsigned long long)file->checksum);
+    if (on_disk.bytes != file->bytes) {
+        snprintf(err, errlen, "%s: %lld bytes, COMPLETE recorded %lld (truncated or appended "
+                              "to since it was written)", path, (long long)on_disk.bytes,
+                 (long long)file->bytes);
+        return -1;
+    }
+    if (on_disk.checksum != file->checksum) {
+        snprintf(err, errlen, "%s: checksum %016llx, COMPLETE recorded %016llx (not the file "
+                              "written for this checkpoint)", path,
+                 (unsigned long long)on_disk.checksum, (unsigned long long)file->checksum);
         return -1;
     }
     ckpt_reader_t *r = ckpt_open(path, err, errlen);
@@ -255,6 +260,32 @@ int job_ckpt_read_complete(const char *path, job_ckpt_complete_t *c, char **text
     if (rc == 0 && text) *text = t;
     else free(t);
     return rc;
+}
+
+int job_ckpt_check_complete(const job_ckpt_complete_t *c, const char *path, const char *model,
+                            int world, uint64_t seed, uint64_t plan_hash, int64_t iterations,
+                            char *err, size_t errlen)
+{
+    if (strcmp(c->model, model))
+        snprintf(err, errlen, "%s: checkpoint of model '%s', this job runs '%s'", path, c->model,
+                 model);
+    else if (c->world != world)
+        snprintf(err, errlen, "%s: checkpoint of a %d-rank job, this job has %d ranks", path,
+                 c->world, world);
+    else if (c->seed != seed)
+        snprintf(err, errlen, "%s: checkpoint of seed %llu, this job's seed is %llu", path,
+                 (unsigned long long)c->seed, (unsigned long long)seed);
+    else if (plan_hash && c->plan_hash != plan_hash)
+        snprintf(err, errlen, "%s: checkpoint of plan %016llx, this job's plan is %016llx "
+                              "(another scheme, cluster, batch or link: --no-probe or --link "
+                              "keeps a plan)", path, (unsigned long long)c->plan_hash,
+                 (unsigned long long)plan_hash);
+    else if (iterations > 0 && c->iter >= iterations)
+        snprintf(err, errlen, "%s: checkpoint after iteration %lld, and this job runs %lld",
+                 path, (long long)c->iter, (long long)iterations);
+    else
+        return 0;
+    return -1;
 }
 
 /* ---- the directory */

@@ -90,6 +90,13 @@ int job_ckpt_write_complete(const char *dir, const job_ckpt_complete_t *c, char 
 int job_ckpt_read_complete(const char *path, job_ckpt_complete_t *c, char **text, char *err,
                            size_t errlen);
 
+/* Whether checkpoint c (its COMPLETE at path) can be resumed by a job of this model, world
+ * size, seed, plan (plan_hash 0: not known yet) and iteration count (0: not known yet): 0, or
+ * -1 with one line "PATH: reason" in err. */
+int job_ckpt_check_complete(const job_ckpt_complete_t *c, const char *path, const char *model,
+                            int world, uint64_t seed, uint64_t plan_hash, int64_t iterations,
+                            char *err, size_t errlen);
+
 /* The newest iteration K for which DIR/iter-K/COMPLETE exists: 0 with *iter = K; -1 when
  * there is none (or DIR cannot be read), with "DIR: reason" in err. */
 int job_ckpt_newest(const char *dir, int64_t *iter, char *err, size_t errlen);

@@ -491,24 +491,8 @@ static char *resume_choose(const worker_t *w, const char *dir, char *err, size_t
     if (c.iter != k)
         snprintf(err, errlen, "%s: says iteration %lld, its directory %lld", path,
                  (long long)c.iter, (long long)k);
-    else if (strcmp(c.model, h.model))
-        snprintf(err, errlen, "%s: checkpoint of model '%s', this job runs '%s'", path, c.model,
-                 h.model);
-    else if (c.world != w->world)
-        snprintf(err, errlen, "%s: checkpoint of a %d-rank job, this job has %d ranks", path,
-                 c.world, w->world);
-    else if (c.plan_hash != h.plan_hash)
-        snprintf(err, errlen, "%s: checkpoint of plan %016llx, this job's plan is %016llx "
-                              "(another scheme, cluster, batch or link: --no-probe or --link "
-                              "keeps a plan)", path, (unsigned long long)c.plan_hash,
-                 (unsigned long long)h.plan_hash);
-    else if (c.seed != h.seed)
-        snprintf(err, errlen, "%s: checkpoint of seed %llu, this job's seed is %llu", path,
-                 (unsigned long long)c.seed, (unsigned long long)h.seed);
-    else if (k >= w->iterations)
-        snprintf(err, errlen, "%s: checkpoint after iteration %lld, and this job runs %lld",
-                 path, (long long)k, (long long)w->iterations);
-    else {
+    else if (job_ckpt_check_complete(&c, path, h.model, w->world, h.seed, h.plan_hash,
+                                     w->iterations, err, errlen) == 0) {
         free(c.files);
         return text;
     }
