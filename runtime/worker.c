@@ -317,13 +317,13 @@ static int64_t share_time_base(worker_t *w, int timeout_ms)
     return t0;
 }
 
-char **worker_allgather(worker_t *w, int64_t id0, const char *line)
+char **worker_allgather(worker_t *w, int64_t id0, const char *line, int timeout_ms)
 {
     char **tab = xcalloc((size_t)w->world, sizeof *tab);
     for (int r = 0; r < w->world; r++) {
         void *data = (void *)line;
         size_t n = strlen(line) + 1;
-        if (coord_client_bcast(w->cl, r, id0 + r, &data, &n, w->cfg->timeout_ms) != 0)
+        if (coord_client_bcast(w->cl, r, id0 + r, &data, &n, timeout_ms) != 0)
             coord_client_fail(w->cl, "no line from rank %d (broadcast %lld)", r,
                               (long long)(id0 + r));
         tab[r] = r == w->rank ? xstrdup(line) : data;
@@ -548,7 +548,7 @@ static int resume_setup(worker_t *w)
         job_ckpt_read_rank(path, &want, &c.files[w->rank], &st, &got, err, sizeof err);
     free(c.files);
     /* every rank's verdict, so that all go on or all stop */
-    char **tab = worker_allgather(w, RESUME_STATUS_ID0, err);
+    char **tab = worker_allgather(w, RESUME_STATUS_ID0, err, w->cfg->timeout_ms);
     int bad = -1;
     for (int r = 0; r < w->world && bad < 0; r++)
         if (tab[r][0]) bad = r;
@@ -835,7 +835,8 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
         }
         if (!(w->ps = ps_server_new(&pc))) coord_client_fail(w->cl, "cannot bind the PS shard");
     }
-    w->ps_eps = worker_allgather(w, 10, w->ps ? ps_server_endpoint(w->ps) : "-");
+    w->ps_eps = worker_allgather(w, 10, w->ps ? ps_server_endpoint(w->ps) : "-",
+                                 cfg->timeout_ms);
     /* where this rank listens (for operators, and the test that sends garbage to them) */
     log_info("rank %d endpoint: PS shard %s", w->rank, w->ps ? ps_server_endpoint(w->ps) : "-");
     for (int u = 0; u < n_units; u++)

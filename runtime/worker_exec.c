@@ -151,8 +151,9 @@ static void wait_for_on(worker_t *w, wait_kind_t k, int op, int64_t t, comm_t *c
     ASSERT(!c || w->op_efd[op] >= 0, "op %d waits on a comm without an eventfd", op);
     int64_t deadline = comm_now_ns() + (int64_t)w->cfg->timeout_ms * 1000000;
     pthread_mutex_lock(&w->mu);
+    int64_t paused0 = w->ckpt_paused_ns;
     while (!wait_ready(w, k, op, t)) {
-        if (comm_now_ns() > deadline) {
+        if (comm_now_ns() > deadline + (w->ckpt_paused_ns - paused0) && !w->ckpt_busy) {
             pthread_mutex_unlock(&w->mu);
             coord_client_fail(w->cl, "%s of layer %s, iteration %lld: %s not met within %d ms",
                               op_kind_name(po->kind), worker_unit_name(w, po->unit), (long long)t,
@@ -420,7 +421,12 @@ static void checkpoint_take(worker_t *w, int64_t k)
     snprintf(what, sizeof what, "the checkpoint of iteration %lld", (long long)k);
     coord_client_progress(w->cl, k, -1, what);
     quiesce(w, k);
+    snprintf(what, sizeof what, "writing the checkpoint of iteration %lld", (long long)k);
+    coord_client_progress(w->cl, k, -1, what); /* the syncers' last word was their wait */
     int64_t t0 = comm_now_ns();
+    pthread_mutex_lock(&w->mu);
+    w->ckpt_busy = true;
+    pthread_mutex_unlock(&w->mu);
     if (w->ps && ps_server_snapshot(w->ps, k, w->shard_snapshot, w->cfg->timeout_ms))
         coord_client_fail(w->cl, "%s: the PS shard did not reach version %lld", what,
                           (long long)k);
@@ -447,7 +453,10 @@ static void checkpoint_take(worker_t *w, int64_t k)
     char line[64];
     snprintf(line, sizeof line, "%lld %016llx", (long long)mine.bytes,
              (unsigned long long)mine.checksum);
-    char **tab = worker_allgather(w, CKPT_GATHER_ID0 + k * (int64_t)w->world, line);
+    /* the other ranks write as many bytes: wait for them as for a disk of 10 MB/s */
+    int64_t slow_ms = w->cfg->timeout_ms + mine.bytes / 10000;
+    int wait_ms = slow_ms > (1 << 30) ? (1 << 30) : (int)slow_ms;
+    char **tab = worker_allgather(w, CKPT_GATHER_ID0 + k * (int64_t)w->world, line, wait_ms);
     if (w->rank == 0) {
         job_ckpt_complete_t c = {.iter = k, .world = w->world, .plan_hash = h.plan_hash,
                                  .seed = h.seed};
@@ -465,7 +474,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
         if (rc) coord_client_fail(w->cl, "%s", err);
     }
     worker_allgather_free(w, tab);
-    if (coord_client_barrier(w->cl, w->barrier_next++, w->cfg->timeout_ms))
+    if (coord_client_barrier(w->cl, w->barrier_next++, wait_ms))
         coord_client_fail(w->cl, "%s: not every rank saw it complete", what);
     if (w->rank == 0) {
         job_ckpt_prune(dir, k, w->ckpt_last);
@@ -475,6 +484,10 @@ static void checkpoint_take(worker_t *w, int64_t k)
         job_ckpt_prune_rank(dir, w->rank, w->ckpt_last);
     }
     w->ckpt_last = k;
+    pthread_mutex_lock(&w->mu);
+    w->ckpt_busy = false;
+    w->ckpt_paused_ns += comm_now_ns() - t0;
+    pthread_mutex_unlock(&w->mu);
 }
 
 static void *compute_main(void *arg)

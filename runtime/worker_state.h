@@ -152,6 +152,11 @@ typedef struct worker {
                                 * elsewhere; NULL without checkpoints */
     bool quiescing;            /* under mu */
     pthread_cond_t quiesce_cv;
+    /* Under mu: a checkpoint is being taken, and the time all checkpoints took so far. A
+     * wait for a dependency does not time out during a checkpoint, and its bound is extended
+     * by the checkpoints' time: writing the files may take longer than timeout_ms. */
+    bool ckpt_busy;
+    int64_t ckpt_paused_ns;
 
     /* rank 0's report state (compute thread only) */
     FILE *csv;
@@ -165,9 +170,9 @@ typedef struct {
 } wk_arg_t;
 
 /* Every rank's line of text, gathered through the coordinator (one broadcast per rank, ids
- * id0 .. id0 + world - 1): world malloc'ed strings in a malloc'ed array. A failure ends the
+ * id0 .. id0 + world - 1, each waited for up to timeout_ms): world malloc'ed strings in a malloc'ed array. A failure ends the
  * job (coord_client_fail). The calling thread owns the coordinator client meanwhile. */
-char **worker_allgather(worker_t *w, int64_t id0, const char *line);
+char **worker_allgather(worker_t *w, int64_t id0, const char *line, int timeout_ms);
 void worker_allgather_free(worker_t *w, char **tab);
 
 /* The header of this rank's checkpoint file of iteration k (runtime/job_checkpoint.h):
