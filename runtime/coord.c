@@ -185,6 +185,10 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
     case MSG_BYE:
         if (!st->bye) s->n_bye++;
         st->bye = 1;
+        /* acknowledged, so the rank knows its goodbye arrived before it exits (unsent
+         * messages die with a process) and does not count as dead when it closes */
+        ok.type = MSG_BYE;
+        comm_send_rid(s->comm, m->rid, m->rid_len, ok, NULL, 0);
         break;
     default:
         log_warn("coordinator: unexpected %s from rank %d: dropped",
@@ -467,8 +471,19 @@ void coord_client_destroy(coord_client_t **cp)
             coord_client_fail(c, "final barrier timed out");
     atomic_store(&c->stop, 1);
     pthread_join(c->thread, NULL);
-    comm_send(c->hb, 0, (msg_header_t){.type = MSG_BYE, .layer = -1, .iteration = -1}, NULL, 0,
-              NULL);
+    /* goodbye until acknowledged (a few tries, 1.5 s at most): a process that exits with
+     * its goodbye unsent would be taken for a dead rank once its connection closes */
+    comm_match_t bye = COMM_MATCH_ANY;
+    bye.type = MSG_BYE;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        comm_send(c->hb, 0, (msg_header_t){.type = MSG_BYE, .layer = -1, .iteration = -1}, NULL,
+                  0, NULL);
+        comm_msg_t m;
+        if (comm_recv(c->hb, &bye, &m, 500) == 1) {
+            comm_msg_close(&m);
+            break;
+        }
+    }
     comm_destroy(&c->main);
     comm_destroy(&c->hb);
     if (c->table)
