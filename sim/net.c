@@ -281,10 +281,9 @@ static void heap_push(net_t *n, int64_t *hn, double share, int r)
     n->heap[i] = e;
 }
 
-static rheap_t heap_pop(net_t *n, int64_t *hn)
+/* Put `last` at the place of heap entry i (whose subtrees are heaps) and move it down. */
+static void heap_sift_down(net_t *n, int64_t *hn, int64_t i, rheap_t last)
 {
-    rheap_t top = n->heap[0], last = n->heap[--(*hn)];
-    int64_t i = 0;
     for (;;) {
         int64_t l = 2 * i + 1;
         if (l >= *hn) break;
@@ -300,7 +299,20 @@ static rheap_t heap_pop(net_t *n, int64_t *hn)
         i = m;
     }
     if (*hn > 0) n->heap[i] = last;
+}
+
+static rheap_t heap_pop(net_t *n, int64_t *hn)
+{
+    rheap_t top = n->heap[0], last = n->heap[--(*hn)];
+    heap_sift_down(n, hn, 0, last);
     return top;
+}
+
+/* Make heap[0..hn) a heap in O(hn): the order on (share, resource) is total, so it pops as
+ * one built by pushes would. */
+static void heap_build(net_t *n, int64_t hn)
+{
+    for (int64_t i = hn / 2 - 1; i >= 0; i--) heap_sift_down(n, &hn, i, n->heap[i]);
 }
 
 /* The fair share resource r would give each of its unfrozen flows; INFINITY when none
@@ -783,8 +795,9 @@ void net_recompute(net_t *n, int64_t now)
     int64_t hn = 0;
     for (int k = 0; k < nt; k++) {
         double s = share_of(n, n->touched[k]);
-        if (s < INFINITY) heap_push(n, &hn, s, n->touched[k]);
+        if (s < INFINITY) n->heap[hn++] = (rheap_t){s, n->touched[k]};
     }
+    heap_build(n, hn);
     int core = 2 * N + 2;
     for (int side = 0; side < 2; side++) {
         n->in_level[2 * N + side] = 0;
