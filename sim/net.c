@@ -23,12 +23,17 @@ typedef struct {
     int nset;
     int *set;        /* owned; room for ex_room(nset): multi: the nodes it excludes; fan: its
                         leaves */
-    double rem;      /* bytes left per flow at n->last_ns, less the pending steps */
-    double rate;     /* bytes/s per flow */
+    double rem;      /* bytes left per flow at t0_ns */
+    double rate;     /* bytes/s per flow, since t0_ns (0: not computed yet) */
+    int64_t t0_ns;   /* when its rate last changed: an entity whose rate a computation
+                        leaves as it was is not touched again (rem, fin_ns stay) */
     int64_t fin_ns;
+} ent_t;
+/* What only the finish callback reads, in an array beside the entities. */
+typedef struct {
     int64_t bytes;
     int64_t tag;
-} ent_t;
+} ent_cold_t;
 /* the passes over every entity stream one cache line per entity */
 _Static_assert(sizeof(ent_t) <= 64, "entity larger than a cache line");
 
@@ -60,6 +65,7 @@ struct net {
     int whole;       /* multis are never split (net_set_whole) */
     double nic_Bps, core_Bps;
     ent_t *f;
+    ent_cold_t *cold; /* [cap], entity i's in cold[i] */
     int64_t n, cap;
     int64_t last_ns;
     int dirty;
@@ -112,11 +118,6 @@ struct net {
     int64_t core_cnt;
     double core_used;
     int64_t left;
-    /* time steps (s) that every entity still has to drain, in order: applied lazily by the
-     * next recomputation's first pass over the entities instead of one pass per step
-     * (entities added since a step have rate 0, so applying it to them changes nothing) */
-    double *pend_dt;
-    int npend, cap_pend;
 };
 
 static int leaf_side(const ent_t *e) { return hub_sends(e) ? 1 : 0; }
@@ -182,42 +183,37 @@ void net_destroy(net_t **np)
     free(n->mark2);
     free(n->leafbuf);
     free(n->heap);
-    free(n->pend_dt);
+    free(n->cold);
     free(n);
     *np = NULL;
 }
 
-/* Move the network's time to now; the entities drain at their current rates when the
- * pending steps are applied (drain_pending). */
+/* Move the network's time to now. Entities drain lazily: each keeps its remaining bytes at
+ * the instant its rate last changed (rem_now). */
 static void advance(net_t *n, int64_t now)
 {
     ASSERT(now >= n->last_ns, "network time going back: %lld < %lld", (long long)now,
            (long long)n->last_ns);
-    if (now == n->last_ns) return;
-    if (n->npend == n->cap_pend) {
-        n->cap_pend = n->cap_pend ? 2 * n->cap_pend : 4;
-        n->pend_dt = xrealloc(n->pend_dt, (size_t)n->cap_pend * sizeof *n->pend_dt);
-    }
-    n->pend_dt[n->npend++] = (double)(now - n->last_ns) * 1e-9;
     n->last_ns = now;
 }
 
-/* Drain entity e by the pending steps, one after the other. */
-static inline void drain_pending(const net_t *n, ent_t *e)
+static void grow_ents(net_t *n)
 {
-    for (int k = 0; k < n->npend; k++) {
-        e->rem -= e->rate * n->pend_dt[k];
-        if (e->rem < 0) e->rem = 0;
-    }
+    if (n->n < n->cap) return;
+    n->cap = n->cap ? 2 * n->cap : 1024;
+    n->f = xrealloc(n->f, (size_t)n->cap * sizeof *n->f);
+    n->cold = xrealloc(n->cold, (size_t)n->cap * sizeof *n->cold);
 }
 
-static void push_ent(net_t *n, int64_t now, ent_t e)
+static void push_ent(net_t *n, int64_t now, ent_t e, int64_t bytes, int64_t tag)
 {
     advance(n, now);
-    if (n->n == n->cap) {
-        n->cap = n->cap ? 2 * n->cap : 1024;
-        n->f = xrealloc(n->f, (size_t)n->cap * sizeof *n->f);
-    }
+    grow_ents(n);
+    e.rem = (double)bytes;
+    e.rate = 0;
+    e.t0_ns = now;
+    e.fin_ns = INT64_MAX;
+    n->cold[n->n] = (ent_cold_t){bytes, tag};
     n->f[n->n++] = e;
     n->dirty = 1;
 }
@@ -227,8 +223,7 @@ void net_add(net_t *n, int64_t now, int src, int dst, int64_t bytes, int64_t tag
     ASSERT(src >= 0 && src < n->nodes && dst >= 0 && dst < n->nodes && src != dst,
            "flow %d -> %d", src, dst);
     ASSERT(bytes > 0, "empty flow");
-    push_ent(n, now,
-             (ent_t){src, dst, 1, 0, NULL, (double)bytes, 0, INT64_MAX, bytes, tag});
+    push_ent(n, now, (ent_t){.src = src, .dst = dst, .mult = 1}, bytes, tag);
 }
 
 void net_add_bcast(net_t *n, int64_t now, int src, int64_t bytes, int64_t tag)
@@ -236,9 +231,8 @@ void net_add_bcast(net_t *n, int64_t now, int src, int64_t bytes, int64_t tag)
     ASSERT(src >= 0 && src < n->nodes && n->nodes >= 2, "broadcast from %d of %d", src,
            n->nodes);
     ASSERT(bytes > 0, "empty broadcast");
-    push_ent(n, now,
-             (ent_t){src, NET_DST_ALL, n->nodes - 1, 0, NULL, (double)bytes, 0,
-                     INT64_MAX, bytes, tag});
+    push_ent(n, now, (ent_t){.src = src, .dst = NET_DST_ALL, .mult = n->nodes - 1}, bytes,
+             tag);
 }
 
 void net_add_gather(net_t *n, int64_t now, int dst, int64_t bytes, int64_t tag, const int *ex,
@@ -256,8 +250,9 @@ void net_add_gather(net_t *n, int64_t now, int dst, int64_t bytes, int64_t tag, 
         }
     }
     push_ent(n, now,
-             (ent_t){NET_SRC_ALL, dst, n->nodes - 1 - nex, nex, cp, (double)bytes,
-                     0, INT64_MAX, bytes, tag});
+             (ent_t){.src = NET_SRC_ALL, .dst = dst, .mult = n->nodes - 1 - nex, .nset = nex,
+                     .set = cp},
+             bytes, tag);
 }
 
 void net_set_whole(net_t *n, int whole) { n->whole = whole != 0; }
@@ -286,10 +281,9 @@ static void heap_push(net_t *n, int64_t *hn, double share, int r)
     n->heap[i] = e;
 }
 
-static rheap_t heap_pop(net_t *n, int64_t *hn)
+/* Put `last` at the place of heap entry i (whose subtrees are heaps) and move it down. */
+static void heap_sift_down(net_t *n, int64_t *hn, int64_t i, rheap_t last)
 {
-    rheap_t top = n->heap[0], last = n->heap[--(*hn)];
-    int64_t i = 0;
     for (;;) {
         int64_t l = 2 * i + 1;
         if (l >= *hn) break;
@@ -305,7 +299,20 @@ static rheap_t heap_pop(net_t *n, int64_t *hn)
         i = m;
     }
     if (*hn > 0) n->heap[i] = last;
+}
+
+static rheap_t heap_pop(net_t *n, int64_t *hn)
+{
+    rheap_t top = n->heap[0], last = n->heap[--(*hn)];
+    heap_sift_down(n, hn, 0, last);
     return top;
+}
+
+/* Make heap[0..hn) a heap in O(hn): the order on (share, resource) is total, so it pops as
+ * one built by pushes would. */
+static void heap_build(net_t *n, int64_t hn)
+{
+    for (int64_t i = hn / 2 - 1; i >= 0; i--) heap_sift_down(n, &hn, i, n->heap[i]);
 }
 
 /* The fair share resource r would give each of its unfrozen flows; INFINITY when none
@@ -331,13 +338,42 @@ static double share_of(const net_t *n, int r)
     return (rem > 0 ? rem : 0) / (double)c;
 }
 
+/* llround(x) for 0 <= x < 2^62, without the library call (a tenth of a recomputation went
+ * there): x - trunc(x) is exact, so halves round up exactly as llround rounds them. */
+static inline int64_t round_ns(double x)
+{
+    if (!(x < 4.6e18)) return llround(x);
+    int64_t i = (int64_t)x;
+    return x - (double)i >= 0.5 ? i + 1 : i;
+}
+
+/* Give entity e its rate x at this computation (time n->last_ns). Where x is the rate it
+ * had, nothing changes: its remaining bytes and finish time stay as computed when that rate
+ * was set (so they carry no rounding from the events in between). Otherwise its bytes are
+ * drained to now at the old rate and its finish time follows from the new one. */
+static inline void set_rate(net_t *n, ent_t *e, double x)
+{
+    if (x != e->rate) {
+        ASSERT(x > 0, "flow %d -> %d got no bandwidth", e->src, e->dst);
+        if (e->rate > 0) {
+            e->rem -= e->rate * ((double)(n->last_ns - e->t0_ns) * 1e-9);
+            if (e->rem < 0) e->rem = 0;
+        }
+        e->t0_ns = n->last_ns;
+        e->rate = x;
+        int64_t d = round_ns(e->rem / x * 1e9);
+        e->fin_ns = n->last_ns + (d > 0 ? d : 0);
+    }
+    if (e->fin_ns < n->next_ns) n->next_ns = e->fin_ns;
+}
+
 static void freeze(net_t *n, int64_t i, double x)
 {
     int N = n->nodes;
     ent_t *e = &n->f[i];
     n->frozen[i] = 1;
     n->left--;
-    e->rate = x;
+    set_rate(n, e, x);
     if (is_single(e)) {
         n->cnt[e->src]--;
         n->used[e->src] += x;
@@ -400,7 +436,7 @@ static void freeze_list(net_t *n, int r, double x)
         ent_t *e = &n->f[j];
         n->frozen[j] = 1;
         nf++;
-        e->rate = x;
+        set_rate(n, e, x);
         int other = l->other;
         cr--;
         ur += x;
@@ -452,10 +488,7 @@ static void set_reserve(int **set, int nset, int add)
 static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int rising)
 {
     int N = n->nodes;
-    if (n->n == n->cap) {
-        n->cap *= 2;
-        n->f = xrealloc(n->f, (size_t)n->cap * sizeof *n->f);
-    }
+    grow_ents(n);
     grow_ent_scratch(n);
     ent_t *g = &n->f[i];
     ASSERT(k >= 1 && k < g->mult, "splitting %d of the %d flows at node %d", k, g->mult,
@@ -476,7 +509,8 @@ static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int risi
     }
     g->mult -= k;
     int hub = hub_node(g), sends = hub_sends(g);
-    ent_t e = {.mult = k, .rem = g->rem, .fin_ns = INT64_MAX, .bytes = g->bytes, .tag = g->tag};
+    /* the same state as i's: remaining bytes, rate (until this computation sets it) */
+    ent_t e = {.mult = k, .rem = g->rem, .rate = g->rate, .t0_ns = g->t0_ns, .fin_ns = g->fin_ns};
     if (k == 1) {
         e.src = sends ? hub : leaves[0];
         e.dst = sends ? leaves[0] : hub;
@@ -489,6 +523,7 @@ static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int risi
     }
     int64_t j = n->n++;
     n->f[j] = e;
+    n->cold[j] = n->cold[i];
     n->frozen[j] = 0;
     n->seen[j] = 0;
     n->left++;
@@ -642,25 +677,13 @@ static inline void touch_res(net_t *n, int r)
     if (!n->mark[r]) touch_res_first(n, r);
 }
 
-/* llround(x) for 0 <= x < 2^62, without the library call (a tenth of a recomputation went
- * there): x - trunc(x) is exact, so halves round up exactly as llround rounds them. */
-static inline int64_t round_ns(double x)
-{
-    if (!(x < 4.6e18)) return llround(x);
-    int64_t i = (int64_t)x;
-    return x - (double)i >= 0.5 ? i + 1 : i;
-}
-
 void net_recompute(net_t *n, int64_t now)
 {
     advance(n, now);
     n->dirty = 0;
     n->recomputes++;
     n->next_ns = INT64_MAX;
-    if (n->n == 0) {
-        n->npend = 0;
-        return;
-    }
+    if (n->n == 0) return;
     int N = n->nodes;
     grow_ent_scratch(n);
     /* Loads of the touched resources, and the lists of entities per resource: single flows
@@ -673,8 +696,7 @@ void net_recompute(net_t *n, int64_t now)
     n->core_cnt = 0;
     n->core_used = 0;
     for (int64_t i = 0; i < n->n; i++) {
-        ent_t *e = &n->f[i];
-        drain_pending(n, e);
+        const ent_t *e = &n->f[i];
         if (is_single(e)) {
             touch_res(n, e->src);
             n->cnt[e->src]++;
@@ -710,7 +732,6 @@ void net_recompute(net_t *n, int64_t now)
         n->core_cnt += e->mult;
         n->seen[i] = 0;
     }
-    n->npend = 0;
     n->nov = 0;
     n->levels = 0;
     int nt = n->ntouched;
@@ -774,8 +795,9 @@ void net_recompute(net_t *n, int64_t now)
     int64_t hn = 0;
     for (int k = 0; k < nt; k++) {
         double s = share_of(n, n->touched[k]);
-        if (s < INFINITY) heap_push(n, &hn, s, n->touched[k]);
+        if (s < INFINITY) n->heap[hn++] = (rheap_t){s, n->touched[k]};
     }
+    heap_build(n, hn);
     int core = 2 * N + 2;
     for (int side = 0; side < 2; side++) {
         n->in_level[2 * N + side] = 0;
@@ -807,13 +829,8 @@ void net_recompute(net_t *n, int64_t now)
         freeze_level(n, nl, share);
     }
     for (int k = 0; k < nt; k++) n->mark[n->touched[k]] = 0;
-    for (int64_t i = 0; i < n->n; i++) {
-        ent_t *f = &n->f[i];
-        ASSERT(f->rate > 0, "flow %d -> %d got no bandwidth", f->src, f->dst);
-        int64_t d = round_ns(f->rem / f->rate * 1e9);
-        f->fin_ns = now + (d > 0 ? d : 0);
-        if (f->fin_ns < n->next_ns) n->next_ns = f->fin_ns;
-    }
+    /* every entity froze, so set_rate gave each its finish time and next_ns their minimum */
+    ASSERT(n->left == 0, "%lld entities got no rate", (long long)n->left);
 }
 
 int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
@@ -824,21 +841,22 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
     int64_t w = 0;
     for (int64_t i = 0; i < n->n; i++) {
         const ent_t *e = &n->f[i];
+        const ent_cold_t *c = &n->cold[i];
         if (e->fin_ns <= now) {
             if (is_fan(e)) {
                 /* its flows finish as the single flows they were split off as */
                 for (int k = 0; k < e->nset; k++) {
                     int leaf = e->set[k];
-                    fn(arg, e->tag, hub_sends(e) ? e->src : leaf, hub_sends(e) ? leaf : e->dst,
-                       e->bytes, NULL, 0);
+                    fn(arg, c->tag, hub_sends(e) ? e->src : leaf, hub_sends(e) ? leaf : e->dst,
+                       c->bytes, NULL, 0);
                 }
             } else {
-                fn(arg, e->tag, e->src, e->dst, e->bytes, e->set, e->nset);
+                fn(arg, c->tag, e->src, e->dst, c->bytes, e->set, e->nset);
             }
             free(e->set);
             done++;
         } else {
-            if (w != i) n->f[w] = n->f[i];
+            if (w != i) n->f[w] = n->f[i], n->cold[w] = n->cold[i];
             w++;
         }
     }
