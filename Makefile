@@ -68,9 +68,13 @@ $(BUILD)/gen/onnx.pb-c.o: $(BUILD)/gen/onnx.pb-c.c
 $(patsubst %.c,$(BUILD)/%.o,$(ONNX_SRC)): CPPFLAGS += -I$(BUILD)/gen
 $(patsubst %.c,$(BUILD)/%.o,$(ONNX_SRC)): | $(BUILD)/gen/onnx.pb-c.h
 
+# sm_90 (H100/H200) machine code plus PTX, which the driver compiles for any newer GPU;
+# CUDA_ARCH=... overrides (e.g. "-arch=native").
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -I. -Icore -DPOSEIDON_HAVE_CUDA=1 -Xcompiler -fPIC -c -o $@ $<
+	$(NVCC) -O2 $(CUDA_ARCH) -I. -Icore -DPOSEIDON_HAVE_CUDA=1 -Xcompiler -fPIC,-Wall,-Werror \
+	    -MMD -MP -c -o $@ $<
 
 deps:
 	@scripts/deps.sh --install

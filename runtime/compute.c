@@ -17,6 +17,7 @@
 /* The CUDA backend's entry points, exported as plain C by compute_cuda.cu. */
 typedef struct {
     const compute_ops_t *ops;
+    const compute_layer_ops_t *layers;
     int (*device_count)(char *why, size_t whylen);
     void *(*ctx_new)(void);
     char why[PATH_MAX + 512]; /* why it could not be loaded; empty when loaded */
@@ -46,8 +47,9 @@ static void cuda_load(void)
     }
     if (access(path, F_OK) != 0) {
         snprintf(s_cuda.why, sizeof s_cuda.why,
-                 "this build has no CUDA backend (%.*s: not built; nvcc was not found)", PATH_MAX,
-                 path);
+                 "this build has no CUDA backend (%.*s: not built; nvcc was not found): "
+                 "install the CUDA toolkit and rebuild with make CUDA=1, or run with --device cpu",
+                 PATH_MAX, path);
         return;
     }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -56,9 +58,10 @@ static void cuda_load(void)
         return;
     }
     s_cuda.ops = dlsym(h, "compute_cuda_ops");
+    s_cuda.layers = dlsym(h, "compute_cuda_layer_ops");
     *(void **)&s_cuda.device_count = dlsym(h, "compute_cuda_device_count");
     *(void **)&s_cuda.ctx_new = dlsym(h, "compute_cuda_ctx_new");
-    if (!s_cuda.ops || !s_cuda.device_count || !s_cuda.ctx_new) {
+    if (!s_cuda.ops || !s_cuda.layers || !s_cuda.device_count || !s_cuda.ctx_new) {
         snprintf(s_cuda.why, sizeof s_cuda.why, "%.*s: not a CUDA backend of this build",
                  PATH_MAX, path);
         s_cuda.ops = NULL;
@@ -97,9 +100,11 @@ compute_t *compute_new(compute_kind_t kind, int threads, char *err, size_t errle
     c->kind = kind;
     if (kind == COMPUTE_CPU) {
         c->ops = &compute_cpu_ops;
+        c->layers = &compute_cpu_layer_ops;
         c->ctx = compute_cpu_ctx_new(threads);
     } else {
         c->ops = s_cuda.ops;
+        c->layers = s_cuda.layers;
         c->ctx = s_cuda.ctx_new();
     }
     return c;

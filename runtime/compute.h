@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/kernels_elementwise.h"
+
 typedef enum { COMPUTE_CPU, COMPUTE_CUDA } compute_kind_t;
 
 /* The primitives a backend implements; ctx is the backend's own state. */
@@ -47,11 +49,97 @@ typedef struct {
                        float *w, const float *g, float *h);
 } compute_ops_t;
 
+/* The layers' operations beyond BLAS, on the backend's buffers, so that a network runs with
+ * every buffer on the device and no per-layer trip through host memory. Shapes are plain
+ * numbers; "planes" are the batch x channels images of h x w pixels (NCHW). Functions named
+ * *_add and every backward ADD into their output; the rest overwrite. The CPU backend
+ * (compute_cpu_layers.c) and the CUDA backend (compute_cuda_layers.cu) both compute each
+ * element with the bodies of kernels_elementwise.h. Integer buffers (argmax, labels) are
+ * backend memory too (compute_alloc() bytes). */
+typedef struct {
+    void (*fill)(void *ctx, int64_t n, float v, float *x); /* x[i] = v */
+    /* rows x count floats: dst[r*dst_stride + j] = src[r*src_stride + j] (a src_stride of 0
+     * repeats one row); add_rows adds instead */
+    void (*copy_rows)(void *ctx, int64_t rows, int64_t count, float *dst, int64_t dst_stride,
+                      const float *src, int64_t src_stride);
+    void (*add_rows)(void *ctx, int64_t rows, int64_t count, float *dst, int64_t dst_stride,
+                     const float *src, int64_t src_stride);
+    /* y[j] = sum over r < rows of x[r*stride + j], j < m, added in row order from 0 */
+    void (*sum_rows)(void *ctx, int64_t rows, int64_t m, const float *x, int64_t stride,
+                     float *y);
+    /* y (batch, c, p) += b[channel] */
+    void (*bias_planes)(void *ctx, int batch, int c, int64_t p, const float *b, float *y);
+    /* db[ch] += the sum of dy over the p pixels of channel ch, sample by sample */
+    void (*bias_planes_grad)(void *ctx, int batch, int c, int64_t p, const float *dy,
+                             float *db);
+    void (*relu)(void *ctx, int64_t n, const float *x, float *y);
+    void (*relu_grad_add)(void *ctx, int64_t n, const float *x, const float *dy, float *dx);
+    void (*mul)(void *ctx, int64_t n, const float *x, const float *m, float *y); /* y = x*m */
+    void (*mul_add)(void *ctx, int64_t n, const float *x, const float *m, float *y);
+    void (*add)(void *ctx, int64_t n, const float *x, float *y); /* y += x */
+    /* planes x (h, w) -> planes x (oh, ow); max pooling records the input index of each
+     * maximum in argmax (ints, -1 for an empty window) */
+    void (*pool_forward)(void *ctx, const ke_window_t *k, int64_t planes, bool avg,
+                         const float *x, float *y, int *argmax);
+    void (*pool_backward)(void *ctx, const ke_window_t *k, int64_t planes, bool avg,
+                          const float *dy, const int *argmax, float *dx);
+    /* LRN across channels of (batch, c, p); keeps scale for the backward; scratch: c*p */
+    void (*lrn_forward)(void *ctx, int batch, int c, int64_t p, int size, double alpha,
+                        double beta, double k, const float *x, float *scale, float *y);
+    void (*lrn_backward)(void *ctx, int batch, int c, int64_t p, int size, double alpha,
+                         double beta, const float *x, const float *scale, const float *y,
+                         const float *dy, float *scratch, float *dx);
+    /* batch norm per channel of (batch, c, p): training uses the batch's statistics (kept in
+     * mean/invstd, running averages updated), evaluation the running ones; shift may be NULL */
+    void (*bn_forward)(void *ctx, int batch, int c, int64_t p, bool train, double eps,
+                       float momentum, const float *x, const float *g, const float *shift,
+                       float *run_mean, float *run_var, float *mean, float *invstd,
+                       float *xhat, float *y);
+    /* dg (and db unless NULL) overwritten; dx (unless NULL) added to */
+    void (*bn_backward)(void *ctx, int batch, int c, int64_t p, bool train, double eps,
+                        const float *g, const float *run_var, const float *invstd,
+                        const float *xhat, const float *dy, float *dg, float *db, float *dx);
+    /* per row of k classes: prob = softmax(x); returns the sum of -log prob[label] over rows
+     * with a label >= 0 (labels: ints, already checked to be < k) */
+    double (*softmax_xent_forward)(void *ctx, int64_t rows, int k, const float *x,
+                                   const int *labels, float *prob);
+    void (*softmax_xent_backward)(void *ctx, int64_t rows, int k, const float *prob,
+                                  const int *labels, float scale, float *dx);
+    /* attention: rows of s scores, row r is position r % s (causal: sees j <= r % s) */
+    void (*softmax_rows)(void *ctx, int64_t rows, int s, bool causal, float *p);
+    void (*dsoftmax_rows)(void *ctx, int64_t rows, int s, const float *p, float *d);
+    /* out (tokens, dim) = rows ids[t] of w (vocab, dim); ids are floats holding integers;
+     * returns the number of ids outside [0, vocab) (their rows are left as they were) */
+    int64_t (*embed_forward)(void *ctx, int64_t tokens, const float *ids, const float *w,
+                             int vocab, int dim, float *out);
+    void (*embed_backward)(void *ctx, int64_t tokens, const float *ids, const float *dout,
+                           int dim, float *dw); /* dw += scattered rows */
+    /* per sample: y (cols, rows) = x (rows, cols) transposed; with add, y += */
+    void (*transpose)(void *ctx, int batch, int rows, int cols, const float *x, float *y,
+                      bool add);
+    void (*layernorm_forward)(void *ctx, int64_t tokens, int dim, double eps, const float *x,
+                              const float *g, const float *b, float *out, float *xhat,
+                              float *invstd);
+    /* dg, db overwritten; dx (unless NULL) added to */
+    void (*layernorm_backward)(void *ctx, int64_t tokens, int dim, const float *dout,
+                               const float *g, const float *xhat, const float *invstd,
+                               float *dg, float *db, float *dx);
+    void (*gelu_forward)(void *ctx, int64_t n, bool tanh_approx, const float *x, float *y);
+    void (*gelu_backward)(void *ctx, int64_t n, bool tanh_approx, const float *x,
+                          const float *dy, float *dx);
+    void (*tanh_forward)(void *ctx, int64_t n, const float *x, float *y);
+    void (*tanh_backward)(void *ctx, int64_t n, const float *y, const float *dy, float *dx);
+} compute_layer_ops_t;
+
 typedef struct {
     compute_kind_t kind;
     const compute_ops_t *ops;
+    const compute_layer_ops_t *layers;
     void *ctx;
 } compute_t;
+
+/* Whether the backend's buffers are host memory (the CPU backend's). */
+static inline bool compute_is_host(const compute_t *c) { return c->kind == COMPUTE_CPU; }
 
 /* "cpu" or "cuda" -> kind; returns 0, or -1 for another string. */
 int compute_kind_parse(const char *s, compute_kind_t *kind);
@@ -83,6 +171,7 @@ static inline void compute_sgemm(compute_t *c, bool ta, bool tb, int m, int n, i
 /* The CPU backend's entry points; only compute.c refers to them (and to the CUDA ones,
  * which it declares itself). */
 extern const compute_ops_t compute_cpu_ops;
+extern const compute_layer_ops_t compute_cpu_layer_ops;
 void *compute_cpu_ctx_new(int threads);
 
 #endif

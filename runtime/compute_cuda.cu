@@ -1,60 +1,53 @@
 /* compute_cuda: the GPU backend: GEMM and level-1 BLAS on cuBLAS, im2col, col2im and the SGD
- * update as CUDA kernels (one launch each). Exports plain C; compute.c is the only caller.
+ * update as CUDA kernels (one launch each), memory, and the messages that say why a GPU
+ * cannot be used. Exports plain C; compute.c is the only caller. The layer kernels are in
+ * compute_cuda_layers.cu; the checks and the context in compute_cuda.h.
  *
- * Every CUDA runtime call goes through CUDA_CHECK and every cuBLAS call through CUBLAS_CHECK:
- * on failure they print file:line, the library's message and a hint, then exit 1. Row-major
- * products are computed as the column-major product of the transposes: C^T = B^T A^T.
+ * Row-major products are computed as the column-major product of the transposes:
+ * C^T = B^T A^T.
  */
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-extern "C" {
-#include "runtime/compute.h"
-}
+#include "runtime/compute_cuda.h"
 
-#define CUDA_CHECK(call)                                                                   \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr,                                                                \
-                    "%s:%d: CUDA error: %s (%s)\n  hint: check nvidia-smi, the driver "    \
-                    "version and CUDA_VISIBLE_DEVICES; use --device cpu to run without a " \
-                    "GPU\n",                                                               \
-                    __FILE__, __LINE__, cudaGetErrorString(e_), #call);                    \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-#define CUBLAS_CHECK(call)                                                                 \
-    do {                                                                                   \
-        cublasStatus_t s_ = (call);                                                        \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
-            fprintf(stderr,                                                                \
-                    "%s:%d: cuBLAS error %d (%s)\n  hint: a bad leading dimension or an "  \
-                    "out-of-memory device; rerun with CUDA_LAUNCH_BLOCKING=1\n",           \
-                    __FILE__, __LINE__, (int)s_, #call);                                   \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-typedef struct {
-    cublasHandle_t blas;
-} cuda_ctx_t;
-
+/* Why no GPU can be used, as one line naming the remedy: no driver, a driver older than the
+ * runtime this backend was built with, or no device. Returns the number of devices. */
 extern "C" int compute_cuda_device_count(char *why, size_t whylen)
 {
-    int n = 0;
+    int n = 0, driver = 0, runtime = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        if (why && whylen) snprintf(why, whylen, "no CUDA device: %s", cudaGetErrorString(e));
-        cudaGetLastError(); /* clear the sticky error for later calls */
-        return 0;
-    }
-    if (n == 0 && why && whylen) snprintf(why, whylen, "no CUDA device: the driver sees none");
-    return n;
+    if (e == cudaSuccess && n > 0) return n;
+    cudaGetLastError(); /* clear the error for later calls */
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    if (!why || !whylen) return 0;
+    if (driver == 0)
+        snprintf(why, whylen,
+                 "no NVIDIA driver on this machine (%s): install the NVIDIA driver, or run "
+                 "with --device cpu", cudaGetErrorString(e));
+    else if (e == cudaErrorInsufficientDriver || driver < runtime)
+        snprintf(why, whylen,
+                 "the NVIDIA driver supports CUDA %d.%d but this build's runtime is CUDA %d.%d: "
+                 "update the driver, or rebuild with an older toolkit (make NVCC=...)",
+                 driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+    else
+        snprintf(why, whylen,
+                 "no CUDA device: %s (CUDA_VISIBLE_DEVICES=%s): check nvidia-smi, or run with "
+                 "--device cpu", e == cudaSuccess ? "the driver sees none" : cudaGetErrorString(e),
+                 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
+    return 0;
+}
+
+/* The device: LOCAL_RANK (set by torchrun, mpirun wrappers and Slurm setups that start one
+ * process per GPU) modulo the visible devices, else 0. CUDA_VISIBLE_DEVICES, applied by the
+ * runtime, already narrows what is visible. */
+static int choose_device(void)
+{
+    int n = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&n));
+    const char *lr = getenv("LOCAL_RANK");
+    int r = lr && *lr ? atoi(lr) : 0;
+    return n > 0 && r > 0 ? r % n : 0;
 }
 
 extern "C" void *compute_cuda_ctx_new(void)
@@ -64,61 +57,116 @@ extern "C" void *compute_cuda_ctx_new(void)
         fprintf(stderr, "poseidon: out of memory\n");
         exit(1);
     }
-    CUDA_CHECK(cudaSetDevice(0));
+    c->device = choose_device();
+    CUDA_CHECK(cudaSetDevice(c->device));
+    CUDA_CHECK(cudaStreamCreate(&c->stream));
     CUBLAS_CHECK(cublasCreate(&c->blas));
+    CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     return c;
+}
+
+/* The device's name and the runtime's version, for profiles and logs. */
+extern "C" void compute_cuda_describe(void *ctx, char *out, size_t outlen)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    cudaDeviceProp p;
+    int runtime = 0, driver = 0;
+    CUDA_CHECK(cudaGetDeviceProperties(&p, c->device));
+    CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    CUDA_CHECK(cudaDriverGetVersion(&driver));
+    snprintf(out, outlen, "%s (device %d, sm_%d%d, %.1f GiB, CUDA runtime %d.%d, driver %d.%d)",
+             p.name, c->device, p.major, p.minor, p.totalGlobalMem / 1073741824.0,
+             runtime / 1000, runtime % 1000 / 10, driver / 1000, driver % 1000 / 10);
 }
 
 static void cu_destroy(void *ctx)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
     CUBLAS_CHECK(cublasDestroy(c->blas));
+    if (c->scratch) CUDA_CHECK(cudaFree(c->scratch));
+    if (c->host_rows) CUDA_CHECK(cudaFreeHost(c->host_rows));
+    CUDA_CHECK(cudaStreamDestroy(c->stream));
     free(c);
+}
+
+void *cuda_alloc_or_die(size_t bytes)
+{
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation) {
+        size_t free_b = 0, total_b = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&free_b, &total_b);
+        fprintf(stderr,
+                "poseidon: out of GPU memory: %.1f MiB more were asked for, %.1f of %.1f MiB "
+                "are free: lower --batch (activations grow with it), or use a GPU with more "
+                "memory\n",
+                bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0);
+        exit(1);
+    }
+    CUDA_CHECK(e);
+    return p;
+}
+
+void *cuda_scratch(cuda_ctx_t *c, size_t bytes)
+{
+    if (bytes > c->scratch_bytes) {
+        if (c->scratch) CUDA_CHECK(cudaFree(c->scratch));
+        c->scratch = cuda_alloc_or_die(bytes);
+        c->scratch_bytes = bytes;
+    }
+    return c->scratch;
 }
 
 static void *cu_alloc(void *ctx, size_t bytes)
 {
-    (void)ctx;
-    void *p = NULL;
-    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
-    CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    void *p = cuda_alloc_or_die(bytes);
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, c->stream));
     return p;
 }
 
 static void cu_release(void *ctx, void *p)
 {
-    (void)ctx;
-    if (p) CUDA_CHECK(cudaFree(p));
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    if (!p) return;
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    CUDA_CHECK(cudaFree(p));
 }
 
+/* Uploads from pageable memory return once the source is staged, so the caller may reuse it. */
 static void cu_upload(void *ctx, void *dst, const void *src, size_t bytes)
 {
-    (void)ctx;
-    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
 }
 
 static void cu_download(void *ctx, void *dst, const void *src, size_t bytes)
 {
-    (void)ctx;
-    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
 
 static void cu_copy(void *ctx, void *dst, const void *src, size_t bytes)
 {
-    (void)ctx;
-    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    if (!bytes || dst == src) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
 }
 
 static void cu_zero(void *ctx, void *p, size_t bytes)
 {
-    (void)ctx;
-    CUDA_CHECK(cudaMemset(p, 0, bytes));
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, c->stream));
 }
 
 static void cu_sync(void *ctx)
 {
-    (void)ctx;
-    CUDA_CHECK(cudaDeviceSynchronize());
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
 
 static void cu_sgemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha,
@@ -126,6 +174,7 @@ static void cu_sgemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alp
                      int ldc)
 {
     cuda_ctx_t *cc = (cuda_ctx_t *)ctx;
+    if (m == 0 || n == 0) return;
     CUBLAS_CHECK(cublasSgemm(cc->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                              ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda,
                              &beta, c, ldc));
@@ -156,19 +205,6 @@ static void cu_sscal(void *ctx, int64_t n, float alpha, float *x)
  * atomics: col2im gathers, per image element, the column entries that read it (Caffe's
  * col2im_gpu_kernel, Jia et al. 2014), so results do not depend on scheduling. Every launch
  * is followed by CUDA_CHECK(cudaGetLastError()). */
-
-static const int s_threads = 256;
-
-static unsigned int blocks_for(int64_t n)
-{
-    int64_t b = (n + s_threads - 1) / s_threads;
-    if (b < 1) b = 1;
-    return (unsigned int)(b > 65535 ? 65535 : b);
-}
-
-#define GRID_STRIDE(i, n)                                                                  \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
-         i += (int64_t)blockDim.x * gridDim.x)
 
 __global__ void k_im2col(const float *x, int c, int h, int w, int kh, int kw, int ph, int pw,
                          int sh, int sw, int oh, int ow, float *col)
@@ -224,40 +260,36 @@ __global__ void k_sgd_update(int64_t n, float lr, float momentum, float weight_d
                              const float *g, float *h)
 {
     GRID_STRIDE(i, n)
-    {
-        float hv = momentum * h[i] + lr * (g[i] + weight_decay * w[i]);
-        h[i] = hv;
-        w[i] -= hv;
-    }
+    ke_sgd(&w[i], g[i], &h[i], lr, momentum, weight_decay);
 }
 
 static void cu_im2col(void *ctx, const float *x, int c, int h, int w, int kh, int kw, int ph,
                       int pw, int sh, int sw, int oh, int ow, float *col)
 {
-    (void)ctx;
+    cudaStream_t st = ((cuda_ctx_t *)ctx)->stream;
     int64_t n = (int64_t)c * kh * kw * oh * ow;
     if (n == 0) return;
-    k_im2col<<<blocks_for(n), s_threads>>>(x, c, h, w, kh, kw, ph, pw, sh, sw, oh, ow, col);
-    CUDA_CHECK(cudaGetLastError());
+    k_im2col<<<blocks_for(n), s_threads, 0, st>>>(x, c, h, w, kh, kw, ph, pw, sh, sw, oh, ow, col);
+    LAUNCH_CHECK();
 }
 
 static void cu_col2im(void *ctx, const float *col, int c, int h, int w, int kh, int kw, int ph,
                       int pw, int sh, int sw, int oh, int ow, float *x)
 {
-    (void)ctx;
+    cudaStream_t st = ((cuda_ctx_t *)ctx)->stream;
     int64_t n = (int64_t)c * h * w;
     if (n == 0) return;
-    k_col2im<<<blocks_for(n), s_threads>>>(col, c, h, w, kh, kw, ph, pw, sh, sw, oh, ow, x);
-    CUDA_CHECK(cudaGetLastError());
+    k_col2im<<<blocks_for(n), s_threads, 0, st>>>(col, c, h, w, kh, kw, ph, pw, sh, sw, oh, ow, x);
+    LAUNCH_CHECK();
 }
 
 static void cu_sgd_update(void *ctx, int64_t n, float lr, float momentum, float weight_decay,
                           float *w, const float *g, float *h)
 {
-    (void)ctx;
+    cudaStream_t st = ((cuda_ctx_t *)ctx)->stream;
     if (n == 0) return;
-    k_sgd_update<<<blocks_for(n), s_threads>>>(n, lr, momentum, weight_decay, w, g, h);
-    CUDA_CHECK(cudaGetLastError());
+    k_sgd_update<<<blocks_for(n), s_threads, 0, st>>>(n, lr, momentum, weight_decay, w, g, h);
+    LAUNCH_CHECK();
 }
 
 extern "C" const compute_ops_t compute_cuda_ops = {

@@ -17,7 +17,6 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "runtime/seq_layers.h"
-#include "runtime/vec.h"
 
 typedef struct {
     float *out, *dout;       /* batch x out_count */
@@ -25,7 +24,7 @@ typedef struct {
     int64_t in_count;        /* per sample, of inputs[0] */
     float *w, *b, *dw, *db;  /* into the arena; NULL when absent */
     int kh, kw, sh, sw, ph, pw; /* pool: effective window (global resolved) */
-    int *argmax;             /* max pool: batch x out_count input index (-1: none) */
+    int *argmax;             /* max pool: batch x out_count input index (-1: none); backend */
     float *aux;              /* lrn: scale; dropout: mask; bn, layernorm: xhat; attention: P */
     float *aux2;             /* layernorm: invstd per token */
     int seq, dim;            /* sequence layers: positions and features of inputs[0] */
@@ -40,11 +39,21 @@ typedef struct {
 struct nnet {
     const model_t *m;
     compute_t *c;
+    const compute_layer_ops_t *lo; /* c->layers */
     int batch;
     arena_t arena;
     lstate_t *ls;
-    int *labels;             /* batch x label_count */
+    int *labels;             /* batch x label_count, host */
     int label_count;         /* per sample: 1, or the positions of a seq_loss */
+    /* A backend whose buffers are not host memory: the caller fills host copies of the input
+     * and labels, sent to the device before the next forward (staged); dropout masks are
+     * drawn on the host (one RNG stream for both backends) and sent. */
+    bool host;               /* compute_is_host(c) */
+    float *input_host;       /* !host: batch x in_count, what nnet_input() returns */
+    int *labels_dev;         /* !host: backend copy of labels; host: labels itself */
+    bool staged;             /* input_host/labels changed since the last upload */
+    float *host_tmp;         /* !host: masks and downloads, host_tmp_count floats */
+    int64_t host_tmp_count;
     float *col;              /* conv scratch: (C*kh*kw + 1) x P, the last row for the bias */
     int64_t col_count;
     float *wext;             /* conv scratch: W|b or dW|db, O x (K+1) */
@@ -52,18 +61,11 @@ struct nnet {
     bool train, frozen, input_grad;
 };
 
-static void *host_floats(nnet_t *n, int64_t count) { return compute_alloc_floats(n->c, count); }
+static float *dev_floats(nnet_t *n, int64_t count) { return compute_alloc_floats(n->c, count); }
 
 nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char *err,
                size_t errlen)
 {
-    if (c->kind != COMPUTE_CPU) {
-        snprintf(err, errlen,
-                 "the %s backend runs GEMM, im2col and the update, but the layers' "
-                 "element-wise loops need host memory: use --device cpu",
-                 compute_kind_name(c->kind));
-        return NULL;
-    }
     if (batch < 1) {
         snprintf(err, errlen, "batch must be >= 1 (got %d)", batch);
         return NULL;
@@ -109,6 +111,8 @@ nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char 
     n->m = m;
     n->label_count = label_count;
     n->c = c;
+    n->lo = c->layers;
+    n->host = compute_is_host(c);
     n->batch = batch;
     n->train = true;
     arena_init(&n->arena, m, c);
@@ -119,8 +123,8 @@ nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char 
         lstate_t *s = &n->ls[i];
         s->in_count = i > 0 ? shape_count(m->layers[l->inputs[0]].out_shape) : 0;
         s->out_count = layer_is_loss(l) ? s->in_count : shape_count(l->out_shape);
-        s->out = host_floats(n, s->out_count * batch);
-        s->dout = host_floats(n, s->out_count * batch);
+        s->out = dev_floats(n, s->out_count * batch);
+        s->dout = dev_floats(n, s->out_count * batch);
         s->need_dx = i > 0 && !layer_is_input(&m->layers[l->inputs[0]]);
         if (i > 0) {
             shape_t is = m->layers[l->inputs[0]].out_shape;
@@ -163,23 +167,27 @@ nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char 
                 s->ph = l->pad_h, s->pw = l->pad_w;
             }
             if (l->pool == POOL_MAX)
-                s->argmax = xcalloc((size_t)(s->out_count * batch), sizeof(int));
+                s->argmax = c->ops->alloc(c->ctx, (size_t)(s->out_count * batch) * sizeof(int));
             break;
         case LAYER_LRN:
         case LAYER_DROPOUT:
             if (l->type == LAYER_LRN && s->out_count > n->col_count)
                 n->col_count = s->out_count; /* lrn backward scratch: one sample */
-            s->aux = host_floats(n, s->out_count * batch);
-            if (l->type == LAYER_DROPOUT) s->rng = rng_new(seed, 0x64726f70ULL + (uint64_t)i);
+            s->aux = dev_floats(n, s->out_count * batch);
+            if (l->type == LAYER_DROPOUT) {
+                s->rng = rng_new(seed, 0x64726f70ULL + (uint64_t)i);
+                if (s->out_count * batch > n->host_tmp_count)
+                    n->host_tmp_count = s->out_count * batch;
+            }
             break;
         case LAYER_BATCHNORM: {
             int ch = l->out_shape.c;
-            s->aux = host_floats(n, s->out_count * batch);
-            s->mean = host_floats(n, ch);
-            s->invstd = host_floats(n, ch);
+            s->aux = dev_floats(n, s->out_count * batch);
+            s->mean = dev_floats(n, ch);
+            s->invstd = dev_floats(n, ch);
             s->run_mean = n->arena.state + n->arena.state_offset[i];
             s->run_var = s->run_mean + ch;
-            for (int k = 0; k < ch; k++) s->run_var[k] = 1.0f;
+            n->lo->fill(c->ctx, ch, 1.0f, s->run_var);
             break;
         }
         case LAYER_LINEAR:
@@ -191,12 +199,12 @@ nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char 
             }
             break;
         case LAYER_LAYERNORM:
-            s->aux = host_floats(n, s->out_count * batch);
-            s->aux2 = host_floats(n, (int64_t)s->seq * batch);
+            s->aux = dev_floats(n, s->out_count * batch);
+            s->aux2 = dev_floats(n, (int64_t)s->seq * batch);
             break;
         case LAYER_ATTENTION: {
             int64_t ss = (int64_t)s->seq * s->seq;
-            s->aux = host_floats(n, ss * l->heads * batch);
+            s->aux = dev_floats(n, ss * l->heads * batch);
             if (ss > n->col_count) n->col_count = ss;
             break;
         }
@@ -204,8 +212,21 @@ nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char 
             break;
         }
     }
-    n->col = host_floats(n, n->col_count > 0 ? n->col_count : 1);
-    n->wext = host_floats(n, n->wext_count > 0 ? n->wext_count : 1);
+    n->col = dev_floats(n, n->col_count > 0 ? n->col_count : 1);
+    n->wext = dev_floats(n, n->wext_count > 0 ? n->wext_count : 1);
+    if (n->host) {
+        n->labels_dev = n->labels;
+    } else {
+        int64_t last_loss = 0;
+        for (int i = 0; i < m->n_layers; i++)
+            if (layer_is_loss(&m->layers[i])) last_loss = n->ls[i].out_count * batch;
+        if (last_loss > n->host_tmp_count) n->host_tmp_count = last_loss;
+        n->input_host = xcalloc((size_t)(n->ls[0].out_count * batch), sizeof(float));
+        n->labels_dev = c->ops->alloc(c->ctx, (size_t)batch * label_count * sizeof(int));
+        n->host_tmp = xcalloc((size_t)(n->host_tmp_count > 0 ? n->host_tmp_count : 1),
+                              sizeof(float));
+        n->staged = true;
+    }
     return n;
 }
 
@@ -221,11 +242,16 @@ void nnet_destroy(nnet_t **np)
         if (s->mean) compute_release(n->c, s->mean);
         if (s->invstd) compute_release(n->c, s->invstd);
         if (s->aux2) compute_release(n->c, s->aux2);
-        free(s->argmax);
+        if (s->argmax) compute_release(n->c, s->argmax);
         rng_destroy(&s->rng);
     }
     compute_release(n->c, n->col);
     compute_release(n->c, n->wext);
+    if (!n->host) {
+        compute_release(n->c, n->labels_dev);
+        free(n->input_host);
+        free(n->host_tmp);
+    }
     arena_fini(&n->arena);
     free(n->ls);
     free(n->labels);
@@ -236,8 +262,16 @@ void nnet_destroy(nnet_t **np)
 const model_t *nnet_model(const nnet_t *n) { return n->m; }
 arena_t *nnet_arena(nnet_t *n) { return &n->arena; }
 int nnet_batch(const nnet_t *n) { return n->batch; }
-float *nnet_input(nnet_t *n) { return n->ls[0].out; }
-int *nnet_labels(nnet_t *n) { return n->labels; }
+float *nnet_input(nnet_t *n)
+{
+    n->staged = true;
+    return n->host ? n->ls[0].out : n->input_host;
+}
+int *nnet_labels(nnet_t *n)
+{
+    n->staged = true;
+    return n->labels;
+}
 int nnet_label_count(const nnet_t *n) { return n->label_count; }
 void nnet_set_train(nnet_t *n, bool train) { n->train = train; }
 void nnet_set_dropout_frozen(nnet_t *n, bool frozen) { n->frozen = frozen; }
@@ -286,12 +320,9 @@ static void conv_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *
     bool pw = conv_is_pointwise(l);
     if (conv_bias_fused(l, s)) {
         float *wb = n->wext; /* (O, K+1): W | b */
-        for (int o = 0; o < O; o++) {
-            memcpy(wb + (int64_t)o * (K + 1), s->w + (int64_t)o * K, (size_t)K * sizeof(float));
-            wb[(int64_t)o * (K + 1) + K] = s->b[o];
-        }
-        float *ones = n->col + (int64_t)K * P;
-        for (int p = 0; p < P; p++) ones[p] = 1.0f;
+        n->lo->copy_rows(n->c->ctx, O, K, wb, K + 1, s->w, K);
+        n->lo->copy_rows(n->c->ctx, O, 1, wb + K, K + 1, s->b, 1);
+        n->lo->fill(n->c->ctx, P, 1.0f, n->col + (int64_t)K * P);
         for (int b = 0; b < n->batch; b++) {
             conv_im2col(n, l, x + (int64_t)b * C * H * W);
             compute_sgemm(n->c, false, false, O, P, K + 1, 1.0f, wb, K + 1, n->col, P, 0.0f,
@@ -310,9 +341,8 @@ static void conv_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *
         for (int g = 0; g < G; g++)
             compute_sgemm(n->c, false, false, Og, P, K, 1.0f, s->w + (int64_t)g * Og * K, K,
                           col + (int64_t)g * K * P, P, 0.0f, yb + (int64_t)g * Og * P, P);
-        if (s->b)
-            for (int o = 0; o < O; o++) vec_add_scalar(yb + (int64_t)o * P, s->b[o], P);
     }
+    if (s->b) n->lo->bias_planes(n->c->ctx, n->batch, O, P, s->b, s->out);
 }
 
 static void conv_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
@@ -322,12 +352,7 @@ static void conv_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float 
     int Cg = C / G, Og = O / G, K = Cg * l->kernel_h * l->kernel_w;
     bool pw = conv_is_pointwise(l);
     bool fused = conv_bias_fused(l, s);
-    if (fused) {
-        float *ones = n->col + (int64_t)K * P;
-        for (int p = 0; p < P; p++) ones[p] = 1.0f;
-    } else if (s->db) {
-        memset(s->db, 0, (size_t)O * sizeof(float));
-    }
+    if (fused) n->lo->fill(n->c->ctx, P, 1.0f, n->col + (int64_t)K * P);
     for (int b = 0; b < n->batch; b++) {
         const float *xb = x + (int64_t)b * C * H * W;
         const float *dyb = s->dout + (int64_t)b * O * P;
@@ -342,8 +367,6 @@ static void conv_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float 
             compute_sgemm(n->c, false, true, O, K + 1, P, 1.0f, dyb, P, col, P, beta, n->wext,
                           K + 1);
         } else {
-            if (s->db)
-                for (int o = 0; o < O; o++) s->db[o] += vec_sum(dyb + (int64_t)o * P, P);
             for (int g = 0; g < G; g++)
                 compute_sgemm(n->c, false, true, Og, K, P, 1.0f, dyb + (int64_t)g * Og * P, P,
                               col + (int64_t)g * K * P, P, beta, s->dw + (int64_t)g * Og * K,
@@ -366,12 +389,13 @@ static void conv_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float 
                               l->out_shape.w, dxb);
         }
     }
-    if (fused)
-        for (int o = 0; o < O; o++) {
-            memcpy(s->dw + (int64_t)o * K, n->wext + (int64_t)o * (K + 1),
-                   (size_t)K * sizeof(float));
-            s->db[o] = n->wext[(int64_t)o * (K + 1) + K];
-        }
+    if (fused) {
+        n->lo->copy_rows(n->c->ctx, O, K, s->dw, K, n->wext, K + 1);
+        n->lo->copy_rows(n->c->ctx, O, 1, s->db, 1, n->wext + K, K + 1);
+    } else if (s->db) {
+        n->c->ops->zero(n->c->ctx, s->db, (size_t)O * sizeof(float));
+        n->lo->bias_planes_grad(n->c->ctx, n->batch, O, P, s->dout, s->db);
+    }
 }
 
 /* ---- fully connected: y (N,M) = x (N,K) W^T + b, W (M,K) ------------------------------ */
@@ -380,267 +404,86 @@ static void fc_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
 {
     int N = n->batch, M = l->out, K = (int)s->in_count;
     compute_sgemm(n->c, false, true, N, M, K, 1.0f, x, K, s->w, K, 0.0f, s->out, M);
-    if (s->b)
-        for (int b = 0; b < N; b++) vec_add(s->out + (int64_t)b * M, s->b, M);
+    if (s->b) n->lo->add_rows(n->c->ctx, N, M, s->out, M, s->b, 0);
 }
 
 static void fc_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
 {
     int N = n->batch, M = l->out, K = (int)s->in_count;
     compute_sgemm(n->c, true, false, M, K, N, 1.0f, s->dout, M, x, K, 0.0f, s->dw, K);
-    if (s->db) {
-        memset(s->db, 0, (size_t)M * sizeof(float));
-        for (int b = 0; b < N; b++) vec_add(s->db, s->dout + (int64_t)b * M, M);
-    }
+    if (s->db) n->lo->sum_rows(n->c->ctx, N, M, s->dout, M, s->db);
     if (dx) compute_sgemm(n->c, false, false, N, K, M, 1.0f, s->dout, M, s->w, K, 1.0f, dx, K);
 }
 
-/* ---- pooling (Caffe's PoolingLayer window rules) -------------------------------------- */
+/* ---- pooling, LRN, batch norm, softmax with cross-entropy: backend operations -------- */
+
+static ke_window_t pool_window(const layer_t *l, const lstate_t *s)
+{
+    return (ke_window_t){.h = l->in_shape.h, .w = l->in_shape.w, .oh = l->out_shape.h,
+                         .ow = l->out_shape.w, .kh = s->kh, .kw = s->kw, .sh = s->sh,
+                         .sw = s->sw, .ph = s->ph, .pw = s->pw};
+}
 
 static void pool_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
 {
-    /* Locals, not s->: as far as the compiler knows, the stores to argmax could alias the
-     * window fields, so it would reload them for every output. */
-    const int C = l->in_shape.c, H = l->in_shape.h, W = l->in_shape.w;
-    const int OH = l->out_shape.h, OW = l->out_shape.w;
-    const int kh = s->kh, kw = s->kw, sh = s->sh, sw = s->sw, ph = s->ph, pw = s->pw;
-    const bool avg = l->pool == POOL_AVG;
-    float *out = s->out;
-    int *argmax = s->argmax;
-    for (int b = 0; b < n->batch; b++)
-        for (int ch = 0; ch < C; ch++) {
-            const float *xp = x + ((int64_t)b * C + ch) * H * W;
-            int64_t obase = ((int64_t)b * C + ch) * OH * OW;
-            for (int oy = 0; oy < OH; oy++) {
-                int hs = oy * sh - ph, he = hs + kh;
-                int hp = he < H + ph ? he : H + ph; /* avg: the window clipped to the pad */
-                int hs0 = hs < 0 ? 0 : hs, he0 = he < H ? he : H;
-                for (int ox = 0; ox < OW; ox++) {
-                    int ws = ox * sw - pw, we = ws + kw;
-                    int ws0 = ws < 0 ? 0 : ws, we0 = we < W ? we : W;
-                    int64_t o = obase + (int64_t)oy * OW + ox;
-                    if (avg) {
-                        int wp = we < W + pw ? we : W + pw;
-                        int size = (hp - hs) * (wp - ws);
-                        float sum = 0.0f;
-                        for (int y = hs0; y < he0; y++)
-                            for (int xx = ws0; xx < we0; xx++) sum += xp[y * W + xx];
-                        out[o] = size > 0 ? sum / (float)size : 0.0f;
-                    } else {
-                        float best = -FLT_MAX;
-                        int arg = -1;
-                        for (int y = hs0; y < he0; y++)
-                            for (int xx = ws0; xx < we0; xx++) {
-                                float v = xp[y * W + xx];
-                                bool gt = v > best;
-                                best = gt ? v : best;
-                                arg = gt ? y * W + xx : arg;
-                            }
-                        out[o] = arg >= 0 ? best : 0.0f;
-                        argmax[o] = arg;
-                    }
-                }
-            }
-        }
+    ke_window_t k = pool_window(l, s);
+    n->lo->pool_forward(n->c->ctx, &k, (int64_t)n->batch * l->in_shape.c, l->pool == POOL_AVG,
+                        x, s->out, s->argmax);
 }
 
 static void pool_backward(nnet_t *n, const layer_t *l, lstate_t *s, float *dx)
 {
-    int C = l->in_shape.c, H = l->in_shape.h, W = l->in_shape.w;
-    int OH = l->out_shape.h, OW = l->out_shape.w;
-    for (int b = 0; b < n->batch; b++)
-        for (int ch = 0; ch < C; ch++) {
-            float *dxp = dx + ((int64_t)b * C + ch) * H * W;
-            int64_t obase = ((int64_t)b * C + ch) * OH * OW;
-            for (int oy = 0; oy < OH; oy++)
-                for (int ox = 0; ox < OW; ox++) {
-                    int64_t o = obase + (int64_t)oy * OW + ox;
-                    float dy = s->dout[o];
-                    if (l->pool == POOL_MAX) {
-                        if (s->argmax[o] >= 0) dxp[s->argmax[o]] += dy;
-                        continue;
-                    }
-                    int hs = oy * s->sh - s->ph, ws = ox * s->sw - s->pw;
-                    int he = hs + s->kh, we = ws + s->kw;
-                    int hp = he < H + s->ph ? he : H + s->ph;
-                    int wp = we < W + s->pw ? we : W + s->pw;
-                    int size = (hp - hs) * (wp - ws);
-                    hs = hs < 0 ? 0 : hs, ws = ws < 0 ? 0 : ws;
-                    he = he < H ? he : H, we = we < W ? we : W;
-                    if (size <= 0) continue;
-                    float g = dy / (float)size;
-                    for (int y = hs; y < he; y++)
-                        for (int xx = ws; xx < we; xx++) dxp[y * W + xx] += g;
-                }
-        }
-}
-
-/* ---- LRN across channels (Caffe's LRNLayer, ACROSS_CHANNELS) ---------------------------
- * scale_c = k + alpha/size * sum_{c' in window(c)} x_c'^2,  y_c = x_c * scale_c^-beta,
- * window(c) = [c - (size-1)/2, c - (size-1)/2 + size - 1] clipped to the channels. */
-
-/* scale^-beta. beta = 0.75 (AlexNet's and GoogLeNet's LRN, Krizhevsky et al. 2012) as
- * 1 / (sqrt(s) * sqrt(sqrt(s))): three square roots cost a fraction of powf, which made LRN
- * the slowest layer of AlexNet on the CPU. scale >= k > 0, so the roots are defined. */
-static inline float lrn_pow(float scale, float beta)
-{
-    if (beta == 0.75f) {
-        float r = sqrtf(scale);
-        return 1.0f / (r * sqrtf(r));
-    }
-    return powf(scale, -beta);
+    ke_window_t k = pool_window(l, s);
+    n->lo->pool_backward(n->c->ctx, &k, (int64_t)n->batch * l->in_shape.c, l->pool == POOL_AVG,
+                         s->dout, s->argmax, dx);
 }
 
 static void lrn_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
 {
-    int C = l->in_shape.c, P = l->in_shape.h * l->in_shape.w, size = l->lrn_size;
-    int pre = (size - 1) / 2;
-    float a = (float)(l->lrn_alpha / size), k = (float)l->lrn_k, beta = (float)l->lrn_beta;
-    for (int b = 0; b < n->batch; b++) {
-        const float *xb = x + (int64_t)b * C * P;
-        float *sc = s->aux + (int64_t)b * C * P, *yb = s->out + (int64_t)b * C * P;
-        for (int c = 0; c < C; c++) {
-            float *scp = sc + (int64_t)c * P;
-            for (int p = 0; p < P; p++) scp[p] = 0.0f;
-            int lo = c - pre < 0 ? 0 : c - pre, hi = c - pre + size - 1;
-            if (hi > C - 1) hi = C - 1;
-            for (int cc = lo; cc <= hi; cc++) {
-                const float *xp = xb + (int64_t)cc * P;
-                for (int p = 0; p < P; p++) scp[p] += xp[p] * xp[p];
-            }
-            const float *xp = xb + (int64_t)c * P;
-            float *yp = yb + (int64_t)c * P;
-            for (int p = 0; p < P; p++) {
-                scp[p] = k + a * scp[p];
-                yp[p] = xp[p] * lrn_pow(scp[p], beta);
-            }
-        }
-    }
+    n->lo->lrn_forward(n->c->ctx, n->batch, l->in_shape.c, (int64_t)l->in_shape.h * l->in_shape.w,
+                       l->lrn_size, l->lrn_alpha, l->lrn_beta, l->lrn_k, x, s->aux, s->out);
 }
 
 static void lrn_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
 {
-    int C = l->in_shape.c, P = l->in_shape.h * l->in_shape.w, size = l->lrn_size;
-    int pre = (size - 1) / 2;
-    float beta = (float)l->lrn_beta, coef = (float)(2.0 * l->lrn_alpha * l->lrn_beta / size);
-    float *ratio = n->col; /* C x P scratch: dy * y / scale */
-    ASSERT(n->col_count >= (int64_t)C * P, "lrn scratch too small");
-    for (int b = 0; b < n->batch; b++) {
-        const float *xb = x + (int64_t)b * C * P, *sc = s->aux + (int64_t)b * C * P;
-        const float *yb = s->out + (int64_t)b * C * P, *dyb = s->dout + (int64_t)b * C * P;
-        float *dxb = dx + (int64_t)b * C * P;
-        for (int64_t i = 0; i < (int64_t)C * P; i++) ratio[i] = dyb[i] * yb[i] / sc[i];
-        for (int c = 0; c < C; c++) {
-            /* channels c' whose window holds c: c' - pre <= c <= c' - pre + size - 1 */
-            int lo = c + pre - size + 1 < 0 ? 0 : c + pre - size + 1;
-            int hi = c + pre > C - 1 ? C - 1 : c + pre;
-            const float *xp = xb + (int64_t)c * P, *scp = sc + (int64_t)c * P;
-            const float *dyp = dyb + (int64_t)c * P;
-            float *dxp = dxb + (int64_t)c * P;
-            for (int p = 0; p < P; p++) {
-                float acc = 0.0f;
-                for (int cc = lo; cc <= hi; cc++) acc += ratio[(int64_t)cc * P + p];
-                dxp[p] += dyp[p] * lrn_pow(scp[p], beta) - coef * xp[p] * acc;
-            }
-        }
-    }
+    int64_t P = (int64_t)l->in_shape.h * l->in_shape.w;
+    ASSERT(n->col_count >= l->in_shape.c * P, "lrn scratch too small");
+    n->lo->lrn_backward(n->c->ctx, n->batch, l->in_shape.c, P, l->lrn_size, l->lrn_alpha,
+                        l->lrn_beta, x, s->aux, s->out, s->dout, n->col, dx);
 }
-
-/* ---- batchnorm: per channel over (batch, H, W) ---------------------------------------- */
 
 static void bn_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
 {
-    int C = l->in_shape.c, P = l->in_shape.h * l->in_shape.w, N = n->batch;
-    double cnt = (double)N * P;
-    float mom = (float)l->bn_momentum;
-    for (int c = 0; c < C; c++) {
-        float mean, invstd;
-        if (n->train) {
-            double sum = 0.0, sq = 0.0;
-            for (int b = 0; b < N; b++) {
-                const float *xp = x + ((int64_t)b * C + c) * P;
-                for (int p = 0; p < P; p++) sum += xp[p], sq += (double)xp[p] * xp[p];
-            }
-            double m = sum / cnt, var = sq / cnt - m * m;
-            if (var < 0) var = 0;
-            mean = (float)m;
-            invstd = (float)(1.0 / sqrt(var + l->bn_eps));
-            s->mean[c] = mean;
-            s->invstd[c] = invstd;
-            /* running variance uses the unbiased estimate (as PyTorch's BatchNorm does) */
-            double unbiased = cnt > 1 ? var * cnt / (cnt - 1) : var;
-            s->run_mean[c] = (1 - mom) * s->run_mean[c] + mom * (float)m;
-            s->run_var[c] = (1 - mom) * s->run_var[c] + mom * (float)unbiased;
-        } else {
-            mean = s->run_mean[c];
-            invstd = (float)(1.0 / sqrt((double)s->run_var[c] + l->bn_eps));
-        }
-        float g = s->w[c], sh = s->b ? s->b[c] : 0.0f;
-        for (int b = 0; b < N; b++) {
-            int64_t base = ((int64_t)b * C + c) * P;
-            for (int p = 0; p < P; p++) {
-                float xh = (x[base + p] - mean) * invstd;
-                s->aux[base + p] = xh;
-                s->out[base + p] = g * xh + sh;
-            }
-        }
-    }
+    n->lo->bn_forward(n->c->ctx, n->batch, l->in_shape.c, (int64_t)l->in_shape.h * l->in_shape.w,
+                      n->train, l->bn_eps, (float)l->bn_momentum, x, s->w, s->b, s->run_mean,
+                      s->run_var, s->mean, s->invstd, s->aux, s->out);
 }
 
 static void bn_backward(nnet_t *n, const layer_t *l, lstate_t *s, float *dx)
 {
-    int C = l->in_shape.c, P = l->in_shape.h * l->in_shape.w, N = n->batch;
-    double cnt = (double)N * P;
-    for (int c = 0; c < C; c++) {
-        double dg = 0.0, dbeta = 0.0;
-        for (int b = 0; b < N; b++) {
-            int64_t base = ((int64_t)b * C + c) * P;
-            for (int p = 0; p < P; p++) {
-                dg += (double)s->dout[base + p] * s->aux[base + p];
-                dbeta += s->dout[base + p];
-            }
-        }
-        s->dw[c] = (float)dg;
-        if (s->db) s->db[c] = (float)dbeta;
-        if (!dx) continue;
-        float g = s->w[c];
-        if (n->train) {
-            float k = (float)(g * s->invstd[c] / cnt);
-            for (int b = 0; b < N; b++) {
-                int64_t base = ((int64_t)b * C + c) * P;
-                for (int p = 0; p < P; p++)
-                    dx[base + p] += k * ((float)cnt * s->dout[base + p] - (float)dbeta -
-                                         s->aux[base + p] * (float)dg);
-            }
-        } else {
-            float k = (float)(g / sqrt((double)s->run_var[c] + l->bn_eps));
-            for (int b = 0; b < N; b++) {
-                int64_t base = ((int64_t)b * C + c) * P;
-                for (int p = 0; p < P; p++) dx[base + p] += k * s->dout[base + p];
-            }
-        }
-    }
+    n->lo->bn_backward(n->c->ctx, n->batch, l->in_shape.c, (int64_t)l->in_shape.h * l->in_shape.w,
+                       n->train, l->bn_eps, s->w, s->run_var, s->invstd, s->aux, s->dout, s->dw,
+                       s->db, dx);
 }
 
-/* ---- softmax with cross-entropy -------------------------------------------------------- */
+/* The labels a loss of k classes reads are checked on the host, before any backend sees
+ * them: -1 (ignored) only for a seq_loss. */
+static void check_labels(const nnet_t *n, const layer_t *l, int64_t rows, int k)
+{
+    bool seq = l->type == LAYER_SEQ_LOSS;
+    for (int64_t r = 0; r < rows; r++) {
+        int y = n->labels[r];
+        if (seq) ASSERT(y < k, "target %d outside a vocabulary of %d", y, k);
+        else ASSERT(y >= 0 && y < k, "label %d out of range for %d classes (layer %s)", y, k,
+                    l->name);
+    }
+}
 
 static void softmax_loss_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
 {
     int K = (int)s->in_count, N = n->batch;
-    double total = 0.0;
-    for (int b = 0; b < N; b++) {
-        const float *xb = x + (int64_t)b * K;
-        float *pb = s->out + (int64_t)b * K;
-        float mx = xb[0];
-        for (int j = 1; j < K; j++) mx = xb[j] > mx ? xb[j] : mx;
-        double z = 0.0;
-        for (int j = 0; j < K; j++) z += exp((double)xb[j] - mx);
-        for (int j = 0; j < K; j++) pb[j] = (float)(exp((double)xb[j] - mx) / z);
-        int y = n->labels[b];
-        ASSERT(y >= 0 && y < K, "label %d out of range for %d classes (layer %s)", y, K,
-               l->name);
-        total += -((double)xb[y] - mx - log(z));
-    }
+    check_labels(n, l, N, K);
+    double total = n->lo->softmax_xent_forward(n->c->ctx, N, K, x, n->labels_dev, s->out);
     s->loss = l->loss_weight * total / N;
 }
 
@@ -648,11 +491,7 @@ static void softmax_loss_backward(nnet_t *n, const layer_t *l, lstate_t *s, floa
 {
     int K = (int)s->in_count, N = n->batch;
     float scale = (float)(l->loss_weight / N);
-    for (int b = 0; b < N; b++) {
-        const float *pb = s->out + (int64_t)b * K;
-        float *d = dx + (int64_t)b * K;
-        for (int j = 0; j < K; j++) d[j] += scale * (pb[j] - (j == n->labels[b] ? 1.0f : 0.0f));
-    }
+    n->lo->softmax_xent_backward(n->c->ctx, N, K, s->out, n->labels_dev, scale, dx);
 }
 
 /* ---- linear: fc over the B*S tokens of a sequence -------------------------------------- */
@@ -661,8 +500,7 @@ static void linear_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float
 {
     int N = n->batch * s->seq, M = l->out, K = s->dim;
     compute_sgemm(n->c, false, true, N, M, K, 1.0f, x, K, s->w, K, 0.0f, s->out, M);
-    if (s->b)
-        for (int t = 0; t < N; t++) vec_add(s->out + (int64_t)t * M, s->b, M);
+    if (s->b) n->lo->add_rows(n->c->ctx, N, M, s->out, M, s->b, 0);
 }
 
 /* dW = dY^T X over the tokens, written: a tied linear runs before its embed's backward,
@@ -671,10 +509,7 @@ static void linear_backward(nnet_t *n, const layer_t *l, lstate_t *s, const floa
 {
     int N = n->batch * s->seq, M = l->out, K = s->dim;
     compute_sgemm(n->c, true, false, M, K, N, 1.0f, s->dout, M, x, K, 0.0f, s->dw, K);
-    if (s->db) {
-        memset(s->db, 0, (size_t)M * sizeof(float));
-        for (int t = 0; t < N; t++) vec_add(s->db, s->dout + (int64_t)t * M, M);
-    }
+    if (s->db) n->lo->sum_rows(n->c->ctx, N, M, s->dout, M, s->db);
     if (dx) compute_sgemm(n->c, false, false, N, K, M, 1.0f, s->dout, M, s->w, K, 1.0f, dx, K);
 }
 
@@ -689,77 +524,113 @@ static float *input_dout(nnet_t *n, const layer_t *l, int k)
 
 /* ---- dispatch ------------------------------------------------------------------------- */
 
+/* A backend without host memory gets the input and labels the caller staged. */
+static void upload_staged(nnet_t *n)
+{
+    if (n->host || !n->staged) return;
+    n->c->ops->upload(n->c->ctx, n->ls[0].out, n->input_host,
+                      (size_t)(n->ls[0].out_count * n->batch) * sizeof(float));
+    n->c->ops->upload(n->c->ctx, n->labels_dev, n->labels,
+                      (size_t)n->batch * n->label_count * sizeof(int));
+    n->staged = false;
+}
+
+/* Draws the layer's dropout mask (keep = 1/(1-ratio) or 0 per element) on the host, from the
+ * layer's RNG, so both backends draw the same masks, and puts it in s->aux. */
+static void dropout_draw(nnet_t *n, const layer_t *l, lstate_t *s, int64_t total)
+{
+    float keep = (float)(1.0 / (1.0 - l->dropout_ratio));
+    float *mask = n->host ? s->aux : n->host_tmp;
+    for (int64_t i = 0; i < total; i++)
+        mask[i] = ke_dropout_mask(rng_uniform(s->rng), l->dropout_ratio, keep);
+    if (!n->host) n->c->ops->upload(n->c->ctx, s->aux, mask, (size_t)total * sizeof(float));
+}
+
 void nnet_forward_layer(nnet_t *n, int li)
 {
     const layer_t *l = &n->m->layers[li];
     lstate_t *s = &n->ls[li];
+    upload_staged(n);
     if (l->type == LAYER_INPUT) return;
     const float *x = n->ls[l->inputs[0]].out;
     int64_t total = s->out_count * n->batch;
+    void *ctx = n->c->ctx;
+    const compute_layer_ops_t *lo = n->lo;
     switch (l->type) {
     case LAYER_CONV: conv_forward(n, l, s, x); break;
     case LAYER_FC: fc_forward(n, l, s, x); break;
-    case LAYER_RELU:
-        vec_relu(s->out, x, total);
-        break;
+    case LAYER_RELU: lo->relu(ctx, total, x, s->out); break;
     case LAYER_POOL: pool_forward(n, l, s, x); break;
     case LAYER_LRN: lrn_forward(n, l, s, x); break;
     case LAYER_DROPOUT:
         if (!n->train) {
-            memcpy(s->out, x, (size_t)total * sizeof(float));
+            n->c->ops->copy(ctx, s->out, x, (size_t)total * sizeof(float));
             break;
         }
-        if (!n->frozen) {
-            float keep = (float)(1.0 / (1.0 - l->dropout_ratio));
-            for (int64_t i = 0; i < total; i++)
-                s->aux[i] = rng_uniform(s->rng) < l->dropout_ratio ? 0.0f : keep;
-        }
-        vec_mul(s->out, x, s->aux, total);
+        if (!n->frozen) dropout_draw(n, l, s, total);
+        lo->mul(ctx, total, x, s->aux, s->out);
         break;
     case LAYER_BATCHNORM: bn_forward(n, l, s, x); break;
     case LAYER_CONCAT: {
         int64_t off = 0;
         for (int k = 0; k < l->n_inputs; k++) {
             const lstate_t *in = &n->ls[l->inputs[k]];
-            for (int b = 0; b < n->batch; b++)
-                memcpy(s->out + b * s->out_count + off, in->out + b * in->out_count,
-                       (size_t)in->out_count * sizeof(float));
+            lo->copy_rows(ctx, n->batch, in->out_count, s->out + off, s->out_count, in->out,
+                          in->out_count);
             off += in->out_count;
         }
         ASSERT(off == s->out_count, "concat '%s': inputs do not fill the output", l->name);
         break;
     }
     case LAYER_ADD:
-        memcpy(s->out, x, (size_t)total * sizeof(float));
+        n->c->ops->copy(ctx, s->out, x, (size_t)total * sizeof(float));
         for (int k = 1; k < l->n_inputs; k++)
-            n->c->ops->saxpy(n->c->ctx, total, 1.0f, n->ls[l->inputs[k]].out, s->out);
+            n->c->ops->saxpy(ctx, total, 1.0f, n->ls[l->inputs[k]].out, s->out);
         break;
     case LAYER_SOFTMAX_LOSS: softmax_loss_forward(n, l, s, x); break;
     case LAYER_TOKENS: break;
-    case LAYER_EMBED:
-        seq_embed_forward(x, (int64_t)n->batch * s->seq, s->w, l->vocab, l->out, s->out);
+    case LAYER_EMBED: {
+        int64_t bad = lo->embed_forward(ctx, (int64_t)n->batch * s->seq, x, s->w, l->vocab,
+                                        l->out, s->out);
+        if (bad) die("layer '%s': %lld token ids outside [0, %d)", l->name, (long long)bad,
+                     l->vocab);
         break;
-    case LAYER_POSEMBED: seq_posembed_forward(x, s->w, n->batch, s->seq, s->dim, s->out); break;
-    case LAYER_CLSTOKEN: seq_clstoken_forward(x, s->w, n->batch, s->seq, s->dim, s->out); break;
-    case LAYER_TO_SEQ: seq_to_seq_forward(x, n->batch, s->dim, s->seq, s->out); break;
+    }
+    case LAYER_POSEMBED: /* out = x + p[position] */
+        n->c->ops->copy(ctx, s->out, x, (size_t)total * sizeof(float));
+        lo->add_rows(ctx, n->batch, (int64_t)s->seq * s->dim, s->out, (int64_t)s->seq * s->dim,
+                     s->w, 0);
+        break;
+    case LAYER_CLSTOKEN: { /* position 0 is w, then x */
+        int64_t seqn = (int64_t)s->seq * s->dim;
+        lo->copy_rows(ctx, n->batch, s->dim, s->out, seqn + s->dim, s->w, 0);
+        lo->copy_rows(ctx, n->batch, seqn, s->out + s->dim, seqn + s->dim, x, seqn);
+        break;
+    }
+    case LAYER_TO_SEQ: /* B x C x P -> B x P x C */
+        lo->transpose(ctx, n->batch, s->dim, s->seq, x, s->out, false);
+        break;
     case LAYER_SELECT:
-        seq_select_forward(x, n->batch, s->seq, s->dim, l->select_pos, s->out);
+        lo->copy_rows(ctx, n->batch, s->dim, s->out, s->dim, x + (int64_t)l->select_pos * s->dim,
+                      (int64_t)s->seq * s->dim);
         break;
     case LAYER_LINEAR: linear_forward(n, l, s, x); break;
     case LAYER_LAYERNORM:
-        seq_layernorm_forward(x, (int64_t)n->batch * s->seq, s->dim, l->bn_eps, s->w, s->b,
+        lo->layernorm_forward(ctx, (int64_t)n->batch * s->seq, s->dim, l->bn_eps, x, s->w, s->b,
                               s->out, s->aux, s->aux2);
         break;
-    case LAYER_GELU: seq_gelu_forward(x, total, l->gelu_tanh, s->out); break;
-    case LAYER_TANH: seq_tanh_forward(x, total, s->out); break;
+    case LAYER_GELU: lo->gelu_forward(ctx, total, l->gelu_tanh, x, s->out); break;
+    case LAYER_TANH: lo->tanh_forward(ctx, total, x, s->out); break;
     case LAYER_ATTENTION:
         seq_attention_forward(n->c, x, input_out(n, l, 1), input_out(n, l, 2), n->batch, s->seq,
                               s->dim, l->heads, l->causal, s->aux, s->out);
         break;
     case LAYER_SEQ_LOSS: {
         int64_t tokens = (int64_t)n->batch * s->seq;
+        check_labels(n, l, tokens, s->dim);
         s->loss = l->loss_weight *
-                  seq_loss_forward(x, tokens, s->dim, n->labels, s->out) / (double)tokens;
+                  lo->softmax_xent_forward(ctx, tokens, s->dim, x, n->labels_dev, s->out) /
+                  (double)tokens;
         break;
     }
     default: ASSERT(0, "layer type %d has no forward", (int)l->type);
@@ -769,7 +640,8 @@ void nnet_forward_layer(nnet_t *n, int li)
 void nnet_backward_begin(nnet_t *n)
 {
     for (int i = 0; i < n->m->n_layers; i++)
-        memset(n->ls[i].dout, 0, (size_t)(n->ls[i].out_count * n->batch) * sizeof(float));
+        n->c->ops->zero(n->c->ctx, n->ls[i].dout,
+                        (size_t)(n->ls[i].out_count * n->batch) * sizeof(float));
 }
 
 void nnet_backward_layer(nnet_t *n, int li)
@@ -780,12 +652,13 @@ void nnet_backward_layer(nnet_t *n, int li)
     const float *x = n->ls[l->inputs[0]].out;
     float *dx = s->need_dx ? n->ls[l->inputs[0]].dout : NULL;
     int64_t total = s->out_count * n->batch;
+    void *ctx = n->c->ctx;
+    const compute_layer_ops_t *lo = n->lo;
     switch (l->type) {
     case LAYER_CONV: conv_backward(n, l, s, x, dx); break;
     case LAYER_FC: fc_backward(n, l, s, x, dx); break;
     case LAYER_RELU:
-        if (dx)
-            vec_relu_grad_add(dx, x, s->dout, total);
+        if (dx) lo->relu_grad_add(ctx, total, x, s->dout, dx);
         break;
     case LAYER_POOL:
         if (dx) pool_backward(n, l, s, dx);
@@ -795,10 +668,8 @@ void nnet_backward_layer(nnet_t *n, int li)
         break;
     case LAYER_DROPOUT:
         if (dx) {
-            if (n->train)
-                vec_mul_add(dx, s->dout, s->aux, total);
-            else
-                vec_add(dx, s->dout, total);
+            if (n->train) lo->mul_add(ctx, total, s->dout, s->aux, dx);
+            else lo->add(ctx, total, s->dout, dx);
         }
         break;
     case LAYER_BATCHNORM: bn_backward(n, l, s, dx); break;
@@ -808,11 +679,8 @@ void nnet_backward_layer(nnet_t *n, int li)
             lstate_t *in = &n->ls[l->inputs[k]];
             bool need = n->input_grad || n->m->layers[l->inputs[k]].type != LAYER_INPUT;
             if (need)
-                for (int b = 0; b < n->batch; b++) {
-                    float *d = in->dout + b * in->out_count;
-                    const float *g = s->dout + b * s->out_count + off;
-                    for (int64_t i = 0; i < in->out_count; i++) d[i] += g[i];
-                }
+                lo->add_rows(ctx, n->batch, in->out_count, in->dout, in->out_count,
+                             s->dout + off, s->out_count);
             off += in->out_count;
         }
         break;
@@ -820,8 +688,7 @@ void nnet_backward_layer(nnet_t *n, int li)
     case LAYER_ADD:
         for (int k = 0; k < l->n_inputs; k++) {
             bool need = n->input_grad || n->m->layers[l->inputs[k]].type != LAYER_INPUT;
-            if (need)
-                n->c->ops->saxpy(n->c->ctx, total, 1.0f, s->dout, n->ls[l->inputs[k]].dout);
+            if (need) n->c->ops->saxpy(ctx, total, 1.0f, s->dout, n->ls[l->inputs[k]].dout);
         }
         break;
     case LAYER_SOFTMAX_LOSS:
@@ -829,27 +696,39 @@ void nnet_backward_layer(nnet_t *n, int li)
         break;
     case LAYER_TOKENS: break;
     case LAYER_EMBED: /* token ids have no gradient */
-        if (!s->add_dw) memset(s->dw, 0, (size_t)l->weights * sizeof(float));
-        seq_embed_backward(x, (int64_t)n->batch * s->seq, s->dout, l->out, s->dw);
+        if (!s->add_dw) n->c->ops->zero(ctx, s->dw, (size_t)l->weights * sizeof(float));
+        lo->embed_backward(ctx, (int64_t)n->batch * s->seq, x, s->dout, l->out, s->dw);
         break;
-    case LAYER_POSEMBED: seq_posembed_backward(s->dout, n->batch, s->seq, s->dim, s->dw, dx); break;
-    case LAYER_CLSTOKEN: seq_clstoken_backward(s->dout, n->batch, s->seq, s->dim, s->dw, dx); break;
+    case LAYER_POSEMBED: { /* dp = sum over the batch of dout; dx += dout */
+        int64_t seqn = (int64_t)s->seq * s->dim;
+        lo->sum_rows(ctx, n->batch, seqn, s->dout, seqn, s->dw);
+        if (dx) lo->add(ctx, total, s->dout, dx);
+        break;
+    }
+    case LAYER_CLSTOKEN: { /* dw = sum over the batch of dout at position 0; dx += the rest */
+        int64_t seqn = (int64_t)s->seq * s->dim;
+        lo->sum_rows(ctx, n->batch, s->dim, s->dout, seqn + s->dim, s->dw);
+        if (dx) lo->add_rows(ctx, n->batch, seqn, dx, seqn, s->dout + s->dim, seqn + s->dim);
+        break;
+    }
     case LAYER_TO_SEQ:
-        if (dx) seq_to_seq_backward(s->dout, n->batch, s->dim, s->seq, dx);
+        if (dx) lo->transpose(ctx, n->batch, s->seq, s->dim, s->dout, dx, true);
         break;
     case LAYER_SELECT:
-        if (dx) seq_select_backward(s->dout, n->batch, s->seq, s->dim, l->select_pos, dx);
+        if (dx)
+            lo->add_rows(ctx, n->batch, s->dim, dx + (int64_t)l->select_pos * s->dim,
+                         (int64_t)s->seq * s->dim, s->dout, s->dim);
         break;
     case LAYER_LINEAR: linear_backward(n, l, s, x, dx); break;
     case LAYER_LAYERNORM:
-        seq_layernorm_backward(s->dout, (int64_t)n->batch * s->seq, s->dim, s->w, s->aux,
+        lo->layernorm_backward(ctx, (int64_t)n->batch * s->seq, s->dim, s->dout, s->w, s->aux,
                                s->aux2, s->dw, s->db, dx);
         break;
     case LAYER_GELU:
-        if (dx) seq_gelu_backward(x, s->dout, total, l->gelu_tanh, dx);
+        if (dx) lo->gelu_backward(ctx, total, l->gelu_tanh, x, s->dout, dx);
         break;
     case LAYER_TANH:
-        if (dx) seq_tanh_backward(s->out, s->dout, total, dx);
+        if (dx) lo->tanh_backward(ctx, total, s->out, s->dout, dx);
         break;
     case LAYER_ATTENTION:
         seq_attention_backward(n->c, x, input_out(n, l, 1), input_out(n, l, 2), s->aux, s->dout,
@@ -859,8 +738,8 @@ void nnet_backward_layer(nnet_t *n, int li)
     case LAYER_SEQ_LOSS:
         if (dx) {
             int64_t tokens = (int64_t)n->batch * s->seq;
-            seq_loss_backward(s->out, tokens, s->dim, n->labels,
-                              (float)(l->loss_weight / (double)tokens), dx);
+            lo->softmax_xent_backward(ctx, tokens, s->dim, s->out, n->labels_dev,
+                                      (float)(l->loss_weight / (double)tokens), dx);
         }
         break;
     default: ASSERT(0, "layer type %d has no backward", (int)l->type);
@@ -893,9 +772,15 @@ int nnet_count_correct(const nnet_t *n)
     /* a seq_loss's rows are tokens (classes: its input's features) */
     int64_t rows = (int64_t)n->batch * n->label_count;
     int64_t classes = n->m->layers[last].type == LAYER_SEQ_LOSS ? s->dim : s->out_count;
+    const float *prob = s->out;
+    if (!n->host) {
+        n->c->ops->download(n->c->ctx, n->host_tmp, s->out,
+                            (size_t)(s->out_count * n->batch) * sizeof(float));
+        prob = n->host_tmp;
+    }
     int64_t correct = 0;
     for (int64_t b = 0; b < rows; b++) {
-        const float *p = s->out + b * classes;
+        const float *p = prob + b * classes;
         int arg = 0;
         for (int j = 1; j < classes; j++)
             if (p[j] > p[arg]) arg = j;

@@ -17,9 +17,13 @@
  *   - Gradients are of the batch objective: sum over loss layers of weight * mean over the
  *     batch of the cross-entropy.
  *
- * The CPU backend runs every layer; the layers call the backend for GEMM, im2col/col2im and
- * vector primitives, and run the remaining element-wise loops on host memory, so nnet_new()
- * refuses a backend whose buffers are not host memory.
+ * Every buffer (the arena, activations, their gradients, scratch) is the backend's memory,
+ * and every layer runs through the backend (GEMMs, im2col/col2im and compute_layer_ops_t), so
+ * on a GPU a pass never goes through host memory. The exceptions are small and host-bound:
+ * the caller fills the input batch and labels on the host (sent once before the next
+ * forward), dropout masks are drawn on the host and sent, each loss comes back as one number,
+ * and nnet_count_correct() brings the last loss layer's probabilities back. nnet_output(),
+ * nnet_doutput() and nnet_fc_factors() return backend memory.
  */
 #ifndef POSEIDON_NNET_H
 #define POSEIDON_NNET_H
@@ -35,8 +39,7 @@ typedef struct nnet nnet_t;
 
 /* A net for m (after model_infer()) at batch size `batch`, parameters zero (see solver_init_
  * params). seed drives dropout masks. Returns NULL with the reason in err for a model the
- * runtime cannot run (no or several input layers, a layer reading a loss layer) or a backend
- * without host memory. */
+ * runtime cannot run (no or several input layers, a layer reading a loss layer). */
 nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char *err,
                size_t errlen);
 void nnet_destroy(nnet_t **np);
@@ -45,8 +48,9 @@ const model_t *nnet_model(const nnet_t *n);
 arena_t *nnet_arena(nnet_t *n);
 int nnet_batch(const nnet_t *n);
 
-/* The input batch (batch x C x H x W of layer 0) and its labels (batch ints), filled by the
- * caller before a forward pass. */
+/* The input batch (batch x C x H x W of layer 0) and its labels (batch ints), host memory,
+ * filled by the caller before a forward pass (calling these marks them to be sent to a
+ * device backend before the next forward). */
 float *nnet_input(nnet_t *n);
 int *nnet_labels(nnet_t *n);
 /* Labels per sample: 1, or S for a seq_loss over S positions (the next token of each;

@@ -98,10 +98,13 @@ static bool feeds_relu(const model_t *m, int l)
 void solver_init_params(const model_t *m, arena_t *a, init_kind_t kind, uint64_t seed)
 {
     rng_t *r = rng_new(seed, 1);
+    /* a device arena is filled on the host, then sent: the same values on every backend */
+    bool host = compute_is_host(a->compute);
+    float *params = host ? a->params : xcalloc((size_t)a->count + 1, sizeof(float));
     for (int i = 0; i < a->n_entries; i++) {
         const arena_entry_t *e = &a->entries[i];
         const layer_t *l = &m->layers[e->layer];
-        float *p = a->params + e->offset;
+        float *p = params + e->offset;
         if (e->is_bias) {
             memset(p, 0, (size_t)e->count * sizeof(float));
             continue;
@@ -129,4 +132,9 @@ void solver_init_params(const model_t *m, arena_t *a, init_kind_t kind, uint64_t
         }
     }
     rng_destroy(&r);
+    if (!host) {
+        a->compute->ops->upload(a->compute->ctx, a->params, params,
+                                (size_t)a->count * sizeof(float));
+        free(params);
+    }
 }

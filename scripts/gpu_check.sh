@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# gpu_check.sh OUTDIR: what a machine with an NVIDIA GPU checks, in one call.
+#   1. builds with CUDA (make CUDA=1), logs in OUTDIR/build.log;
+#   2. runs the GPU tests (whole networks on the GPU against the CPU, the shared element-wise
+#      bodies, the CUDA backend's primitives) -> OUTDIR/tests.log;
+#   3. profiles AlexNet, VGG19, VGG19-22K, GoogLeNet, Inception-V3 and ResNet-152 at batch 32
+#      on the GPU -> models/profiles/<gpu>-b32/<model>.csv (the simulator's format, --detail);
+#   4. trains LeNet on Fashion-MNIST for one epoch on the GPU and on the CPU
+#      -> OUTDIR/lenet-{cuda,cpu}.csv (skipped when the data set is absent);
+#   5. times one training step of AlexNet (batch 128), VGG19 and ResNet-152 (batch 32): the sum
+#      of poseidon's per-layer medians, and PyTorch's step (fp32, CUDA events, median after
+#      warm-up) when python3 has torch and torchvision -> OUTDIR/step_times.csv;
+# and writes OUTDIR/summary.txt. Exit 0 when the build and the tests passed.
+set -u
+out=${1:?usage: scripts/gpu_check.sh OUTDIR}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+summary=$out/summary.txt
+: > "$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+say "# gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+if ! command -v nvidia-smi > /dev/null; then
+    say "FAIL no nvidia-smi: this machine has no NVIDIA driver"
+    exit 1
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
+# "NVIDIA H100 80GB HBM3" -> "h100-80gb-hbm3"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z' |
+      sed -e 's/^nvidia //' -e 's/[^a-z0-9]\{1,\}/-/g' -e 's/^-//' -e 's/-$//')
+say "gpu: $gpu"
+
+# 1. build
+if ! make -j"$(nproc)" CUDA=1 > "$out/build.log" 2>&1; then
+    say "FAIL build (tail of $out/build.log):"
+    tail -20 "$out/build.log" | tee -a "$summary"
+    exit 1
+fi
+say "PASS build"
+
+# 2. GPU tests
+build/test_unit cuda kernels compute > "$out/tests.log" 2>&1
+tests_rc=$?
+say "tests: $(tail -1 "$out/tests.log") (exit $tests_rc)"
+grep -E '^(FAIL|SKIP)' "$out/tests.log" | tee -a "$summary"
+
+# 3. profiles at batch 32
+pdir=models/profiles/$gpu-b32
+mkdir -p "$pdir"
+echo "model,batch,layers,fwd_ms,bwd_ms,step_ms,profile_s" > "$out/profiles.csv"
+for m in alexnet vgg19 vgg19-22k googlenet inception-v3 resnet-152; do
+    t0=$(date +%s)
+    if build/poseidon profile --device cuda --model "models/$m.net" --batch 32 --repeats 10 \
+           --warmup 3 --detail --out "$pdir/$m.csv" 2> "$out/profile-$m.log"; then
+        awk -F, -v m="$m" -v s=$(( $(date +%s) - t0 )) 'NR > 1 {f += $3; b += $4; n++}
+            END {printf "%s,32,%d,%.3f,%.3f,%.3f,%d\n", m, n, f / 1e6, b / 1e6, (f + b) / 1e6, s}' \
+            "$pdir/$m.csv" >> "$out/profiles.csv"
+        say "PASS profile $m -> $pdir/$m.csv"
+    else
+        say "FAIL profile $m: $(tail -1 "$out/profile-$m.log")"
+    fi
+done
+
+# 4. LeNet on Fashion-MNIST, one epoch, GPU then CPU
+if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    for dev in cuda cpu; do
+        if build/poseidon train --model models/lenet.net --device "$dev" --epochs 1 \
+               --threads 0 --csv "$out/lenet-$dev.csv" --job-out none > "$out/lenet-$dev.log" 2>&1; then
+            say "lenet $dev: $(tail -1 "$out/lenet-$dev.csv")"
+        else
+            say "FAIL lenet $dev: $(tail -1 "$out/lenet-$dev.log")"
+        fi
+    done
+else
+    say "SKIP lenet: no Fashion-MNIST in /usr/share/datasets/fashion-mnist"
+fi
+
+# 5. one training step: poseidon (sum of the per-layer medians) and PyTorch
+echo "model,batch,poseidon_ms,pytorch_ms" > "$out/step_times.csv"
+for mb in alexnet:128 vgg19:32 resnet-152:32; do
+    m=${mb%:*} b=${mb#*:}
+    ours=NA
+    if build/poseidon profile --device cuda --model "models/$m.net" --batch "$b" --repeats 10 \
+           --warmup 3 --out "$out/step-$m-b$b.csv" 2>> "$out/step.log"; then
+        ours=$(awk -F, 'NR > 1 {t += $3 + $4} END {printf "%.3f", t / 1e6}' "$out/step-$m-b$b.csv")
+    fi
+    theirs=NA
+    if python3 -c 'import torch, torchvision' 2> /dev/null; then
+        theirs=$(python3 - "$m" "$b" 2>> "$out/step.log" <<'EOF'
+import sys, torch, torchvision
+name, batch = sys.argv[1], int(sys.argv[2])
+net = {"alexnet": torchvision.models.alexnet, "vgg19": torchvision.models.vgg19,
+       "resnet-152": torchvision.models.resnet152}[name]().cuda().float()
+torch.backends.cudnn.benchmark = True
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+size = 227 if name == "alexnet" else 224
+x = torch.randn(batch, 3, size, size, device="cuda")
+y = torch.randint(0, 1000, (batch,), device="cuda")
+loss_fn = torch.nn.CrossEntropyLoss()
+times = []
+for it in range(15):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    opt.zero_grad()
+    loss_fn(net(x), y).backward()
+    opt.step()
+    end.record()
+    torch.cuda.synchronize()
+    if it >= 5:
+        times.append(start.elapsed_time(end))
+times.sort()
+print("%.3f" % times[len(times) // 2])
+EOF
+) || theirs=NA
+    fi
+    echo "$m,$b,$ours,$theirs" >> "$out/step_times.csv"
+    say "step $m batch $b: poseidon $ours ms, pytorch $theirs ms"
+done
+
+say "profiles: $pdir; figures: $out/profiles.csv, $out/step_times.csv"
+exit $tests_rc
