@@ -58,6 +58,7 @@ struct coord_server {
     int barrier_n;
     int64_t start_ns;
     atomic_int stop, done;
+    int stop_requested; /* a rank asked the job to stop (SIGTERM); told in every ack */
     pthread_t thread;
 };
 
@@ -178,7 +179,13 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
         st->layer = m->hdr.layer;
         memcpy(st->text, data, n);
         st->text[n] = '\0';
+        if (m->hdr.shard == 1 && !s->stop_requested) {
+            s->stop_requested = 1;
+            log_info("coordinator: rank %d asks the job to stop (a signal): every rank stops "
+                     "after the next checkpoint", r);
+        }
         ok.type = MSG_HEARTBEAT_ACK;
+        ok.shard = (uint32_t)s->stop_requested;
         comm_send_rid(s->comm, m->rid, m->rid_len, ok, NULL, 0);
         break;
     }
@@ -333,11 +340,20 @@ struct coord_client {
     atomic_llong iteration;
     atomic_int layer;
     atomic_int stop;
+    atomic_int stop_asked, stop_heard; /* this rank asks the job to stop; the coordinator
+                                        * said some rank did */
     pthread_t thread;
     int64_t barrier_next;
 };
 
 const char *coord_client_node(const coord_client_t *c) { return c->node; }
+
+void coord_client_request_stop(coord_client_t *c) { atomic_store(&c->stop_asked, 1); }
+
+bool coord_client_stop_requested(coord_client_t *c)
+{
+    return atomic_load(&c->stop_asked) || atomic_load(&c->stop_heard);
+}
 
 void coord_client_progress(coord_client_t *c, int64_t iteration, int layer, const char *what)
 {
@@ -382,7 +398,8 @@ static void *client_beat(void *arg)
         if (n >= (int)sizeof text) n = sizeof text - 1;
         comm_send(c->hb, 0,
                   (msg_header_t){.type = MSG_HEARTBEAT, .iteration = atomic_load(&c->iteration),
-                                 .layer = atomic_load(&c->layer)},
+                                 .layer = atomic_load(&c->layer),
+                                 .shard = (uint32_t)atomic_load(&c->stop_asked)},
                   text, (size_t)n, NULL);
         int64_t t_next = comm_now_ns() + (int64_t)c->cfg.heartbeat_ms * 1000000;
         for (;;) {
@@ -390,7 +407,10 @@ static void *client_beat(void *arg)
             if (left_ms <= 0 || atomic_load(&c->stop)) break;
             comm_msg_t m;
             if (comm_recv(c->hb, NULL, &m, left_ms) != 1) continue;
-            if (m.hdr.type == MSG_HEARTBEAT_ACK) last_ack = comm_now_ns(), cut_ns = 0;
+            if (m.hdr.type == MSG_HEARTBEAT_ACK) {
+                last_ack = comm_now_ns(), cut_ns = 0;
+                if (m.hdr.shard == 1) atomic_store(&c->stop_heard, 1);
+            }
             if (m.hdr.type == MSG_ABORT) {
                 char w[700];
                 where(c, w, sizeof w);

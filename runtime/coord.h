@@ -29,6 +29,7 @@
 #ifndef POSEIDON_COORD_H
 #define POSEIDON_COORD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,6 +84,13 @@ int coord_client_barrier(coord_client_t *c, int64_t id, int timeout_ms);
  * broadcasts apart. 0, or -1 after timeout_ms. */
 int coord_client_bcast(coord_client_t *c, int root, int64_t id, void **data, size_t *bytes,
                        int timeout_ms);
+
+/* Stop requests (a signal to any rank): the request travels with this rank's heartbeats,
+ * the coordinator repeats it in every acknowledgement, so within a beat or two every rank's
+ * coord_client_stop_requested() says so. What to do with it is the caller's (the trainer
+ * stops after its next checkpoint). */
+void coord_client_request_stop(coord_client_t *c);
+bool coord_client_stop_requested(coord_client_t *c);
 
 /* Where this rank stands, for heartbeats and for abort messages. what: e.g. "PS pull of
  * layer 3 from shard 2" (copied; NULL for none). */

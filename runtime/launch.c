@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,13 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static volatile sig_atomic_t s_term;
+static void note_term(int sig)
+{
+    (void)sig;
+    s_term = 1;
+}
+
 int launch_local(int n, int port, int grace_ms, launch_child_fn fn, void *arg)
 {
     ASSERT(n >= 1 && n <= 4096, "workers %d", n);
@@ -255,7 +263,20 @@ int launch_local(int n, int port, int grace_ms, launch_child_fn fn, void *arg)
     }
     int left = n, first_bad = 0;
     int64_t kill_at = -1;
+    /* a SIGTERM to the launcher (a scheduler's preemption) goes on to every worker, which
+     * may stop cleanly (runtime/worker: after its next checkpoint) */
+    struct sigaction term = {.sa_handler = note_term}, old_term;
+    sigemptyset(&term.sa_mask);
+    s_term = 0;
+    sigaction(SIGTERM, &term, &old_term);
+    bool forwarded = false;
     while (left > 0) {
+        if (s_term && !forwarded) {
+            forwarded = true;
+            log_info("launch: SIGTERM: passed on to the workers");
+            for (int r = 0; r < n; r++)
+                if (pids[r] > 0) kill(pids[r], SIGTERM);
+        }
         int st;
         pid_t pid = waitpid(-1, &st, WNOHANG);
         if (pid < 0 && errno != EINTR) break;
@@ -290,6 +311,7 @@ int launch_local(int n, int port, int grace_ms, launch_child_fn fn, void *arg)
             }
         }
     }
+    sigaction(SIGTERM, &old_term, NULL);
     free(pids);
     return first_bad;
 }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -575,6 +576,14 @@ static int resume_setup(worker_t *w)
     return 0;
 }
 
+static volatile sig_atomic_t s_stop_signal;
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    s_stop_signal = 1;
+}
+bool worker_stop_signalled(void) { return s_stop_signal != 0; }
+
 worker_t *worker_new(const worker_config_t *cfg, int *rc)
 {
     worker_t *w = xcalloc(1, sizeof *w);
@@ -658,6 +667,12 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     w->hist_server = xcalloc((size_t)w->n_params + 1, sizeof(float));
     if (cfg->checkpoint_dir || cfg->resume_dir)
         w->shard_snapshot = xcalloc((size_t)w->n_params + 1, sizeof(float));
+    if (cfg->checkpoint_dir && cfg->checkpoint_every > 0) {
+        /* a scheduler's SIGTERM (preemption): stop after the next checkpoint, not at once */
+        struct sigaction sa = {.sa_handler = on_stop_signal};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+    }
 
     /* no peer may send more than this job ever sends in one message */
     size_t max_payload = largest_message(w);

@@ -61,6 +61,7 @@ static void wk_trace(worker_t *w, int op, int64_t t, int peer, int64_t bytes, in
 
 void worker_exec_init(worker_t *w)
 {
+    atomic_init(&w->stop_at, INT64_MAX);
     const plan_t *p = &w->plan;
     int n = p->n_ops;
     w->op_cv = xcalloc((size_t)n, sizeof *w->op_cv);
@@ -152,7 +153,7 @@ static void wait_for_on(worker_t *w, wait_kind_t k, int op, int64_t t, comm_t *c
     int64_t deadline = comm_now_ns() + (int64_t)w->cfg->timeout_ms * 1000000;
     pthread_mutex_lock(&w->mu);
     int64_t paused0 = w->ckpt_paused_ns;
-    while (!wait_ready(w, k, op, t)) {
+    while (!wait_ready(w, k, op, t) && t < atomic_load(&w->stop_at)) {
         if (comm_now_ns() > deadline + (w->ckpt_paused_ns - paused0) && !w->ckpt_busy) {
             pthread_mutex_unlock(&w->mu);
             coord_client_fail(w->cl, "%s of layer %s, iteration %lld: %s not met within %d ms",
@@ -451,8 +452,8 @@ static void checkpoint_take(worker_t *w, int64_t k)
              (long long)k, path, mine.bytes / 1e6, (t1 - t0) * 1e-6);
 
     char line[64];
-    snprintf(line, sizeof line, "%lld %016llx", (long long)mine.bytes,
-             (unsigned long long)mine.checksum);
+    snprintf(line, sizeof line, "%lld %016llx %d", (long long)mine.bytes,
+             (unsigned long long)mine.checksum, coord_client_stop_requested(w->cl) ? 1 : 0);
     /* the other ranks write as many bytes: wait for them as for a disk of 10 MB/s */
     int64_t slow_ms = w->cfg->timeout_ms + mine.bytes / 10000;
     int wait_ms = slow_ms > (1 << 30) ? (1 << 30) : (int)slow_ms;
@@ -473,6 +474,13 @@ static void checkpoint_take(worker_t *w, int64_t k)
         free(c.files);
         if (rc) coord_client_fail(w->cl, "%s", err);
     }
+    /* every rank reads the same table: if one of them had heard a stop request, all stop
+     * after this checkpoint */
+    bool stop = false;
+    for (int r = 0; r < w->world; r++) {
+        const char *flag = strrchr(tab[r], ' ');
+        stop |= flag && !strcmp(flag, " 1");
+    }
     worker_allgather_free(w, tab);
     if (coord_client_barrier(w->cl, w->barrier_next++, wait_ms))
         coord_client_fail(w->cl, "%s: not every rank saw it complete", what);
@@ -487,7 +495,19 @@ static void checkpoint_take(worker_t *w, int64_t k)
     pthread_mutex_lock(&w->mu);
     w->ckpt_busy = false;
     w->ckpt_paused_ns += comm_now_ns() - t0;
+    if (stop) { /* release every thread waiting for an instance of k or later */
+        atomic_store(&w->stop_at, k);
+        for (int op = 0; op < w->n_op_cv; op++) {
+            pthread_cond_broadcast(&w->op_cv[op]);
+            uint64_t one = 1;
+            if (w->op_efd[op] >= 0 && write(w->op_efd[op], &one, sizeof one) < 0 && errno != EAGAIN)
+                die("eventfd write: %s", strerror(errno));
+        }
+    }
     pthread_mutex_unlock(&w->mu);
+    if (stop && w->rank == 0)
+        log_info("stopping after the checkpoint of iteration %lld (a rank was asked to stop by "
+                 "a signal): resume with --resume %s", (long long)k, dir);
 }
 
 static void *compute_main(void *arg)
@@ -495,7 +515,9 @@ static void *compute_main(void *arg)
     worker_t *w = arg;
     int64_t last_progress_ns = 0;
     for (int64_t t = w->t_start; t < w->iterations; t++) {
+        if (worker_stop_signalled()) coord_client_request_stop(w->cl);
         if (checkpoint_due(w, t)) checkpoint_take(w, t);
+        if (t >= atomic_load(&w->stop_at)) break;
         for (int op = 0; op < w->plan.n_ops; op++) {
             const plan_op_t *po = &w->plan.ops[op];
             if (po->res != RES_COMPUTE) continue;
@@ -571,13 +593,14 @@ static void *sync_main(void *arg)
          * within the staleness bound, never a half-written block. */
         ps_client_set_arena_lock(pc, &wu->lock);
     }
-    for (int64_t t = w->t_start; t < w->iterations; t++) {
+    for (int64_t t = w->t_start; t < w->iterations && t < atomic_load(&w->stop_at); t++) {
         int s = (int)(t % w->n_slots);
         int64_t t0, bytes = 0;
         if (po->kind == OP_PULL) {
             /* the receive side of the shards' PULL: asked once this rank's push is out */
             progress(w, op, t, "PULL of %s: its own push", name);
             wait_for(w, WAIT_OWN_PUSH, op, t);
+            if (t >= atomic_load(&w->stop_at)) break; /* the run stops before t */
             progress(w, op, t, "PS pull of layer %s from the shards", name);
             t0 = comm_now_ns();
             /* the shards answer a pull of iteration i at version >= i + 1 - staleness: ask
@@ -604,6 +627,7 @@ static void *sync_main(void *arg)
              * rank's backward are timed on arrival (their senders' trace rows end there) */
             comm_t *listen = po->kind == OP_SFB ? w->ucomm[u] : NULL;
             wait_for_on(w, WAIT_DEPS, op, t, listen);
+            if (t >= atomic_load(&w->stop_at)) break; /* the run stops before t */
             t0 = comm_now_ns();
             switch (po->kind) {
             case OP_PUSH:
@@ -750,6 +774,8 @@ void worker_exec_run(worker_t *w)
         if (pthread_create(&th[n_threads++], NULL, sync_main, &args[op])) die("pthread_create");
     }
     for (int i = 0; i < n_threads; i++) pthread_join(th[i], NULL);
+    bool stopped = atomic_load(&w->stop_at) < w->iterations;
+    if (stopped) w->iterations = atomic_load(&w->stop_at); /* the run ends there */
     if (w->iterations - w->t_start >= 2) /* iterations start+1 .. T-1: from the start of the
                                           * first one's first op to the end; logged after the
                                           * final barrier, below rank 0's last row */
@@ -759,7 +785,8 @@ void worker_exec_run(worker_t *w)
                  (long long)(w->iterations - w->t_start - 1));
     free(th);
     free(args);
-    if (w->rank == 0) report(w, w->iterations - 1, true);
+    /* a stopped run has no final row: the resumed one writes the rows from the checkpoint on */
+    if (w->rank == 0 && !stopped) report(w, w->iterations - 1, true);
 }
 
 void worker_exec_fini(worker_t *w)

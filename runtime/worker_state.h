@@ -9,6 +9,7 @@
 #define POSEIDON_WORKER_STATE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -157,6 +158,11 @@ typedef struct worker {
      * by the checkpoints' time: writing the files may take longer than timeout_ms. */
     bool ckpt_busy;
     int64_t ckpt_paused_ns;
+    /* A stop asked by a signal (SIGTERM to any rank, coord_client_request_stop): every rank
+     * learns it through the coordinator, and the checkpoint after which the ranks found that
+     * one of them had heard it sets stop_at to its iteration: no instance of stop_at or later
+     * runs, waits for one end, and the run ends there (INT64_MAX: no stop). */
+    _Atomic int64_t stop_at;
 
     /* rank 0's report state (compute thread only) */
     FILE *csv;
@@ -182,6 +188,10 @@ job_ckpt_header_t worker_ckpt_header(const worker_t *w, int64_t k);
 /* Whether this rank executes instances of the op (compute, worker-side syncs, PULL's receive
  * side) rather than the shards (APPLY). */
 bool worker_op_runs_here(const plan_op_t *po);
+
+/* SIGTERM (installed by worker_new when the job checkpoints) asks the job to stop after its
+ * next checkpoint; true once the signal came. */
+bool worker_stop_signalled(void);
 
 /* ---- the executor (runtime/worker_exec.c) ---- */
 
