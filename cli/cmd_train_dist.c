@@ -75,7 +75,7 @@ static void usage(FILE *f)
             "  --no-eval           no test accuracy in the rows\n"
             "  --threads T         BLAS threads per worker (default 1)\n"
             "  --timeout-ms MS     bound of every wait (default 60000)\n"
-            "  --csv FILE          rank 0's rows\n"
+            "  --csv FILE          rank 0's rows, each with the hash of the plan that ran\n"
             "  --trace PREFIX      PREFIX-rank<R>.csv/.json per rank, merged into PREFIX.csv\n"
             "                      and one Chrome/Perfetto PREFIX.json\n"
             "  --params-out PATH   each rank writes its final parameters to PATH.<rank>\n"

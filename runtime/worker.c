@@ -890,7 +890,9 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
                                   strerror(errno));
             if (!(w->csv = outfile_open(cfg->csv_path, w->t_start > 0 ? "a" : "w")))
                 coord_client_fail(w->cl, "%s: cannot open: %s", cfg->csv_path, strerror(errno));
-            if (ftell(w->csv) == 0) fprintf(w->csv, "%s\n", hdr);
+            /* the file names the plan that made each row (plan_hash, as the log and the
+             * written job do) */
+            if (ftell(w->csv) == 0) fprintf(w->csv, "%s,plan\n", hdr);
         }
         printf("%s\n", hdr);
         fflush(stdout);

@@ -745,7 +745,7 @@ static void report(worker_t *w, int64_t t, bool final)
     printf("%s\n", row);
     fflush(stdout);
     if (w->csv) {
-        fprintf(w->csv, "%s\n", row);
+        fprintf(w->csv, "%s,%016llx\n", row, (unsigned long long)plan_hash(&w->plan));
         fflush(w->csv);
     }
     w->loss_sum = 0;
