@@ -152,7 +152,7 @@ int report_speedup(const char *csv, const char *prefix, FILE *msg)
     char setup[1024], *plot = NULL;
     snprintf(setup, sizeof setup,
              "set datafile separator ','\n"
-             "set key top left box opaque\nset grid\n"
+             "set key outside right top box\nset grid\n"
              "set xlabel 'nodes'\nset ylabel 'speedup over 1 node (images/s)'\n"
              "set title 'Simulated weak scaling: %s'\n"
              "set logscale xy 2\nset xrange [1:%d]\nset yrange [0.5:%d]\n"
@@ -234,7 +234,7 @@ int report_train(const char *csv, const char *prefix, FILE *msg)
     /* an empty field (a row without evaluation) is a missing point */
     snprintf(setup, sizeof setup,
              "set datafile separator ','\nset datafile missing ''\n"
-             "set key center right box opaque\nset grid\n"
+             "set key below horizontal box\nset grid\n"
              "set xlabel 'epoch'\nset ylabel 'training loss'\nset y2label 'accuracy'\n"
              "set ytics nomirror\nset y2tics\nset y2range [0:1]\n"
              "set title 'Training: %s'", csv);

@@ -208,7 +208,7 @@ static int bandwidth_svg(const char *csv, const char *svg)
     char *prog = NULL;
     if (asprintf(&prog,
              "set datafile separator ','\nset terminal svg size 800,560 font 'sans,11'\n"
-             "set output '%s'\nset key top left box opaque\nset grid\n"
+             "set output '%s'\nset key outside right top box\nset grid\n"
              "set xlabel 'NIC bandwidth (Gbit/s)'\nset ylabel 'speedup over 1 node (images/s)'\n"
              "set title 'Simulated speedup versus bandwidth: %s' noenhanced\n"
              "set yrange [0:*]\nset xrange [0:*]\n"

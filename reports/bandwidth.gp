@@ -1,7 +1,7 @@
 # Speedup at 16 nodes versus NIC bandwidth, from `poseidon sim --csv` of experiments/bandwidth.exp.
 # usage: gnuplot -e "csv='out/experiments/bandwidth-vgg19.csv'; name='vgg19'; out='out/reports/bandwidth-vgg19'" reports/bandwidth.gp
 set datafile separator ","
-set key bottom right
+set key outside right top box
 set grid
 set xlabel "NIC bandwidth (Gbit/s)"
 set ylabel "speedup over 1 node"

@@ -2,7 +2,6 @@
 # usage: gnuplot -e "csv='out/experiments/scaling-vgg19.csv'; name='vgg19'; out='out/reports/speedup-vgg19'" reports/speedup.gp
 # Columns used: 2 nodes, 3 gbps, 4 scheme, 9 speedup. Writes OUT.png and OUT.svg.
 set datafile separator ","
-set key top left
 set grid
 set samples 400
 set xlabel "nodes"
@@ -14,7 +13,7 @@ set xrange [1:40]
 set yrange [0.8:40]
 set xtics (1, 2, 4, 8, 16, 32)
 set ytics (1, 2, 4, 8, 16, 32)
-set key top left box opaque
+set key outside right top box
 schemes = "ps ps+wfbp hybrid allreduce+wfbp"
 sel(s, g) = (strcol(4) eq s && $3 == g) ? $9 : 1/0
 do for [fmt in "pngcairo svg"] {

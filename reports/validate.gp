@@ -6,7 +6,7 @@
 if (!exists("csv")) csv = 'out/validate/validate.csv'
 if (!exists("out")) out = 'out/validate/validate'
 set datafile separator ','
-set key top left box opaque
+set key below horizontal box
 set logscale xy
 set xlabel 'measured time per iteration (s)'
 set ylabel 'predicted time per iteration (s)'
