@@ -353,6 +353,9 @@ int report_html(const char *dir, const char *out_path)
             n_plots++;
             break;
         case CSV_VALIDATE: {
+            /* validate_detail.csv holds the same points as validate.csv, with more columns:
+             * drawn once */
+            if (strstr(files[i], "validate_detail.csv")) continue;
             char gp[PATH_MAX], prog[PATH_MAX * 4];
             if (find_validate_gp(gp, sizeof gp)) {
                 fputs("<p class=note>reports/validate.gp not found (POSEIDON_REPORTS names its "

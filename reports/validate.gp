@@ -6,7 +6,7 @@
 if (!exists("csv")) csv = 'out/validate/validate.csv'
 if (!exists("out")) out = 'out/validate/validate'
 set datafile separator ','
-set key below horizontal box
+set key outside right top box
 set logscale xy
 set xlabel 'measured time per iteration (s)'
 set ylabel 'predicted time per iteration (s)'
@@ -33,8 +33,8 @@ if (hi / lo < 10) {
 }
 sel(s) = strcol(4) eq s ? $5 : NaN
 do for [fmt in "pngcairo svg"] {
-    if (fmt eq "svg") { set terminal svg size 800,640 dynamic; set output out.'.svg' } \
-    else { set terminal pngcairo size 800,640; set output out.'.png' }
+    if (fmt eq "svg") { set terminal svg size 960,640 dynamic; set output out.'.svg' } \
+    else { set terminal pngcairo size 960,640; set output out.'.png' }
     plot x title 'predicted = measured' lc rgb 'black', \
          1.1 * x notitle dt 2 lc rgb 'gray', 0.9 * x title '+-10%' dt 2 lc rgb 'gray', \
          csv using 6:(sel('ps')) skip 1 with points pt 7 title 'ps', \
