@@ -274,44 +274,21 @@ static int trow_cmp(const void *a, const void *b)
  * Returns the count, or -1 with a message. */
 static int trace_read(const char *path, int from, trow_t **out)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "poseidon report: %s: cannot read: %s\n", path, strerror(errno));
-        return -1;
-    }
-    char line[4096];
-    size_t hl = strlen(trace_csv_header);
-    if (!fgets(line, sizeof line, f) || strncmp(line, trace_csv_header, hl) != 0) {
-        fprintf(stderr, "poseidon report: %s:1: expected the trace header '%s'\n", path,
-                trace_csv_header);
-        fclose(f);
-        return -1;
-    }
-    trow_t *v = NULL;
-    int n = 0, cap = 0, lineno = 1;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        trace_rec_t rec;
-        if (trace_rec_parse(line, &rec) != 0) {
-            fprintf(stderr, "poseidon report: %s:%d: expected node,iteration,op,layer,peer,"
-                            "bytes,t_start_ns,t_end_ns with t_end_ns >= t_start_ns\n",
-                    path, lineno);
-            fclose(f);
-            free(v);
-            return -1;
-        }
-        trow_t r = {.node = rec.node, .iteration = rec.iteration,
-                    .dur_ns = (double)(rec.t_end_ns - rec.t_start_ns), .rows = 1};
-        snprintf(r.op, sizeof r.op, "%s", rec.op);
-        snprintf(r.layer, sizeof r.layer, "%s", rec.layer);
-        if (r.iteration < from) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            v = xrealloc(v, (size_t)cap * sizeof *v);
-        }
+    trace_rec_t *recs;
+    int n_recs = trace_file_read(path, &recs);
+    if (n_recs < 0) return -1;
+    trow_t *v = xcalloc((size_t)n_recs + 1, sizeof *v);
+    int n = 0;
+    for (int i = 0; i < n_recs; i++) {
+        const trace_rec_t *rec = &recs[i];
+        if (rec->iteration < from) continue;
+        trow_t r = {.node = rec->node, .iteration = rec->iteration,
+                    .dur_ns = (double)(rec->t_end_ns - rec->t_start_ns), .rows = 1};
+        snprintf(r.op, sizeof r.op, "%s", rec->op);
+        snprintf(r.layer, sizeof r.layer, "%s", rec->layer);
         v[n++] = r;
     }
-    fclose(f);
+    free(recs);
     if (n) qsort(v, (size_t)n, sizeof *v, trow_cmp);
     int k = 0; /* sum the rows of one key */
     for (int i = 0; i < n; i++) {

@@ -386,6 +386,23 @@ void coord_client_fail(coord_client_t *c, const char *fmt, ...)
     _exit(COORD_EXIT_ABORT);
 }
 
+/* This rank's last line when rank 0's coordinator is gone, then the abort exit. */
+static _Noreturn void coordinator_gone(coord_client_t *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static _Noreturn void coordinator_gone(coord_client_t *c, const char *fmt, ...)
+{
+    char w[700], why[256];
+    where(c, w, sizeof w);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "poseidon: %s: job aborted: the coordinator (node %s, rank 0) %s\n", w,
+            c->env.master_addr, why);
+    fflush(NULL);
+    _exit(COORD_EXIT_ABORT);
+}
+
 static void *client_beat(void *arg)
 {
     coord_client_t *c = arg;
@@ -426,26 +443,11 @@ static void *client_beat(void *arg)
         }
         int fd;
         if (comm_closed_connections(c->hb, &fd, 1) > 0 && !cut_ns) cut_ns = comm_now_ns();
-        if (!atomic_load(&c->stop) && cut_ns && ms_since(cut_ns) > cut_grace_ms(&c->cfg)) {
-            char w[700];
-            where(c, w, sizeof w);
-            fprintf(stderr,
-                    "poseidon: %s: job aborted: the coordinator (node %s, rank 0) closed its "
-                    "connection %lld ms ago (its process ended, or its host dropped it)\n",
-                    w, c->env.master_addr, (long long)ms_since(cut_ns));
-            fflush(NULL);
-            _exit(COORD_EXIT_ABORT);
-        }
-        if (!atomic_load(&c->stop) && ms_since(last_ack) > c->cfg.dead_ms) {
-            char w[700];
-            where(c, w, sizeof w);
-            fprintf(stderr,
-                    "poseidon: %s: job aborted: the coordinator (node %s, rank 0) did not "
-                    "answer for %lld ms\n",
-                    w, c->env.master_addr, (long long)ms_since(last_ack));
-            fflush(NULL);
-            _exit(COORD_EXIT_ABORT);
-        }
+        if (!atomic_load(&c->stop) && cut_ns && ms_since(cut_ns) > cut_grace_ms(&c->cfg))
+            coordinator_gone(c, "closed its connection %lld ms ago (its process ended, or its "
+                                "host dropped it)", (long long)ms_since(cut_ns));
+        if (!atomic_load(&c->stop) && ms_since(last_ack) > c->cfg.dead_ms)
+            coordinator_gone(c, "did not answer for %lld ms", (long long)ms_since(last_ack));
     }
     return NULL;
 }
