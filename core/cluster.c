@@ -85,6 +85,10 @@ const char *cluster_keys_help(void)
            "                            nvlink4 (needed when devices_per_node > 1)\n"
            "  intra_gbps = G            the interconnect's bandwidth per direction, Gbit/s\n"
            "  intra_latency_us = U      its latency per transfer\n"
+           "  host_staging = yes | no   each device's gradient goes to host memory over the\n"
+           "                            interconnect after its backward and the synced values\n"
+           "                            come back before its next forward (GPU nodes that sync\n"
+           "                            from the host, as Poseidon's); needs an interconnect (no)\n"
            "  ps_shards = P2            PS shards on nodes 0..P2-1, 0 = one per node (0)\n"
            "  server_gbps = G           PS shard apply throughput, 0 = free (0)\n"
            "  device = NAME             titanx-maxwell | k20 | h100 (titanx-maxwell)\n"
@@ -147,6 +151,10 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
         if (get_in(key, val, 1e-3, 1e6, false, &d, where, err, errlen)) return -1;
         c->intra_Bps = d * 1e9 / 8;
         c->interconnect[0] = 0;
+    } else if (!strcmp(key, "host_staging")) {
+        if (!strcmp(val, "yes") || !strcmp(val, "1")) c->host_staging = true;
+        else if (!strcmp(val, "no") || !strcmp(val, "0")) c->host_staging = false;
+        else return kv_error(err, errlen, where, "expected host_staging = yes | no, got '%s'", val);
     } else if (!strcmp(key, "intra_latency_us")) {
         if (get_in(key, val, 0, 1e7, false, &d, where, err, errlen)) return -1;
         c->intra_lat_ns = llround(d * 1e3);
@@ -203,6 +211,10 @@ int cluster_check_devices(const cluster_t *c, const char *where, char *err, size
                         "expected an interconnect for devices_per_node = %d (interconnect = "
                         "pcie3 | pcie4 | pcie5 | nvlink4, or intra_gbps and intra_latency_us)",
                         c->devices_per_node);
+    if (c->host_staging && c->intra_Bps <= 0)
+        return kv_error(err, errlen, where,
+                        "expected an interconnect for host_staging = yes (interconnect = "
+                        "pcie3 | pcie4 | pcie5 | nvlink4, or intra_gbps and intra_latency_us)");
     return 0;
 }
 
@@ -294,6 +306,7 @@ int cluster_write(const cluster_t *c, FILE *f, const char *prefix)
         fprintf(f, "%sintra_gbps = %s\n", prefix, D(exact_key_value(c->intra_Bps, 1e9, 8)));
         fprintf(f, "%sintra_latency_us = %s\n", prefix, D((double)c->intra_lat_ns / 1e3));
     }
+    if (c->host_staging) fprintf(f, "%shost_staging = yes\n", prefix);
     fprintf(f, "%sps_shards = %d\n", prefix, c->ps_shards);
     fprintf(f, "%sserver_gbps = %s\n", prefix, D(exact_key_value(c->server_Bps, 1e9, 8)));
     device_t preset;

@@ -48,6 +48,9 @@ typedef struct {
     double intra_Bps;          /* a node's interconnect between its devices (PCIe, NVLink),
                                   bytes/s per direction; 0 = none given (D = 1 needs none) */
     int64_t intra_lat_ns;      /* its per-transfer latency */
+    bool host_staging;         /* gradients and synced values go through host memory over
+                                  the interconnect (a GPU node's PCIe): a copy out after each
+                                  backward, one back before the next forward (plan.h) */
     char interconnect[CLUSTER_NAME_MAX]; /* the preset it came from, or "" */
     int ps_shards;             /* P2; shards live on nodes 0..P2-1; 0 = one per node */
     double server_Bps;         /* bytes/s a PS shard applies; 0 = instantaneous */

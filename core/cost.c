@@ -254,9 +254,24 @@ int64_t cost_local(const cost_params_t *p, const cost_tensor_t *t, sync_method_t
                    int64_t *reduce_bytes, int64_t *bcast_bytes)
 {
     *reduce_bytes = *bcast_bytes = 0;
-    int d = p->devices;
-    if (d <= 1) return 0; /* SYNC_NONE (one node): the devices still reduce and broadcast */
+    int d = p->devices > 1 ? p->devices : 1;
     int64_t all = t->weight_bytes + t->bias_bytes;
+    if (p->host_staging) {
+        if (m == SYNC_NONE) return 0;
+        int64_t own = m == SYNC_SFB ? cost_sfb_peer_bytes(cost_sfb_k(p, t), t->m, t->n) / d +
+                                          t->bias_bytes
+                                    : all;
+        /* SFB: every device but itself, of every node */
+        int64_t back = m == SYNC_SFB ? ((int64_t)p->workers * d - 1) * (own - t->bias_bytes) +
+                                           t->bias_bytes
+                                     : all;
+        *reduce_bytes = (int64_t)d * own;
+        *bcast_bytes = (int64_t)d * back;
+        ASSERT(p->intra_Bps > 0, "host staging without an interconnect");
+        return 2 * p->intra_lat_ns +
+               llround((double)(*reduce_bytes + *bcast_bytes) / p->intra_Bps * 1e9);
+    }
+    if (d <= 1) return 0; /* SYNC_NONE (one node): the devices still reduce and broadcast */
     if (m == SYNC_SFB) /* the other devices' factors, and their biases' gradients */
         *reduce_bytes = (int64_t)(d - 1) * (cost_sfb_peer_bytes(cost_sfb_k(p, t), t->m, t->n) / d +
                                             t->bias_bytes);

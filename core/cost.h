@@ -68,6 +68,9 @@ typedef struct {
     int devices;            /* D, devices per node (0 or 1: one; batch is the node's D x B) */
     double intra_Bps;       /* the node's interconnect, bytes/s (D > 1) */
     int64_t intra_lat_ns;   /* per local transfer */
+    bool host_staging;      /* each device stages its gradient (SFB: its factors) in host
+                             * memory and gets the synced values (SFB: the peers' factors)
+                             * back over the interconnect; the host reduces a node's devices */
 } cost_params_t;
 
 /* One layer's parameters as the sync sees them. */
@@ -136,9 +139,12 @@ bool cost_method_allowed(const cost_params_t *p, const cost_tensor_t *t, sync_me
 
 /* The cheapest allowed method among those in mask (bit 1<<SYNC_x), by predicted time; ties
  * go to SFB, then PS (the paper's "SFB iff <="). With one worker: SYNC_NONE. */
-/* The local steps of a node of D > 1 devices for method m (zeros when D <= 1): the bytes the
- * local reduce (or SFB's gather) and the local broadcast move over the interconnect, and
- * their time together. */
+/* The local steps of a node for method m: the bytes the local reduce (or SFB's gather) and
+ * the local broadcast move over the interconnect, and their time together. Without host
+ * staging: D - 1 devices' shares device to device (zeros when D <= 1). With it: each of the
+ * D devices copies its gradient (SFB: its factors) out, and the synced values (PS: the
+ * parameters, all-reduce: the reduced gradient, SFB: the peers' factors) back in; nothing
+ * for a method that does not sync (one node). */
 int64_t cost_local(const cost_params_t *p, const cost_tensor_t *t, sync_method_t m,
                    int64_t *reduce_bytes, int64_t *bcast_bytes);
 

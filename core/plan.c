@@ -232,6 +232,7 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
         .devices = c->devices_per_node,
         .intra_Bps = c->intra_Bps,
         .intra_lat_ns = c->intra_lat_ns,
+        .host_staging = c->host_staging,
     };
 
     /* Units: one per parameter layer; layers before the first one join unit 0. */
@@ -317,7 +318,10 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
     }
     for (int u = 0; u < U; u++) {
         plan_unit_t *un = &p->units[u];
-        if (devices > 1 && un->layer >= 0) {
+        /* local steps: the devices' reduce and broadcast, or the copies through host
+         * memory (host_staging; none for a unit that does not sync) */
+        bool staged = c->host_staging && un->method != SYNC_NONE;
+        if ((devices > 1 || staged) && un->layer >= 0) {
             cost_local(&p->cost, &un->tensor, un->method, &un->lreduce_bytes, &un->lbcast_bytes);
             un->op_lreduce = add_op(&b, OP_LREDUCE, u, PLACE_WORKERS, RES_INTRA,
                                     un->lreduce_bytes, 0, u);
@@ -581,7 +585,7 @@ void plan_print(const plan_t *p, FILE *f, int csv)
 {
     char sb[64];
     scheme_name(p->scheme, sb, sizeof sb);
-    int local = p->cluster.devices_per_node > 1; /* the local steps' columns */
+    int local = p->cluster.devices_per_node > 1 || p->cluster.host_staging; /* local steps' columns */
     if (csv)
         fprintf(f, "unit,layer,type,params,method,ps_bytes,ps_ns,sfb_bytes,sfb_ns,"
                    "allreduce_bytes,allreduce_ns,bucket%s\n",

@@ -620,6 +620,12 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
                         "cluster has devices_per_node = %d\n", job->cluster.devices_per_node);
         goto bad_input;
     }
+    if (job->cluster.host_staging) {
+        fprintf(stderr, "poseidon train: the job's cluster has host_staging = yes (GPU "
+                        "devices copying through host memory); the runtime's devices compute "
+                        "in host memory: set cluster.host_staging = no\n");
+        goto bad_input;
+    }
     if (model_load(&w->model, job->model_path, err, sizeof err)) {
         fprintf(stderr, "poseidon train: %s\n", err);
         goto bad_input;

@@ -113,3 +113,75 @@ TEST(devices_four_per_node_give_four_times_the_node_throughput)
     plan_fini(&p);
     model_fini(&m);
 }
+
+/* Host staging (GPU nodes that sync from host memory): per unit, every device copies its
+ * gradient out over the interconnect after its backward and gets the synced values back
+ * before its next forward. 2 nodes of 1 device, PS: each copy moves the unit's tensor, in
+ * latency + bytes / rate; all-reduce the same; SFB copies its factors out and the peer's
+ * back; one node (nothing syncs) copies nothing. */
+TEST(devices_host_staging_copies_each_unit_out_and_back)
+{
+    static const struct {
+        const char *scheme;
+        int nodes;
+    } cases[] = {{"ps+wfbp", 2}, {"allreduce+wfbp", 2}, {"sfb+wfbp", 2}, {"ps+wfbp", 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        experiment_t e;
+        model_t m;
+        fixture_load_exp(&e, &m, fixture_exp_text("mlp", "batch = 8\niterations = 2\n"
+                                                         "cluster.host_staging = yes\n"
+                                                         "cluster.intra_gbps = 8\n"
+                                                         "cluster.intra_latency_us = 5\n"));
+        fixture_one_config(&e, cases[k].nodes, 0, cases[k].scheme);
+        char prefix[600], csv[700], err[1024];
+        snprintf(prefix, sizeof prefix, "%s/st%zu", test_tmpdir(), k);
+        snprintf(csv, sizeof csv, "%s.csv", prefix);
+        trace_t *tr = trace_open(prefix, err, sizeof err);
+        REQUIRE(tr, "%s", err);
+        simrun_out_t o;
+        cluster_t c;
+        REQUIRE(simrun_config(&e, &m, 0, &c, tr, &o, err, sizeof err) == 0, "%s", err);
+        trace_close(&tr);
+        plan_opts_t po;
+        plan_t p;
+        job_config(&e, 0, NULL, &c, &po);
+        REQUIRE(plan_build_opts(&p, &m, &c, &po, err, sizeof err) == 0, "%s", err);
+        FILE *f = fopen(csv, "r");
+        REQUIRE(f, "no %s", csv);
+        char line[1024];
+        int n = 0, bad = 0;
+        while (fgets(line, sizeof line, f)) {
+            trace_rec_t r;
+            if (trace_rec_parse(line, &r) != 0) continue;
+            bool out = !strcmp(r.op, "LREDUCE"), in = !strcmp(r.op, "LBCAST");
+            if (!out && !in) continue;
+            int li = model_find(&m, r.layer);
+            REQUIRE(li >= 0, "%s", r.layer);
+            int64_t all = (m.layers[li].weights + m.layers[li].biases) * 4, want = all;
+            if (!strcmp(cases[k].scheme, "sfb+wfbp")) { /* K = 8 rows of (m + n) floats */
+                int64_t factors = 8 * (m.layers[li].out_shape.c + m.layers[li].in_shape.c *
+                                       m.layers[li].in_shape.h * m.layers[li].in_shape.w) * 4;
+                const plan_unit_t *un = NULL;
+                for (int u = 0; u < p.n_units; u++)
+                    if (p.units[u].layer == li) un = &p.units[u];
+                REQUIRE(un);
+                if (un->method == SYNC_SFB) want = factors + m.layers[li].biases * 4;
+            }
+            n++;
+            if (r.bytes != want || r.t_end_ns - r.t_start_ns != 5000 + want) {
+                bad++;
+                printf("%s %s %s: %lld bytes in %lld ns, want %lld in %lld\n", cases[k].scheme,
+                       r.op, r.layer, (long long)r.bytes, (long long)(r.t_end_ns - r.t_start_ns),
+                       (long long)want, (long long)(5000 + want));
+            }
+        }
+        fclose(f);
+        /* 3 layers x (out, in) x 2 iterations on each node; none on one node */
+        CHECK_EQ_I64(n, cases[k].nodes > 1 ? 3 * 2 * 2 * cases[k].nodes : 0);
+        CHECK_EQ_I64(bad, 0);
+        int checked = 0;
+        CHECK_EQ_I64(trace_edge_violations(&p, csv, false, 0, "staging", &checked), 0);
+        plan_fini(&p);
+        model_fini(&m);
+    }
+}

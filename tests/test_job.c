@@ -29,6 +29,7 @@ static void cluster_diff(const cluster_t *a, const cluster_t *b, char *out, size
     FIELD(core_Bps, "%.17g");
     FIELD(intra_Bps, "%.17g");
     FIELD(intra_lat_ns, "%" PRId64);
+    FIELD(host_staging, "%d");
     FIELD(ps_shards, "%d");
     FIELD(server_Bps, "%.17g");
     FIELD(device.peak_flops, "%.17g");
@@ -119,7 +120,7 @@ TEST(job_written_experiment_reads_back_the_same_job)
                      "cluster.straggler_sigma = 0.07\ncluster.speed = 1:0.8\n"
                      "cluster.speed = 4:0.6\ncluster.peak_tflops = 1.7\ncluster.core_gbps = 33.3\n"
                      "cluster.devices_per_node = 2\ncluster.intra_gbps = 97.3\n"
-                     "cluster.intra_latency_us = 3.3\n"));
+                     "cluster.intra_latency_us = 3.3\ncluster.host_staging = yes\n"));
     /* a probe's odd figures, as a real run would have them */
     job_link_t link = {.bw_Bps = 117254913.73, .lat_ns = 48311};
     for (int i = 0; i < experiment_config_count(&e); i++) {
