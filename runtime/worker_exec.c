@@ -78,6 +78,7 @@ void worker_exec_init(worker_t *w)
     w->n_op_cv = n;
     w->dev_ran = xcalloc((size_t)n, sizeof *w->dev_ran);
     w->dev_t0_ns = xcalloc((size_t)n, sizeof *w->dev_t0_ns);
+    w->dev_emu_end_ns = xcalloc((size_t)n, sizeof *w->dev_emu_end_ns);
     int *cnt = xcalloc((size_t)n + 1, sizeof *cnt);
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) { /* counts -> offsets; cnt becomes the fill cursor */
@@ -368,11 +369,12 @@ static void compute_op(worker_t *w, wk_device_t *dv, int op, int64_t t)
 
 static void report(worker_t *w, int64_t t, bool final);
 
-/* Whether compute op (op, t) could start now without waiting. */
+/* Whether compute op (op, t) could start now but for the compute chain (the node's previous
+ * compute op, which with several devices may still run on another one). */
 static bool compute_ready(worker_t *w, int op, int64_t t)
 {
     pthread_mutex_lock(&w->mu);
-    bool ok = wait_ready(w, WAIT_DEPS, op, t);
+    bool ok = wait_ready(w, WAIT_SYNC_DEPS, op, t);
     pthread_mutex_unlock(&w->mu);
     return ok;
 }
@@ -532,19 +534,19 @@ static void checkpoint_take(worker_t *w, int64_t k)
  * first device's start to the last one's end, and the op's dependents may go. */
 static void device_ran(worker_t *w, wk_device_t *dv, int op, int64_t t, int64_t t0_ns)
 {
-    (void)dv;
     int64_t now = comm_now_ns();
-    if (w->devices > 1) {
-        pthread_mutex_lock(&w->mu);
-        if (w->dev_ran[op] == 0 || t0_ns < w->dev_t0_ns[op]) w->dev_t0_ns[op] = t0_ns;
-        bool last = ++w->dev_ran[op] == w->devices;
-        if (last) {
-            w->dev_ran[op] = 0;
-            t0_ns = w->dev_t0_ns[op];
-        }
-        pthread_mutex_unlock(&w->mu);
-        if (!last) return;
+    pthread_mutex_lock(&w->mu);
+    bool first = w->dev_ran[op] == 0;
+    if (first || t0_ns < w->dev_t0_ns[op]) w->dev_t0_ns[op] = t0_ns;
+    if (first || dv->emu_end_ns > w->dev_emu_end_ns[op]) w->dev_emu_end_ns[op] = dv->emu_end_ns;
+    bool last = ++w->dev_ran[op] == w->devices;
+    if (last) {
+        w->dev_ran[op] = 0;
+        t0_ns = w->dev_t0_ns[op];
+        w->emu_node_end_ns = w->dev_emu_end_ns[op];
     }
+    pthread_mutex_unlock(&w->mu);
+    if (!last) return;
     wk_trace(w, op, t, -1, 0, t0_ns, now);
     mark_done(w, op, t);
 }
@@ -566,6 +568,8 @@ static void *device_main(void *arg)
             const plan_op_t *po = &w->plan.ops[op];
             if (po->res != RES_COMPUTE) continue;
             if (lead) progress(w, op, t, "%s: its plan dependencies", op_kind_name(po->kind));
+            /* emulated: whether only the compute chain (the node's previous op, which may
+             * still run on another device) was left to wait for */
             bool ready = w->emulate && compute_ready(w, op, t);
             wait_for(w, WAIT_DEPS, op, t);
             if (lead && t == w->t_start + 1 && !w->cpu1_ns) { /* iteration 0 is over */
@@ -574,8 +578,10 @@ static void *device_main(void *arg)
             }
             if (lead) progress(w, op, t, "%s computing", op_kind_name(po->kind));
             int64_t t0 = comm_now_ns();
-            dv->emu_start_ns =
-                ready && dv->emu_end_ns > 0 && dv->emu_end_ns < t0 ? dv->emu_end_ns : t0;
+            pthread_mutex_lock(&w->mu);
+            int64_t prev_end = w->emu_node_end_ns; /* the chain's last op, every device's */
+            pthread_mutex_unlock(&w->mu);
+            dv->emu_start_ns = ready && prev_end > 0 && prev_end < t0 ? prev_end : t0;
             compute_op(w, dv, op, t);
             device_ran(w, dv, op, t, t0);
         }
@@ -909,6 +915,8 @@ void worker_exec_fini(worker_t *w)
     free(w->wake);
     free(w->dev_ran);
     free(w->dev_t0_ns);
+    free(w->dev_emu_end_ns);
+    w->dev_emu_end_ns = NULL;
     w->dev_ran = NULL;
     w->dev_t0_ns = NULL;
     w->op_cv = NULL;

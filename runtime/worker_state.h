@@ -103,6 +103,11 @@ struct worker {
     /* the node's compute op in flight: devices that ran it, the first one's start */
     int *dev_ran;              /* per op, under mu */
     int64_t *dev_t0_ns;        /* per op, under mu */
+    /* Emulated compute, under mu: the latest intended end of the devices' shares of the op
+     * in flight (per op), and of the node's last completed compute op. The next op of the
+     * chain starts there, not when the last device's thread woke (see wk_device_t). */
+    int64_t *dev_emu_end_ns;
+    int64_t emu_node_end_ns;
     pthread_mutex_t intra_mu;  /* RES_INTRA: one local reduce or broadcast at a time */
     int n_slots;               /* buffers per unit: 1 + staleness (core/plan.h) */
     int64_t iterations, steps; /* the run's, and per epoch */
