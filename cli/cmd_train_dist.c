@@ -39,6 +39,11 @@ static void usage(FILE *f)
             "  --set KEY=VALUE     any experiment key, or cluster.KEY (poseidon sim --help)\n"
             "  --workers N         fork N local workers [cluster.nodes] (default: the\n"
             "                      experiment's nodes, or the launcher's ranks)\n"
+            "  --devices-per-node D  device threads per node, each with a replica and its own\n"
+            "                      batch; the node combines their gradients in memory and\n"
+            "                      syncs once [cluster.devices_per_node] (1; D > 1 needs\n"
+            "                      cluster.interconnect or intra_gbps/intra_latency_us);\n"
+            "                      under a launcher: one rank per node\n"
             "  --model FILE        network description [model]\n"
             "  --cluster FILE      cluster file [cluster] (default: cluster defaults)\n"
             "  --scheme S          ps | ps+wfbp | sfb+wfbp | allreduce+wfbp | hybrid | hybrid3\n"
@@ -78,7 +83,8 @@ static void usage(FILE *f)
             "  --csv FILE          rank 0's rows, each with the hash of the plan that ran\n"
             "  --trace PREFIX      PREFIX-rank<R>.csv/.json per rank, merged into PREFIX.csv\n"
             "                      and one Chrome/Perfetto PREFIX.json\n"
-            "  --params-out PATH   each rank writes its final parameters to PATH.<rank>\n"
+            "  --params-out PATH   each rank writes its final parameters to PATH.<rank> (and\n"
+            "                      device d > 0's replica to PATH.<rank>.<d>)\n"
             "  --job-out FILE      where rank 0 writes the experiment it ran (default\n"
             "                      out/runs/MODEL-DATE-TIME.exp; 'none': nowhere)\n"
             "  --print-plan        rank 0 prints the plan's per-unit table\n"
@@ -100,6 +106,7 @@ static const struct {
     const char *flag, *key;
 } s_shorthands[] = {
     {"--workers", "cluster.nodes"},   {"--model", "model"},
+    {"--devices-per-node", "cluster.devices_per_node"},
     {"--cluster", "cluster"},         {"--scheme", "scheme"},
     {"--batch", "batch"},             {"--epochs", "epochs"},
     {"--iterations", "iterations"},   {"--warmup", "warmup"},
@@ -352,6 +359,29 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
         launch_env_t env;
         if (launch_env_detect(&env, err, sizeof err) == 0 && env.source == LAUNCH_NONE)
             *workers = job->nodes[0];
+    }
+    if (job->cluster.devices_per_node > 1) {
+        int d = job->cluster.devices_per_node;
+        if (job->nodes[0] < 2) {
+            fprintf(stderr, "poseidon train: devices_per_node = %d on one node: the devices "
+                            "sync through the node's syncers, which need at least 2 nodes\n", d);
+            goto out;
+        }
+        /* the synthetic set's size is known here: said once, not by every rank */
+        int n = job->train.synthetic_n;
+        if (job->train.limit > 0 && job->train.limit < n) n = job->train.limit;
+        if (!strcmp(job->train.data, "synthetic") &&
+            job->train.compute != COMPUTE_MODE_EMULATE && n / (job->nodes[0] * d) < job->batch) {
+            fprintf(stderr, "poseidon train: %d training samples over %d nodes x %d devices: "
+                            "fewer than a batch of %d per device (devices_per_node = %d is "
+                            "more than the data allows)\n", n, job->nodes[0], d, job->batch, d);
+            goto out;
+        }
+        if (c->checkpoint_dir || c->checkpoint_every || c->resume_dir) {
+            fprintf(stderr, "poseidon train: checkpoints hold one replica per rank: not with "
+                            "devices_per_node = %d\n", d);
+            goto out;
+        }
     }
     if (check_checkpoint_flags(c)) goto out;
     if (!job_out[0]) job_out_default(job->model_path, job_out, job_out_len);

@@ -13,6 +13,9 @@
 #   MASTER_PORT and EMU_ADDR (its own address). Its output goes to LOGDIR/rank<i>.log
 #   (default: a temporary folder) and is printed, prefixed, at the end.
 #   Exit status: 0 if every command exited 0, else the first non-zero status.
+#   A node of D devices is still one namespace and one command: poseidon train runs one rank
+#   per node and a thread per device (--devices-per-node D, or the experiment's
+#   cluster.devices_per_node: validate.sh --devices-per-node), the D sharing the node's NIC.
 #
 # Names carry a per-run id (pid + random), so two runs never collide; addresses are from
 # 10.<a>.<b>.0/24, used only inside the namespaces of this run (the bridge has no address,
@@ -42,7 +45,7 @@
 # puts them back. EMU_BRIDGE_NF=keep leaves the settings alone.
 set -u
 n=0 rate=1gbit queue=fair delay="" port=29500 logdir=""
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 while getopts "n:r:q:d:p:l:h" o; do
     case $o in
     n) n=$OPTARG ;; r) rate=$OPTARG ;; q) queue=$OPTARG ;; d) delay=$OPTARG ;; p) port=$OPTARG ;;

@@ -20,16 +20,22 @@
 #   --bucket-mb B       all-reduce fusion buckets of >= B MB (the experiment's
 #                       allreduce_bucket_mb; default 4, as all-reduce libraries fuse by
 #                       default; 0: one ring per layer, host-bound at 8 nodes on 2 cores)
-#   --batch K           per worker (default 16)
+#   --batch K           per worker (per device with D > 1; default 16)
+#   --devices-per-node D  devices per node (default 1): each emulated node is one rank that
+#                       runs D device threads and reduces/broadcasts in memory over an
+#                       interconnect of --intra-gbps G (default 32) and --intra-latency-us U
+#                       (default 100), the experiment's cluster.intra_* keys: slower than
+#                       this host's in-memory copy (~7 GB/s and ~60 us per op, LREDUCE rows
+#                       of a GoogLeNet 2 x 2 run), so each local op lasts the plan's time
 #   --compute-s S       emulated FWD+BWD time of one iteration (default 0.3)
 #   --out DIR           default out/validate
 #   --build DIR         where poseidon is (default build)
 #
-# Writes DIR/validate.csv (model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound
-# with error = (predicted - measured) / measured), DIR/validate_detail.csv (plus the CPU
+# Writes DIR/validate.csv (model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,
+# devices with error = (predicted - measured) / measured), DIR/validate_detail.csv (plus the CPU
 # seconds of all ranks per steady-state iteration, that CPU as a fraction of the host's cores,
 # the sim's MB per node, the runs' wall seconds, host_busy, the runs counted, the fastest
-# and slowest of them, and same_plan: 1 when every run's rank 0 logged, layer by layer, the
+# and slowest of them, same_plan and devices; same_plan: 1 when every run's rank 0 logged, layer by layer, the
 # sync methods of `poseidon plan` for the point - a `hybrid` that chose otherwise (it builds
 # its plan from the cluster file, --no-probe, as the simulator does) would compare two
 # different plans), DIR/validate.png and .svg (reports/validate.gp), and prints the
@@ -62,9 +68,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=8 warmup=3 batch=16 compute_s=0.3 out=out/validate
-repeat=1 queue=fair bucket_mb=4
+repeat=1 queue=fair bucket_mb=4 devices=1 intra_gbps=32 intra_lat_us=100
 build=build
-usage() { sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,62p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift; continue ;;
@@ -75,6 +81,7 @@ while [ $# -gt 0 ]; do
     --models) models=$2 ;; --nodes) nodes=$2 ;; --gbps) gbps=$2 ;; --schemes) schemes=$2 ;;
     --iterations) iters=$2 ;; --warmup) warmup=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
     --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;;
+    --devices-per-node) devices=$2 ;; --intra-gbps) intra_gbps=$2 ;; --intra-latency-us) intra_lat_us=$2 ;;
     --out) out=$2 ;; --build) build=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     esac
@@ -87,6 +94,7 @@ if [ $quick = 1 ]; then models="googlenet" nodes="2 4" gbps="1"; fi
 [ "$iters" -ge $((warmup + 2)) ] 2>/dev/null ||
     { echo "validate: --iterations must be >= --warmup + 2 (two measured iterations at least)" >&2; exit 2; }
 [ "$repeat" -ge 1 ] 2>/dev/null || { echo "validate: --repeat must be >= 1" >&2; exit 2; }
+[ "$devices" -ge 1 ] 2>/dev/null || { echo "validate: --devices-per-node must be >= 1" >&2; exit 2; }
 case $queue in fair|fifo) ;; *) echo "validate: --queue must be fair or fifo" >&2; exit 2 ;; esac
 # busy and total CPU ticks of the whole host (all processes, the kernel's network work too)
 cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
@@ -100,8 +108,8 @@ bin=$tmp/poseidon
 "$bin" --help >/dev/null 2>&1 || true
 
 csv=$out/validate.csv detail=$out/validate_detail.csv
-echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound" >"$csv"
-echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_iter,host_cpu_frac,sim_sent_MB_per_node,wall_s,host_busy,runs,measured_min_s,measured_max_s,same_plan" >"$detail"
+echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,devices" >"$csv"
+echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_iter,host_cpu_frac,sim_sent_MB_per_node,wall_s,host_busy,runs,measured_min_s,measured_max_s,same_plan,devices" >"$detail"
 cores=$(nproc) bound_frac=${HOST_BOUND_FRAC:-0.85}
 n_runs=0 n_failed=0
 t_start=$(date +%s)
@@ -122,7 +130,8 @@ for model in $models; do
     for g in $gbps; do
         cl=$out/clusters/emu-veth-${g}g.cluster
         sed "s/^nic_gbps = .*/nic_gbps = $g/" experiments/clusters/emu-veth.cluster >"$cl"
-        exp=$out/sim/$model-${g}g.exp
+        dtag=""; [ "$devices" -gt 1 ] && dtag=-d$devices
+        exp=$out/sim/$model-${g}g$dtag.exp
         {
             echo "model = $net"
             echo "cluster = $(cd "$(dirname "$cl")" && pwd)/$(basename "$cl")"
@@ -132,6 +141,11 @@ for model in $models; do
             echo "warmup = $warmup"
             echo "kv_block_mb = 4"
             echo "allreduce_bucket_mb = $bucket_mb"
+            if [ "$devices" -gt 1 ]; then # a node of D devices: threads of its one rank
+                echo "cluster.devices_per_node = $devices"
+                echo "cluster.intra_gbps = $intra_gbps"
+                echo "cluster.intra_latency_us = $intra_lat_us"
+            fi
             echo "sweep_nodes = $(echo $nodes | tr ' ' ,)"
             echo "sweep_gbps = $g"
             echo "sweep_schemes = $(echo $schemes | tr ' ' ,)"
@@ -142,13 +156,13 @@ for model in $models; do
             echo "synthetic_n = 4096"
             echo "probe = no"
         } >"$exp"
-        simcsv=$out/sim/$model-${g}g.csv
-        "$bin" sim "$exp" --csv "$simcsv" >/dev/null 2>"$out/sim/$model-${g}g.log" ||
-            { echo "validate: poseidon sim $exp failed:" >&2; tail -5 "$out/sim/$model-${g}g.log" >&2; exit 1; }
+        simcsv=$out/sim/$model-${g}g$dtag.csv
+        "$bin" sim "$exp" --csv "$simcsv" >/dev/null 2>"$out/sim/$model-${g}g$dtag.log" ||
+            { echo "validate: poseidon sim $exp failed:" >&2; tail -5 "$out/sim/$model-${g}g$dtag.log" >&2; exit 1; }
         rate="$(awk -v g="$g" 'BEGIN { printf "%dmbit", g * 1000 + 0.5 }')"
         for n in $nodes; do
             for s in $schemes; do
-                tag=$model-n$n-${g}g-$s
+                tag=$model-n$n$dtag-${g}g-$s
                 run=$out/runs/$tag
                 rm -rf "$run"; mkdir -p "$run"
                 pred=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $7; exit }' "$simcsv")
@@ -226,12 +240,12 @@ for model in $models; do
                           c / NR, f / NR, h / NR, w, NR, same }')
                 bound=$(awk -v f="$frac" -v h="$busy" -v b="$bound_frac" 'BEGIN { print ((f != "nan" && f + 0 >= b) || (h != "nan" && h + 0 >= b)) ? 1 : 0 }')
                 err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%.4f", (p - m) / m }')
-                echo "$model,$n,$g,$s,$pred,$meas,$err,$bound" >>"$csv"
-                echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same" >>"$detail"
+                echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$devices" >>"$csv"
+                echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same,$devices" >>"$detail"
                 spread=""
                 [ "$nok" -gt 1 ] && spread=$(printf ", %d runs %.3f-%.3f s" "$nok" "$mmin" "$mmax")
-                printf "%-14s %d nodes %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (cpu %s s/iter, %s of %d cores, host %s busy%s%s, %ss)\n" \
-                    "$model" "$n" "$g" "$s" "$pred" "$meas" "$(awk -v e="$err" 'BEGIN { print e * 100 }')" \
+                printf "%-14s %d nodes%s %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (cpu %s s/iter, %s of %d cores, host %s busy%s%s, %ss)\n" \
+                    "$model" "$n" "$([ "$devices" -gt 1 ] && echo " x $devices")" "$g" "$s" "$pred" "$meas" "$(awk -v e="$err" 'BEGIN { print e * 100 }')" \
                     "$cpu" "$frac" "$cores" "$busy" "$spread" "$([ "$bound" = 1 ] && echo ": host-bound")" "$wall"
             done
         done

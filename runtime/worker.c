@@ -156,7 +156,7 @@ static int entries_build(worker_t *w, char *err, size_t errlen)
 static void units_build(worker_t *w)
 {
     const plan_t *p = &w->plan;
-    int K = w->job->batch, S = w->n_slots;
+    int K = w->job->batch * w->devices, S = w->n_slots, D = w->devices;
     w->units = xcalloc((size_t)p->n_units, sizeof *w->units);
     int64_t zmax = 1;
     for (int u = 0; u < p->n_units; u++) {
@@ -173,6 +173,7 @@ static void units_build(worker_t *w)
             wu->ps_off = off + ly->weights, wu->ps_count = ly->biases;
             wu->w_off = off, wu->w_count = ly->weights;
             wu->m = (int)un->tensor.m, wu->n = (int)un->tensor.n;
+            wu->k_dev = (int)(w->job->batch * (un->tensor.rows > 0 ? un->tensor.rows : 1));
             wu->k = (int)(K * (un->tensor.rows > 0 ? un->tensor.rows : 1));
             ASSERT((int64_t)wu->m * wu->n == ly->weights, "fc %s: %d x %d != %lld weights",
                    ly->name, wu->m, wu->n, (long long)ly->weights);
@@ -185,8 +186,16 @@ static void units_build(worker_t *w)
         if (wu->ps_count > zmax) zmax = wu->ps_count;
         if ((int64_t)wu->k * wu->m > zmax) zmax = (int64_t)wu->k * wu->m;
         if ((int64_t)wu->k * wu->n > zmax) zmax = (int64_t)wu->k * wu->n;
+        if (wu->w_count > zmax) zmax = wu->w_count;
     }
+    /* emulated gradients are never read for their values: the node's own buffers are the
+     * zeros too, unless a local reduce writes into them */
+    bool fake_node = w->emulate && D == 1;
     if (w->emulate) w->zeros = xcalloc((size_t)zmax, sizeof(float));
+    for (int d = 1; d < D; d++) {
+        w->dev[d].locks = xcalloc((size_t)p->n_units, sizeof *w->dev[d].locks);
+        for (int u = 0; u < p->n_units; u++) pthread_mutex_init(&w->dev[d].locks[u], NULL);
+    }
     /* all-reduce buckets: members in unit order, back to back */
     w->buckets = xcalloc((size_t)p->n_buckets + 1, sizeof *w->buckets);
     for (int u = 0; u < p->n_units; u++) {
@@ -212,31 +221,77 @@ static void units_build(worker_t *w)
         wu->stash = xcalloc((size_t)S, sizeof(float *));
         for (int s = 0; s < S; s++) {
             if (wu->ps_count)
-                wu->gslot[s] = w->emulate ? w->zeros : xcalloc((size_t)wu->ps_count, 4);
+                wu->gslot[s] = fake_node ? w->zeros : xcalloc((size_t)wu->ps_count, 4);
             if (un->bucket >= 0) wu->ar_slot[s] = w->buckets[un->bucket].slot[s] + wu->ar_off;
             if (un->method == SYNC_SFB) {
-                wu->u_slot[s] = w->emulate ? w->zeros : xcalloc((size_t)wu->k * wu->m, 4);
-                wu->v_slot[s] = w->emulate ? w->zeros : xcalloc((size_t)wu->k * wu->n, 4);
+                wu->u_slot[s] = fake_node ? w->zeros : xcalloc((size_t)wu->k * wu->m, 4);
+                wu->v_slot[s] = fake_node ? w->zeros : xcalloc((size_t)wu->k * wu->n, 4);
                 wu->stash[s] = xcalloc((size_t)w->world * wu->k * (wu->m + wu->n), 4);
             }
         }
         if (un->method == SYNC_SFB) wu->gsum = xcalloc((size_t)wu->m * wu->n, 4);
+        /* the devices' own buffers; device 0's are the node's */
+        wu->dev_g = xcalloc((size_t)D, sizeof *wu->dev_g);
+        wu->dev_w = xcalloc((size_t)D, sizeof *wu->dev_w);
+        wu->dev_u = xcalloc((size_t)D, sizeof *wu->dev_u);
+        wu->dev_v = xcalloc((size_t)D, sizeof *wu->dev_v);
+        for (int d = 0; d < D; d++) {
+            wu->dev_g[d] = xcalloc((size_t)S, sizeof(float *));
+            wu->dev_w[d] = xcalloc((size_t)S, sizeof(float *));
+            wu->dev_u[d] = xcalloc((size_t)S, sizeof(float *));
+            wu->dev_v[d] = xcalloc((size_t)S, sizeof(float *));
+            for (int s = 0; s < S; s++) {
+                if (d == 0) {
+                    wu->dev_g[0][s] = wu->gslot[s];
+                    wu->dev_w[0][s] = wu->ar_slot[s];
+                    wu->dev_u[0][s] = wu->u_slot[s];
+                    wu->dev_v[0][s] = wu->v_slot[s];
+                    continue;
+                }
+                if (wu->ps_count)
+                    wu->dev_g[d][s] = w->emulate ? w->zeros : xcalloc((size_t)wu->ps_count, 4);
+                if (un->bucket >= 0)
+                    wu->dev_w[d][s] = w->emulate ? w->zeros : xcalloc((size_t)wu->w_count, 4);
+                if (un->method == SYNC_SFB) {
+                    size_t ku = (size_t)wu->k_dev * wu->m, kv = (size_t)wu->k_dev * wu->n;
+                    wu->dev_u[d][s] = w->emulate ? w->zeros : xcalloc(ku, 4);
+                    wu->dev_v[d][s] = w->emulate ? w->zeros : xcalloc(kv, 4);
+                }
+            }
+        }
     }
 }
 
 static void units_free(worker_t *w)
 {
     if (!w->units) return;
+    bool fake_node = w->emulate && w->devices == 1;
     for (int u = 0; u < w->plan.n_units; u++) {
         wk_unit_t *wu = &w->units[u];
         for (int s = 0; s < w->n_slots; s++) {
-            if (!w->emulate) {
+            if (!fake_node) {
                 free(wu->gslot[s]);
                 free(wu->u_slot[s]);
                 free(wu->v_slot[s]);
             }
             free(wu->stash[s]);
         }
+        for (int d = 0; wu->dev_g && d < w->devices; d++) {
+            for (int s = 0; d > 0 && !w->emulate && s < w->n_slots; s++) {
+                free(wu->dev_g[d][s]);
+                free(wu->dev_w[d][s]);
+                free(wu->dev_u[d][s]);
+                free(wu->dev_v[d][s]);
+            }
+            free(wu->dev_g[d]);
+            free(wu->dev_w[d]);
+            free(wu->dev_u[d]);
+            free(wu->dev_v[d]);
+        }
+        free(wu->dev_g);
+        free(wu->dev_w);
+        free(wu->dev_u);
+        free(wu->dev_v);
         free(wu->gslot);
         free(wu->ar_slot);
         free(wu->u_slot);
@@ -282,9 +337,15 @@ static int data_setup(worker_t *w, char *err, size_t errlen)
     w->have_data = true;
     if (c->limit > 0 && c->limit < w->train.n) data_truncate(&w->train, c->limit);
     if (train_check_model(m, &w->train, err, errlen)) return -1;
-    if (w->train.n / w->world < j->batch) {
-        snprintf(err, errlen, "%d training samples over %d workers: fewer than a batch of %d "
-                              "per worker", w->train.n, w->world, j->batch);
+    if (w->train.n / w->replicas < j->batch) {
+        if (w->devices > 1)
+            snprintf(err, errlen, "%d training samples over %d nodes x %d devices: fewer than a "
+                                  "batch of %d per device (devices_per_node = %d is more than "
+                                  "the data allows)", w->train.n, w->world, w->devices, j->batch,
+                     w->devices);
+        else
+            snprintf(err, errlen, "%d training samples over %d workers: fewer than a batch of %d "
+                                  "per worker", w->train.n, w->world, j->batch);
         return -1;
     }
     return 0;
@@ -361,14 +422,20 @@ static int n_units_of(const model_t *m)
     return n ? n : 1;
 }
 
+/* PREFIX.<rank>: the node's parameters; with several devices also PREFIX.<rank>.<d>, the
+ * replica of device d > 0 (the local broadcast's copy). 0, or -1. */
 static int write_params(const worker_t *w, const char *prefix)
 {
-    char path[1100];
-    snprintf(path, sizeof path, "%s.%d", prefix, w->rank);
-    FILE *f = outfile_open(path, "wb");
-    if (!f) return -1;
-    size_t n = fwrite(w->params, sizeof(float), (size_t)w->n_params, f);
-    return (fclose(f) || n != (size_t)w->n_params) ? -1 : 0;
+    for (int d = 0; d < w->devices; d++) {
+        char path[1100];
+        if (d == 0) snprintf(path, sizeof path, "%s.%d", prefix, w->rank);
+        else snprintf(path, sizeof path, "%s.%d.%d", prefix, w->rank, d);
+        FILE *f = outfile_open(path, "wb");
+        if (!f) return -1;
+        size_t n = fwrite(w->dev[d].params, sizeof(float), (size_t)w->n_params, f);
+        if (fclose(f) || n != (size_t)w->n_params) return -1;
+    }
+    return 0;
 }
 
 /* The experiment this run executes, for `poseidon sim` to predict it: the job with the
@@ -413,7 +480,8 @@ static size_t largest_message(const worker_t *w)
     for (int l = 0; l < m->n_layers; l++) {
         const layer_t *ly = &m->layers[l];
         if (ly->params == 0) continue;
-        int64_t factors = 4 * (int64_t)w->job->batch * (elements(ly->in_shape) + elements(ly->out_shape));
+        int64_t factors = 4 * (int64_t)w->job->batch * w->devices *
+                          (elements(ly->in_shape) + elements(ly->out_shape));
         if (factors > most) most = factors;
     }
     if (w->job->train.probe_bytes > most) most = w->job->train.probe_bytes;
@@ -590,6 +658,7 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->update_mu, NULL);
     pthread_mutex_init(&w->trace_mu, NULL);
+    pthread_mutex_init(&w->intra_mu, NULL);
     pthread_cond_init(&w->quiesce_cv, NULL);
     w->ckpt_last = -1;
     w->cfg = cfg;
@@ -603,6 +672,8 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     }
     w->rank = w->env.rank;
     w->world = w->env.world;
+    w->devices = job->cluster.devices_per_node;
+    w->replicas = w->world * w->devices;
     w->n_slots = job->staleness + 1;
     w->emulate = job->train.compute == COMPUTE_MODE_EMULATE;
     if (experiment_config_count(job) != 1) {
@@ -611,13 +682,26 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
         goto bad_input;
     }
     if (job->nodes[0] != w->world) {
-        fprintf(stderr, "poseidon train: the job is for %d nodes, the launcher started %d "
-                        "ranks\n", job->nodes[0], w->world);
+        if (w->devices > 1 && w->world == job->nodes[0] * w->devices)
+            fprintf(stderr, "poseidon train: the job is for %d nodes x %d devices, run as one "
+                            "rank per node (%d ranks, each runs %d device threads); the "
+                            "launcher started %d ranks, one per device\n", job->nodes[0],
+                    w->devices, job->nodes[0], w->devices, w->world);
+        else
+            fprintf(stderr, "poseidon train: the job is for %d nodes, the launcher started %d "
+                            "ranks (one rank per node)\n", job->nodes[0], w->world);
         goto bad_input;
     }
-    if (job->cluster.devices_per_node != 1) {
-        fprintf(stderr, "poseidon train: the runtime runs one device per node; the job's "
-                        "cluster has devices_per_node = %d\n", job->cluster.devices_per_node);
+    if (w->devices > 1 && w->world == 1) {
+        /* one node has no network sync in the plan: nothing would apply the update */
+        fprintf(stderr, "poseidon train: devices_per_node = %d on one node: the runtime's "
+                        "devices sync through the node's syncers, which need at least 2 "
+                        "nodes\n", w->devices);
+        goto bad_input;
+    }
+    if (w->devices > 1 && (cfg->checkpoint_dir || cfg->resume_dir)) {
+        fprintf(stderr, "poseidon train: checkpoints hold one replica per rank: not with "
+                        "devices_per_node = %d\n", w->devices);
         goto bad_input;
     }
     if (job->cluster.host_staging) {
@@ -645,19 +729,30 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
             fprintf(stderr, "poseidon train: rank %d: %s\n", w->rank, err);
             goto bad_input;
         }
-        w->steps = (w->train.n / w->world) / job->batch;
-        if (!(w->compute = compute_new(COMPUTE_CPU, cfg->threads, err, sizeof err)) ||
-            !(w->net = nnet_new(&w->model, job->batch, w->compute, job->seed + (uint64_t)w->rank,
-                                err, sizeof err))) {
+        w->steps = (w->train.n / w->replicas) / job->batch;
+    } else {
+        w->steps = job->train.synthetic_n / w->replicas / job->batch;
+        if (w->steps < 1) w->steps = 1;
+    }
+    /* the devices: a compute backend and a replica each (device 0's are the node's) */
+    w->dev = xcalloc((size_t)w->devices, sizeof *w->dev);
+    for (int d = 0; d < w->devices; d++) {
+        wk_device_t *dv = &w->dev[d];
+        dv->w = w;
+        dv->index = d;
+        if (w->emulate) continue;
+        /* dropout's stream: one per global worker, rank x devices + d */
+        uint64_t seed = job->seed + (uint64_t)w->rank * (uint64_t)w->devices + (uint64_t)d;
+        if (!(dv->compute = compute_new(COMPUTE_CPU, cfg->threads, err, sizeof err)) ||
+            !(dv->net = nnet_new(&w->model, job->batch, dv->compute, seed, err, sizeof err))) {
             fprintf(stderr, "poseidon train: %s\n", err);
             goto fail;
         }
-        /* identical initial values on every rank: the same seed */
-        solver_init_params(&w->model, nnet_arena(w->net), cfg->init, job->seed);
-    } else {
-        w->steps = job->train.synthetic_n / w->world / job->batch;
-        if (w->steps < 1) w->steps = 1;
+        /* identical initial values on every replica: the same seed */
+        solver_init_params(&w->model, nnet_arena(dv->net), cfg->init, job->seed);
     }
+    w->compute = w->dev[0].compute;
+    w->net = w->dev[0].net;
     if (!(w->ucompute = compute_new(COMPUTE_CPU, cfg->threads, err, sizeof err))) {
         fprintf(stderr, "poseidon train: %s\n", err);
         goto fail;
@@ -669,6 +764,12 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     w->iterations = worker_iterations(job, w->steps);
     if (w->net) w->params = nnet_arena(w->net)->params;
     else w->params = xcalloc((size_t)w->n_params + 1, sizeof(float));
+    for (int d = 0; d < w->devices; d++) {
+        wk_device_t *dv = &w->dev[d];
+        dv->params = d == 0 ? w->params
+                     : dv->net ? nnet_arena(dv->net)->params
+                               : xcalloc((size_t)w->n_params + 1, sizeof(float));
+    }
     w->hist_local = xcalloc((size_t)w->n_params + 1, sizeof(float));
     w->hist_server = xcalloc((size_t)w->n_params + 1, sizeof(float));
     if (cfg->checkpoint_dir || cfg->resume_dir)
@@ -716,10 +817,10 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     {
         /* every rank must run the same job: rank 0's description against this rank's */
         char desc[1400], sb[64];
-        snprintf(desc, sizeof desc, "model=%.100s scheme=%s ssp=%d batch=%d T=%lld kv=%lld "
-                                    "bucket=%lld seed=%llu compute=%d data=%.100s",
+        snprintf(desc, sizeof desc, "model=%.100s scheme=%s ssp=%d batch=%d devices=%d T=%lld "
+                                    "kv=%lld bucket=%lld seed=%llu compute=%d data=%.100s",
                  w->model.name, scheme_name(job->schemes[0], sb, sizeof sb), job->staleness,
-                 job->batch, (long long)w->iterations, (long long)job->kv_block_bytes,
+                 job->batch, w->devices, (long long)w->iterations, (long long)job->kv_block_bytes,
                  (long long)job->allreduce_bucket_bytes,
                  (unsigned long long)job->seed, (int)job->train.compute,
                  w->emulate ? "-" : job->train.data);
@@ -973,8 +1074,18 @@ void worker_destroy(worker_t **wp)
     free(w->zeros);
     free(w->layer_off);
     free(w->entries);
-    nnet_destroy(&w->net);
-    compute_destroy(&w->compute);
+    for (int d = 0; w->dev && d < w->devices; d++) {
+        wk_device_t *dv = &w->dev[d];
+        if (d > 0 && !dv->net) free(dv->params);
+        if (dv->locks)
+            for (int u = 0; u < n_units_of(&w->model); u++) pthread_mutex_destroy(&dv->locks[u]);
+        free(dv->locks);
+        nnet_destroy(&dv->net);
+        compute_destroy(&dv->compute);
+    }
+    free(w->dev);
+    w->net = NULL; /* device 0's */
+    w->compute = NULL;
     compute_destroy(&w->ucompute);
     if (w->have_data) {
         data_fini(&w->train);
@@ -985,6 +1096,7 @@ void worker_destroy(worker_t **wp)
     worker_exec_fini(w);
     pthread_mutex_destroy(&w->update_mu);
     pthread_mutex_destroy(&w->trace_mu);
+    pthread_mutex_destroy(&w->intra_mu);
     pthread_cond_destroy(&w->quiesce_cv);
     free(w);
     *wp = NULL;

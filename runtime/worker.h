@@ -2,13 +2,20 @@
  * (model, cluster, scheme, staleness, batch), exactly as the simulator does, and executes it
  * for real.
  *
- * Who runs what. A compute thread runs the RES_COMPUTE ops (FWD/BWD of each unit, layers
- * units[u].first..last) in op-array order, iteration after iteration. Every other op the plan
+ * Who runs what. A rank is a node. Each of its devices_per_node devices has a thread, a
+ * replica of the net and a compute backend of its own, and runs the RES_COMPUTE ops (FWD/BWD
+ * of each unit, layers units[u].first..last) in op-array order, iteration after iteration, on
+ * its own batch (device d of rank r is global worker r x devices + d); the node's instance of
+ * a compute op completes when every device has run it. With several devices the plan's
+ * RES_INTRA ops, one at a time, combine them in memory: LREDUCE adds the devices' gradients
+ * into device 0's (the node's) buffers, or stacks their SFB factors, before the node's one
+ * network sync, and LBCAST copies the synced parameters into the other replicas (emulated
+ * compute: each lasts at least the interconnect's time in the plan). Every other op the plan
  * places on workers (PUSH, SFB, UPDATE, ALLREDUCE) has a thread of its own that runs the op's
  * instances in iteration order as their dependencies are met; a thread per PULL op receives
  * the updated values from the shards. The shard-side ops (APPLY, PULL's send) are the
  * colocated PS shard's thread (runtime/ps), whose update callback applies the solver to the
- * sum over workers. No policy lives here: which method syncs a unit, what waits for what,
+ * sum over nodes (divided by nodes x devices, every update's mean over the replicas). No policy lives here: which method syncs a unit, what waits for what,
  * comes from the plan's ops and deps; how an op moves bytes comes from ps/sfb/allreduce.
  *
  * Dependencies. Each op keeps the count of its completed instances on this rank (instances of
@@ -57,7 +64,8 @@ typedef struct {
     int timeout_ms;            /* bound of every wait for a dependency or a peer */
     const char *csv_path;      /* rank 0: report rows */
     const char *trace_prefix;  /* PREFIX-rank<R>.csv/.json per rank; rank 0 merges PREFIX.csv */
-    const char *params_out;    /* each rank writes its final parameters to PATH.<rank> */
+    const char *params_out;    /* each rank writes its final parameters to PATH.<rank>, and
+                                  device d > 0's replica to PATH.<rank>.<d> */
     const char *job_out;       /* rank 0 writes the experiment it ran here; NULL: none */
     bool print_plan;           /* rank 0 prints the plan's per-unit table */
     /* Coordinated checkpoints (runtime/job_checkpoint.h): every checkpoint_every iterations

@@ -5,6 +5,7 @@
 #include "runtime/worker_state.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@ static void wk_trace_node(worker_t *w, int node, int op, int64_t t, int peer, in
     trace_lane_t lane = po->res == RES_COMPUTE  ? TRACE_LANE_COMPUTE
                         : po->res == RES_NET    ? TRACE_LANE_NET
                         : po->res == RES_SERVER ? TRACE_LANE_SERVER
+                        : po->res == RES_INTRA  ? TRACE_LANE_INTRA
                                                 : TRACE_LANE_UPDATE;
     trace_row_t r = {node, (int)t, op_kind_name(po->kind), worker_unit_name(w, po->unit), peer,
                      bytes, t0 - w->t0_ns, t1 - w->t0_ns, lane};
@@ -74,6 +76,9 @@ void worker_exec_init(worker_t *w)
             die("eventfd: %s", strerror(errno));
     }
     w->n_op_cv = n;
+    w->dev_ran = xcalloc((size_t)n, sizeof *w->dev_ran);
+    w->dev_t0_ns = xcalloc((size_t)n, sizeof *w->dev_t0_ns);
+    w->dev_emu_end_ns = xcalloc((size_t)n, sizeof *w->dev_emu_end_ns);
     int *cnt = xcalloc((size_t)n + 1, sizeof *cnt);
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) { /* counts -> offsets; cnt becomes the fill cursor */
@@ -218,7 +223,7 @@ static void progress(worker_t *w, int op, int64_t t, const char *fmt, ...)
 /* ------------------------------------------------------------------------ updates */
 
 /* SGD with momentum over arena range [off, off + count): p, g, h point at the range's first
- * float; g is scaled by `scale` (1 / workers: the mean over the combined batch). The same
+ * float; g is scaled by `scale` (1 / replicas: the mean over the combined batch). The same
  * arithmetic as the single-worker solver (compute_cpu's sgd_update), entry by entry so that
  * biases get no weight decay. */
 static void sgd_range(const worker_t *w, int64_t off, int64_t count, float *p, const float *g,
@@ -256,7 +261,7 @@ void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t
     worker_t *w = arg;
     int64_t t0 = comm_now_ns();
     sgd_range(w, (int64_t)offset, (int64_t)count, params, grad_sum, w->hist_server + offset,
-              1.0f / (float)w->world, t);
+              1.0f / (float)w->replicas, t);
     if (w->trace) {
         int l = entry_layer(w, offset);
         for (int u = 0; u < w->plan.n_units; u++)
@@ -294,68 +299,82 @@ void worker_push_arrived(void *arg, int peer, uint64_t offset, int64_t t, int64_
 
 /* ----------------------------------------------------------------------- compute */
 
-static void compute_op(worker_t *w, int op, int64_t t)
+/* The parameters of unit u on device dv: its lock (device 0's are the node's: the units'). */
+static pthread_mutex_t *device_lock(worker_t *w, wk_device_t *dv, int u)
+{
+    return dv->index == 0 ? &w->units[u].lock : &dv->locks[u];
+}
+
+/* Device dv's share of compute op (op, t): its own batch through its own replica; after a
+ * BWD its gradient (or its factors) goes to its buffers, the node's for device 0. */
+static void compute_op(worker_t *w, wk_device_t *dv, int op, int64_t t)
 {
     const plan_op_t *po = &w->plan.ops[op];
-    int u = po->unit;
+    int u = po->unit, d = dv->index;
     const plan_unit_t *un = &w->plan.units[u];
     wk_unit_t *wu = &w->units[u];
     int s = (int)(t % w->n_slots);
     if (w->emulate) {
-        w->emu_end_ns =
-            w->emu_start_ns + (po->kind == OP_FWD ? w->times.fwd_ns[u] : w->times.bwd_ns[u]);
-        emulate_sleep_until_ns(w->emu_end_ns);
+        dv->emu_end_ns =
+            dv->emu_start_ns + (po->kind == OP_FWD ? w->times.fwd_ns[u] : w->times.bwd_ns[u]);
+        emulate_sleep_until_ns(dv->emu_end_ns);
         return;
     }
+    nnet_t *net = dv->net;
+    pthread_mutex_t *lock = device_lock(w, dv, u);
     if (po->kind == OP_FWD) {
-        if (u == 0) {
+        if (u == 0) { /* device d of node r is global worker r x devices + d */
             int *order = xmalloc((size_t)w->job->batch * sizeof *order);
-            worker_batch_order(w->train.n, w->rank, w->world, w->job->batch, t, w->job->seed,
-                               w->job->train.shuffle, order);
-            data_gather(&w->train, order, w->job->batch, nnet_input(w->net),
-                        nnet_labels(w->net));
+            worker_batch_order(w->train.n, w->rank * w->devices + d, w->replicas, w->job->batch,
+                               t, w->job->seed, w->job->train.shuffle, order);
+            data_gather(&w->train, order, w->job->batch, nnet_input(net), nnet_labels(net));
             free(order);
         }
-        pthread_mutex_lock(&wu->lock);
-        for (int l = un->first; l <= un->last; l++) nnet_forward_layer(w->net, l);
-        pthread_mutex_unlock(&wu->lock);
+        pthread_mutex_lock(lock);
+        for (int l = un->first; l <= un->last; l++) nnet_forward_layer(net, l);
+        pthread_mutex_unlock(lock);
         if (un->last == w->model.n_layers - 1 && w->rank == 0) {
+            double loss = 0;
             for (int l = 0; l < w->model.n_layers; l++)
-                if (layer_is_loss(&w->model.layers[l]))
-                    w->loss_sum += nnet_layer_loss(w->net, l);
+                if (layer_is_loss(&w->model.layers[l])) loss += nnet_layer_loss(net, l);
+            int correct = nnet_count_correct(net);
+            pthread_mutex_lock(&w->mu);
+            w->loss_sum += loss;
             w->loss_n++;
-            w->correct += nnet_count_correct(w->net);
+            w->correct += correct;
+            pthread_mutex_unlock(&w->mu);
         }
         return;
     }
-    if (u == w->plan.n_units - 1) nnet_backward_begin(w->net);
-    pthread_mutex_lock(&wu->lock);
+    if (u == w->plan.n_units - 1) nnet_backward_begin(net);
+    pthread_mutex_lock(lock);
     for (int l = un->last; l >= (un->first > 1 ? un->first : 1); l--)
-        nnet_backward_layer(w->net, l);
-    pthread_mutex_unlock(&wu->lock);
+        nnet_backward_layer(net, l);
+    pthread_mutex_unlock(lock);
     /* the gradient leaves the net now: the next FWD/BWD may overwrite it mid-sync */
-    const float *grads = nnet_arena(w->net)->grads;
-    if (wu->ps_count) memcpy(wu->gslot[s], grads + wu->ps_off, (size_t)wu->ps_count * 4);
+    const float *grads = nnet_arena(net)->grads;
+    if (wu->ps_count) memcpy(wu->dev_g[d][s], grads + wu->ps_off, (size_t)wu->ps_count * 4);
     if (un->method == SYNC_ALLREDUCE)
-        memcpy(wu->ar_slot[s], grads + wu->w_off, (size_t)wu->w_count * 4);
+        memcpy(wu->dev_w[d][s], grads + wu->w_off, (size_t)wu->w_count * 4);
     if (un->method == SYNC_SFB) {
         const float *x, *dy;
         int in, out;
-        nnet_fc_factors(w->net, un->layer, &x, &dy, &in, &out);
+        nnet_fc_factors(net, un->layer, &x, &dy, &in, &out);
         ASSERT(in == wu->n && out == wu->m, "fc %s: %dx%d, plan %dx%d", worker_unit_name(w, u), out,
                in, wu->m, wu->n);
-        memcpy(wu->u_slot[s], dy, (size_t)wu->k * wu->m * 4);
-        memcpy(wu->v_slot[s], x, (size_t)wu->k * wu->n * 4);
+        memcpy(wu->dev_u[d][s], dy, (size_t)wu->k_dev * wu->m * 4);
+        memcpy(wu->dev_v[d][s], x, (size_t)wu->k_dev * wu->n * 4);
     }
 }
 
 static void report(worker_t *w, int64_t t, bool final);
 
-/* Whether compute op (op, t) could start now without waiting. */
+/* Whether compute op (op, t) could start now but for the compute chain (the node's previous
+ * compute op, which with several devices may still run on another one). */
 static bool compute_ready(worker_t *w, int op, int64_t t)
 {
     pthread_mutex_lock(&w->mu);
-    bool ok = wait_ready(w, WAIT_DEPS, op, t);
+    bool ok = wait_ready(w, WAIT_SYNC_DEPS, op, t);
     pthread_mutex_unlock(&w->mu);
     return ok;
 }
@@ -510,32 +529,63 @@ static void checkpoint_take(worker_t *w, int64_t k)
                  "a signal): resume with --resume %s", (long long)k, dir);
 }
 
-static void *compute_main(void *arg)
+/* Device dv has run its share of compute op (op, t), from t0_ns until now. The node's
+ * instance completes with the last device's share: one trace row for the node, from the
+ * first device's start to the last one's end, and the op's dependents may go. */
+static void device_ran(worker_t *w, wk_device_t *dv, int op, int64_t t, int64_t t0_ns)
 {
-    worker_t *w = arg;
+    int64_t now = comm_now_ns();
+    pthread_mutex_lock(&w->mu);
+    bool first = w->dev_ran[op] == 0;
+    if (first || t0_ns < w->dev_t0_ns[op]) w->dev_t0_ns[op] = t0_ns;
+    if (first || dv->emu_end_ns > w->dev_emu_end_ns[op]) w->dev_emu_end_ns[op] = dv->emu_end_ns;
+    bool last = ++w->dev_ran[op] == w->devices;
+    if (last) {
+        w->dev_ran[op] = 0;
+        t0_ns = w->dev_t0_ns[op];
+        w->emu_node_end_ns = w->dev_emu_end_ns[op];
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (!last) return;
+    wk_trace(w, op, t, -1, 0, t0_ns, now);
+    mark_done(w, op, t);
+}
+
+/* A device's thread: the plan's compute ops in op-array order, iteration after iteration,
+ * each once the node's instances it depends on have completed (on every device). Device 0
+ * also takes the checkpoints and writes rank 0's report rows. */
+static void *device_main(void *arg)
+{
+    wk_device_t *dv = arg;
+    worker_t *w = dv->w;
+    bool lead = dv->index == 0;
     int64_t last_progress_ns = 0;
     for (int64_t t = w->t_start; t < w->iterations; t++) {
-        if (worker_stop_signalled()) coord_client_request_stop(w->cl);
-        if (checkpoint_due(w, t)) checkpoint_take(w, t);
+        if (lead && worker_stop_signalled()) coord_client_request_stop(w->cl);
+        if (lead && checkpoint_due(w, t)) checkpoint_take(w, t);
         if (t >= atomic_load(&w->stop_at)) break;
         for (int op = 0; op < w->plan.n_ops; op++) {
             const plan_op_t *po = &w->plan.ops[op];
             if (po->res != RES_COMPUTE) continue;
-            progress(w, op, t, "%s: its plan dependencies", op_kind_name(po->kind));
+            if (lead) progress(w, op, t, "%s: its plan dependencies", op_kind_name(po->kind));
+            /* emulated: whether only the compute chain (the node's previous op, which may
+             * still run on another device) was left to wait for */
             bool ready = w->emulate && compute_ready(w, op, t);
             wait_for(w, WAIT_DEPS, op, t);
-            if (t == w->t_start + 1 && !w->cpu1_ns) { /* iteration 0's values are in: it is over */
+            if (lead && t == w->t_start + 1 && !w->cpu1_ns) { /* iteration 0 is over */
                 w->cpu1_s = process_cpu_s();
                 w->cpu1_ns = comm_now_ns();
             }
-            progress(w, op, t, "%s computing", op_kind_name(po->kind));
+            if (lead) progress(w, op, t, "%s computing", op_kind_name(po->kind));
             int64_t t0 = comm_now_ns();
-            w->emu_start_ns = ready && w->emu_end_ns > 0 && w->emu_end_ns < t0 ? w->emu_end_ns : t0;
-            compute_op(w, op, t);
-            wk_trace(w, op, t, -1, 0, t0, comm_now_ns());
-            mark_done(w, op, t);
+            pthread_mutex_lock(&w->mu);
+            int64_t prev_end = w->emu_node_end_ns; /* the chain's last op, every device's */
+            pthread_mutex_unlock(&w->mu);
+            dv->emu_start_ns = ready && prev_end > 0 && prev_end < t0 ? prev_end : t0;
+            compute_op(w, dv, op, t);
+            device_ran(w, dv, op, t, t0);
         }
-        if (w->rank == 0 && t + 1 < w->iterations) {
+        if (lead && w->rank == 0 && t + 1 < w->iterations) {
             int64_t every = w->cfg->report_every > 0 ? w->cfg->report_every : w->steps;
             if ((t + 1) % every == 0) report(w, t, false);
             else if (comm_now_ns() - last_progress_ns > 250000000) { /* a terminal only */
@@ -564,6 +614,49 @@ static void stash_factors(void *arg, int rank, const float *u, const float *v, s
     float *dst = a->wu->stash[a->slot] + (size_t)rank * k * (m + n);
     memcpy(dst, u, k * m * 4);
     memcpy(dst + k * m, v, k * n * 4);
+}
+
+/* LREDUCE of unit u, slot s: the other devices' gradients added into the node's (device
+ * 0's) buffers, in device order; SFB: their factors gathered below the node's, device d's at
+ * rows d x k_dev, so the node's factors are its devices' batches stacked. */
+static void local_reduce(worker_t *w, int u, int s)
+{
+    const plan_unit_t *un = &w->plan.units[u];
+    wk_unit_t *wu = &w->units[u];
+    for (int d = 1; d < w->devices; d++) {
+        if (wu->ps_count) {
+            float *dst = wu->gslot[s];
+            const float *src = wu->dev_g[d][s];
+            for (int64_t i = 0; i < wu->ps_count; i++) dst[i] += src[i];
+        }
+        if (un->method == SYNC_ALLREDUCE) {
+            float *dst = wu->ar_slot[s];
+            const float *src = wu->dev_w[d][s];
+            for (int64_t i = 0; i < wu->w_count; i++) dst[i] += src[i];
+        }
+        if (un->method == SYNC_SFB) {
+            size_t ku = (size_t)wu->k_dev * wu->m, kv = (size_t)wu->k_dev * wu->n;
+            memcpy(wu->u_slot[s] + (size_t)d * ku, wu->dev_u[d][s], ku * 4);
+            memcpy(wu->v_slot[s] + (size_t)d * kv, wu->dev_v[d][s], kv * 4);
+        }
+    }
+}
+
+/* LBCAST of unit u: the node's synced parameters of the unit (device 0's) copied into the
+ * other devices' replicas, each under its lock (under SSP a device may be computing). */
+static void local_broadcast(worker_t *w, int u)
+{
+    const plan_unit_t *un = &w->plan.units[u];
+    if (un->layer < 0) return;
+    int64_t off = w->layer_off[un->layer], count = w->model.layers[un->layer].params;
+    pthread_mutex_lock(&w->units[u].lock);
+    for (int d = 1; d < w->devices; d++) {
+        wk_device_t *dv = &w->dev[d];
+        pthread_mutex_lock(&dv->locks[u]);
+        memcpy(dv->params + off, w->params + off, (size_t)count * 4);
+        pthread_mutex_unlock(&dv->locks[u]);
+    }
+    pthread_mutex_unlock(&w->units[u].lock);
 }
 
 static void *sync_main(void *arg)
@@ -661,9 +754,10 @@ static void *sync_main(void *arg)
                 size_t per = (size_t)wu->k * (size_t)(wu->m + wu->n);
                 for (int r = 0; r < w->world; r++) {
                     const float *f = wu->stash[s] + (size_t)r * per;
-                    /* gsum (m, n) += dy_r^T (m, k) x_r (k, n) / workers, k = batch x tokens */
+                    /* gsum (m, n) += dy_r^T (m, k) x_r (k, n) / replicas, k = the node's
+                     * devices x batch x tokens */
                     compute_sgemm(w->ucompute, true, false, wu->m, wu->n, wu->k,
-                                  1.0f / (float)w->world, f, wu->m, f + (size_t)wu->k * wu->m,
+                                  1.0f / (float)w->replicas, f, wu->m, f + (size_t)wu->k * wu->m,
                                   wu->n, r ? 1.0f : 0.0f, wu->gsum, wu->n);
                 }
                 pthread_mutex_lock(&wu->lock);
@@ -688,12 +782,29 @@ static void *sync_main(void *arg)
                     wk_unit_t *wv = &w->units[v];
                     pthread_mutex_lock(&wv->lock);
                     sgd_range(w, wv->w_off, wv->w_count, w->params + wv->w_off, wv->ar_slot[s],
-                              w->hist_local + wv->w_off, 1.0f / (float)w->world, t);
+                              w->hist_local + wv->w_off, 1.0f / (float)w->replicas, t);
                     pthread_mutex_unlock(&wv->lock);
                 }
                 bytes = po->bytes;
                 break;
             }
+            case OP_LREDUCE:
+            case OP_LBCAST:
+                progress(w, op, t, "local %s of layer %s over %d devices",
+                         po->kind == OP_LREDUCE ? "reduce" : "broadcast", name, w->devices);
+                pthread_mutex_lock(&w->intra_mu); /* the interconnect: one at a time */
+                t0 = comm_now_ns();
+                if (po->kind == OP_LREDUCE) local_reduce(w, u, s);
+                else local_broadcast(w, u);
+                bytes = po->bytes;
+                /* emulated: the node's interconnect as the plan prices it, when the copy
+                 * in this host's memory was faster */
+                if (w->emulate)
+                    emulate_sleep_until_ns(t0 + w->plan.cluster.intra_lat_ns +
+                                           llround((double)po->bytes /
+                                                   w->plan.cluster.intra_Bps * 1e9));
+                pthread_mutex_unlock(&w->intra_mu);
+                break;
             default: ASSERT(0, "op kind %s has no worker-side executor", op_kind_name(po->kind));
             }
         }
@@ -723,7 +834,7 @@ static void report(worker_t *w, int64_t t, bool final)
             wait_for(w, WAIT_SYNC_DEPS, w->plan.units[u].op_fwd, t + 1);
     int64_t now = comm_now_ns();
     double secs = (double)(now - w->report_t0_ns) * 1e-9; /* evaluation time excluded */
-    double images = (double)(t + 1 - w->report_iter0) * w->job->batch * w->world;
+    double images = (double)(t + 1 - w->report_iter0) * w->job->batch * w->replicas;
     double ips = secs > 0 ? images / secs : 0;
     double loss = w->loss_n ? w->loss_sum / (double)w->loss_n : 0;
     double train_acc = w->loss_n ? (double)w->correct / (double)(w->loss_n * w->job->batch) : 0;
@@ -761,7 +872,9 @@ void worker_exec_run(worker_t *w)
     int n_threads = 0;
     pthread_t *th = xcalloc((size_t)w->plan.n_ops + 1, sizeof *th);
     wk_arg_t *args = xcalloc((size_t)w->plan.n_ops + 1, sizeof *args);
-    if (pthread_create(&th[n_threads++], NULL, compute_main, w)) die("pthread_create");
+    th = xrealloc(th, (size_t)(w->plan.n_ops + w->devices) * sizeof *th);
+    for (int d = 0; d < w->devices; d++)
+        if (pthread_create(&th[n_threads++], NULL, device_main, &w->dev[d])) die("pthread_create");
     for (int op = 0; op < w->plan.n_ops; op++) {
         const plan_op_t *po = &w->plan.ops[op];
         bool mine = worker_op_runs_here(po) && po->res != RES_COMPUTE;
@@ -800,6 +913,12 @@ void worker_exec_fini(worker_t *w)
     free(w->op_efd);
     free(w->wake_first);
     free(w->wake);
+    free(w->dev_ran);
+    free(w->dev_t0_ns);
+    free(w->dev_emu_end_ns);
+    w->dev_emu_end_ns = NULL;
+    w->dev_ran = NULL;
+    w->dev_t0_ns = NULL;
     w->op_cv = NULL;
     w->op_efd = w->wake_first = w->wake = NULL;
 }

@@ -1,7 +1,7 @@
 /* worker_state: the state of one rank of a training job, shared by its two halves and by no
  * other file: the job's set-up and teardown (runtime/worker.c: data, net, plan, buffers,
  * sockets, rendezvous; worker_new / worker_destroy) and the plan's executor
- * (runtime/worker_exec.c: the compute thread and one thread per sync op, which only walk the
+ * (runtime/worker_exec.c: the device threads and one thread per sync op, which only walk the
  * plan's ops and edges). The set-up fills everything before worker_exec_run(); the executor
  * owns the dependency counters, the wake lists and the report state while it runs.
  */
@@ -48,7 +48,33 @@ typedef struct {
     float **stash;             /* S slots: world x K x (m + n), every rank's factors */
     float *gsum;               /* SFB: the rebuilt weight gradient (m, n) */
     pthread_mutex_t lock;      /* the unit's parameters: compute thread vs. syncers */
+    /* Where device d's BWD leaves its gradient, per slot ([d][s]; NULL where the unit has
+     * none): the PS range, the all-reduce range, the factors (k_dev rows each). Device 0's
+     * are the node's buffers above (its factors the first k_dev rows); the local reduce adds
+     * (gathers) the other devices' into them. */
+    float ***dev_g, ***dev_w, ***dev_u, ***dev_v;
+    int k_dev;                 /* SFB: factor rows of one device; k = devices x k_dev */
 } wk_unit_t;
+
+/* One device of the node (three levels, core/plan.h): its own replica of the net on its own
+ * compute backend, run by its own thread through the plan's FWD/BWD ops. A compute op's
+ * instance on the node completes when every device has run it. Device 0 is the node's
+ * replica: its parameters are the ones the syncers write (worker_t.params) and its gradient
+ * buffers the node's; the local broadcast copies the synced parameters into the others. */
+typedef struct {
+    worker_t *w;
+    int index;                 /* d: global worker rank x devices + d of world x devices */
+    compute_t *compute;        /* device 0: worker_t.compute */
+    nnet_t *net;               /* device 0: worker_t.net; NULL under emulated compute */
+    float *params;             /* its replica's parameters (device 0: worker_t.params) */
+    pthread_mutex_t *locks;    /* devices > 0, per unit: its parameters, compute vs. the local
+                                  broadcast (device 0 uses the units' locks) */
+    /* Emulated compute: the op's start and the previous op's intended end. An op whose
+     * dependencies were met before that end starts at it, not when the thread woke (~0.1-1
+     * ms later on a loaded host): a pass is ~100 sleeps, and their lateness summed was ~8%
+     * of an emulated GoogLeNet iteration. */
+    int64_t emu_start_ns, emu_end_ns;
+} wk_device_t;
 
 /* An all-reduce bucket's buffer: its members' gradients back to back, in unit order, one
  * ring over the whole of it (core/plan.h). The BWD of each member copies its gradient out of
@@ -65,12 +91,24 @@ typedef struct {
     int blocks;
 } wk_arrival_t;
 
-typedef struct worker {
+struct worker {
     const worker_config_t *cfg;
     const experiment_t *job;   /* &cfg->job */
     solver_config_t solver;
     launch_env_t env;
     int rank, world;
+    int devices;               /* per node: device threads, each with a replica */
+    int replicas;              /* world x devices: the gradients every update averages */
+    wk_device_t *dev;          /* devices of them */
+    /* the node's compute op in flight: devices that ran it, the first one's start */
+    int *dev_ran;              /* per op, under mu */
+    int64_t *dev_t0_ns;        /* per op, under mu */
+    /* Emulated compute, under mu: the latest intended end of the devices' shares of the op
+     * in flight (per op), and of the node's last completed compute op. The next op of the
+     * chain starts there, not when the last device's thread woke (see wk_device_t). */
+    int64_t *dev_emu_end_ns;
+    int64_t emu_node_end_ns;
+    pthread_mutex_t intra_mu;  /* RES_INTRA: one local reduce or broadcast at a time */
     int n_slots;               /* buffers per unit: 1 + staleness (core/plan.h) */
     int64_t iterations, steps; /* the run's, and per epoch */
     model_t model;
@@ -120,11 +158,6 @@ typedef struct worker {
     dataset_t train, test;
     bool have_data;
     unit_times_t times;        /* emulated compute: per unit, at this rank's speed */
-    /* Emulated compute (compute thread only): the op's start and the previous op's intended
-     * end. An op whose dependencies were met before that end starts at it, not when the
-     * thread woke (~0.1-1 ms later on a loaded host): a pass is ~100 sleeps, and their
-     * lateness summed was ~8% of an emulated GoogLeNet iteration. */
-    int64_t emu_start_ns, emu_end_ns;
     /* CPU seconds of this process (every thread: compute, syncers, shard, ZeroMQ I/O) and
      * the clock when iteration 1's first op could start: start-up and the warm-up iteration 0
      * (connections, first touches of buffers) are excluded from the
@@ -164,11 +197,11 @@ typedef struct worker {
      * runs, waits for one end, and the run ends there (INT64_MAX: no stop). */
     _Atomic int64_t stop_at;
 
-    /* rank 0's report state (compute thread only) */
+    /* rank 0's report state (its devices' threads, under mu; device 0 reports) */
     FILE *csv;
     double loss_sum;
     int64_t loss_n, correct, report_t0_ns, report_iter0;
-} worker_t;
+};
 
 typedef struct {
     worker_t *w;
