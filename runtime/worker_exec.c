@@ -353,6 +353,14 @@ static void compute_op(worker_t *w, wk_device_t *dv, int op, int64_t t)
     pthread_mutex_unlock(lock);
     /* the gradient leaves the net now: the next FWD/BWD may overwrite it mid-sync */
     const float *grads = nnet_arena(net)->grads;
+    if (un->method == SYNC_NONE && un->layer >= 0) {
+        /* one worker (nothing to sync): the update follows the backward here, as the
+         * single-worker trainer's does */
+        int64_t off = w->layer_off[un->layer], count = w->model.layers[un->layer].params;
+        pthread_mutex_lock(lock);
+        sgd_range(w, off, count, dv->params + off, grads + off, w->hist_local + off, 1.0f, t);
+        pthread_mutex_unlock(lock);
+    }
     if (wu->ps_count) memcpy(wu->dev_g[d][s], grads + wu->ps_off, (size_t)wu->ps_count * 4);
     if (un->method == SYNC_ALLREDUCE)
         memcpy(wu->dev_w[d][s], grads + wu->w_off, (size_t)wu->w_count * 4);

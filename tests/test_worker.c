@@ -88,6 +88,13 @@ TEST(worker_bsp_hybrid_equals_one_worker)
     wt_bsp_case("hybrid3", 4, 0);
 }
 
+/* A job of one worker (nothing to sync) updates after each backward: it trains as the
+ * single-worker reference does, and its parameters move. */
+TEST(worker_one_worker_job_trains)
+{
+    wt_bsp_case("hybrid", 1, 0);
+}
+
 TEST(worker_ssp0_equals_bsp)
 {
     /* SSP(0) is the BSP plan: deps reach back one iteration, shards with staleness 0 */
