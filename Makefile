@@ -13,6 +13,16 @@ CPPFLAGS += -I. -Icore -D_GNU_SOURCE -DPOSEIDON_HAVE_CUDA=$(CUDA)
 SAN      ?=
 BASE_CFLAGS := -std=c11 $(OPT) -g -Wall -Wextra -Werror -pthread -MMD -MP $(SAN)
 LDLIBS   += -lgsl -lopenblas -lzmq -lz -lprotobuf-c -lm -ldl -pthread
+# A machine without the Debian libraries (a lent GPU machine): DEPS_ROOT is a tree the
+# packages were unpacked into (scripts/gpu_bundle.sh), found there at build and at run time.
+ifdef DEPS_ROOT
+DEPS_LIB := $(abspath $(DEPS_ROOT))/usr/lib/x86_64-linux-gnu
+CPPFLAGS += -I$(abspath $(DEPS_ROOT))/usr/include \
+            -I$(abspath $(DEPS_ROOT))/usr/include/x86_64-linux-gnu/openblas-pthread
+# DT_RPATH, not RUNPATH: it also finds the libraries' own dependencies (libsodium, ...)
+LDFLAGS  += -L$(DEPS_LIB) -L$(DEPS_LIB)/openblas-pthread -Wl,--disable-new-dtags \
+            -Wl,-rpath,$(DEPS_LIB) -Wl,-rpath,$(DEPS_LIB)/openblas-pthread
+endif
 
 CORE_SRC    := $(wildcard core/*.c)
 SIM_SRC     := $(wildcard sim/*.c)
@@ -36,10 +46,10 @@ $(BUILD)/libposeidon_cuda.so: $(CU_OBJ)
 	$(CC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 
 $(BUILD)/poseidon: $(BUILD)/cli/main.o $(BUILD)/libposeidon.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/test_unit: $(TEST_OBJ) $(BUILD)/libposeidon.a
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libposeidon.a: $(LIB_OBJ)
 	@rm -f $@
@@ -60,9 +70,16 @@ $(BUILD)/core/log.o: $(BUILD)/commit.txt
 # onnx.proto Debian ships (libonnx-dev, or python3-onnx), never committed.
 ONNX_PROTO ?= $(firstword $(wildcard /usr/include/onnx/onnx.proto \
                   /usr/lib/python3/dist-packages/onnx/onnx.proto) /usr/include/onnx/onnx.proto)
+# ONNX_GEN: a folder holding the generated onnx.pb-c.{c,h} already (where protoc-c is not).
+ifdef ONNX_GEN
+$(BUILD)/gen/onnx.pb-c.c $(BUILD)/gen/onnx.pb-c.h &: $(ONNX_GEN)/onnx.pb-c.c $(ONNX_GEN)/onnx.pb-c.h
+	@mkdir -p $(BUILD)/gen
+	cp $(ONNX_GEN)/onnx.pb-c.c $(ONNX_GEN)/onnx.pb-c.h $(BUILD)/gen/
+else
 $(BUILD)/gen/onnx.pb-c.c $(BUILD)/gen/onnx.pb-c.h &: $(ONNX_PROTO)
 	@mkdir -p $(BUILD)/gen
 	protoc-c -I$(dir $(ONNX_PROTO)) --c_out=$(BUILD)/gen $(ONNX_PROTO)
+endif
 $(BUILD)/gen/onnx.pb-c.o: $(BUILD)/gen/onnx.pb-c.c
 	$(CC) $(CPPFLAGS) $(BASE_CFLAGS) $(CFLAGS) -c -o $@ $<
 $(patsubst %.c,$(BUILD)/%.o,$(ONNX_SRC)): CPPFLAGS += -I$(BUILD)/gen

@@ -32,8 +32,16 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-
       sed -e 's/^nvidia //' -e 's/[^a-z0-9]\{1,\}/-/g' -e 's/^-//' -e 's/-$//')
 say "gpu: $gpu"
 
-# 1. build
-if ! make -j"$(nproc)" CUDA=1 > "$out/build.log" 2>&1; then
+# 1. build; where the Debian libraries are missing, from gpu-bundle/ (scripts/gpu_bundle.sh,
+#    run on a Debian machine and carried here): the packages unpacked without root
+bundle=()
+if [ -d gpu-bundle/debs ]; then
+    rm -rf gpu-bundle/root
+    for d in gpu-bundle/debs/*.deb; do dpkg -x "$d" gpu-bundle/root || { say "FAIL dpkg -x $d"; exit 1; }; done
+    bundle=(DEPS_ROOT=gpu-bundle/root ONNX_GEN=gpu-bundle/gen)
+    say "libraries from gpu-bundle/ ($(ls gpu-bundle/debs | wc -l) packages)"
+fi
+if ! make -j"$(nproc)" CUDA=1 "${bundle[@]}" > "$out/build.log" 2>&1; then
     say "FAIL build (tail of $out/build.log):"
     tail -20 "$out/build.log" | tee -a "$summary"
     exit 1
