@@ -1,6 +1,7 @@
 /* The network model (sim/net.h) on its own: completions to the nanosecond (no finish slack),
  * per-flow max-min checked against the reference after every rate computation on random
- * mixes at up to 256 nodes, the reference shown to fail on rates that are not max-min, and
+ * mixes at up to 256 nodes, the state kept across computations against its rebuild after
+ * every event, the reference shown to fail on rates that are not max-min, and
  * the grouped model's error against the exact one measured on random mixes. */
 #include <math.h>
 #include <stdio.h>
