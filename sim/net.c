@@ -13,7 +13,16 @@
  * listed in its set (mult of them). Fans are made only by splitting: the flows of a multi (or
  * fan) that saturate at one level of a rate computation leave it together, as one fan, so
  * they keep one rate and one remaining size and finish at one instant — one entity and one
- * finish event, where one single flow per leaf would cost as many of each. */
+ * finish event, where one single flow per leaf would cost as many of each.
+ *
+ * Entities live in slots that keep their index for their whole life (a finished one's slot is
+ * reused); `seq` numbers them in creation order, which is the order every pass over them
+ * takes (the order of the floating-point sums, of the finish callbacks). What a rate
+ * computation starts from is kept across computations and changed only by the entity that
+ * starts, ends or splits: each resource's list of entities (in creation order), the loads,
+ * which resources anything crosses, the multis excluding each resource, and a heap of finish
+ * times. A computation then costs the progressive filling alone, not a rebuild over every
+ * entity and every excluded node. */
 #define FAN (-2)
 typedef struct {
     int src, dst;    /* single: both; broadcast: src, dst = NET_DST_ALL; gather: dst,
@@ -28,13 +37,14 @@ typedef struct {
     int64_t t0_ns;   /* when its rate last changed: an entity whose rate a computation
                         leaves as it was is not touched again (rem, fin_ns stay) */
     int64_t fin_ns;
+    int64_t seq;     /* creation order; -1: a free slot */
 } ent_t;
 /* What only the finish callback reads, in an array beside the entities. */
 typedef struct {
     int64_t bytes;
     int64_t tag;
 } ent_cold_t;
-/* the passes over every entity stream one cache line per entity */
+/* the passes over entities stream one cache line per entity */
 _Static_assert(sizeof(ent_t) <= 64, "entity larger than a cache line");
 
 static inline int is_single(const ent_t *e) { return e->src >= 0 && e->dst >= 0; }
@@ -55,7 +65,27 @@ typedef struct {
     int r;
 } rheap_t;
 
-enum { LIST_WHOLE = -1, LIST_FAN_LEAF = -2 };
+/* A finish time in the heap of finish times; stale once its entity's fin_ns or seq moved. */
+typedef struct {
+    int64_t fin_ns, seq;
+    int64_t slot;
+} fheap_t;
+
+/* `other` of a list entry: a single flow's resource on the other side, or one of these. */
+enum { LIST_WHOLE = -1, LIST_FAN_LEAF = -2, LIST_DEAD = -3 };
+
+/* A list of entities in creation order (seq ascending), so an entry is found by bisection.
+ * Entries of entities that finished or left the list are marked dead and squeezed out once
+ * they are half of it. */
+typedef struct {
+    int64_t seq;
+    int32_t slot;
+    int32_t other;
+} lent_t;
+typedef struct {
+    lent_t *v;
+    int64_t len, cap, dead;
+} rlist_t;
 
 /* Resources: send side of node s is s, receive side of node d is N + d, the class of plain
  * send sides is 2N, of plain receive sides 2N + 1, the core 2N + 2. Side 0 is send, 1 is
@@ -64,32 +94,48 @@ struct net {
     int nodes;
     int whole;       /* multis are never split (net_set_whole) */
     double nic_Bps, core_Bps;
-    ent_t *f;
-    ent_cold_t *cold; /* [cap], entity i's in cold[i] */
-    int64_t n, cap;
+    ent_t *f;        /* [cap] slots */
+    ent_cold_t *cold; /* [cap], slot i's in cold[i] */
+    int64_t cap, used_slots; /* slots [0, used_slots) were handed out at least once */
+    int64_t *free_slots;
+    int64_t nfree;
+    int64_t live;    /* entities */
+    int64_t next_seq;
     int64_t last_ns;
     int dirty;
+    int computing;   /* inside net_recompute: lists are not squeezed */
     int64_t next_ns;
     int64_t recomputes;
-    /* scratch for the rate computation, indexed by resource; only touched ones are reset */
+    /* kept across computations */
+    rlist_t *list;   /* [2N]: the entities crossing each NIC side: single flows by sender and
+                        by receiver, multis and fans by hub, fans by leaf */
+    rlist_t *exl;    /* [2N]: multis excluding the resource (any order; entries whose seq no
+                        longer matches their slot are dead) */
+    rlist_t order;   /* every entity */
+    rlist_t multis;  /* every multi */
+    int64_t *base;   /* [2N] the computation's starting cnt (see cnt) */
+    int64_t mu_base[2], core_base;
+    int32_t *ref;    /* [2N] how many entities cross, exclude or are hubs at it: touched
+                        when > 0 */
+    int *touched;    /* the touched resources, any order */
+    int *tpos;       /* [2N] place in touched, -1 when not touched */
+    int ntouched;
+    int64_t special[2]; /* touched resources of the side */
+    fheap_t *fheap;  /* finish times, earliest first, with stale entries */
+    int64_t nfheap, fheap_cap;
+    fheap_t *due;    /* scratch of net_finish */
+    int64_t due_cap;
+    /* scratch for the rate computation, indexed by resource */
     int64_t *cnt;    /* unfrozen flows crossing it, counted locally: singles, hub weights,
                         minus the unfrozen multis whose leaves are on its side but that do
                         not cross it (the multis of a side are counted once, globally, in mu) */
     double *used;    /* capacity taken by frozen entities (same split as cnt) */
-    int64_t *lstart, *lcnt; /* [resource]: its run in lent: the entities listed at it, in
-                               index order: single flows by sender and by receiver, multis by
-                               hub (contiguous, so a level's freeze streams through memory) */
-    char *mark;
+    int64_t *lcnt;   /* [resource]: the length of its list when the computation started (the
+                        entities split off since are reached through ov) */
     char *in_level;  /* resources saturating at the current level */
     int *level;
-    int *touched;
-    struct lent {
-        int64_t j;   /* entity */
-        int other;   /* a single flow's resource on the other side; LIST_WHOLE for a multi or
-                        fan at its hub, LIST_FAN_LEAF for a fan at one of its leaves */
-    } *lent;         /* [2 * entities]: the lists of all resources, one run each */
-    int64_t lent_cap;
-    char *frozen;
+    int64_t gen;     /* computations started: frozen[i] == gen when i froze in this one */
+    int64_t *frozen;
     int64_t *ml;     /* unfrozen multis (lazily compacted) */
     int64_t nml;
     /* entities split off during this computation that are still rising, listed at each of
@@ -100,21 +146,16 @@ struct net {
     } *ov;
     int64_t nov, ov_cap;
     int64_t *seen;   /* [entity]: the last level that split it (a fan is met once per leaf) */
-    int64_t levels;
-    int64_t *exn, *exstart; /* [resource]: multis excluding it (their ex lists, inverted) */
-    int64_t *exl;
-    int64_t exl_cap;
+    int64_t levels;  /* levels of every computation so far */
     int32_t *exin;   /* [entity]: its excluded resources in the current level */
     char *mark2;     /* [resource] scratch of freeze_level and split_off */
     int *leafbuf;    /* [node] scratch: the leaves being split off */
-    int ntouched;
     int64_t ent_cap; /* capacity of frozen, ml, exin and seen */
     rheap_t *heap;
     int64_t heap_cap;
     /* global terms of the current computation, per side */
     int64_t mu[2];   /* unfrozen multis with leaves on the side */
     double fm[2];    /* sum of the rates of frozen multis with leaves on the side */
-    int64_t special[2]; /* touched resources of the side */
     int64_t core_cnt;
     double core_used;
     int64_t left;
@@ -137,17 +178,19 @@ net_t *net_new(int nodes, double nic_Bps, double core_Bps)
     n->core_Bps = core_Bps > 0 ? core_Bps : 0;
     n->next_ns = INT64_MAX;
     size_t R = 2 * (size_t)nodes + 3;
+    n->list = xcalloc(2 * (size_t)nodes, sizeof *n->list);
+    n->exl = xcalloc(2 * (size_t)nodes, sizeof *n->exl);
+    n->base = xcalloc(2 * (size_t)nodes, sizeof *n->base);
+    n->ref = xcalloc(2 * (size_t)nodes, sizeof *n->ref);
+    n->touched = xcalloc(2 * (size_t)nodes, sizeof *n->touched);
+    n->tpos = xcalloc(2 * (size_t)nodes, sizeof *n->tpos);
+    for (size_t r = 0; r < 2 * (size_t)nodes; r++) n->tpos[r] = -1;
     n->cnt = xcalloc(R, sizeof *n->cnt);
     n->used = xcalloc(R, sizeof *n->used);
-    n->lstart = xcalloc(R, sizeof *n->lstart);
     n->lcnt = xcalloc(R, sizeof *n->lcnt);
-    n->mark = xcalloc(R, 1);
     n->in_level = xcalloc(R, 1);
     n->level = xcalloc(R, sizeof *n->level);
-    n->touched = xcalloc(R, sizeof *n->touched);
     n->ovhead = xcalloc(R, sizeof *n->ovhead);
-    n->exn = xcalloc(R, sizeof *n->exn);
-    n->exstart = xcalloc(R, sizeof *n->exstart);
     n->mark2 = xcalloc(R, 1);
     n->leafbuf = xcalloc((size_t)nodes, sizeof *n->leafbuf);
     for (size_t r = 0; r < R; r++) n->ovhead[r] = -1;
@@ -160,25 +203,31 @@ void net_destroy(net_t **np)
 {
     if (!np || !*np) return;
     net_t *n = *np;
-    for (int64_t i = 0; i < n->n; i++) free(n->f[i].set);
+    for (int64_t i = 0; i < n->used_slots; i++)
+        if (n->f[i].seq >= 0) free(n->f[i].set);
+    for (int r = 0; r < 2 * n->nodes; r++) free(n->list[r].v), free(n->exl[r].v);
+    free(n->list);
+    free(n->exl);
+    free(n->order.v);
+    free(n->multis.v);
+    free(n->base);
+    free(n->ref);
+    free(n->touched);
+    free(n->tpos);
+    free(n->fheap);
+    free(n->due);
+    free(n->free_slots);
     free(n->f);
     free(n->cnt);
     free(n->used);
-    free(n->lstart);
     free(n->lcnt);
-    free(n->mark);
     free(n->in_level);
     free(n->level);
-    free(n->touched);
-    free(n->lent);
     free(n->frozen);
     free(n->ml);
     free(n->ovhead);
     free(n->ov);
     free(n->seen);
-    free(n->exn);
-    free(n->exstart);
-    free(n->exl);
     free(n->exin);
     free(n->mark2);
     free(n->leafbuf);
@@ -189,7 +238,7 @@ void net_destroy(net_t **np)
 }
 
 /* Move the network's time to now. Entities drain lazily: each keeps its remaining bytes at
- * the instant its rate last changed (rem_now). */
+ * the instant its rate last changed. */
 static void advance(net_t *n, int64_t now)
 {
     ASSERT(now >= n->last_ns, "network time going back: %lld < %lld", (long long)now,
@@ -197,24 +246,291 @@ static void advance(net_t *n, int64_t now)
     n->last_ns = now;
 }
 
-static void grow_ents(net_t *n)
+/* ---- lists ---- */
+
+static void rl_push(rlist_t *l, int64_t seq, int64_t slot, int other)
 {
-    if (n->n < n->cap) return;
-    n->cap = n->cap ? 2 * n->cap : 1024;
-    n->f = xrealloc(n->f, (size_t)n->cap * sizeof *n->f);
-    n->cold = xrealloc(n->cold, (size_t)n->cap * sizeof *n->cold);
+    if (l->len == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 8;
+        l->v = xrealloc(l->v, (size_t)l->cap * sizeof *l->v);
+    }
+    l->v[l->len++] = (lent_t){seq, (int32_t)slot, other};
+}
+
+/* Drop the dead entries (marked, or, where by_seq, whose slot holds another entity now). */
+static void rl_squeeze(const net_t *n, rlist_t *l, int by_seq)
+{
+    int64_t w = 0;
+    for (int64_t a = 0; a < l->len; a++) {
+        lent_t x = l->v[a];
+        if (x.other == LIST_DEAD || (by_seq && n->f[x.slot].seq != x.seq)) continue;
+        l->v[w++] = x;
+    }
+    l->len = w;
+    l->dead = 0;
+}
+
+static void rl_note_dead(const net_t *n, rlist_t *l, int by_seq)
+{
+    l->dead++;
+    if (!n->computing && 2 * l->dead > l->len + 16) rl_squeeze(n, l, by_seq);
+}
+
+/* Mark the entry of entity seq in the (seq-ordered) list dead. */
+static void rl_kill(const net_t *n, rlist_t *l, int64_t seq)
+{
+    int64_t lo = 0, hi = l->len;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (l->v[mid].seq < seq) lo = mid + 1;
+        else hi = mid;
+    }
+    ASSERT(lo < l->len && l->v[lo].seq == seq && l->v[lo].other != LIST_DEAD,
+           "entity %lld missing from a list", (long long)seq);
+    l->v[lo].other = LIST_DEAD;
+    rl_note_dead(n, l, 0);
+}
+
+/* ---- what the computations start from ---- */
+
+/* One more (d = 1) or one fewer (d = -1) entity touching resource r < 2N. */
+static void res_ref(net_t *n, int r, int d)
+{
+    int32_t before = n->ref[r];
+    n->ref[r] += d;
+    ASSERT(n->ref[r] >= 0, "resource %d referenced %d times", r, n->ref[r]);
+    if (before == 0 && n->ref[r] > 0) {
+        n->tpos[r] = n->ntouched;
+        n->touched[n->ntouched++] = r;
+        n->special[r >= n->nodes]++;
+    } else if (before > 0 && n->ref[r] == 0) {
+        int p = n->tpos[r], last = n->touched[--n->ntouched];
+        n->touched[p] = last;
+        n->tpos[last] = p;
+        n->tpos[r] = -1;
+        n->special[r >= n->nodes]--;
+    }
+}
+
+/* Enter entity i (new, or just split off) in every kept structure. */
+static void register_ent(net_t *n, int64_t i)
+{
+    int N = n->nodes;
+    const ent_t *e = &n->f[i];
+    rl_push(&n->order, e->seq, i, 0);
+    n->live++;
+    n->core_base += e->mult;
+    if (is_single(e)) {
+        n->base[e->src]++;
+        res_ref(n, e->src, 1);
+        rl_push(&n->list[e->src], e->seq, i, N + e->dst);
+        n->base[N + e->dst]++;
+        res_ref(n, N + e->dst, 1);
+        rl_push(&n->list[N + e->dst], e->seq, i, e->src);
+        return;
+    }
+    int h = hub_res(n, e), off = leaf_side(e) * N;
+    n->base[h] += e->mult;
+    res_ref(n, h, 1);
+    rl_push(&n->list[h], e->seq, i, LIST_WHOLE);
+    if (is_fan(e)) {
+        for (int k = 0; k < e->nset; k++) {
+            int r = off + e->set[k];
+            n->base[r]++;
+            res_ref(n, r, 1);
+            rl_push(&n->list[r], e->seq, i, LIST_FAN_LEAF);
+        }
+        return;
+    }
+    /* a multi does not cross its hub node's or its excluded leaf-side resources */
+    n->base[off + hub_node(e)]--;
+    res_ref(n, off + hub_node(e), 1);
+    for (int k = 0; k < e->nset; k++) {
+        int r = off + e->set[k];
+        n->base[r]--;
+        res_ref(n, r, 1);
+        rl_push(&n->exl[r], e->seq, i, 0);
+    }
+    n->mu_base[leaf_side(e)]++;
+    rl_push(&n->multis, e->seq, i, 0);
+}
+
+/* Take finished entity i out of every kept structure. */
+static void unregister_ent(net_t *n, int64_t i)
+{
+    int N = n->nodes;
+    const ent_t *e = &n->f[i];
+    rl_kill(n, &n->order, e->seq);
+    n->live--;
+    n->core_base -= e->mult;
+    if (is_single(e)) {
+        n->base[e->src]--;
+        res_ref(n, e->src, -1);
+        rl_kill(n, &n->list[e->src], e->seq);
+        n->base[N + e->dst]--;
+        res_ref(n, N + e->dst, -1);
+        rl_kill(n, &n->list[N + e->dst], e->seq);
+        return;
+    }
+    int h = hub_res(n, e), off = leaf_side(e) * N;
+    n->base[h] -= e->mult;
+    res_ref(n, h, -1);
+    rl_kill(n, &n->list[h], e->seq);
+    if (is_fan(e)) {
+        for (int k = 0; k < e->nset; k++) {
+            int r = off + e->set[k];
+            n->base[r]--;
+            res_ref(n, r, -1);
+            rl_kill(n, &n->list[r], e->seq);
+        }
+        return;
+    }
+    n->base[off + hub_node(e)]++;
+    res_ref(n, off + hub_node(e), -1);
+    for (int k = 0; k < e->nset; k++) {
+        int r = off + e->set[k];
+        n->base[r]++;
+        res_ref(n, r, -1);
+        n->exl[r].dead++; /* found by its seq no longer matching the slot's */
+    }
+    n->mu_base[leaf_side(e)]--;
+    rl_kill(n, &n->multis, e->seq);
+}
+
+/* The exclusion lists of a finished multi, squeezed where half dead (after its slot was
+ * freed, so that its entries read as dead). */
+static void squeeze_exl(net_t *n, const int *set, int nset, int off)
+{
+    for (int k = 0; k < nset; k++) {
+        rlist_t *l = &n->exl[off + set[k]];
+        if (2 * l->dead > l->len + 16) rl_squeeze(n, l, 1);
+    }
+}
+
+/* ---- finish times ---- */
+
+static int fh_less(fheap_t a, fheap_t b)
+{
+    return a.fin_ns < b.fin_ns || (a.fin_ns == b.fin_ns && a.seq < b.seq);
+}
+
+static int fh_valid(const net_t *n, fheap_t x)
+{
+    const ent_t *e = &n->f[x.slot];
+    return e->seq == x.seq && e->fin_ns == x.fin_ns;
+}
+
+static void fh_sift_down(net_t *n, int64_t i)
+{
+    fheap_t x = n->fheap[i];
+    for (;;) {
+        int64_t l = 2 * i + 1, m = l;
+        if (l >= n->nfheap) break;
+        if (l + 1 < n->nfheap && fh_less(n->fheap[l + 1], n->fheap[l])) m = l + 1;
+        if (!fh_less(n->fheap[m], x)) break;
+        n->fheap[i] = n->fheap[m];
+        i = m;
+    }
+    n->fheap[i] = x;
+}
+
+static void fh_pop(net_t *n)
+{
+    n->fheap[0] = n->fheap[--n->nfheap];
+    if (n->nfheap > 0) fh_sift_down(n, 0);
+}
+
+/* Rebuild the heap from the live entities alone, dropping the stale entries. */
+static void fh_rebuild(net_t *n)
+{
+    int64_t k = 0;
+    for (int64_t a = 0; a < n->order.len; a++) {
+        lent_t x = n->order.v[a];
+        const ent_t *e = &n->f[x.slot];
+        if (x.other == LIST_DEAD || e->fin_ns == INT64_MAX) continue;
+        n->fheap[k++] = (fheap_t){e->fin_ns, e->seq, x.slot};
+    }
+    n->nfheap = k;
+    for (int64_t i = k / 2 - 1; i >= 0; i--) fh_sift_down(n, i);
+}
+
+/* Entity i (seq) has a new finish time fin (passed by value: read back from the entity
+ * just written, a 16-byte load over an 8-byte store stalls). */
+static void fh_push(net_t *n, int64_t i, int64_t fin, int64_t seq)
+{
+    if (n->nfheap == n->fheap_cap) {
+        if (n->nfheap > 2 * n->live + 1024) {
+            fh_rebuild(n); /* i's own entry is made there */
+            return;
+        }
+        n->fheap_cap = n->fheap_cap ? 2 * n->fheap_cap : 1024;
+        n->fheap = xrealloc(n->fheap, (size_t)n->fheap_cap * sizeof *n->fheap);
+    }
+    int64_t k = n->nfheap++;
+    fheap_t x = {fin, seq, i};
+    while (k > 0) {
+        int64_t p = (k - 1) / 2;
+        if (!fh_less(x, n->fheap[p])) break;
+        n->fheap[k] = n->fheap[p];
+        k = p;
+    }
+    n->fheap[k] = x;
+}
+
+/* The earliest finish time of a live entity; stale entries met on the way are dropped. */
+static int64_t fh_next(net_t *n)
+{
+    while (n->nfheap > 0 && !fh_valid(n, n->fheap[0])) fh_pop(n);
+    return n->nfheap > 0 ? n->fheap[0].fin_ns : INT64_MAX;
+}
+
+/* ---- entities ---- */
+
+static void grow_ent_scratch(net_t *n)
+{
+    if (n->ent_cap >= n->cap) return;
+    n->ent_cap = n->cap;
+    n->frozen = xrealloc(n->frozen, (size_t)n->ent_cap * sizeof *n->frozen);
+    n->ml = xrealloc(n->ml, (size_t)n->ent_cap * sizeof *n->ml);
+    n->seen = xrealloc(n->seen, (size_t)n->ent_cap * sizeof *n->seen);
+    n->exin = xrealloc(n->exin, (size_t)n->ent_cap * sizeof *n->exin);
+}
+
+/* A slot for a new entity (its fields are the caller's to fill). */
+static int64_t new_slot(net_t *n)
+{
+    int64_t i;
+    if (n->nfree > 0) {
+        i = n->free_slots[--n->nfree];
+    } else {
+        if (n->used_slots == n->cap) {
+            n->cap = n->cap ? 2 * n->cap : 1024;
+            n->f = xrealloc(n->f, (size_t)n->cap * sizeof *n->f);
+            n->cold = xrealloc(n->cold, (size_t)n->cap * sizeof *n->cold);
+            n->free_slots = xrealloc(n->free_slots, (size_t)n->cap * sizeof *n->free_slots);
+        }
+        i = n->used_slots++;
+    }
+    ASSERT(i <= INT32_MAX, "%lld entity slots", (long long)i);
+    grow_ent_scratch(n);
+    n->frozen[i] = 0;
+    n->seen[i] = 0;
+    n->exin[i] = 0;
+    return i;
 }
 
 static void push_ent(net_t *n, int64_t now, ent_t e, int64_t bytes, int64_t tag)
 {
     advance(n, now);
-    grow_ents(n);
+    int64_t i = new_slot(n);
     e.rem = (double)bytes;
     e.rate = 0;
     e.t0_ns = now;
     e.fin_ns = INT64_MAX;
-    n->cold[n->n] = (ent_cold_t){bytes, tag};
-    n->f[n->n++] = e;
+    e.seq = n->next_seq++;
+    n->cold[i] = (ent_cold_t){bytes, tag};
+    n->f[i] = e;
+    register_ent(n, i);
     n->dirty = 1;
 }
 
@@ -259,7 +575,7 @@ void net_set_whole(net_t *n, int whole) { n->whole = whole != 0; }
 
 int net_dirty(const net_t *n) { return n->dirty; }
 int64_t net_next_ns(const net_t *n) { return n->next_ns; }
-int64_t net_active(const net_t *n) { return n->n; }
+int64_t net_active(const net_t *n) { return n->live; }
 int64_t net_recomputes(const net_t *n) { return n->recomputes; }
 
 static void heap_push(net_t *n, int64_t *hn, double share, int r)
@@ -347,12 +663,13 @@ static inline int64_t round_ns(double x)
     return x - (double)i >= 0.5 ? i + 1 : i;
 }
 
-/* Give entity e its rate x at this computation (time n->last_ns). Where x is the rate it
+/* Give entity i its rate x at this computation (time n->last_ns). Where x is the rate it
  * had, nothing changes: its remaining bytes and finish time stay as computed when that rate
  * was set (so they carry no rounding from the events in between). Otherwise its bytes are
  * drained to now at the old rate and its finish time follows from the new one. */
-static inline void set_rate(net_t *n, ent_t *e, double x)
+static inline void set_rate(net_t *n, int64_t i, double x)
 {
+    ent_t *e = &n->f[i];
     if (x != e->rate) {
         ASSERT(x > 0, "flow %d -> %d got no bandwidth", e->src, e->dst);
         if (e->rate > 0) {
@@ -362,18 +679,21 @@ static inline void set_rate(net_t *n, ent_t *e, double x)
         e->t0_ns = n->last_ns;
         e->rate = x;
         int64_t d = round_ns(e->rem / x * 1e9);
-        e->fin_ns = n->last_ns + (d > 0 ? d : 0);
+        int64_t fin = n->last_ns + (d > 0 ? d : 0);
+        if (fin != e->fin_ns) {
+            e->fin_ns = fin;
+            fh_push(n, i, fin, e->seq);
+        }
     }
-    if (e->fin_ns < n->next_ns) n->next_ns = e->fin_ns;
 }
 
 static void freeze(net_t *n, int64_t i, double x)
 {
     int N = n->nodes;
     ent_t *e = &n->f[i];
-    n->frozen[i] = 1;
+    n->frozen[i] = n->gen;
     n->left--;
-    set_rate(n, e, x);
+    set_rate(n, i, x);
     if (is_single(e)) {
         n->cnt[e->src]--;
         n->used[e->src] += x;
@@ -415,29 +735,29 @@ static void fan_level(net_t *n, int64_t j, double x);
 /* Freeze every unfrozen entity of resource r's list at x (a fan listed at one of its leaves:
  * the flows of it that the level holds). The same updates as freeze() in the same order, with
  * r's own terms kept in registers: every single flow of the list updates them, a chain
- * through memory otherwise. */
+ * through memory otherwise. The list is read by index: a split made on the way may move it. */
 static void freeze_list(net_t *n, int r, double x)
 {
     double ur = n->used[r];
-    int64_t cr = n->cnt[r], nf = 0;
-    const struct lent *l = n->lent + n->lstart[r], *lend = l + n->lcnt[r];
-    for (; l < lend; l++) {
-        int64_t j = l->j;
-        if (n->frozen[j]) continue;
-        if (l->other < 0) {
+    int64_t cr = n->cnt[r], nf = 0, gen = n->gen;
+    const rlist_t *L = &n->list[r];
+    for (int64_t a = 0, len = n->lcnt[r]; a < len; a++) {
+        lent_t l = L->v[a];
+        int64_t j = l.slot;
+        if (l.other == LIST_DEAD || n->frozen[j] == gen) continue;
+        if (l.other < 0) {
             n->used[r] = ur;
             n->cnt[r] = cr;
-            if (l->other == LIST_FAN_LEAF) fan_level(n, j, x);
+            if (l.other == LIST_FAN_LEAF) fan_level(n, j, x);
             else freeze(n, j, x);
             ur = n->used[r];
             cr = n->cnt[r];
             continue;
         }
-        ent_t *e = &n->f[j];
-        n->frozen[j] = 1;
+        n->frozen[j] = gen;
         nf++;
-        set_rate(n, e, x);
-        int other = l->other;
+        set_rate(n, j, x);
+        int other = l.other;
         cr--;
         ur += x;
         n->cnt[other]--;
@@ -450,16 +770,6 @@ static void freeze_list(net_t *n, int r, double x)
     n->used[r] = ur;
     n->cnt[r] = cr;
     n->left -= nf;
-}
-
-static void grow_ent_scratch(net_t *n)
-{
-    if (n->ent_cap >= n->cap) return;
-    n->ent_cap = n->cap;
-    n->frozen = xrealloc(n->frozen, (size_t)n->ent_cap);
-    n->ml = xrealloc(n->ml, (size_t)n->ent_cap * sizeof *n->ml);
-    n->seen = xrealloc(n->seen, (size_t)n->ent_cap * sizeof *n->seen);
-    n->exin = xrealloc(n->exin, (size_t)n->ent_cap * sizeof *n->exin);
 }
 
 /* List entity j at resource r for the rest of this computation. */
@@ -488,29 +798,15 @@ static void set_reserve(int **set, int nset, int add)
 static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int rising)
 {
     int N = n->nodes;
-    grow_ents(n);
-    grow_ent_scratch(n);
+    int64_t j = new_slot(n);
     ent_t *g = &n->f[i];
     ASSERT(k >= 1 && k < g->mult, "splitting %d of the %d flows at node %d", k, g->mult,
            hub_node(g));
     int off = leaf_side(g) * N, hres = hub_res(n, g);
-    if (is_fan(g)) {
-        for (int a = 0; a < k; a++) n->mark2[off + leaves[a]] = 1;
-        int w = 0;
-        for (int a = 0; a < g->nset; a++)
-            if (!n->mark2[off + g->set[a]]) g->set[w++] = g->set[a];
-        for (int a = 0; a < k; a++) n->mark2[off + leaves[a]] = 0;
-        ASSERT(w == g->nset - k, "fan at node %d split at nodes it does not reach", hub_node(g));
-        g->nset = w;
-    } else {
-        set_reserve(&g->set, g->nset, k);
-        memcpy(g->set + g->nset, leaves, (size_t)k * sizeof *leaves);
-        g->nset += k;
-    }
-    g->mult -= k;
     int hub = hub_node(g), sends = hub_sends(g);
     /* the same state as i's: remaining bytes, rate (until this computation sets it) */
-    ent_t e = {.mult = k, .rem = g->rem, .rate = g->rate, .t0_ns = g->t0_ns, .fin_ns = g->fin_ns};
+    ent_t e = {.mult = k, .rem = g->rem, .rate = g->rate, .t0_ns = g->t0_ns,
+               .fin_ns = g->fin_ns, .seq = n->next_seq++};
     if (k == 1) {
         e.src = sends ? hub : leaves[0];
         e.dst = sends ? leaves[0] : hub;
@@ -521,11 +817,41 @@ static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int risi
         e.set = xcalloc((size_t)ex_room(k), sizeof *e.set);
         memcpy(e.set, leaves, (size_t)k * sizeof *leaves);
     }
-    int64_t j = n->n++;
     n->f[j] = e;
     n->cold[j] = n->cold[i];
-    n->frozen[j] = 0;
-    n->seen[j] = 0;
+    /* the new entity enters first, so no resource is left untouched on the way */
+    register_ent(n, j);
+    if (e.fin_ns != INT64_MAX) fh_push(n, j, e.fin_ns, e.seq);
+    if (is_fan(g)) {
+        for (int a = 0; a < k; a++) n->mark2[off + leaves[a]] = 1;
+        int w = 0;
+        for (int a = 0; a < g->nset; a++) {
+            int r = off + g->set[a];
+            if (!n->mark2[r]) {
+                g->set[w++] = g->set[a];
+                continue;
+            }
+            n->base[r]--;
+            res_ref(n, r, -1);
+            rl_kill(n, &n->list[r], g->seq);
+        }
+        for (int a = 0; a < k; a++) n->mark2[off + leaves[a]] = 0;
+        ASSERT(w == g->nset - k, "fan at node %d split at nodes it does not reach", hub_node(g));
+        g->nset = w;
+    } else {
+        set_reserve(&g->set, g->nset, k);
+        memcpy(g->set + g->nset, leaves, (size_t)k * sizeof *leaves);
+        g->nset += k;
+        for (int a = 0; a < k; a++) {
+            int r = off + leaves[a];
+            n->base[r]--;
+            res_ref(n, r, 1);
+            rl_push(&n->exl[r], g->seq, i, 0);
+        }
+    }
+    g->mult -= k;
+    n->base[hres] -= k;
+    n->core_base -= k;
     n->left++;
     if (rising) {
         ov_put(n, hres, j);
@@ -539,7 +865,7 @@ static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int risi
  * rising. Met once per level (it is listed at each of its leaves). */
 static void fan_level(net_t *n, int64_t j, double x)
 {
-    if (n->frozen[j] || n->seen[j] == n->levels) return;
+    if (n->frozen[j] == n->gen || n->seen[j] == n->levels) return;
     n->seen[j] = n->levels;
     const ent_t *e = &n->f[j];
     if (n->in_level[hub_res(n, e)]) {
@@ -551,6 +877,30 @@ static void fan_level(net_t *n, int64_t j, double x)
         if (n->in_level[off + e->set[a]]) n->leafbuf[k++] = e->set[a];
     if (k == e->nset) freeze(n, j, x);
     else if (k > 0) freeze(n, split_off(n, j, n->leafbuf, k, 0), x);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Count (d = 1) or clear (d = 0) in exin the excluded resources of the live multis at the
+ * level's NIC sides. */
+static void level_exclusions(net_t *n, int nl, int d)
+{
+    int N = n->nodes;
+    for (int k = 0; k < nl; k++) {
+        int r = n->level[k];
+        if (r >= 2 * N) continue;
+        const rlist_t *l = &n->exl[r];
+        for (int64_t a = 0; a < l->len; a++) {
+            lent_t x = l->v[a];
+            if (n->f[x.slot].seq != x.seq) continue;
+            if (d) n->exin[x.slot]++;
+            else n->exin[x.slot] = 0;
+        }
+    }
 }
 
 /* Freeze every flow crossing a resource of the level (level[0..nl)) at x. A multi that also
@@ -568,8 +918,11 @@ static void freeze_level(net_t *n, int nl, double x)
         if (n->level[k] < 2 * N) level_side[n->level[k] >= N]++;
     }
     if (n->in_level[core]) {
-        for (int64_t i = 0; i < n->n; i++)
-            if (!n->frozen[i]) freeze(n, i, x);
+        /* every entity, in creation order (those split off on the way included) */
+        for (int64_t a = 0; a < n->order.len; a++) {
+            lent_t o = n->order.v[a];
+            if (o.other != LIST_DEAD && n->frozen[o.slot] != n->gen) freeze(n, o.slot, x);
+        }
         n->nml = 0;
     }
     for (int k = 0; k < nl; k++) {
@@ -578,23 +931,18 @@ static void freeze_level(net_t *n, int nl, double x)
         freeze_list(n, r, x);
         for (int64_t a = n->ovhead[r]; a >= 0; a = n->ov[a].next) {
             int64_t j = n->ov[a].j;
-            if (n->frozen[j]) continue;
+            if (n->frozen[j] == n->gen) continue;
             if (is_fan(&n->f[j])) fan_level(n, j, x);
             else freeze(n, j, x);
         }
     }
-    /* a multi's excluded resources in the level, from the inverted lists (built at the start
-     * of the computation: a split made later only excludes a resource that saturated with
-     * it, or the multi froze) */
-    for (int k = 0; k < nl; k++) {
-        int r = n->level[k];
-        if (r >= 2 * N) continue;
-        for (int64_t a = n->exstart[r]; a < n->exstart[r] + n->exn[r]; a++) n->exin[n->exl[a]]++;
-    }
+    /* a multi's excluded resources in the level (a split made in this computation only
+     * excludes a resource that saturated with it, or the multi froze) */
     int64_t w = 0, nml = n->nml;
+    if (nml > 0) level_exclusions(n, nl, 1); /* only the unfrozen multis read them */
     for (int64_t k = 0; k < nml; k++) {
         int64_t i = n->ml[k];
-        if (n->frozen[i]) continue;
+        if (n->frozen[i] == n->gen) continue;
         const ent_t *g = &n->f[i];
         int side = leaf_side(g), off = side * N, hub = hub_node(g);
         if (n->in_level[hub_res(n, g)]) {
@@ -626,6 +974,7 @@ static void freeze_level(net_t *n, int nl, double x)
                 if (r >= off && r < off + N && !n->in_level[r] && !n->mark2[r])
                     n->leafbuf[m++] = r - off;
             }
+            qsort(n->leafbuf, (size_t)m, sizeof *n->leafbuf, cmp_int); /* a fixed order */
         } else {
             /* its flows at the level's resources freeze, as one fan; the rest keeps rising */
             for (int t = 0; t < nl; t++) {
@@ -645,36 +994,8 @@ static void freeze_level(net_t *n, int nl, double x)
         }
     }
     n->nml = w;
-    for (int k = 0; k < nl; k++) {
-        int r = n->level[k];
-        n->in_level[r] = 0;
-        if (r >= 2 * N) continue;
-        for (int64_t a = n->exstart[r]; a < n->exstart[r] + n->exn[r]; a++) n->exin[n->exl[a]] = 0;
-    }
-}
-
-static void touch_res_first(net_t *n, int r)
-{
-    n->mark[r] = 1;
-    n->touched[n->ntouched++] = r;
-    n->cnt[r] = 0;
-    n->used[r] = 0;
-    n->lcnt[r] = 0;
-    n->ovhead[r] = -1;
-    n->exn[r] = 0;
-}
-
-/* Put entity j in the next place of (touched) resource r's run; lstart[r] then ends the run
- * and is moved back to its start once every entity is in place. */
-static inline void list_put(net_t *n, int r, int64_t j, int other)
-{
-    n->lent[n->lstart[r]++] = (struct lent){j, other};
-}
-
-/* Inlined check: most calls find the resource already touched. */
-static inline void touch_res(net_t *n, int r)
-{
-    if (!n->mark[r]) touch_res_first(n, r);
+    if (nml > 0) level_exclusions(n, nl, 0);
+    for (int k = 0; k < nl; k++) n->in_level[n->level[k]] = 0;
 }
 
 void net_recompute(net_t *n, int64_t now)
@@ -683,112 +1004,28 @@ void net_recompute(net_t *n, int64_t now)
     n->dirty = 0;
     n->recomputes++;
     n->next_ns = INT64_MAX;
-    if (n->n == 0) return;
+    if (n->live == 0) return;
     int N = n->nodes;
-    grow_ent_scratch(n);
-    /* Loads of the touched resources, and the lists of entities per resource: single flows
-     * by sender and by receiver, multis by hub, fans by hub and by leaf. Multis are listed
-     * once more in ml. */
-    n->ntouched = 0;
-    n->mu[0] = n->mu[1] = 0;
-    n->fm[0] = n->fm[1] = 0;
-    n->nml = 0;
-    n->core_cnt = 0;
-    n->core_used = 0;
-    for (int64_t i = 0; i < n->n; i++) {
-        const ent_t *e = &n->f[i];
-        if (is_single(e)) {
-            touch_res(n, e->src);
-            n->cnt[e->src]++;
-            n->lcnt[e->src]++;
-            touch_res(n, N + e->dst);
-            n->cnt[N + e->dst]++;
-            n->lcnt[N + e->dst]++;
-        } else if (is_fan(e)) {
-            int h = hub_res(n, e), off = leaf_side(e) * N;
-            touch_res(n, h);
-            n->cnt[h] += e->mult;
-            n->lcnt[h]++;
-            for (int k = 0; k < e->nset; k++) {
-                touch_res(n, off + e->set[k]);
-                n->cnt[off + e->set[k]]++;
-                n->lcnt[off + e->set[k]]++;
-            }
-        } else {
-            int h = hub_res(n, e), off = leaf_side(e) * N;
-            touch_res(n, h);
-            n->cnt[h] += e->mult;
-            n->lcnt[h]++;
-            /* a multi does not cross its hub node's or its excluded leaf-side resources */
-            touch_res(n, off + hub_node(e));
-            n->cnt[off + hub_node(e)]--;
-            for (int k = 0; k < e->nset; k++) {
-                touch_res(n, off + e->set[k]);
-                n->cnt[off + e->set[k]]--;
-            }
-            n->mu[leaf_side(e)]++;
-            n->ml[n->nml++] = i;
-        }
-        n->core_cnt += e->mult;
-        n->seen[i] = 0;
-    }
-    n->nov = 0;
-    n->levels = 0;
+    n->computing = 1;
+    n->gen++;
+    /* the loads kept since the last computation are where this one starts */
     int nt = n->ntouched;
-    int64_t acc = 0;
     for (int k = 0; k < nt; k++) {
         int r = n->touched[k];
-        n->lstart[r] = acc;
-        acc += n->lcnt[r];
+        n->cnt[r] = n->base[r];
+        n->used[r] = 0;
+        n->lcnt[r] = n->list[r].len;
+        n->ovhead[r] = -1;
     }
-    if (n->lent_cap < acc) {
-        n->lent_cap = 2 * acc;
-        n->lent = xrealloc(n->lent, (size_t)n->lent_cap * sizeof *n->lent);
-    }
-    for (int64_t i = 0; i < n->n; i++) {
-        const ent_t *e = &n->f[i];
-        if (is_single(e)) {
-            list_put(n, e->src, i, N + e->dst);
-            list_put(n, N + e->dst, i, e->src);
-        } else {
-            list_put(n, hub_res(n, e), i, LIST_WHOLE);
-            if (is_fan(e)) {
-                int off = leaf_side(e) * N;
-                for (int k = 0; k < e->nset; k++) list_put(n, off + e->set[k], i, LIST_FAN_LEAF);
-            }
-        }
-    }
-    for (int k = 0; k < nt; k++) n->lstart[n->touched[k]] -= n->lcnt[n->touched[k]];
-    n->special[0] = n->special[1] = 0;
-    for (int k = 0; k < nt; k++) n->special[n->touched[k] >= N]++;
-    int64_t nexall = 0;
-    for (int64_t k = 0; k < n->nml; k++) {
-        const ent_t *e = &n->f[n->ml[k]];
-        for (int x = 0; x < e->nset; x++) n->exn[leaf_side(e) * N + e->set[x]]++;
-        nexall += e->nset;
-        n->exin[n->ml[k]] = 0;
-    }
-    if (n->exl_cap < nexall) {
-        n->exl_cap = 2 * nexall;
-        n->exl = xrealloc(n->exl, (size_t)n->exl_cap * sizeof *n->exl);
-    }
-    acc = 0;
-    for (int k = 0; k < nt; k++) {
-        int r = n->touched[k];
-        n->exstart[r] = acc;
-        acc += n->exn[r];
-        n->exn[r] = 0;
-    }
-    for (int64_t k = 0; k < n->nml; k++) {
-        const ent_t *e = &n->f[n->ml[k]];
-        for (int x = 0; x < e->nset; x++) {
-            int r = leaf_side(e) * N + e->set[x];
-            n->exl[n->exstart[r] + n->exn[r]++] = n->ml[k];
-        }
-    }
-    ASSERT(n->n > 0, "no entities");
-    memset(n->frozen, 0, (size_t)n->n);
-    n->left = n->n;
+    n->mu[0] = n->mu_base[0], n->mu[1] = n->mu_base[1];
+    n->fm[0] = n->fm[1] = 0;
+    n->core_cnt = n->core_base;
+    n->core_used = 0;
+    n->nml = 0;
+    for (int64_t a = 0; a < n->multis.len; a++)
+        if (n->multis.v[a].other != LIST_DEAD) n->ml[n->nml++] = n->multis.v[a].slot;
+    n->nov = 0;
+    n->left = n->live;
 
     /* Progressive filling: the resource with the smallest fair share freezes its flows at
      * that share. Shares only grow as flows freeze, so stale heap entries are re-pushed. */
@@ -828,44 +1065,63 @@ void net_recompute(net_t *n, int64_t now)
         }
         freeze_level(n, nl, share);
     }
-    for (int k = 0; k < nt; k++) n->mark[n->touched[k]] = 0;
-    /* every entity froze, so set_rate gave each its finish time and next_ns their minimum */
+    n->computing = 0;
     ASSERT(n->left == 0, "%lld entities got no rate", (long long)n->left);
+    n->next_ns = fh_next(n);
+}
+
+static int cmp_seq(const void *a, const void *b)
+{
+    int64_t x = ((const fheap_t *)a)->seq, y = ((const fheap_t *)b)->seq;
+    return (x > y) - (x < y);
 }
 
 int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
 {
     advance(n, now);
-    int done = 0;
-    /* Walk in index order, compacting: the callback order is deterministic. */
-    int64_t w = 0;
-    for (int64_t i = 0; i < n->n; i++) {
-        const ent_t *e = &n->f[i];
-        const ent_cold_t *c = &n->cold[i];
-        if (e->fin_ns <= now) {
-            if (is_fan(e)) {
-                /* its flows finish as the single flows they were split off as */
-                for (int k = 0; k < e->nset; k++) {
-                    int leaf = e->set[k];
-                    fn(arg, c->tag, hub_sends(e) ? e->src : leaf, hub_sends(e) ? leaf : e->dst,
-                       c->bytes, NULL, 0);
-                }
-            } else {
-                fn(arg, c->tag, e->src, e->dst, c->bytes, e->set, e->nset);
-            }
-            free(e->set);
-            done++;
-        } else {
-            if (w != i) n->f[w] = n->f[i], n->cold[w] = n->cold[i];
-            w++;
+    /* the entities due, taken off the heap, then called back in creation order */
+    int64_t done = 0;
+    while (n->nfheap > 0 && n->fheap[0].fin_ns <= now) {
+        fheap_t x = n->fheap[0];
+        fh_pop(n);
+        if (!fh_valid(n, x)) continue;
+        if (done == n->due_cap) {
+            n->due_cap = n->due_cap ? 2 * n->due_cap : 16;
+            n->due = xrealloc(n->due, (size_t)n->due_cap * sizeof *n->due);
         }
+        n->due[done++] = x;
+        n->f[x.slot].fin_ns = INT64_MIN; /* a second entry of it reads stale */
     }
-    n->n = w;
+    fheap_t *due = n->due;
+    if (done > 1) qsort(due, (size_t)done, sizeof *due, cmp_seq);
+    for (int64_t k = 0; k < done; k++) {
+        int64_t i = due[k].slot;
+        ent_t *e = &n->f[i];
+        const ent_cold_t *c = &n->cold[i];
+        if (is_fan(e)) {
+            /* its flows finish as the single flows they were split off as */
+            for (int a = 0; a < e->nset; a++) {
+                int leaf = e->set[a];
+                fn(arg, c->tag, hub_sends(e) ? e->src : leaf, hub_sends(e) ? leaf : e->dst,
+                   c->bytes, NULL, 0);
+            }
+        } else {
+            fn(arg, c->tag, e->src, e->dst, c->bytes, e->set, e->nset);
+        }
+        e = &n->f[i]; /* the callback may have added entities */
+        unregister_ent(n, i);
+        int was_multi = !is_single(e) && !is_fan(e);
+        e->seq = -1;
+        if (was_multi) squeeze_exl(n, e->set, e->nset, leaf_side(e) * n->nodes);
+        free(e->set);
+        e->set = NULL;
+        n->free_slots[n->nfree++] = i;
+    }
     if (done) {
         n->dirty = 1;
         n->next_ns = INT64_MAX;
     }
-    return done;
+    return (int)done;
 }
 
 /* Append the flows entity e stands for (their senders and receivers) to fs/fd; returns how
@@ -898,15 +1154,17 @@ int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen)
 {
     int N = n->nodes, R = 2 * N + 1;
     int64_t F = 0;
-    for (int64_t i = 0; i < n->n; i++) F += n->f[i].mult;
+    for (int64_t i = 0; i < n->used_slots; i++)
+        if (n->f[i].seq >= 0) F += n->f[i].mult;
     int *fs = xcalloc((size_t)F + 1, sizeof *fs), *fd = xcalloc((size_t)F + 1, sizeof *fd);
     int64_t *fe = xcalloc((size_t)F + 1, sizeof *fe), *cnt = xcalloc((size_t)R, sizeof *cnt);
     double *rate = xcalloc((size_t)F + 1, sizeof *rate), *cap = xcalloc((size_t)R, sizeof *cap);
     char *done = xcalloc((size_t)F + 1, 1), *seen = xcalloc((size_t)N, 1), *sat = xcalloc((size_t)R, 1);
     int64_t k = 0;
     int rc = 0;
-    for (int64_t i = 0; rc == 0 && i < n->n; i++) {
+    for (int64_t i = 0; rc == 0 && i < n->used_slots; i++) {
         const ent_t *e = &n->f[i];
+        if (e->seq < 0) continue;
         int64_t m = k + e->mult <= F ? list_flows(n, e, fs + k, fd + k, seen) : -1;
         if (m != e->mult) {
             snprintf(err, errlen, "entity %lld (%d -> %d) stands for %d flows, its set for %lld",
@@ -949,5 +1207,134 @@ int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen)
     }
     free(fs), free(fd), free(fe), free(cnt), free(rate), free(cap), free(done), free(seen),
         free(sat);
+    return rc;
+}
+
+/* The kept structures rebuilt from the live entities: compare (see net.h). */
+int net_check_kept(const net_t *n, char *err, size_t errlen)
+{
+    int N = n->nodes, R = 2 * N;
+    int64_t *base = xcalloc((size_t)R, sizeof *base), *cur = xcalloc((size_t)R, sizeof *cur);
+    int64_t *nex = xcalloc((size_t)R, sizeof *nex);
+    int32_t *ref = xcalloc((size_t)R, sizeof *ref);
+    int64_t mu[2] = {0, 0}, core = 0, live = 0, last_seq = -1, mpos = 0, fmin = INT64_MAX;
+    char *covered = xcalloc((size_t)n->used_slots + 1, 1);
+    int rc = 0;
+#define KEPT_FAIL(...)                                                                     \
+    do {                                                                                   \
+        snprintf(err, errlen, __VA_ARGS__);                                                \
+        rc = -1;                                                                           \
+        goto out;                                                                          \
+    } while (0)
+    /* the next live entry of resource r's list must be (seq, slot, other) */
+#define KEPT_NEXT(r, e, i, oth)                                                            \
+    do {                                                                                   \
+        const rlist_t *L_ = &n->list[r];                                                   \
+        while (cur[r] < L_->len && L_->v[cur[r]].other == LIST_DEAD) cur[r]++;             \
+        if (cur[r] >= L_->len || L_->v[cur[r]].seq != (e)->seq || L_->v[cur[r]].slot != (i) \
+            || L_->v[cur[r]].other != (oth))                                               \
+            KEPT_FAIL("resource %d: entity %lld missing or out of place in its list", r,   \
+                      (long long)(e)->seq);                                                \
+        cur[r]++;                                                                          \
+    } while (0)
+    for (int64_t a = 0; a < n->order.len; a++) {
+        lent_t o = n->order.v[a];
+        if (o.other == LIST_DEAD) continue;
+        int64_t i = o.slot;
+        const ent_t *e = &n->f[i];
+        if (e->seq != o.seq || e->seq <= last_seq)
+            KEPT_FAIL("entity list out of creation order at %lld", (long long)o.seq);
+        last_seq = e->seq;
+        live++;
+        core += e->mult;
+        if (e->fin_ns < fmin) fmin = e->fin_ns;
+        if (is_single(e)) {
+            base[e->src]++, ref[e->src]++, base[N + e->dst]++, ref[N + e->dst]++;
+            KEPT_NEXT(e->src, e, i, N + e->dst);
+            KEPT_NEXT(N + e->dst, e, i, e->src);
+            continue;
+        }
+        int h = hub_res(n, e), off = leaf_side(e) * N;
+        base[h] += e->mult, ref[h]++;
+        KEPT_NEXT(h, e, i, LIST_WHOLE);
+        if (is_fan(e)) {
+            for (int k = 0; k < e->nset; k++) {
+                int r = off + e->set[k];
+                base[r]++, ref[r]++;
+                KEPT_NEXT(r, e, i, LIST_FAN_LEAF);
+            }
+            continue;
+        }
+        base[off + hub_node(e)]--, ref[off + hub_node(e)]++;
+        for (int k = 0; k < e->nset; k++) {
+            int r = off + e->set[k];
+            base[r]--, ref[r]++, nex[r]++;
+        }
+        mu[leaf_side(e)]++;
+        while (mpos < n->multis.len && n->multis.v[mpos].other == LIST_DEAD) mpos++;
+        if (mpos >= n->multis.len || n->multis.v[mpos].seq != e->seq)
+            KEPT_FAIL("multi %lld missing from the multis", (long long)e->seq);
+        mpos++;
+    }
+    for (int64_t i = 0; i < n->used_slots; i++) live -= n->f[i].seq >= 0;
+    if (live != 0 || last_seq >= n->next_seq)
+        KEPT_FAIL("%lld slots in use that the entity list lacks", (long long)-live);
+    for (; mpos < n->multis.len; mpos++)
+        if (n->multis.v[mpos].other != LIST_DEAD) KEPT_FAIL("a finished multi still listed");
+    if (mu[0] != n->mu_base[0] || mu[1] != n->mu_base[1] || core != n->core_base)
+        KEPT_FAIL("global loads %lld %lld %lld, kept %lld %lld %lld", (long long)mu[0],
+                  (long long)mu[1], (long long)core, (long long)n->mu_base[0],
+                  (long long)n->mu_base[1], (long long)n->core_base);
+    int64_t touched = 0, special[2] = {0, 0};
+    for (int r = 0; r < R; r++) {
+        if (base[r] != n->base[r] || ref[r] != n->ref[r])
+            KEPT_FAIL("resource %d: load %lld and %d references, kept %lld and %d", r,
+                      (long long)base[r], ref[r], (long long)n->base[r], n->ref[r]);
+        if ((ref[r] > 0) != (n->tpos[r] >= 0) ||
+            (n->tpos[r] >= 0 && (n->tpos[r] >= n->ntouched || n->touched[n->tpos[r]] != r)))
+            KEPT_FAIL("resource %d: touched set wrong", r);
+        touched += ref[r] > 0;
+        special[r >= N] += ref[r] > 0;
+        const rlist_t *L = &n->list[r];
+        int64_t dead = 0;
+        for (int64_t a = 0; a < L->len; a++) dead += L->v[a].other == LIST_DEAD;
+        for (; cur[r] < L->len; cur[r]++)
+            if (L->v[cur[r]].other != LIST_DEAD) KEPT_FAIL("resource %d lists a stranger", r);
+        if (dead != L->dead) KEPT_FAIL("resource %d: %lld dead entries, counted %lld", r,
+                                       (long long)dead, (long long)L->dead);
+        /* exclusions: each live entry a multi that excludes r, as many as there are */
+        int64_t got = 0;
+        for (int64_t a = 0; a < n->exl[r].len; a++) {
+            lent_t x = n->exl[r].v[a];
+            const ent_t *g = &n->f[x.slot];
+            if (g->seq != x.seq) continue;
+            got++;
+            int has = 0;
+            for (int k = 0; k < g->nset; k++) has |= leaf_side(g) * N + g->set[k] == r;
+            if (is_single(g) || is_fan(g) || !has)
+                KEPT_FAIL("resource %d: listed as excluded by %lld, which crosses it", r,
+                          (long long)g->seq);
+        }
+        if (got != nex[r]) KEPT_FAIL("resource %d excluded by %lld multis, listed %lld", r,
+                                     (long long)nex[r], (long long)got);
+    }
+    if (touched != n->ntouched || special[0] != n->special[0] || special[1] != n->special[1])
+        KEPT_FAIL("%lld touched resources, kept %d", (long long)touched, n->ntouched);
+    /* every finish time in the heap, and the earliest one is next_ns */
+    for (int64_t k = 0; k < n->nfheap; k++) {
+        fheap_t x = n->fheap[k];
+        if (k > 0 && fh_less(x, n->fheap[(k - 1) / 2])) KEPT_FAIL("finish heap out of order");
+        if (fh_valid(n, x)) covered[x.slot] = 1;
+    }
+    for (int64_t i = 0; i < n->used_slots; i++)
+        if (n->f[i].seq >= 0 && n->f[i].fin_ns != INT64_MAX && !covered[i])
+            KEPT_FAIL("entity %lld: finish time not in the heap", (long long)n->f[i].seq);
+    if (!n->dirty && n->next_ns != fmin)
+        KEPT_FAIL("next finish %lld, earliest entity %lld", (long long)n->next_ns,
+                  (long long)fmin);
+out:
+#undef KEPT_FAIL
+#undef KEPT_NEXT
+    free(base), free(cur), free(nex), free(ref), free(covered);
     return rc;
 }

@@ -99,6 +99,13 @@ int net_finish(net_t *n, int64_t now_ns, net_finish_fn fn, void *arg);
  * entity whose flow count contradicts its node set, in err. */
 int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen);
 
+/* Test aid: rebuild from the live entities alone what every rate computation starts from
+ * and that is kept across computations instead (each NIC side's list of entities in creation
+ * order, its load, which sides anything touches, the multis excluding each side, the live
+ * multis, the earliest finish time), and compare. Returns 0, or -1 with the first difference
+ * in err. O(entities x nodes). */
+int net_check_kept(const net_t *n, char *err, size_t errlen);
+
 int64_t net_active(const net_t *n);     /* active entities */
 int64_t net_recomputes(const net_t *n);
 
