@@ -1,0 +1,66 @@
+/* fuzz replay: every seed (tests/fuzz/corpus/NAME) and every regression input
+ * (tests/fuzz/regress/NAME: what the fuzzers found, and inputs worth keeping) fed to the
+ * harness's entry point, built with the plain compiler. A crash, a sanitizer report (make
+ * asan) or a broken promise (FUZZ_ASSERT aborts) fails the test. */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "tests/fuzz/fuzz.h"
+
+/* Feeds each file of dir to fn; returns how many, or -1 when dir cannot be read. With
+ * must_accept, a file the parser refuses is a failure (the seeds are valid inputs: a harness
+ * that refused them would fuzz nothing but the first check). */
+static int replay_dir(const char *dir, int (*fn)(const uint8_t *, size_t), int must_accept)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        REQUIRE(f, "%s: cannot open", path);
+        size_t cap = 1 << 16, len = 0, r;
+        uint8_t *buf = malloc(cap);
+        REQUIRE(buf);
+        while ((r = fread(buf + len, 1, cap - len, f)) > 0)
+            if ((len += r) == cap) REQUIRE((buf = realloc(buf, cap *= 2)));
+        fclose(f);
+        /* Exactly len bytes, so that a read past the input is one past the allocation. */
+        uint8_t *exact = malloc(len ? len : 1);
+        REQUIRE(exact);
+        memcpy(exact, buf, len);
+        free(buf);
+        fprintf(stderr, "    %s (%zu bytes)\n", path, len);
+        int accepted = fn(exact, len);
+        CHECK(accepted || !must_accept, "%s: a seed the parser refuses", path);
+        free(exact);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void replay(const char *name, int (*fn)(const uint8_t *, size_t))
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/fuzz/corpus/%s", name);
+    int seeds = replay_dir(dir, fn, 1);
+    REQUIRE(seeds > 0, "%s: no seed inputs (run from the repository root)", dir);
+    snprintf(dir, sizeof dir, "tests/fuzz/regress/%s", name);
+    int regress = replay_dir(dir, fn, 0);
+    REQUIRE(regress >= 0, "%s: missing", dir);
+    printf("    %s: %d seeds, %d regression inputs\n", name, seeds, regress);
+}
+
+TEST(fuzz_replay_model) { replay("model", fuzz_model); }
+TEST(fuzz_replay_cluster) { replay("cluster", fuzz_cluster); }
+TEST(fuzz_replay_experiment) { replay("experiment", fuzz_experiment); }
+TEST(fuzz_replay_profile) { replay("profile", fuzz_profile); }
+TEST(fuzz_replay_msg) { replay("msg", fuzz_msg); }
+TEST(fuzz_replay_keyring) { replay("keyring", fuzz_keyring); }
