@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/model.h"
 #include "test.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -64,3 +65,36 @@ TEST(fuzz_replay_experiment) { replay("experiment", fuzz_experiment); }
 TEST(fuzz_replay_profile) { replay("profile", fuzz_profile); }
 TEST(fuzz_replay_msg) { replay("msg", fuzz_msg); }
 TEST(fuzz_replay_keyring) { replay("keyring", fuzz_keyring); }
+
+/* Found by fuzz_model: a layer whose sizes multiply past int64 got negative costs (signed
+ * overflow). Each product is now bounded: past 2^50 per sample the layer is refused by name,
+ * and a large but representable layer still parses with exact costs. */
+TEST(model_costs_past_2_50_are_refused)
+{
+    static const char *huge[] = {
+        "input d shape=3x65535x65535\nconv c out=65535 kernel=65535 pad=65535\n",
+        "input d shape=1x1x1\nconv c out=8 kernel=3 pad=2147483647\n",
+        "input d shape=1x4096x4096\nfc f out=2147483647\n",
+        "input d shape=2147483647x2147483647x2147483647\nrelu r\n",
+        "input d shape=1x1x1\npool p kernel=2147483647 pad=2147483646 stride=1\n",
+        "tokens t seq=2147483647 vocab=8\nembed e vocab=8 dim=4096\nposembed p\n"
+        "attention a heads=1 in=p,p,p\n",
+        "input d shape=1x4096x4096\nlrn n size=2147483647\n",
+    };
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        model_t m;
+        char err[512] = "";
+        int rc = model_parse(&m, "huge.net", huge[i], strlen(huge[i]), err, sizeof err);
+        CHECK(rc == -1, "case %zu accepted", i);
+        if (rc == 0) model_fini(&m);
+        CHECK(strncmp(err, "huge.net:", 9) == 0, "case %zu: '%s'", i, err);
+        CHECK(fuzz_model((const uint8_t *)huge[i], strlen(huge[i])) == 0, "case %zu", i);
+    }
+    const char *big = "input d shape=1x1x1\nfc f out=100000000\nfc g out=1000000\n";
+    model_t m;
+    char err[512] = "";
+    REQUIRE(model_parse(&m, "big.net", big, strlen(big), err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(m.layers[2].weights, 100000000000000LL);
+    CHECK_EQ_I64(m.layers[2].fwd_flops, 200000000000000LL + 1000000);
+    model_fini(&m);
+}

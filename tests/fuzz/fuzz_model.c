@@ -10,8 +10,8 @@
 
 static void check_model(const model_t *m)
 {
-    FUZZ_ASSERT(m->n_layers >= 1 && m->layers[0].type == LAYER_INPUT, "%d layers",
-                m->n_layers);
+    FUZZ_ASSERT(m->n_layers >= 1 && layer_is_input(&m->layers[0]), "%d layers, the first a %s",
+                m->n_layers, m->n_layers ? layer_type_name(m->layers[0].type) : "-");
     int64_t params = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const layer_t *l = &m->layers[i];
