@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cluster.h"
 #include "core/model.h"
+#include "runtime/keyring.h"
 #include "test.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -97,4 +99,40 @@ TEST(model_costs_past_2_50_are_refused)
     CHECK_EQ_I64(m.layers[2].weights, 100000000000000LL);
     CHECK_EQ_I64(m.layers[2].fwd_flops, 200000000000000LL + 1000000);
     model_fini(&m);
+}
+
+/* Found by fuzz_keyring: a public.keys with more lines than ranks had its extra key copied
+ * one entry past the table (heap overflow) before the count was checked. */
+TEST(keyring_more_keys_than_ranks_is_refused)
+{
+    FILE *f = fopen("tests/fuzz/regress/keyring/more-keys-than-ranks", "rb");
+    REQUIRE(f);
+    uint8_t buf[1024];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    REQUIRE(n > 2 && buf[0] == 1, "expected an input for 2 ranks");
+    CHECK(fuzz_keyring(buf, n) == 0, "accepted");
+    char dir[512], path[600], err[512] = "";
+    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    snprintf(path, sizeof path, "%s/public.keys", dir);
+    f = fopen(path, "wb");
+    REQUIRE(f);
+    const uint8_t *nul = memchr(buf + 2, 0, n - 2);
+    REQUIRE(nul);
+    fwrite(buf + 2, 1, (size_t)(nul - buf - 2), f);
+    fclose(f);
+    keyring_t *k = keyring_load(dir, 0, 2, err, sizeof err);
+    CHECK(k == NULL);
+    keyring_destroy(&k);
+    CHECK(strstr(err, "public.keys:4: more keys than the 2 ranks") != NULL, "'%s'", err);
+}
+
+/* Found by fuzz_experiment: `cluster = /dev/full` read without end until memory ran out. */
+TEST(kv_files_past_16_mb_are_refused)
+{
+    cluster_t c;
+    cluster_init(&c);
+    char err[512] = "";
+    CHECK(cluster_load(&c, "/dev/zero", err, sizeof err) == -1);
+    CHECK(strstr(err, "/dev/zero") && strstr(err, "too large"), "'%s'", err);
 }
