@@ -9,6 +9,8 @@
 
 #include "core/cluster.h"
 #include "core/model.h"
+#include "core/plan.h"
+#include "core/unit_times.h"
 #include "runtime/keyring.h"
 #include "test.h"
 #include "tests/fuzz/fuzz.h"
@@ -135,4 +137,24 @@ TEST(kv_files_past_16_mb_are_refused)
     char err[512] = "";
     CHECK(cluster_load(&c, "/dev/zero", err, sizeof err) == -1);
     CHECK(strstr(err, "/dev/zero") && strstr(err, "too large"), "'%s'", err);
+}
+
+/* A profile line longer than the reader's buffer was read as two lines: a long comment
+ * became a bad row, named by the wrong line. */
+TEST(profile_lines_past_the_buffer_are_named)
+{
+    const char *path = "tests/fuzz/regress/profile/comment-over-1024-bytes.csv";
+    model_t m;
+    char err[512] = "";
+    REQUIRE(model_load(&m, "models/lenet.net", err, sizeof err) == 0, "%s", err);
+    cluster_t c;
+    cluster_init(&c);
+    plan_t p;
+    REQUIRE(plan_build(&p, &m, &c, (scheme_t){SCHEME_PS, true}, 0, 32, 0, err, sizeof err) == 0);
+    unit_times_t t;
+    CHECK(unit_times_profile(&t, &p, path, err, sizeof err) == -1);
+    CHECK(strstr(err, "comment-over-1024-bytes.csv:2: expected a line shorter than 1024 bytes"),
+          "'%s'", err);
+    plan_fini(&p);
+    model_fini(&m);
 }
