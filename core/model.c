@@ -1340,7 +1340,8 @@ int model_infer(model_t *m, char *err, size_t errlen)
                 return ierr(m, l, err, errlen,
                             "shape mismatch: kernel %dx%d larger than the padded input %lldx%lld",
                             l->kernel_h, l->kernel_w, (long long)ph, (long long)pw);
-            int64_t oh = (ph - l->kernel_h) / l->stride_h + 1, ow = (pw - l->kernel_w) / l->stride_w + 1;
+            int64_t oh = (ph - l->kernel_h) / l->stride_h + 1;
+            int64_t ow = (pw - l->kernel_w) / l->stride_w + 1;
             if (oh > INT_MAX || ow > INT_MAX)
                 return ierr(m, l, err, errlen, "an output plane over %d values a side", INT_MAX);
             out = (shape_t){l->out, (int)oh, (int)ow};
@@ -1438,8 +1439,10 @@ int model_infer(model_t *m, char *err, size_t errlen)
             if (D % l->heads)
                 return ierr(m, l, err, errlen, "%lld features do not divide into heads=%d",
                             (long long)D, l->heads);
-            l->fwd_flops = cost_mul(cost_mul(4 * S, S), D) + cost_mul(cost_mul(5 * (int64_t)l->heads, S), S);
-            l->bwd_flops = cost_mul(cost_mul(8 * S, S), D) + cost_mul(cost_mul(3 * (int64_t)l->heads, S), S);
+            l->fwd_flops = cost_mul(cost_mul(4 * S, S), D) +
+                           cost_mul(cost_mul(5 * (int64_t)l->heads, S), S);
+            l->bwd_flops = cost_mul(cost_mul(8 * S, S), D) +
+                           cost_mul(cost_mul(3 * (int64_t)l->heads, S), S);
             extra_act = cost_mul(cost_mul(4 * (int64_t)l->heads, S), S);
             break;
         case LAYER_LAYERNORM:
