@@ -80,6 +80,12 @@ char *kv_read_file(const char *path)
     size_t r;
     while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
         n += r;
+        if (n > KV_FILE_MAX_BYTES) { /* a device such as /dev/zero would never end */
+            fclose(f);
+            free(buf);
+            errno = EFBIG;
+            return NULL;
+        }
         if (cap - n - 1 == 0) buf = xrealloc(buf, cap *= 2);
     }
     fclose(f);

@@ -1219,6 +1219,20 @@ int model_find(const model_t *m, const char *name)
 
 /* ---- inference ------------------------------------------------------------------------- */
 
+/* A layer's elements, parameters, FLOPs and bytes per sample are refused past 2^50, and a
+ * model's totals past 2^60: times the batch and the iterations they stay within int64. */
+#define MODEL_COST_MAX ((int64_t)1 << 50)
+#define MODEL_TOTAL_MAX ((int64_t)1 << 60)
+
+/* a * b for a, b >= 0, or MODEL_COST_MAX + 1 when that is larger (never overflows). */
+static int64_t cost_mul(int64_t a, int64_t b)
+{
+    if (a != 0 && b > MODEL_COST_MAX / a) return MODEL_COST_MAX + 1;
+    return a * b;
+}
+
+static int64_t shape_elems(shape_t s) { return cost_mul(cost_mul(s.c, s.h), s.w); }
+
 static int ierr(const model_t *m, const layer_t *l, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 static int ierr(const model_t *m, const layer_t *l, char *err, size_t errlen, const char *fmt, ...)
@@ -1243,12 +1257,12 @@ const char *shape_str(shape_t s, char *buf, size_t len)
 
 /* Output size of a pooling window along one axis; Caffe's rule in ceil mode (the last
  * window must start inside the input or its left padding). */
-static int pool_out(int in, int k, int s, int pad, bool ceil_mode)
+static int64_t pool_out(int in, int k, int s, int pad, bool ceil_mode)
 {
-    int span = in + 2 * pad - k;
+    int64_t span = (int64_t)in + 2 * (int64_t)pad - k;
     if (span < 0) return 0;
-    int out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-    if (ceil_mode && pad > 0 && (out - 1) * s >= in + pad) out--;
+    int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && pad > 0 && (out - 1) * s >= (int64_t)in + pad) out--;
     return out;
 }
 
@@ -1297,7 +1311,10 @@ int model_infer(model_t *m, char *err, size_t errlen)
             return ierr(m, l, err, errlen, "missing input");
         if (l->type == LAYER_TOKENS) l->out_shape = (shape_t){1, 1, l->seq_len};
         shape_t in = l->n_inputs ? m->layers[l->inputs[0]].out_shape : l->out_shape;
-        int64_t in_count = shape_count(in);
+        int64_t in_count = shape_elems(in);
+        if (in_count > MODEL_COST_MAX)
+            return ierr(m, l, err, errlen, "%s: more than 2^50 values per sample",
+                        shape_str(in, b1, sizeof b1));
         l->in_shape = in;
         l->weights = l->biases = 0;
         l->fwd_flops = l->bwd_flops = 0;
@@ -1318,24 +1335,27 @@ int model_infer(model_t *m, char *err, size_t errlen)
                             "shape mismatch: %d input and %d output channels must both divide "
                             "into groups=%d",
                             in.c, l->out, l->groups);
-            int ph = in.h + 2 * l->pad_h, pw = in.w + 2 * l->pad_w;
+            int64_t ph = in.h + 2 * (int64_t)l->pad_h, pw = in.w + 2 * (int64_t)l->pad_w;
             if (l->kernel_h > ph || l->kernel_w > pw)
                 return ierr(m, l, err, errlen,
-                            "shape mismatch: kernel %dx%d larger than the padded input %dx%d",
-                            l->kernel_h, l->kernel_w, ph, pw);
-            out = (shape_t){l->out, (ph - l->kernel_h) / l->stride_h + 1,
-                            (pw - l->kernel_w) / l->stride_w + 1};
-            int64_t k_size = (int64_t)(in.c / l->groups) * l->kernel_h * l->kernel_w;
-            l->weights = (int64_t)l->out * k_size;
+                            "shape mismatch: kernel %dx%d larger than the padded input %lldx%lld",
+                            l->kernel_h, l->kernel_w, (long long)ph, (long long)pw);
+            int64_t oh = (ph - l->kernel_h) / l->stride_h + 1;
+            int64_t ow = (pw - l->kernel_w) / l->stride_w + 1;
+            if (oh > INT_MAX || ow > INT_MAX)
+                return ierr(m, l, err, errlen, "an output plane over %d values a side", INT_MAX);
+            out = (shape_t){l->out, (int)oh, (int)ow};
+            int64_t k_size = cost_mul(cost_mul(in.c / l->groups, l->kernel_h), l->kernel_w);
+            l->weights = cost_mul(l->out, k_size);
             l->biases = l->bias ? l->out : 0;
-            int64_t macs = shape_count(out) * k_size;
-            l->fwd_flops = 2 * macs + (l->bias ? shape_count(out) : 0);
-            l->bwd_flops = 4 * macs + (l->bias ? shape_count(out) : 0);
+            int64_t macs = cost_mul(shape_elems(out), k_size);
+            l->fwd_flops = 2 * macs + (l->bias ? shape_elems(out) : 0);
+            l->bwd_flops = 4 * macs + (l->bias ? shape_elems(out) : 0);
             break;
         }
         case LAYER_FC:
             out = (shape_t){l->out, 1, 1};
-            l->weights = (int64_t)l->out * in_count;
+            l->weights = cost_mul(l->out, in_count);
             l->biases = l->bias ? l->out : 0;
             l->fwd_flops = 2 * l->weights + l->biases;
             l->bwd_flops = 4 * l->weights + l->biases;
@@ -1364,8 +1384,8 @@ int model_infer(model_t *m, char *err, size_t errlen)
                 return ierr(m, l, err, errlen, "vocab=%d is smaller than the vocab=%d of '%s'",
                             l->vocab, src->vocab, src->name);
             out = (shape_t){l->out, 1, (int)S};
-            l->weights = (int64_t)l->vocab * l->out;
-            l->bwd_flops = (int64_t)l->out * S;
+            l->weights = cost_mul(l->vocab, l->out);
+            l->bwd_flops = cost_mul(l->out, S);
             l->seq = true;
             break;
         case LAYER_POSEMBED:
@@ -1373,7 +1393,7 @@ int model_infer(model_t *m, char *err, size_t errlen)
             if (S > l->pos_max)
                 return ierr(m, l, err, errlen, "%lld positions but max=%d", (long long)S,
                             l->pos_max);
-            l->weights = (int64_t)l->pos_max * D;
+            l->weights = cost_mul(l->pos_max, D);
             l->fwd_flops = l->bwd_flops = D * S;
             break;
         case LAYER_CLSTOKEN:
@@ -1384,10 +1404,12 @@ int model_infer(model_t *m, char *err, size_t errlen)
             l->seq = true;
             break;
         case LAYER_TO_SEQ:
+            if (S > INT_MAX) return ierr(m, l, err, errlen, "too many positions");
             out = (shape_t){(int)D, 1, (int)S};
             l->seq = true;
             break;
         case LAYER_LINEAR:
+            if (S > INT_MAX) return ierr(m, l, err, errlen, "too many positions");
             out = (shape_t){l->out, 1, (int)S};
             if (l->tied) {
                 const layer_t *e = &m->layers[l->tie_layer];
@@ -1397,11 +1419,11 @@ int model_infer(model_t *m, char *err, size_t errlen)
                                 "dim) and bias=0; got out=%d, %lld features, bias=%d",
                                 e->name, e->vocab, e->out, l->out, (long long)D, l->bias);
             } else {
-                l->weights = (int64_t)l->out * D;
+                l->weights = cost_mul(l->out, D);
             }
             l->biases = l->bias ? l->out : 0;
-            l->fwd_flops = 2 * S * D * l->out + S * l->biases;
-            l->bwd_flops = 4 * S * D * l->out + S * l->biases;
+            l->fwd_flops = cost_mul(cost_mul(2 * S, D), l->out) + cost_mul(S, l->biases);
+            l->bwd_flops = cost_mul(cost_mul(4 * S, D), l->out) + cost_mul(S, l->biases);
             break;
         case LAYER_ATTENTION:
             for (int k = 1; k < l->n_inputs; k++) {
@@ -1417,9 +1439,11 @@ int model_infer(model_t *m, char *err, size_t errlen)
             if (D % l->heads)
                 return ierr(m, l, err, errlen, "%lld features do not divide into heads=%d",
                             (long long)D, l->heads);
-            l->fwd_flops = 4 * S * S * D + 5 * (int64_t)l->heads * S * S;
-            l->bwd_flops = 8 * S * S * D + 3 * (int64_t)l->heads * S * S;
-            extra_act = 4 * (int64_t)l->heads * S * S;
+            l->fwd_flops = cost_mul(cost_mul(4 * S, S), D) +
+                           cost_mul(cost_mul(5 * (int64_t)l->heads, S), S);
+            l->bwd_flops = cost_mul(cost_mul(8 * S, S), D) +
+                           cost_mul(cost_mul(3 * (int64_t)l->heads, S), S);
+            extra_act = cost_mul(cost_mul(4 * (int64_t)l->heads, S), S);
             break;
         case LAYER_LAYERNORM:
             l->weights = D;
@@ -1451,20 +1475,23 @@ int model_infer(model_t *m, char *err, size_t errlen)
             if (l->pad_h >= l->kernel_h || l->pad_w >= l->kernel_w)
                 return ierr(m, l, err, errlen, "pad %dx%d must be smaller than the kernel %dx%d",
                             l->pad_h, l->pad_w, l->kernel_h, l->kernel_w);
-            int oh = pool_out(in.h, l->kernel_h, l->stride_h, l->pad_h, l->ceil_mode);
-            int ow = pool_out(in.w, l->kernel_w, l->stride_w, l->pad_w, l->ceil_mode);
+            int64_t oh = pool_out(in.h, l->kernel_h, l->stride_h, l->pad_h, l->ceil_mode);
+            int64_t ow = pool_out(in.w, l->kernel_w, l->stride_w, l->pad_w, l->ceil_mode);
             if (oh < 1 || ow < 1)
                 return ierr(m, l, err, errlen,
-                            "shape mismatch: kernel %dx%d larger than the padded input %dx%d",
-                            l->kernel_h, l->kernel_w, in.h + 2 * l->pad_h, in.w + 2 * l->pad_w);
-            out = (shape_t){in.c, oh, ow};
-            l->fwd_flops = shape_count(out) * l->kernel_h * l->kernel_w;
+                            "shape mismatch: kernel %dx%d larger than the padded input %lldx%lld",
+                            l->kernel_h, l->kernel_w, in.h + 2 * (long long)l->pad_h,
+                            in.w + 2 * (long long)l->pad_w);
+            if (oh > INT_MAX || ow > INT_MAX)
+                return ierr(m, l, err, errlen, "an output plane over %d values a side", INT_MAX);
+            out = (shape_t){in.c, (int)oh, (int)ow};
+            l->fwd_flops = cost_mul(cost_mul(shape_elems(out), l->kernel_h), l->kernel_w);
             l->bwd_flops = l->fwd_flops;
             break;
         }
         case LAYER_LRN:
             /* square, window sum, scale, power, divide: ~(size + 4) per element */
-            l->fwd_flops = in_count * (l->lrn_size + 4);
+            l->fwd_flops = cost_mul(in_count, (int64_t)l->lrn_size + 4);
             l->bwd_flops = 2 * l->fwd_flops;
             break;
         case LAYER_BATCHNORM:
@@ -1474,7 +1501,7 @@ int model_infer(model_t *m, char *err, size_t errlen)
             l->bwd_flops = 8 * in_count;
             break;
         case LAYER_CONCAT: {
-            int c = 0;
+            int64_t c = 0;
             l->seq = false;
             for (int k = 0; k < l->n_inputs; k++) {
                 const layer_t *src = &m->layers[l->inputs[k]];
@@ -1486,7 +1513,8 @@ int model_infer(model_t *m, char *err, size_t errlen)
                                 m->layers[l->inputs[0]].name, shape_str(in, b2, sizeof b2));
                 c += s.c;
             }
-            out.c = c;
+            if (c > INT_MAX) return ierr(m, l, err, errlen, "more than %d channels", INT_MAX);
+            out.c = (int)c;
             break;
         }
         case LAYER_ADD:
@@ -1512,13 +1540,23 @@ int model_infer(model_t *m, char *err, size_t errlen)
             ASSERT(0, "bad layer type");
         }
         l->out_shape = out;
+        int64_t out_count = shape_elems(out);
+        if (out_count > MODEL_COST_MAX || l->weights > MODEL_COST_MAX ||
+            l->fwd_flops > MODEL_COST_MAX || l->bwd_flops > MODEL_COST_MAX ||
+            extra_act > MODEL_COST_MAX)
+            return ierr(m, l, err, errlen, "more than 2^50 values, parameters or FLOPs per "
+                                           "sample (output %s)", shape_str(out, b1, sizeof b1));
         l->params = l->weights + l->biases;
         l->param_bytes = 4 * l->params;
-        l->act_bytes = 4 * shape_count(out) + extra_act;
+        l->act_bytes = 4 * out_count + extra_act;
         m->total_params += l->params;
         m->total_fwd_flops += l->fwd_flops;
         m->total_bwd_flops += l->bwd_flops;
         m->total_act_bytes += l->act_bytes;
+        if (m->total_params > MODEL_TOTAL_MAX || m->total_fwd_flops > MODEL_TOTAL_MAX ||
+            m->total_bwd_flops > MODEL_TOTAL_MAX || m->total_act_bytes > MODEL_TOTAL_MAX)
+            return ierr(m, l, err, errlen, "the model's totals pass 2^60 parameters, FLOPs or "
+                                           "bytes per sample");
     }
     return 0;
 }

@@ -77,6 +77,12 @@ int unit_times_profile(unit_times_t *t, const plan_t *p, const char *path, char 
     int line_no = 0, rc = 0, n_rows = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
         line_no++;
+        if (!strchr(line, '\n') && !feof(f)) { /* the rest would be read as a line of its own */
+            snprintf(err, errlen, "%s:%d: expected a line shorter than %zu bytes", path,
+                     line_no, sizeof line);
+            rc = -1;
+            break;
+        }
         char name[MODEL_NAME_MAX + 1];
         long long b, fns, bns;
         int got = profile_row(line, n_rows == 0, name, &b, &fns, &bns);

@@ -179,14 +179,14 @@ static int load_public(keyring_t *k, const char *dir, char *err, size_t errlen)
         if (sscanf(line, "%d %63s%n", &r, key, &used) != 2 || line[used] || !key_ok(key))
             rc = fail(err, errlen, "%s:%d: expected 'RANK KEY' (a 40-character Z85 key)", path,
                       lineno);
+        else if (seen == k->world) /* before the copy: pub[] has world entries */
+            rc = fail(err, errlen, "%s:%d: more keys than the %d ranks", path, lineno,
+                      k->world);
         else if (r != seen)
             rc = fail(err, errlen, "%s:%d: expected rank %d, got %d", path, lineno, seen, r);
         else {
             memcpy(k->pub[r], key, KEYRING_Z85_LEN + 1);
             seen++;
-            if (seen > k->world)
-                rc = fail(err, errlen, "%s:%d: more keys than the %d ranks", path, lineno,
-                          k->world);
         }
     }
     if (rc == 0 && lineno == 0) rc = fail(err, errlen, "%s: empty", path);

@@ -15,6 +15,7 @@ probe() { # probe PACKAGE DESCRIPTION TEST-COMMAND...
         missing+=("$pkg")
     fi
 }
+have_libfuzzer() { compgen -G '/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a' >/dev/null; }
 have_header() { for d in /usr/include /usr/include/x86_64-linux-gnu /usr/include/aarch64-linux-gnu /usr/local/include; do [ -e "$d/$1" ] && return 0; done; return 1; }
 
 run_probes() {
@@ -34,6 +35,8 @@ run_probes() {
     probe fortunes-min          "text for the char model"       test -e /usr/share/games/fortunes/fortunes
     probe openmpi-bin           "mpirun: multi-node launch"     command -v mpirun
     probe iproute2              "ip/tc: emulated clusters"      command -v ip
+    probe clang                 "clang: make fuzz"              command -v clang
+    probe libclang-rt-14-dev    "libFuzzer runtime: make fuzz"  have_libfuzzer
     probe chromium              "headless browser: HTML report test" command -v chromium
 }
 
