@@ -126,6 +126,8 @@ static int val_add(imp_t *im, const char *name, val_kind_t kind)
     v->dynamic_dim = -1;
     v->layer = -1;
     v->scale = 1;
+    v->embed_layer = -1;
+    for (int d = 0; d < ONNX_RANK_MAX; d++) v->src_axis[d] = (int8_t)d;
     index_put(im, name, im->n_vals);
     return im->n_vals++;
 }
@@ -381,6 +383,7 @@ out_layer_t *ox_layer_add(imp_t *im, const char *type, const Onnx__NodeProto *n,
                n && n->n_output ? n->output[0] : fb, l->name);
     l->type = type;
     l->bias = -1;
+    l->tie = -1;
     l->node = n ? ox_node_name(n) : fallback;
     l->op = n ? ox_node_op(n) : "graph input";
     im->n_layers++;
@@ -578,8 +581,9 @@ val_t *ox_in_data(imp_t *im, const Onnx__NodeProto *n, size_t k)
 }
 
 /* Input k read as a weight of the given rank (-1: any). A learnable weight counts toward
- * the parameters and may be taken by one node only (the .net format has no shared
- * weights). Returns NULL with the error set. */
+ * the parameters and may be taken by one node only (the .net format shares no weight but an
+ * embedding's table with a tied output head, which onnx_seq.c maps before it gets here).
+ * Returns NULL with the error set. */
 val_t *ox_in_weight(imp_t *im, const Onnx__NodeProto *n, size_t k, int rank, bool learnable)
 {
     if (!ox_has_input(n, k)) {
@@ -611,8 +615,11 @@ val_t *ox_in_weight(imp_t *im, const Onnx__NodeProto *n, size_t k, int rank, boo
     if (learnable) {
         val_t *src = v->source ? v->source : v;
         if (src->owner_node) {
-            ox_node_fail(im, n, "weight '%s' is shared with node '%s': shared weights do not map "
-                      "(each layer owns its parameters)", v->name, src->owner_node);
+            ox_node_fail(im, n, "weight '%s'%s%s%s is shared with node '%s': shared weights do "
+                         "not map (each layer owns its parameters; only an embedding's table "
+                         "may be shared, by an output head over the sequence that multiplies "
+                         "by its transpose)", src->name, src != v ? " (read as '" : "",
+                         src != v ? v->name : "", src != v ? "')" : "", src->owner_node);
             return NULL;
         }
         src->owner_node = ox_node_name(n);
@@ -1357,6 +1364,7 @@ static char *graph_text(const imp_t *im)
             n += snprintf(s + n, cap - n, "%s %s", l->type, l->name);
             if (l->keys[0]) n += snprintf(s + n, cap - n, " %s", l->keys);
             if (l->bias >= 0) n += snprintf(s + n, cap - n, " bias=%d", l->bias);
+            if (l->tie >= 0) n += snprintf(s + n, cap - n, " tie=%s", im->layers[l->tie].name);
             for (int k = 0; k < l->n_in; k++)
                 n += snprintf(s + n, cap - n, "%s%s", k ? "," : " in=", im->layers[l->in[k]].name);
             n += snprintf(s + n, cap - n, "   # %s %s\n", l->op, l->node);

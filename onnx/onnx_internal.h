@@ -56,6 +56,10 @@ typedef struct val {
      * shared by two layers. */
     struct val *source;
     const char *owner_node;
+    int8_t src_axis[ONNX_RANK_MAX]; /* per axis, the axis of source it is (-1: a unit axis
+                                       Expand added); the identity for a declared tensor */
+    int embed_layer;                /* on a source: the embed layer whose table it is (-1) */
+    const char *tied_node;          /* on a source: the node that made it a tied head */
 
     /* VAL_CONST */
     int64_t n_values;
@@ -92,6 +96,7 @@ typedef struct {
     const char *op;
     shape_t shape;    /* per sample, as model_infer must find it */
     bool split;       /* a packed projection replaced by one linear layer per part */
+    int tie;          /* linear: the embed layer whose table is its weight (-1: none) */
 } out_layer_t;
 
 typedef struct {

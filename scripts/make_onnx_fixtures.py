@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes the ONNX test data of tests/data/onnx/: graphs exported by PyTorch without their
 weights (export_params=False, so each file is a few tens of kB), the parameter counts and
-FLOPs PyTorch reports for each (reference.csv), and small malformed (or unmappable)
+FLOPs PyTorch reports for each (reference.csv; a tied weight, one parameter in PyTorch, is
+counted once), and small malformed (or unmappable)
 models for the importer's bad-input tests.
 
 Needs Debian's python3-torch, python3-torchvision and python3-onnx (run with /usr/bin/python3:
@@ -30,6 +31,22 @@ OPSET = 17
 MATRIX_OPS = ("aten::conv2d", "aten::addmm", "aten::mm", "aten::bmm", "aten::matmul", "aten::baddbmm")
 
 
+def causal_self_attention(h, c_attn, heads, drop):
+    """GPT-2's attention before its output projection: one packed Q/K/V projection split
+    three ways, scores scaled by 1/sqrt(head size), a causal mask, Softmax, dropout."""
+    b, t, d = h.shape
+    q, k, v = c_attn(h).split(d, dim=2)
+    hd = d // heads
+    q = q.view(b, t, heads, hd).transpose(1, 2)
+    k = k.view(b, t, heads, hd).transpose(1, 2)
+    v = v.view(b, t, heads, hd).transpose(1, 2)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+    mask = torch.tril(torch.ones(t, t, dtype=torch.bool, device=h.device))
+    att = att.masked_fill(~mask, float("-inf"))
+    att = drop(F.softmax(att, dim=-1))
+    return (att @ v).transpose(1, 2).reshape(b, t, d)
+
+
 class GPT2Block(nn.Module):
     """A GPT-2-style causal language model with one transformer block (GPT-2 124M sizes):
     token and position embeddings, pre-LN attention and MLP with the tanh GELU, final layer
@@ -54,20 +71,88 @@ class GPT2Block(nn.Module):
         b, t = idx.shape
         pos = torch.arange(t, device=idx.device).unsqueeze(0)
         x = self.drop(self.wte(idx) + self.wpe(pos))
-        h = self.ln_1(x)
-        q, k, v = self.c_attn(h).split(h.shape[-1], dim=2)
-        hd = h.shape[-1] // self.heads
-        q = q.view(b, t, self.heads, hd).transpose(1, 2)
-        k = k.view(b, t, self.heads, hd).transpose(1, 2)
-        v = v.view(b, t, self.heads, hd).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-        mask = torch.tril(torch.ones(t, t, dtype=torch.bool, device=idx.device))
-        att = att.masked_fill(~mask, float("-inf"))
-        att = self.drop(F.softmax(att, dim=-1))
-        y = (att @ v).transpose(1, 2).reshape(b, t, h.shape[-1])
+        y = causal_self_attention(self.ln_1(x), self.c_attn, self.heads, self.drop)
         x = x + self.drop(self.c_proj(y))
         x = x + self.drop(self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh")))
         return self.lm_head(self.ln_f(x))
+
+
+class Block(nn.Module):
+    """One GPT-2 transformer block: pre-LN attention and MLP (tanh GELU), residuals."""
+
+    def __init__(self, d, heads, drop):
+        super().__init__()
+        self.heads = heads
+        self.drop = drop
+        self.ln_1 = nn.LayerNorm(d)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.mlp_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        y = causal_self_attention(self.ln_1(x), self.c_attn, self.heads, self.drop)
+        x = x + self.drop(self.c_proj(y))
+        return x + self.drop(self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh")))
+
+
+class GPT2(nn.Module):
+    """GPT-2 as published: `layers` blocks and an output head tied to the token embedding
+    (lm_head.weight is wte.weight, one parameter, so model.parameters() counts it once). With
+    the defaults, GPT-2 124M: 124,439,808 parameters. flat_head runs the head on the (S, D)
+    view of the sequence (head_as_gemm() then writes it as Gemm(transB=1) of the table
+    itself); head_bias gives the tied head a bias, which no tied linear has."""
+
+    def __init__(self, vocab=50257, ctx=1024, d=768, heads=12, layers=12, flat_head=False,
+                 head_bias=False):
+        super().__init__()
+        self.flat_head = flat_head
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(ctx, d)
+        self.drop = nn.Dropout(0.1)
+        self.h = nn.ModuleList(Block(d, heads, self.drop) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=head_bias)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, idx):
+        b, t = idx.shape
+        pos = torch.arange(t, device=idx.device).unsqueeze(0)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        x = self.ln_f(x)
+        if self.flat_head:
+            x = x.view(b * t, x.shape[-1])
+        return self.lm_head(x)
+
+
+class SharedLinear(nn.Module):
+    """Two projections of one weight (fc2.weight is fc1.weight): sharing that is not a tied
+    output head, which the importer must refuse."""
+
+    def __init__(self, vocab=50, d=16):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.fc1 = nn.Linear(d, d)
+        self.fc2 = nn.Linear(d, d)
+        self.fc2.weight = self.fc1.weight
+
+    def forward(self, idx):
+        return self.fc2(torch.relu(self.fc1(self.wte(idx))))
+
+
+class UntransposedTable(nn.Module):
+    """The embedding table multiplied as it is stored (x·E, E square), not as a tied head
+    (x·Eᵀ): sharing the importer must refuse."""
+
+    def __init__(self, vocab=16):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, vocab)
+
+    def forward(self, idx):
+        return torch.relu(self.wte(idx)) @ self.wte.weight
 
 
 class UnscaledAttention(nn.Module):
@@ -108,6 +193,24 @@ def export(model, example, path, dynamic_axes=None):
                       dynamic_axes=dynamic_axes)
 
 
+def head_as_gemm(path):
+    """Rewrites the tied head of the file at path, MatMul(x, Transpose(wte)), as
+    Gemm(x, wte, transB=1): the same product, written as other exporters write a linear layer
+    over a 2-D view (PyTorch writes Gemm only for a layer with a bias)."""
+    m = onnx.load(path)
+    g = m.graph
+    head = next(n for n in g.node if n.name == "/lm_head/MatMul")
+    trans = next(n for n in g.node if n.output[0] == head.input[1])
+    assert trans.op_type == "Transpose" and list(trans.attribute[0].ints) == [1, 0]
+    gemm = onnx.helper.make_node("Gemm", [head.input[0], trans.input[0]], list(head.output),
+                                 name="/lm_head/Gemm", transB=1)
+    nodes = [gemm if n is head else n for n in g.node if n is not trans]
+    del g.node[:]
+    g.node.extend(nodes)
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 def pytorch_counts(model, example):
     """Parameters (model.parameters(), as PyTorch reports them) and profiler FLOPs of one
     forward pass."""
@@ -132,10 +235,16 @@ def main():
                                                          init_weights=False), torch.zeros(1, 3, 299, 299)),
         ("vit_b_16", torchvision.models.vit_b_16(weights=None), image224),
         ("gpt2_block", GPT2Block(), torch.zeros(1, 128, dtype=torch.long)),
+        ("gpt2_tied", GPT2(), torch.zeros(1, 64, dtype=torch.long)),
+        # a small character model whose tied head is a Gemm(transB=1) over the (S, D) view
+        ("char_tied_gemm", GPT2(vocab=96, ctx=64, d=64, heads=4, layers=2, flat_head=True),
+         torch.zeros(1, 64, dtype=torch.long)),
     ]
     rows = []
     for name, model, example in nets:
         export(model, example, os.path.join(out, name + ".onnx"))
+        if name == "char_tied_gemm":
+            head_as_gemm(os.path.join(out, name + ".onnx"))
         params, matrix, total, by_op = pytorch_counts(model.train(), example)
         shape = "x".join(str(d) for d in example.shape)
         rows.append([name, shape, params, matrix, total])
@@ -154,6 +263,12 @@ def main():
     export(ConvSin(), torch.zeros(1, 3, 32, 32), os.path.join(out, "bad_unmapped_op.onnx"))
     export(UnscaledAttention(), torch.zeros(1, 8, dtype=torch.long),
            os.path.join(out, "bad_attention_scale.onnx"))
+    export(SharedLinear(), torch.zeros(1, 8, dtype=torch.long),
+           os.path.join(out, "bad_shared_weight.onnx"))
+    export(UntransposedTable(), torch.zeros(1, 8, dtype=torch.long),
+           os.path.join(out, "bad_shared_untransposed.onnx"))
+    export(GPT2(vocab=96, ctx=16, d=32, heads=2, layers=1, head_bias=True),
+           torch.zeros(1, 16, dtype=torch.long), os.path.join(out, "bad_tied_bias.onnx"))
     m = onnx.load(os.path.join(out, "small_dynamic_batch.onnx"))
     for o in m.opset_import:
         if o.domain in ("", "ai.onnx"):

@@ -181,6 +181,48 @@ TEST(onnx_gpt2_block_counts_equal_pytorch)
     free(text);
 }
 
+/* GPT-2 124M as published: 12 blocks and an output head tied to the token embedding
+ * (lm_head.weight is wte.weight; the exporter reads it through a Transpose into a MatMul).
+ * The head becomes `linear tie=wte`, counted once, so the import has PyTorch's count, which
+ * is the published 124,439,808 and models/gpt2.net's. */
+TEST(onnx_gpt2_tied_head_counts_equal_pytorch)
+{
+    if (!parser_has_sequences()) SKIP("the parser has no sequence layers (tokens, attention, ...)");
+    char *text = check_against_pytorch("gpt2_tied", 50257);
+    REQUIRE(text);
+    CHECK_EQ_I64(count_lines(text, "linear lm_head ", "out=50257 bias=0 tie=wte"), 1);
+    CHECK_EQ_I64(count_lines(text, "linear ", "tie="), 1);
+    CHECK_EQ_I64(count_lines(text, "embed wte ", "vocab=50257 dim=768"), 1);
+    CHECK_EQ_I64(count_lines(text, "attention ", "heads=12 causal=1"), 12);
+    CHECK_EQ_I64(count_lines(text, "linear ", NULL), 12 * 6 + 1);
+    CHECK_EQ_I64(count_lines(text, "layernorm ", NULL), 25);
+    model_t m, hand;
+    char err[2048];
+    REQUIRE(model_parse(&m, "gpt2_tied.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
+    REQUIRE(model_load(&hand, "models/gpt2.net", err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(m.total_params, 124439808);
+    CHECK_EQ_I64(m.total_params, hand.total_params);
+    int head = model_find(&m, "lm_head");
+    REQUIRE(head >= 0);
+    CHECK(m.layers[head].tied && m.layers[m.layers[head].tie_layer].type == LAYER_EMBED,
+          "lm_head is not tied to an embed");
+    CHECK_EQ_I64(m.layers[head].weights, 0);
+    model_fini(&m);
+    model_fini(&hand);
+    free(text);
+}
+
+/* A tied head written as Gemm(x, table, transB=1) over the (S, D) view of the sequence. */
+TEST(onnx_tied_head_as_gemm_counts_equal_pytorch)
+{
+    if (!parser_has_sequences()) SKIP("the parser has no sequence layers (tokens, attention, ...)");
+    char *text = check_against_pytorch("char_tied_gemm", 96);
+    REQUIRE(text);
+    CHECK_EQ_I64(count_lines(text, "linear lm_head ", "out=96 bias=0 tie=wte"), 1);
+    CHECK_EQ_I64(count_lines(text, "linear ", "# Gemm /lm_head/Gemm"), 1);
+    free(text);
+}
+
 /* The comparison catches a count off by one in either figure. */
 TEST(onnx_reference_check_can_fail)
 {
@@ -384,6 +426,7 @@ TEST(onnx_corrupted_bytes_never_crash)
 {
     corrupt_and_import(DATA "resnet50.onnx", 300);
     corrupt_and_import(DATA "gpt2_block.onnx", 300); /* sequence mapping and folding */
+    corrupt_and_import(DATA "char_tied_gemm.onnx", 300); /* a tied head */
 }
 
 /* Attention whose scores are not scaled by 1/sqrt(head size) is refused by name, not mapped
@@ -397,4 +440,29 @@ TEST(onnx_attention_without_its_scale_is_refused)
     check_one_line(err, path);
     CHECK(strstr(err, "node '/MatMul_1' (MatMul): scores scaled by 1, not 1/sqrt(head size)"),
           "%s", err);
+}
+
+/* Sharing that is not a tied head is refused by name: two projections of one weight, the
+ * table multiplied as stored (x·E, not x·Eᵀ), a tied head with a bias. */
+TEST(onnx_other_shared_weights_are_refused)
+{
+    struct {
+        const char *file, *want;
+    } cases[] = {
+        {"bad_shared_weight.onnx", "node '/fc2/MatMul' (MatMul): weight 'fc1.weight' (read as "
+                                   "'/fc2/Transpose_output_0') is shared with node '/fc1/MatMul'"},
+        {"bad_shared_untransposed.onnx", "node '/MatMul' (MatMul): multiplies by the table "
+                                         "'wte.weight' of embedding 'wte' other than by its "
+                                         "transpose"},
+        {"bad_tied_bias.onnx", "node '/lm_head/Add' (Add): adds 'lm_head.bias' to the output "
+                               "head 'lm_head' tied to embedding 'wte'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[256], err[2048];
+        model_t m;
+        snprintf(path, sizeof path, DATA "%s", cases[i].file);
+        CHECK(onnx_model_load(&m, path, NULL, NULL, err, sizeof err) == -1, "%s imported", path);
+        check_one_line(err, path);
+        CHECK(strstr(err, cases[i].want), "%s: %s", path, err);
+    }
 }
