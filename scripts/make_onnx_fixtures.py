@@ -13,7 +13,8 @@ Graphs are exported in training mode (torch.onnx.TrainingMode.TRAINING): in infe
 the exporter folds each BatchNormalization into the convolution before it, and the testbed
 trains. FLOPs are PyTorch's profiler count (torch.profiler, with_flops=True) of one forward
 pass of one sample: 2 per multiply-add of aten::conv2d, aten::addmm, aten::mm, aten::bmm,
-aten::matmul; the column matrix_flops is that sum.
+aten::matmul, and of each Conv1d, which the profiler does not count (pytorch_counts); the
+column matrix_flops is that sum.
 """
 import csv
 import math
@@ -155,6 +156,36 @@ class UntransposedTable(nn.Module):
         return torch.relu(self.wte(idx)) @ self.wte.weight
 
 
+class Signal1d(nn.Module):
+    """A 1-D convolutional classifier of 4-channel signals of 128 samples: Conv1d (padded,
+    strided, grouped), BatchNorm1d, MaxPool1d, AvgPool1d, a global average and a linear
+    classifier, so that each 1-D operator is imported as its 2-D counterpart on a plane of one
+    row."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv1d(4, 32, 7, padding=3), nn.BatchNorm1d(32), nn.ReLU(), nn.MaxPool1d(2),
+            nn.Conv1d(32, 64, 5, stride=2, padding=2, groups=4), nn.BatchNorm1d(64), nn.ReLU(),
+            nn.AvgPool1d(3, stride=2, padding=1), nn.Conv1d(64, 64, 3, bias=False), nn.ReLU(),
+            nn.AdaptiveAvgPool1d(1))
+        self.classifier = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class Dilated(nn.Module):
+    """A dilated convolution, which no conv layer computes."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, dilation=2)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
 class UnscaledAttention(nn.Module):
     """Self-attention whose scores are not scaled by 1/sqrt(head size): no attention layer
     computes that, so the importer must refuse it."""
@@ -211,14 +242,42 @@ def head_as_gemm(path):
     onnx.save(m, path)
 
 
+def one_conv(path, x_shape, w_shape, y_shape, **attrs):
+    """A graph of one Conv (and a Relu) written with onnx.helper, for attributes PyTorch does
+    not export: TensorFlow's SAME padding of an even input, which pads one side only."""
+    h = onnx.helper
+    x = h.make_tensor_value_info("input", onnx.TensorProto.FLOAT, x_shape)
+    w = h.make_tensor_value_info("conv.weight", onnx.TensorProto.FLOAT, w_shape)
+    y = h.make_tensor_value_info("output", onnx.TensorProto.FLOAT, y_shape)
+    nodes = [h.make_node("Conv", ["input", "conv.weight"], ["c"], name="/conv/Conv", **attrs),
+             h.make_node("Relu", ["c"], ["output"], name="/Relu")]
+    m = h.make_model(h.make_graph(nodes, "one_conv", [x, w], [y]),
+                     opset_imports=[h.make_opsetid("", OPSET)], producer_name="onnx.helper")
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 def pytorch_counts(model, example):
     """Parameters (model.parameters(), as PyTorch reports them) and profiler FLOPs of one
-    forward pass."""
+    forward pass. The profiler counts no FLOPs for 1-D convolutions (aten::conv1d runs the 2-D
+    kernel without calling aten::conv2d): they are added from each Conv1d's output as PyTorch
+    computed it, 2 * output elements * (input channels / groups) * kernel size."""
     params = sum(p.numel() for p in model.parameters())
+    conv1d = []
+
+    def count(mod, inp, out):
+        conv1d.append(2 * out.numel() * (mod.in_channels // mod.groups) * mod.kernel_size[0])
+
+    hooks = [m.register_forward_hook(count) for m in model.modules() if isinstance(m, nn.Conv1d)]
     with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
         model(example)
+    for h in hooks:
+        h.remove()
     by_op = {e.key: e.flops for e in prof.key_averages() if e.flops}
-    matrix = sum(v for k, v in by_op.items() if k in MATRIX_OPS)
+    assert not conv1d or "aten::conv1d" not in by_op, "the profiler counts conv1d now"
+    if conv1d:
+        by_op["Conv1d (from its output)"] = sum(conv1d)
+    matrix = sum(v for k, v in by_op.items() if k in MATRIX_OPS or k.startswith("Conv1d"))
     return params, matrix, sum(by_op.values()), by_op
 
 
@@ -239,6 +298,7 @@ def main():
         # a small character model whose tied head is a Gemm(transB=1) over the (S, D) view
         ("char_tied_gemm", GPT2(vocab=96, ctx=64, d=64, heads=4, layers=2, flat_head=True),
          torch.zeros(1, 64, dtype=torch.long)),
+        ("signal1d", Signal1d(), torch.zeros(1, 4, 128)),
     ]
     rows = []
     for name, model, example in nets:
@@ -269,6 +329,11 @@ def main():
            os.path.join(out, "bad_shared_untransposed.onnx"))
     export(GPT2(vocab=96, ctx=16, d=32, heads=2, layers=1, head_bias=True),
            torch.zeros(1, 16, dtype=torch.long), os.path.join(out, "bad_tied_bias.onnx"))
+    export(Dilated(), torch.zeros(1, 3, 32, 32), os.path.join(out, "bad_dilated_conv.onnx"))
+    one_conv(os.path.join(out, "bad_asymmetric_pad.onnx"), [1, 3, 32, 32], [8, 3, 3, 3],
+             [1, 8, 16, 16], strides=[2, 2], pads=[0, 0, 1, 1])
+    one_conv(os.path.join(out, "bad_asymmetric_pad_1d.onnx"), [1, 3, 32], [8, 3, 4], [1, 8, 32],
+             auto_pad="SAME_UPPER")
     m = onnx.load(os.path.join(out, "small_dynamic_batch.onnx"))
     for o in m.opset_import:
         if o.domain in ("", "ai.onnx"):

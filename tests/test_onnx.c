@@ -103,9 +103,14 @@ static char *check_against_pytorch(const char *name, int classes)
         CHECK(first->out_shape.w == s, "tokens of %d positions", first->out_shape.w);
         CHECK(!strcmp(lt, "seq_loss") && last->in_shape.c == classes,
               "ends in seq_loss over %d, not %d", last->in_shape.c, classes);
-    } else {
+    } else { /* 1xCxHxW images, 1xCxL signals (a plane of one row) */
         int c, h, w;
         int fields = sscanf(r.input_shape, "1x%dx%dx%d", &c, &h, &w);
+        if (fields == 2) {
+            w = h;
+            h = 1;
+            fields = 3;
+        }
         REQUIRE(fields == 3, "shape %s", r.input_shape);
         CHECK(!strcmp(ft, "input") && first->out_shape.c == c && first->out_shape.h == h &&
               first->out_shape.w == w, "input shape");
@@ -220,6 +225,22 @@ TEST(onnx_tied_head_as_gemm_counts_equal_pytorch)
     REQUIRE(text);
     CHECK_EQ_I64(count_lines(text, "linear lm_head ", "out=96 bias=0 tie=wte"), 1);
     CHECK_EQ_I64(count_lines(text, "linear ", "# Gemm /lm_head/Gemm"), 1);
+    free(text);
+}
+
+/* 1-D convolutions, batch norms and pools of (N,C,L) signals are their 2-D counterparts on
+ * a plane of one row: kernel 1xK, stride 1xS, pad 0xP. PyTorch's FLOPs of Conv1d come from
+ * its outputs (the profiler counts none; make_onnx_fixtures.py). */
+TEST(onnx_conv1d_counts_equal_pytorch)
+{
+    char *text = check_against_pytorch("signal1d", 10);
+    REQUIRE(text);
+    CHECK_EQ_I64(count_lines(text, "input ", "shape=4x1x128"), 1);
+    CHECK_EQ_I64(count_lines(text, "conv ", "kernel=1x7 stride=1x1 pad=0x3 groups=1"), 1);
+    CHECK_EQ_I64(count_lines(text, "conv ", "kernel=1x5 stride=1x2 pad=0x2 groups=4"), 1);
+    CHECK_EQ_I64(count_lines(text, "pool ", "op=max kernel=1x2 stride=1x2 pad=0x0"), 1);
+    CHECK_EQ_I64(count_lines(text, "pool ", "op=avg kernel=1x3 stride=1x2 pad=0x1"), 1);
+    CHECK_EQ_I64(count_lines(text, "batchnorm ", NULL), 2);
     free(text);
 }
 
@@ -427,6 +448,7 @@ TEST(onnx_corrupted_bytes_never_crash)
     corrupt_and_import(DATA "resnet50.onnx", 300);
     corrupt_and_import(DATA "gpt2_block.onnx", 300); /* sequence mapping and folding */
     corrupt_and_import(DATA "char_tied_gemm.onnx", 300); /* a tied head */
+    corrupt_and_import(DATA "signal1d.onnx", 300);      /* 1-D windows */
 }
 
 /* Attention whose scores are not scaled by 1/sqrt(head size) is refused by name, not mapped
@@ -456,6 +478,30 @@ TEST(onnx_other_shared_weights_are_refused)
                                          "transpose"},
         {"bad_tied_bias.onnx", "node '/lm_head/Add' (Add): adds 'lm_head.bias' to the output "
                                "head 'lm_head' tied to embedding 'wte'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[256], err[2048];
+        model_t m;
+        snprintf(path, sizeof path, DATA "%s", cases[i].file);
+        CHECK(onnx_model_load(&m, path, NULL, NULL, err, sizeof err) == -1, "%s imported", path);
+        check_one_line(err, path);
+        CHECK(strstr(err, cases[i].want), "%s: %s", path, err);
+    }
+}
+
+/* Windows a conv computes differently are refused by name: dilation, and padding that is not
+ * alike on both sides of an axis (2-D pads, and 1-D SAME_UPPER of an even kernel). */
+TEST(onnx_conv_dilation_and_one_sided_padding_are_refused)
+{
+    struct {
+        const char *file, *want;
+    } cases[] = {
+        {"bad_dilated_conv.onnx", "node '/conv/Conv' (Conv): dilations 2x2: dilated windows do "
+                                  "not map"},
+        {"bad_asymmetric_pad.onnx", "node '/conv/Conv' (Conv): asymmetric padding (top 0, left "
+                                    "0, bottom 1, right 1)"},
+        {"bad_asymmetric_pad_1d.onnx", "node '/conv/Conv' (Conv): asymmetric padding (start 1, "
+                                       "end 2)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char path[256], err[2048];

@@ -2,8 +2,8 @@
 # poseidon model import / show on ONNX files (tests/data/onnx/, exported by PyTorch): the
 # written description holds PyTorch's parameter count, `poseidon sim` runs on the imported
 # ResNet-50, ViT-B/16 and GPT-2 124M (its head tied to the embedding), and each bad input
-# (truncated, not ONNX, unsupported opset, dynamic shape not given, unmapped operator, a
-# shared weight) exits 1 with one line naming the file, never a crash.
+# (truncated, not ONNX, unsupported opset, dynamic shape not given, unmapped operator,
+# dilated or one-sided windows, a shared weight) exits 1 with one line naming the file, never a crash.
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -86,9 +86,11 @@ bad "$tmp/lenet.onnx" "not an ONNX model"
 bad $data/bad_opset.onnx "operator set 99 .* not supported"
 bad $data/bad_dynamic_hw.onnx "dynamic dimension 2 ('height'): give the shape with --input-shape input="
 bad $data/bad_unmapped_op.onnx "node '/Sin' (Sin): operator Sin maps to no layer type"
+bad $data/bad_dilated_conv.onnx "node '/conv/Conv' (Conv): dilations 2x2"
+bad $data/bad_asymmetric_pad.onnx "node '/conv/Conv' (Conv): asymmetric padding"
 bad $data/bad_shared_weight.onnx "weight 'fc1.weight' .* is shared with node '/fc1/MatMul': shared weights do not map"
 "$p" model show $data/bad_dynamic_hw.onnx --input-shape input=1x3x40x40 >/dev/null 2>&1 ||
     fail "--input-shape did not resolve the dynamic dimensions"
 "$p" model show $data/resnet50.onnx --input-shape input=1x3x224 >/dev/null 2>&1 && fail "a shape of the wrong rank was accepted"
 "$p" model import models/lenet.net >/dev/null 2>&1; [ $? -eq 2 ] || fail "import of a .net file: expected usage error 2"
-echo "ok: import, show, sim on resnet50 ($vit), 6 bad inputs"
+echo "ok: import, show, sim on resnet50 ($vit), 8 bad inputs"
