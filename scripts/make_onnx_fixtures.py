@@ -175,6 +175,20 @@ class Signal1d(nn.Module):
         return self.classifier(torch.flatten(self.features(x), 1))
 
 
+class TwoTiedHeads(nn.Module):
+    """Two output heads multiplying by the transpose of one embedding table: the .net format
+    ties one head per embedding, so the importer must refuse the second."""
+
+    def __init__(self, vocab=40, d=16):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, idx):
+        x = self.wte(idx)
+        return x @ self.wte.weight.t(), self.ln(x) @ self.wte.weight.t()
+
+
 class Dilated(nn.Module):
     """A dilated convolution, which no conv layer computes."""
 
@@ -329,6 +343,8 @@ def main():
            os.path.join(out, "bad_shared_untransposed.onnx"))
     export(GPT2(vocab=96, ctx=16, d=32, heads=2, layers=1, head_bias=True),
            torch.zeros(1, 16, dtype=torch.long), os.path.join(out, "bad_tied_bias.onnx"))
+    export(TwoTiedHeads(), torch.zeros(1, 8, dtype=torch.long),
+           os.path.join(out, "bad_tied_twice.onnx"))
     export(Dilated(), torch.zeros(1, 3, 32, 32), os.path.join(out, "bad_dilated_conv.onnx"))
     one_conv(os.path.join(out, "bad_asymmetric_pad.onnx"), [1, 3, 32, 32], [8, 3, 3, 3],
              [1, 8, 16, 16], strides=[2, 2], pads=[0, 0, 1, 1])

@@ -465,7 +465,7 @@ TEST(onnx_attention_without_its_scale_is_refused)
 }
 
 /* Sharing that is not a tied head is refused by name: two projections of one weight, the
- * table multiplied as stored (x·E, not x·Eᵀ), a tied head with a bias. */
+ * table multiplied as stored (x·E, not x·Eᵀ), a tied head with a bias, a second tied head. */
 TEST(onnx_other_shared_weights_are_refused)
 {
     struct {
@@ -478,6 +478,8 @@ TEST(onnx_other_shared_weights_are_refused)
                                          "transpose"},
         {"bad_tied_bias.onnx", "node '/lm_head/Add' (Add): adds 'lm_head.bias' to the output "
                                "head 'lm_head' tied to embedding 'wte'"},
+        {"bad_tied_twice.onnx", "node '/MatMul_1' (MatMul): the table 'wte.weight' of "
+                                "embedding 'wte' is already the output head of node '/MatMul'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char path[256], err[2048];
