@@ -1333,6 +1333,7 @@ static int graph_values(imp_t *im)
         if (!t->name || !t->name[0]) return ox_imp_fail(im, "an initializer has no name");
         int k = val_add(im, t->name, VAL_PARAM);
         if (k < 0) return ox_imp_fail(im, "initializer '%s' defined twice", t->name);
+        im->vals[k].initializer = true;
         if (ox_tensor_read(im, "initializer", t, &im->vals[k])) return -1;
     }
     for (size_t i = 0; i < g->n_input; i++) {

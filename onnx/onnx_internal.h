@@ -62,6 +62,8 @@ typedef struct val {
                                        Expand added); the identity for a declared tensor */
     int embed_layer;                /* on a source: the embed layer whose table it is (-1) */
     const char *tied_node;          /* on a source: the node that made it a tied head */
+    bool initializer;               /* declared by the graph as an initializer (a weight
+                                       when it holds reals, exported with its values) */
 
     /* VAL_CONST */
     int64_t n_values;

@@ -936,8 +936,9 @@ int ox_seq_node(imp_t *im, const Onnx__NodeProto *n)
     if (!a) return 0;
     int g = gelu_step(im, n);
     if (g) return g;
+    /* a weight exported with its values is a real constant; integer ones are shape data */
     if ((!strcmp(op, "Transpose") || !strcmp(op, "Expand")) && is_weight(a) &&
-        a->kind != VAL_CONST)
+        (a->kind != VAL_CONST || a->reals))
         return weight_alias(im, n, a);
     if (!strcmp(op, "Reshape") && a->kind == VAL_DATA && !a->seq && a->rank == 4 &&
         ox_data_is_layer_shaped(im, a) && ox_has_input(n, 1))

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Writes the ONNX test data of tests/data/onnx/: graphs exported by PyTorch without their
-weights (export_params=False, so each file is a few tens of kB), the parameter counts and
+weights (export_params=False, so each file is a few tens of kB; one small model, *_weights,
+with them), the parameter counts and
 FLOPs PyTorch reports for each (reference.csv; a tied weight, one parameter in PyTorch, is
 counted once), and small malformed (or unmappable)
 models for the importer's bad-input tests.
@@ -230,9 +231,9 @@ class ConvSin(nn.Module):
         return torch.sin(self.conv(x))
 
 
-def export(model, example, path, dynamic_axes=None):
+def export(model, example, path, dynamic_axes=None, with_weights=False):
     model.train()
-    torch.onnx.export(model, example, path, export_params=False, input_names=["input"],
+    torch.onnx.export(model, example, path, export_params=with_weights, input_names=["input"],
                       output_names=["output"], opset_version=OPSET,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       dynamic_axes=dynamic_axes)
@@ -313,10 +314,14 @@ def main():
         ("char_tied_gemm", GPT2(vocab=96, ctx=64, d=64, heads=4, layers=2, flat_head=True),
          torch.zeros(1, 64, dtype=torch.long)),
         ("signal1d", Signal1d(), torch.zeros(1, 4, 128)),
+        # exported with its weights (export_params=True): tables and matrices are constants
+        ("gpt2_tiny_weights", GPT2(vocab=32, ctx=32, d=16, heads=2, layers=1),
+         torch.zeros(1, 16, dtype=torch.long)),
     ]
     rows = []
     for name, model, example in nets:
-        export(model, example, os.path.join(out, name + ".onnx"))
+        export(model, example, os.path.join(out, name + ".onnx"),
+               with_weights=name.endswith("_weights"))
         if name == "char_tied_gemm":
             head_as_gemm(os.path.join(out, name + ".onnx"))
         params, matrix, total, by_op = pytorch_counts(model.train(), example)

@@ -228,6 +228,21 @@ TEST(onnx_tied_head_as_gemm_counts_equal_pytorch)
     free(text);
 }
 
+/* A graph exported with its weights (export_params=True): tables and matrices are constants
+ * with values, which are parameters all the same. The position table's rows 0..S-1 are not
+ * folded into a constant of S = 16 rows (which would count 16 of its 32 rows); the Transpose
+ * of a matrix, or of the tied table, is that matrix. */
+TEST(onnx_exported_with_weights_counts_equal_pytorch)
+{
+    if (!parser_has_sequences()) SKIP("the parser has no sequence layers (tokens, attention, ...)");
+    char *text = check_against_pytorch("gpt2_tiny_weights", 32);
+    REQUIRE(text);
+    CHECK_EQ_I64(count_lines(text, "posembed ", "max=32"), 1);
+    CHECK_EQ_I64(count_lines(text, "linear lm_head ", "out=32 bias=0 tie=wte"), 1);
+    CHECK_EQ_I64(count_lines(text, "attention ", "heads=2 causal=1"), 1);
+    free(text);
+}
+
 /* 1-D convolutions, batch norms and pools of (N,C,L) signals are their 2-D counterparts on
  * a plane of one row: kernel 1xK, stride 1xS, pad 0xP. PyTorch's FLOPs of Conv1d come from
  * its outputs (the profiler counts none; make_onnx_fixtures.py). */
