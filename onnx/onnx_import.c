@@ -1418,31 +1418,69 @@ static int graph_map(imp_t *im)
     return 0;
 }
 
+/* A growing string for the .net text. */
+typedef struct {
+    char *s;
+    size_t n, cap;
+} text_t;
+
+static void text_add(text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_add(text_t *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(t->s + t->n, t->cap - t->n, fmt, ap);
+        va_end(ap);
+        ASSERT(k >= 0, "vsnprintf failed");
+        if ((size_t)k < t->cap - t->n) {
+            t->n += (size_t)k;
+            return;
+        }
+        t->cap = 2 * t->cap + (size_t)k + 1;
+        t->s = xrealloc(t->s, t->cap);
+    }
+}
+
+/* Text from the file (node names, operator, producer) as a comment of the .net: printable
+ * ASCII only, so that it neither ends the comment's line nor puts bytes the .net parser
+ * refuses into it, and at most 120 characters. */
+static const char *comment(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+    for (; s && *s && o + 1 < len && o < 120; s++)
+        buf[o++] = (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f ? *s : '?';
+    buf[o] = '\0';
+    return buf;
+}
+
 static char *graph_text(const imp_t *im)
 {
-    size_t cap = 4096 + (size_t)im->n_layers * 512, n = 0;
-    char *s = xmalloc(cap);
+    text_t t = {.cap = 4096 + (size_t)im->n_layers * 256};
+    t.s = xmalloc(t.cap);
+    t.s[0] = '\0';
     const Onnx__ModelProto *m = im->model;
-    n += snprintf(s + n, cap - n,
-                  "# imported from %s (ONNX IR %" PRId64 ", opset %" PRId64 ", producer %s %s)\n"
-                  "# by `poseidon model import`; each line names the ONNX node it maps\n",
-                  im->path, m->ir_version, im->opset, m->producer_name ? m->producer_name : "?",
-                  m->producer_version ? m->producer_version : "");
+    char c1[128], c2[128], c3[128];
+    text_add(&t, "# imported from %s (ONNX IR %" PRId64 ", opset %" PRId64 ", producer %s %s)\n"
+             "# by `poseidon model import`; each line names the ONNX node it maps\n",
+             comment(im->path, c1, sizeof c1), m->ir_version, im->opset,
+             comment(m->producer_name ? m->producer_name : "?", c2, sizeof c2),
+             comment(m->producer_version, c3, sizeof c3));
     for (int pass = 0; pass < 2; pass++) /* inputs first: the .net's first layer is one */
         for (int i = 0; i < im->n_layers; i++) {
             const out_layer_t *l = &im->layers[i];
             bool input = !strcmp(l->type, "input") || !strcmp(l->type, "tokens");
             if ((pass == 0) != input || l->split) continue;
-            if (n + 1024 > cap) s = xrealloc(s, cap *= 2);
-            n += snprintf(s + n, cap - n, "%s %s", l->type, l->name);
-            if (l->keys[0]) n += snprintf(s + n, cap - n, " %s", l->keys);
-            if (l->bias >= 0) n += snprintf(s + n, cap - n, " bias=%d", l->bias);
-            if (l->tie >= 0) n += snprintf(s + n, cap - n, " tie=%s", im->layers[l->tie].name);
+            text_add(&t, "%s %s", l->type, l->name);
+            if (l->keys[0]) text_add(&t, " %s", l->keys);
+            if (l->bias >= 0) text_add(&t, " bias=%d", l->bias);
+            if (l->tie >= 0) text_add(&t, " tie=%s", im->layers[l->tie].name);
             for (int k = 0; k < l->n_in; k++)
-                n += snprintf(s + n, cap - n, "%s%s", k ? "," : " in=", im->layers[l->in[k]].name);
-            n += snprintf(s + n, cap - n, "   # %s %s\n", l->op, l->node);
+                text_add(&t, "%s%s", k ? "," : " in=", im->layers[l->in[k]].name);
+            text_add(&t, "   # %s %s\n", comment(l->op, c1, sizeof c1),
+                     comment(l->node, c2, sizeof c2));
         }
-    return s;
+    return t.s;
 }
 
 static void imp_free(imp_t *im)

@@ -272,6 +272,24 @@ def one_conv(path, x_shape, w_shape, y_shape, **attrs):
     onnx.save(m, path)
 
 
+def odd_names(path):
+    """A valid graph (Conv, Relu, Gemm) whose node and producer names hold a line break, a
+    byte outside ASCII and 3,000 characters: they are copied into the .net's comments, which
+    must stay one line of text each."""
+    h = onnx.helper
+    x = h.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [1, 3, 8, 8])
+    w = h.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [4, 3, 3, 3])
+    f = h.make_tensor_value_info("f", onnx.TensorProto.FLOAT, [5, 144])
+    y = h.make_tensor_value_info("output", onnx.TensorProto.FLOAT, [1, 5])
+    nodes = [h.make_node("Conv", ["input", "w"], ["c"], name="conv\nfc injected out=7"),
+             h.make_node("Relu", ["c"], ["r"], name="relu\x9b\x00end"),
+             h.make_node("Flatten", ["r"], ["flat"], name="flatten"),
+             h.make_node("Gemm", ["flat", "f"], ["output"], name="g" * 3000, transB=1)]
+    m = h.make_model(h.make_graph(nodes, "odd_names", [x, w, f], [y]),
+                     opset_imports=[h.make_opsetid("", OPSET)], producer_name="line\nbreak")
+    onnx.save(m, path)
+
+
 def pytorch_counts(model, example):
     """Parameters (model.parameters(), as PyTorch reports them) and profiler FLOPs of one
     forward pass. The profiler counts no FLOPs for 1-D convolutions (aten::conv1d runs the 2-D
@@ -351,6 +369,7 @@ def main():
     export(TwoTiedHeads(), torch.zeros(1, 8, dtype=torch.long),
            os.path.join(out, "bad_tied_twice.onnx"))
     export(Dilated(), torch.zeros(1, 3, 32, 32), os.path.join(out, "bad_dilated_conv.onnx"))
+    odd_names(os.path.join(out, "odd_names.onnx"))
     one_conv(os.path.join(out, "bad_asymmetric_pad.onnx"), [1, 3, 32, 32], [8, 3, 3, 3],
              [1, 8, 16, 16], strides=[2, 2], pads=[0, 0, 1, 1])
     one_conv(os.path.join(out, "bad_asymmetric_pad_1d.onnx"), [1, 3, 32], [8, 3, 4], [1, 8, 32],

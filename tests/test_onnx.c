@@ -529,3 +529,38 @@ TEST(onnx_conv_dilation_and_one_sided_padding_are_refused)
         CHECK(strstr(err, cases[i].want), "%s: %s", path, err);
     }
 }
+
+/* Node and producer names are the file's: a line break, bytes outside ASCII or 3,000
+ * characters in them stay inside one comment line of the .net, which parses back with the
+ * graph's four layers and its loss (a line break once started a layer of its own, and a
+ * non-ASCII byte made the text unparsable). */
+TEST(onnx_odd_names_stay_in_their_comments)
+{
+    char err[2048], *text = NULL;
+    model_t m, back;
+    REQUIRE(onnx_model_load(&m, DATA "odd_names.onnx", NULL, &text, err, sizeof err) == 0, "%s",
+            err);
+    REQUIRE(text);
+    CHECK_EQ_I64(m.n_layers, 5);
+    CHECK_EQ_I64(m.total_params, 4 * 3 * 3 * 3 + 5 * 144);
+    int lines = 0;
+    size_t longest = 0, len = 0;
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        CHECK(*c == '\n' || (*c >= 0x20 && *c < 0x7f), "byte 0x%02x in the text", *c);
+        if (*c == '\n') {
+            lines++;
+            longest = len > longest ? len : longest;
+            len = 0;
+        } else
+            len++;
+    }
+    CHECK_EQ_I64(lines, 2 + 5); /* two comment lines, then one per layer */
+    CHECK(longest < 600, "a line of %zu characters", longest);
+    CHECK(strstr(text, "producer line?break") != NULL, "%s", text);
+    CHECK_EQ_I64(count_lines(text, "fc injected", NULL), 0);
+    REQUIRE(model_parse(&back, "odd.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(back.n_layers, 5);
+    model_fini(&back);
+    model_fini(&m);
+    free(text);
+}
