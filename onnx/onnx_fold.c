@@ -400,6 +400,9 @@ int ox_fold(imp_t *im, const Onnx__NodeProto *n)
     if (!strcmp(op, "Unsqueeze")) return fold_unsqueeze(im, n, x, y, false);
     if (!strcmp(op, "Squeeze")) return fold_unsqueeze(im, n, x, y, true);
     if (!strcmp(op, "Concat")) return fold_concat(im, n, y);
+    /* rows of a table exported with its values are an embedding's or positions', not
+     * arithmetic: left to the sequence mapping, which counts the table's parameters */
+    if (!strcmp(op, "Gather") && x->initializer && x->reals && x->rank == 2) return 0;
     if (!strcmp(op, "Gather")) return fold_gather(im, n, x, y);
     if (!strcmp(op, "Slice")) return fold_slice(im, n, x, y);
     if (!strcmp(op, "Reshape")) return fold_reshape(im, n, x, y);

@@ -126,6 +126,8 @@ static int val_add(imp_t *im, const char *name, val_kind_t kind)
     v->dynamic_dim = -1;
     v->layer = -1;
     v->scale = 1;
+    v->embed_layer = -1;
+    for (int d = 0; d < ONNX_RANK_MAX; d++) v->src_axis[d] = (int8_t)d;
     index_put(im, name, im->n_vals);
     return im->n_vals++;
 }
@@ -381,6 +383,7 @@ out_layer_t *ox_layer_add(imp_t *im, const char *type, const Onnx__NodeProto *n,
                n && n->n_output ? n->output[0] : fb, l->name);
     l->type = type;
     l->bias = -1;
+    l->tie = -1;
     l->node = n ? ox_node_name(n) : fallback;
     l->op = n ? ox_node_op(n) : "graph input";
     im->n_layers++;
@@ -395,10 +398,12 @@ void ox_layer_rename(imp_t *im, int layer, const char *onnx_name)
     snprintf(im->layers[layer].name, sizeof im->layers[layer].name, "%s", name);
 }
 
-/* Per-sample .net shape of an ONNX shape (batch first): (N,C,H,W) -> CxHxW, (N,F) -> F. */
+/* Per-sample .net shape of an ONNX shape (batch first): (N,C,H,W) -> CxHxW, (N,C,L) ->
+ * Cx1xL (a 1-D signal is a plane of one row), (N,F) -> F. */
 int ox_net_shape(int rank, const int64_t *dims, shape_t *s)
 {
     if (rank == 4) *s = (shape_t){(int)dims[1], (int)dims[2], (int)dims[3]};
+    else if (rank == 3) *s = (shape_t){(int)dims[1], 1, (int)dims[2]};
     else if (rank == 2) *s = (shape_t){(int)dims[1], 1, 1};
     else return -1;
     return 0;
@@ -442,7 +447,8 @@ out_layer_t *ox_emit(imp_t *im, const Onnx__NodeProto *n, const char *type,
     if (ox_net_shape(rank, dims, &s)) {
         char b[96];
         ox_dims_str(rank, dims, b, sizeof b);
-        ox_node_fail(im, n, "output of shape %s: only (N,C,H,W) and (N,F) tensors map to layers", b);
+        ox_node_fail(im, n, "output of shape %s: only (N,C,H,W), (N,C,L) and (N,F) tensors map to "
+                     "layers", b);
         return NULL;
     }
     if (n_in > MODEL_MAX_INPUTS) {
@@ -532,8 +538,8 @@ int ox_input_to_layer(imp_t *im, const Onnx__NodeProto *n, val_t *v)
     if (ox_net_shape(v->rank, v->dims, &s)) {
         char b[96];
         ox_dims_str(v->rank, v->dims, b, sizeof b);
-        return ox_node_fail(im, n, "reads graph input '%s' of shape %s: only (N,C,H,W) images and "
-                         "(N,F) vectors map to an input layer", v->name, b);
+        return ox_node_fail(im, n, "reads graph input '%s' of shape %s: only (N,C,H,W) images, "
+                         "(N,C,L) signals and (N,F) vectors map to an input layer", v->name, b);
     }
     out_layer_t *l = ox_layer_add(im, "input", NULL, v->name);
     snprintf(l->keys, sizeof l->keys, "shape=%dx%dx%d", s.c, s.h, s.w);
@@ -578,8 +584,9 @@ val_t *ox_in_data(imp_t *im, const Onnx__NodeProto *n, size_t k)
 }
 
 /* Input k read as a weight of the given rank (-1: any). A learnable weight counts toward
- * the parameters and may be taken by one node only (the .net format has no shared
- * weights). Returns NULL with the error set. */
+ * the parameters and may be taken by one node only (the .net format shares no weight but an
+ * embedding's table with a tied output head, which onnx_seq.c maps before it gets here).
+ * Returns NULL with the error set. */
 val_t *ox_in_weight(imp_t *im, const Onnx__NodeProto *n, size_t k, int rank, bool learnable)
 {
     if (!ox_has_input(n, k)) {
@@ -611,8 +618,11 @@ val_t *ox_in_weight(imp_t *im, const Onnx__NodeProto *n, size_t k, int rank, boo
     if (learnable) {
         val_t *src = v->source ? v->source : v;
         if (src->owner_node) {
-            ox_node_fail(im, n, "weight '%s' is shared with node '%s': shared weights do not map "
-                      "(each layer owns its parameters)", v->name, src->owner_node);
+            ox_node_fail(im, n, "weight '%s'%s%s%s is shared with node '%s': shared weights do "
+                         "not map (each layer owns its parameters; only an embedding's table "
+                         "may be shared, by an output head over the sequence that multiplies "
+                         "by its transpose)", src->name, src != v ? " (read as '" : "",
+                         src != v ? v->name : "", src != v ? "')" : "", src->owner_node);
             return NULL;
         }
         src->owner_node = ox_node_name(n);
@@ -655,46 +665,97 @@ typedef struct {
     bool ceil;
 } window_t;
 
+/* The plane of image data: H and W of (N,C,H,W), 1 and L of (N,C,L) (a 1-D signal is a
+ * plane of one row, so Conv1d is a conv with a 1xK kernel); with a pending Pad's rows and
+ * columns when padded is true. */
+static void plane_hw(const val_t *x, bool padded, int64_t *h, int64_t *w)
+{
+    *h = x->rank == 4 ? x->dims[2] : 1;
+    *w = x->dims[x->rank - 1];
+    if (!padded) {
+        *h -= x->pad[0] + x->pad[2];
+        *w -= x->pad[1] + x->pad[3];
+    }
+}
+
+/* ONNX dims of image data like x with c channels and an oh x ow plane; returns the rank. */
+static int plane_dims(const val_t *x, int64_t c, int64_t oh, int64_t ow, int64_t *dims)
+{
+    dims[0] = x->dims[0];
+    dims[1] = c;
+    if (x->rank == 3) {
+        dims[2] = ow;
+        return 3;
+    }
+    dims[2] = oh;
+    dims[3] = ow;
+    return 4;
+}
+
+/* Reads a window attribute of one value per spatial axis (1 for (N,C,L), 2 for (N,C,H,W))
+ * into out[0..1] as height then width, a 1-D axis being the width of a plane of height 1.
+ * Absent: out is left as it is. */
+static int window_ints(imp_t *im, const Onnx__NodeProto *n, const char *name, int spatial,
+                       int64_t *out, bool *got_any)
+{
+    int64_t v[2];
+    int got;
+    if (ox_attr_ints(im, n, name, spatial, v, 2, &got)) return -1;
+    if (got_any) *got_any = got > 0;
+    if (!got) return 0;
+    if (spatial == 1) out[1] = v[0];
+    else memcpy(out, v, sizeof v);
+    return 0;
+}
+
 /* Kernel (from kernel_shape or the weight), strides, symmetric pads including a folded Pad,
- * auto_pad, dilations of a Conv or pool node reading x. */
+ * auto_pad, dilations of a Conv or pool node reading x, (N,C,H,W) or (N,C,L). */
 static int window_read(imp_t *im, const Onnx__NodeProto *n, const val_t *x, int64_t kh,
                        int64_t kw, window_t *w)
 {
-    int64_t v[8];
-    int got;
-    if (ox_attr_ints(im, n, "kernel_shape", 2, v, 8, &got)) return -1;
-    if (got) {
-        if (kh > 0 && (v[0] != kh || v[1] != kw))
-            return ox_node_fail(im, n, "kernel_shape %" PRId64 "x%" PRId64
-                             " differs from the weight's %" PRId64 "x%" PRId64, v[0], v[1], kh, kw);
-        kh = v[0];
-        kw = v[1];
-    }
+    int spatial = x->rank - 2;
+    bool got;
+    int64_t k[2] = {kh, kw};
+    if (window_ints(im, n, "kernel_shape", spatial, k, &got)) return -1;
+    if (spatial == 1 && got) k[0] = 1;
+    if (got && kh > 0 && (k[0] != kh || k[1] != kw))
+        return ox_node_fail(im, n, "kernel_shape %" PRId64 "x%" PRId64
+                         " differs from the weight's %" PRId64 "x%" PRId64, k[0], k[1], kh, kw);
+    kh = k[0];
+    kw = k[1];
     if (kh < 1 || kw < 1 || kh > DIM_MAX || kw > DIM_MAX)
-        return ox_node_fail(im, n, "kernel_shape (2 values from 1 to %" PRId64 ") is missing or out "
-                         "of range", DIM_MAX);
+        return ox_node_fail(im, n, "kernel_shape (%d values from 1 to %" PRId64 ") is missing or "
+                         "out of range", spatial, DIM_MAX);
     w->kh = kh;
     w->kw = kw;
-    if (ox_attr_ints(im, n, "strides", 2, v, 8, &got)) return -1;
-    w->sh = got ? v[0] : 1;
-    w->sw = got ? v[1] : 1;
+    int64_t st[2] = {1, 1};
+    if (window_ints(im, n, "strides", spatial, st, NULL)) return -1;
+    w->sh = st[0];
+    w->sw = st[1];
     if (w->sh < 1 || w->sw < 1 || w->sh > DIM_MAX || w->sw > DIM_MAX)
         return ox_node_fail(im, n, "strides must be from 1 to %" PRId64, DIM_MAX);
-    if (ox_attr_ints(im, n, "dilations", 2, v, 8, &got)) return -1;
-    if (got && (v[0] != 1 || v[1] != 1))
+    int64_t dil[2] = {1, 1};
+    if (window_ints(im, n, "dilations", spatial, dil, NULL)) return -1;
+    if (dil[0] != 1 || dil[1] != 1)
         return ox_node_fail(im, n, "dilations %" PRId64 "x%" PRId64 ": dilated windows do not map "
-                         "(conv and pool have none)", v[0], v[1]);
-    int64_t pads[4] = {0, 0, 0, 0};
-    if (ox_attr_ints(im, n, "pads", 4, v, 8, &got)) return -1;
-    if (got) memcpy(pads, v, sizeof pads);
+                         "(conv and pool have none)", dil[0], dil[1]);
+    int64_t pads[4] = {0, 0, 0, 0}, v[4]; /* top, left, bottom, right */
+    int n_pads;
+    if (ox_attr_ints(im, n, "pads", 2 * spatial, v, 4, &n_pads)) return -1;
+    if (n_pads && spatial == 1) {
+        pads[1] = v[0];
+        pads[3] = v[1];
+    } else if (n_pads)
+        memcpy(pads, v, sizeof pads);
     char ap[32];
     if (ox_attr_string(im, n, "auto_pad", "NOTSET", ap, sizeof ap)) return -1;
     if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
-        if (got) return ox_node_fail(im, n, "both pads and auto_pad=%s", ap);
-        int64_t in[2] = {x->dims[2], x->dims[3]}, k[2] = {kh, kw}, s[2] = {w->sh, w->sw};
+        if (n_pads) return ox_node_fail(im, n, "both pads and auto_pad=%s", ap);
+        int64_t in[2], kk[2] = {kh, kw}, s[2] = {w->sh, w->sw};
+        plane_hw(x, true, &in[0], &in[1]);
         for (int i = 0; i < 2; i++) {
             int64_t out = (in[i] + s[i] - 1) / s[i];
-            int64_t total = (out - 1) * s[i] + k[i] - in[i];
+            int64_t total = (out - 1) * s[i] + kk[i] - in[i];
             if (total < 0) total = 0;
             pads[i] = total / 2;
             pads[i + 2] = total - total / 2;
@@ -710,10 +771,14 @@ static int window_read(imp_t *im, const Onnx__NodeProto *n, const val_t *x, int6
             return ox_node_fail(im, n, "pads must be from 0 to %" PRId64, DIM_MAX);
         pads[i] += x->pad[i];
     }
-    if (pads[0] != pads[2] || pads[1] != pads[3])
+    if (pads[0] != pads[2] || pads[1] != pads[3]) {
+        if (spatial == 1)
+            return ox_node_fail(im, n, "asymmetric padding (start %" PRId64 ", end %" PRId64
+                                "): conv and pool pad both ends alike", pads[1], pads[3]);
         return ox_node_fail(im, n, "asymmetric padding (top %" PRId64 ", left %" PRId64
                          ", bottom %" PRId64 ", right %" PRId64 "): conv and pool pad both sides "
-                         "alike", pads[0], pads[1], pads[2], pads[3]);
+                         "of each axis alike", pads[0], pads[1], pads[2], pads[3]);
+    }
     w->ph = pads[0];
     w->pw = pads[1];
     return 0;
@@ -736,17 +801,20 @@ static int op_conv(imp_t *im, const Onnx__NodeProto *n)
 {
     val_t *x = ox_in_data_pad(im, n, 0, true);
     if (!x) return -1;
-    if (x->rank != 4 || !ox_data_is_layer_shaped(im, x))
-        return ox_node_fail(im, n, "only 2-D convolutions of (N,C,H,W) data map to conv");
-    val_t *w = ox_in_weight(im, n, 1, 4, true);
+    if ((x->rank != 4 && x->rank != 3) || !ox_data_is_layer_shaped(im, x))
+        return ox_node_fail(im, n, "only 2-D convolutions of (N,C,H,W) data and 1-D ones of "
+                            "(N,C,L) map to conv");
+    val_t *w = ox_in_weight(im, n, 1, x->rank, true);
     if (!w) return -1;
     int64_t group;
     if (ox_attr_int(im, n, "group", 1, &group)) return -1;
     int64_t m = w->dims[0], c = x->dims[1];
-    if (group < 1 || group > DIM_MAX || w->dims[1] * group != c || m % group)
-        return ox_node_fail(im, n, "weight '%s' (%" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64
-                         ") does not fit %" PRId64 " input channels in %" PRId64 " groups",
-                         w->name, w->dims[0], w->dims[1], w->dims[2], w->dims[3], c, group);
+    if (group < 1 || group > DIM_MAX || w->dims[1] * group != c || m % group) {
+        char b[96];
+        ox_dims_str(w->rank, w->dims, b, sizeof b);
+        return ox_node_fail(im, n, "weight '%s' (%s) does not fit %" PRId64 " input channels in %"
+                            PRId64 " groups", w->name, b, c, group);
+    }
     bool bias = ox_has_input(n, 2);
     if (bias) {
         val_t *b = ox_in_weight(im, n, 2, 1, true);
@@ -756,17 +824,19 @@ static int op_conv(imp_t *im, const Onnx__NodeProto *n)
                              b->name, b->dims[0], m);
     }
     window_t win;
-    if (window_read(im, n, x, w->dims[2], w->dims[3], &win)) return -1;
-    int64_t h = x->dims[2] - x->pad[0] - x->pad[2], wd = x->dims[3] - x->pad[1] - x->pad[3];
+    int64_t kh = x->rank == 4 ? w->dims[2] : 1, h, wd;
+    if (window_read(im, n, x, kh, w->dims[x->rank - 1], &win)) return -1;
+    plane_hw(x, false, &h, &wd);
     int64_t oh = window_out(h, win.kh, win.sh, win.ph, false);
     int64_t ow = window_out(wd, win.kw, win.sw, win.pw, false);
     if (oh < 1 || ow < 1)
         return ox_node_fail(im, n, "kernel %" PRId64 "x%" PRId64 " larger than the padded input",
                          win.kh, win.kw);
-    if (ox_mul_sat(ox_mul_sat(oh, ow), ox_dims_count(4, w->dims)) > MACS_MAX)
+    if (ox_mul_sat(ox_mul_sat(oh, ow), ox_dims_count(w->rank, w->dims)) > MACS_MAX)
         return ox_node_fail(im, n, "more than %" PRId64 " multiply-adds per sample", MACS_MAX);
-    int64_t dims[4] = {x->dims[0], m, oh, ow};
-    out_layer_t *l = ox_emit(im, n, "conv", &x, 1, 4, dims);
+    int64_t dims[4];
+    int rank = plane_dims(x, m, oh, ow, dims);
+    out_layer_t *l = ox_emit(im, n, "conv", &x, 1, rank, dims);
     if (!l) return -1;
     snprintf(l->keys, sizeof l->keys,
              "out=%" PRId64 " kernel=%" PRId64 "x%" PRId64 " stride=%" PRId64 "x%" PRId64
@@ -780,8 +850,9 @@ static int op_pool(imp_t *im, const Onnx__NodeProto *n, const char *op)
 {
     val_t *x = ox_in_data_pad(im, n, 0, true);
     if (!x) return -1;
-    if (x->rank != 4 || !ox_data_is_layer_shaped(im, x))
-        return ox_node_fail(im, n, "only 2-D pooling of (N,C,H,W) data maps to pool");
+    if ((x->rank != 4 && x->rank != 3) || !ox_data_is_layer_shaped(im, x))
+        return ox_node_fail(im, n, "only 2-D pooling of (N,C,H,W) data and 1-D of (N,C,L) map "
+                            "to pool");
     if (ox_outputs_unused_from(im, n, 1)) return -1;
     window_t win;
     if (window_read(im, n, x, 0, 0, &win)) return -1;
@@ -790,14 +861,16 @@ static int op_pool(imp_t *im, const Onnx__NodeProto *n, const char *op)
     if (win.ph >= win.kh || win.pw >= win.kw)
         return ox_node_fail(im, n, "padding %" PRId64 "x%" PRId64 " not smaller than the window",
                          win.ph, win.pw);
-    int64_t h = x->dims[2] - x->pad[0] - x->pad[2], wd = x->dims[3] - x->pad[1] - x->pad[3];
+    int64_t h, wd;
+    plane_hw(x, false, &h, &wd);
     int64_t oh = window_out(h, win.kh, win.sh, win.ph, ceil_mode != 0);
     int64_t ow = window_out(wd, win.kw, win.sw, win.pw, ceil_mode != 0);
     if (oh < 1 || ow < 1) return ox_node_fail(im, n, "window larger than the padded input");
     if (ox_mul_sat(ox_mul_sat(x->dims[1], ox_mul_sat(oh, ow)), win.kh * win.kw) > MACS_MAX)
         return ox_node_fail(im, n, "more than %" PRId64 " window operations per sample", MACS_MAX);
-    int64_t dims[4] = {x->dims[0], x->dims[1], oh, ow};
-    out_layer_t *l = ox_emit(im, n, "pool", &x, 1, 4, dims);
+    int64_t dims[4];
+    int rank = plane_dims(x, x->dims[1], oh, ow, dims);
+    out_layer_t *l = ox_emit(im, n, "pool", &x, 1, rank, dims);
     if (!l) return -1;
     snprintf(l->keys, sizeof l->keys,
              "op=%s kernel=%" PRId64 "x%" PRId64 " stride=%" PRId64 "x%" PRId64 " pad=%" PRId64
@@ -810,10 +883,11 @@ static int op_global_pool(imp_t *im, const Onnx__NodeProto *n, const char *op)
 {
     val_t *x = ox_in_data(im, n, 0);
     if (!x) return -1;
-    if (x->rank != 4 || !ox_data_is_layer_shaped(im, x))
-        return ox_node_fail(im, n, "only (N,C,H,W) data maps to a global pool");
-    int64_t dims[4] = {x->dims[0], x->dims[1], 1, 1};
-    out_layer_t *l = ox_emit(im, n, "pool", &x, 1, 4, dims);
+    if ((x->rank != 4 && x->rank != 3) || !ox_data_is_layer_shaped(im, x))
+        return ox_node_fail(im, n, "only (N,C,H,W) or (N,C,L) data maps to a global pool");
+    int64_t dims[4];
+    int rank = plane_dims(x, x->dims[1], 1, 1, dims);
+    out_layer_t *l = ox_emit(im, n, "pool", &x, 1, rank, dims);
     if (!l) return -1;
     snprintf(l->keys, sizeof l->keys, "op=%s global=1", op);
     return 0;
@@ -823,8 +897,8 @@ static int op_batchnorm(imp_t *im, const Onnx__NodeProto *n)
 {
     val_t *x = ox_in_data(im, n, 0);
     if (!x) return -1;
-    if ((x->rank != 4 && x->rank != 2) || !ox_data_is_layer_shaped(im, x))
-        return ox_node_fail(im, n, "only (N,C,H,W) or (N,C) data maps to batchnorm");
+    if (x->rank < 2 || x->rank > 4 || !ox_data_is_layer_shaped(im, x))
+        return ox_node_fail(im, n, "only (N,C,H,W), (N,C,L) or (N,C) data maps to batchnorm");
     int64_t c = x->dims[1];
     for (size_t k = 1; k <= 4; k++) {
         val_t *p = ox_in_weight(im, n, k, 1, k <= 2); /* scale, shift learn; mean, var do not */
@@ -909,16 +983,17 @@ static int op_concat(imp_t *im, const Onnx__NodeProto *n)
         if (!(ins[k] = ox_in_data(im, n, k))) return -1;
     int rank = ins[0]->rank;
     if (axis < 0) axis += rank;
-    if (axis != 1 || (rank != 4 && rank != 2))
+    if (axis != 1 || rank < 2 || rank > 4)
         return ox_node_fail(im, n, "concatenation along axis %" PRId64 " of rank-%d data: only the "
-                         "channels (axis 1) of (N,C,H,W) or (N,F) map to concat", axis, rank);
+                         "channels (axis 1) of (N,C,H,W), (N,C,L) or (N,F) map to concat", axis,
+                         rank);
     int64_t dims[ONNX_RANK_MAX];
     memcpy(dims, ins[0]->dims, sizeof dims);
     dims[1] = 0;
     for (size_t k = 0; k < n->n_input; k++) {
         const val_t *v = ins[k];
         if (v->rank != rank || !ox_data_is_layer_shaped(im, v))
-            return ox_node_fail(im, n, "input '%s' is not (N,C,H,W) or (N,F) like the first", v->name);
+            return ox_node_fail(im, n, "input '%s' is not laid out like the first", v->name);
         for (int d = 0; d < rank; d++)
             if (d != 1 && v->dims[d] != ins[0]->dims[d])
                 return ox_node_fail(im, n, "input '%s' differs in dimension %d", v->name, d);
@@ -1126,16 +1201,20 @@ static int op_pad(imp_t *im, const Onnx__NodeProto *n)
         got = (int)(p->n_values <= 2 * ONNX_RANK_MAX ? p->n_values : 0);
         for (int i = 0; i < got; i++) pads[i] = p->ints[i];
     }
-    if (x->rank != 4 || got != 8)
-        return ox_node_fail(im, n, "only padding (N,C,H,W) data with 8 amounts maps");
-    if (pads[0] || pads[1] || pads[4] || pads[5])
+    if ((x->rank != 4 && x->rank != 3) || got != 2 * x->rank)
+        return ox_node_fail(im, n, "only padding (N,C,H,W) data with 8 amounts or (N,C,L) data "
+                            "with 6 maps");
+    int r = x->rank;
+    if (pads[0] || pads[1] || pads[r] || pads[r + 1])
         return ox_node_fail(im, n, "pads the batch or channel dimension");
-    int64_t add[4] = {0, 0, 0, 0}; /* top, left, bottom, right */
-    const int at[4] = {2, 3, 6, 7};
+    int64_t add[4] = {0, 0, 0, 0}; /* top, left, bottom, right; a signal is one row */
+    const int at4[4] = {2, 3, 6, 7}, at3[4] = {-1, 2, -1, 5};
     for (int i = 0; i < 4; i++) {
-        if (pads[at[i]] < 0 || pads[at[i]] > DIM_MAX)
+        int at = r == 4 ? at4[i] : at3[i];
+        if (at < 0) continue;
+        if (pads[at] < 0 || pads[at] > DIM_MAX)
             return ox_node_fail(im, n, "negative or huge pads");
-        add[i] = pads[at[i]];
+        add[i] = pads[at];
         if (x->pad[i] + add[i] > DIM_MAX)
             return ox_node_fail(im, n, "pads add up beyond %" PRId64, DIM_MAX);
     }
@@ -1146,8 +1225,8 @@ static int op_pad(imp_t *im, const Onnx__NodeProto *n)
     y->name = name;
     y->uses = uses;
     for (int i = 0; i < 4; i++) y->pad[i] += add[i];
-    y->dims[2] += add[0] + add[2];
-    y->dims[3] += add[1] + add[3];
+    if (r == 4) y->dims[2] += add[0] + add[2];
+    y->dims[r - 1] += add[1] + add[3];
     y->pad_node = ox_node_name(n);
     return 0;
 }
@@ -1254,6 +1333,7 @@ static int graph_values(imp_t *im)
         if (!t->name || !t->name[0]) return ox_imp_fail(im, "an initializer has no name");
         int k = val_add(im, t->name, VAL_PARAM);
         if (k < 0) return ox_imp_fail(im, "initializer '%s' defined twice", t->name);
+        im->vals[k].initializer = true;
         if (ox_tensor_read(im, "initializer", t, &im->vals[k])) return -1;
     }
     for (size_t i = 0; i < g->n_input; i++) {
@@ -1338,30 +1418,69 @@ static int graph_map(imp_t *im)
     return 0;
 }
 
+/* A growing string for the .net text. */
+typedef struct {
+    char *s;
+    size_t n, cap;
+} text_t;
+
+static void text_add(text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_add(text_t *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(t->s + t->n, t->cap - t->n, fmt, ap);
+        va_end(ap);
+        ASSERT(k >= 0, "vsnprintf failed");
+        if ((size_t)k < t->cap - t->n) {
+            t->n += (size_t)k;
+            return;
+        }
+        t->cap = 2 * t->cap + (size_t)k + 1;
+        t->s = xrealloc(t->s, t->cap);
+    }
+}
+
+/* Text from the file (node names, operator, producer) as a comment of the .net: printable
+ * ASCII only, so that it neither ends the comment's line nor puts bytes the .net parser
+ * refuses into it, and at most 120 characters. */
+static const char *comment(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+    for (; s && *s && o + 1 < len && o < 120; s++)
+        buf[o++] = (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f ? *s : '?';
+    buf[o] = '\0';
+    return buf;
+}
+
 static char *graph_text(const imp_t *im)
 {
-    size_t cap = 4096 + (size_t)im->n_layers * 512, n = 0;
-    char *s = xmalloc(cap);
+    text_t t = {.cap = 4096 + (size_t)im->n_layers * 256};
+    t.s = xmalloc(t.cap);
+    t.s[0] = '\0';
     const Onnx__ModelProto *m = im->model;
-    n += snprintf(s + n, cap - n,
-                  "# imported from %s (ONNX IR %" PRId64 ", opset %" PRId64 ", producer %s %s)\n"
-                  "# by `poseidon model import`; each line names the ONNX node it maps\n",
-                  im->path, m->ir_version, im->opset, m->producer_name ? m->producer_name : "?",
-                  m->producer_version ? m->producer_version : "");
+    char c1[128], c2[128], c3[128];
+    text_add(&t, "# imported from %s (ONNX IR %" PRId64 ", opset %" PRId64 ", producer %s %s)\n"
+             "# by `poseidon model import`; each line names the ONNX node it maps\n",
+             comment(im->path, c1, sizeof c1), m->ir_version, im->opset,
+             comment(m->producer_name ? m->producer_name : "?", c2, sizeof c2),
+             comment(m->producer_version, c3, sizeof c3));
     for (int pass = 0; pass < 2; pass++) /* inputs first: the .net's first layer is one */
         for (int i = 0; i < im->n_layers; i++) {
             const out_layer_t *l = &im->layers[i];
             bool input = !strcmp(l->type, "input") || !strcmp(l->type, "tokens");
             if ((pass == 0) != input || l->split) continue;
-            if (n + 1024 > cap) s = xrealloc(s, cap *= 2);
-            n += snprintf(s + n, cap - n, "%s %s", l->type, l->name);
-            if (l->keys[0]) n += snprintf(s + n, cap - n, " %s", l->keys);
-            if (l->bias >= 0) n += snprintf(s + n, cap - n, " bias=%d", l->bias);
+            text_add(&t, "%s %s", l->type, l->name);
+            if (l->keys[0]) text_add(&t, " %s", l->keys);
+            if (l->bias >= 0) text_add(&t, " bias=%d", l->bias);
+            if (l->tie >= 0) text_add(&t, " tie=%s", im->layers[l->tie].name);
             for (int k = 0; k < l->n_in; k++)
-                n += snprintf(s + n, cap - n, "%s%s", k ? "," : " in=", im->layers[l->in[k]].name);
-            n += snprintf(s + n, cap - n, "   # %s %s\n", l->op, l->node);
+                text_add(&t, "%s%s", k ? "," : " in=", im->layers[l->in[k]].name);
+            text_add(&t, "   # %s %s\n", comment(l->op, c1, sizeof c1),
+                     comment(l->node, c2, sizeof c2));
         }
-    return s;
+    return t.s;
 }
 
 static void imp_free(imp_t *im)

@@ -16,10 +16,12 @@
 #include "onnx/onnx_import.h"
 
 #define ONNX_DIM_MAX ((int64_t)1 << 30)
-/* Bounds that keep every cost model_infer() computes within int64: elements of one tensor
- * (per sample, or of one weight) and multiply-adds of one layer. */
+/* Bounds that keep every cost model_infer() computes within int64, and within the 2^50 per
+ * layer and sample the model parser accepts: elements of one tensor (per sample, or of one
+ * weight) and multiply-adds of one layer (a backward is 4 FLOPs per multiply-add). The
+ * largest layer of GPT-2 1.5B, its head, is about 2^36 multiply-adds. */
 #define ONNX_ELEMS_MAX ((int64_t)1 << 36)
-#define ONNX_MACS_MAX ((int64_t)1 << 56)
+#define ONNX_MACS_MAX ((int64_t)1 << 46)
 #define ONNX_CONST_VALUES_MAX (1 << 20) /* constants read into memory (shape arithmetic) */
 
 typedef enum {
@@ -56,6 +58,12 @@ typedef struct val {
      * shared by two layers. */
     struct val *source;
     const char *owner_node;
+    int8_t src_axis[ONNX_RANK_MAX]; /* per axis, the axis of source it is (-1: a unit axis
+                                       Expand added); the identity for a declared tensor */
+    int embed_layer;                /* on a source: the embed layer whose table it is (-1) */
+    const char *tied_node;          /* on a source: the node that made it a tied head */
+    bool initializer;               /* declared by the graph as an initializer (a weight
+                                       when it holds reals, exported with its values) */
 
     /* VAL_CONST */
     int64_t n_values;
@@ -92,6 +100,7 @@ typedef struct {
     const char *op;
     shape_t shape;    /* per sample, as model_infer must find it */
     bool split;       /* a packed projection replaced by one linear layer per part */
+    int tie;          /* linear: the embed layer whose table is its weight (-1: none) */
 } out_layer_t;
 
 typedef struct {

@@ -273,15 +273,19 @@ static int weight_alias(imp_t *im, const Onnx__NodeProto *n, val_t *w)
     if (!w->dims_known || w->dynamic_dim >= 0)
         return ox_node_fail(im, n, "weight '%s' has no static shape", w->name);
     int64_t dims[ONNX_RANK_MAX];
+    int8_t axes[ONNX_RANK_MAX]; /* the source's axis each output axis is */
     int rank = w->rank;
     if (!strcmp(ox_node_op(n), "Transpose")) {
         int64_t perm[ONNX_RANK_MAX];
         int got;
+        bool seen[ONNX_RANK_MAX] = {false};
         if (ox_attr_ints(im, n, "perm", w->rank, perm, ONNX_RANK_MAX, &got)) return -1;
         for (int d = 0; d < rank; d++) {
             int64_t p = got ? perm[d] : rank - 1 - d;
-            if (p < 0 || p >= rank) return ox_node_fail(im, n, "perm out of range");
+            if (p < 0 || p >= rank || seen[p]) return ox_node_fail(im, n, "perm is not a permutation");
+            seen[p] = true;
             dims[d] = w->dims[p];
+            axes[d] = w->src_axis[p];
         }
     } else { /* Expand to a shape with the same element count: the batch of 1 */
         val_t *s = ox_in_ints(im, n, 1);
@@ -293,6 +297,7 @@ static int weight_alias(imp_t *im, const Onnx__NodeProto *n, val_t *w)
             int kw = d - (rank - w->rank), ks = d - (rank - srank);
             int64_t a = kw >= 0 ? w->dims[kw] : 1, b = ks >= 0 ? s->ints[ks] : 1;
             dims[d] = a == 1 ? b : a;
+            axes[d] = kw >= 0 ? w->src_axis[kw] : -1;
             if (b != 1 && b != a && a != 1) return ox_node_fail(im, n, "shapes do not broadcast");
         }
         if (ox_dims_count(rank, dims) != ox_dims_count(w->rank, w->dims))
@@ -307,6 +312,7 @@ static int weight_alias(imp_t *im, const Onnx__NodeProto *n, val_t *w)
     y->dims_known = true;
     y->dynamic_dim = -1;
     y->source = src;
+    memcpy(y->src_axis, axes, sizeof axes);
     return 1;
 }
 
@@ -428,6 +434,7 @@ static int seq_gather(imp_t *im, const Onnx__NodeProto *n)
     int in = idx->layer;
     int k = seq_emit(im, n, "embed", &in, 1, im->layers[in].shape.w, D);
     if (k < 0) return -1;
+    (data->source ? data->source : data)->embed_layer = k; /* an output head may tie to it */
     snprintf(im->layers[k].keys, sizeof im->layers[k].keys, "vocab=%" PRId64 " dim=%" PRId64,
              rows, D);
     int64_t dims[3] = {1, idx->dims[1], D};
@@ -437,6 +444,37 @@ static int seq_gather(imp_t *im, const Onnx__NodeProto *n)
 }
 
 /* ---- linear layers --------------------------------------------------------------------- */
+
+/* Whether weight input 1 of a MatMul or Gemm over a sequence is the table (V×D) of an embed
+ * layer, multiplied by its transpose: an output head tied to the embedding (GPT-2's lm_head
+ * is wte), mapped to `linear tie=EMBED`, whose weight is counted once, with the embed's. The
+ * product reads the weight as in×out, or out×in under Gemm's transB; the table, in that
+ * reading, must be D×V. Returns the embed layer's index, -1 when the weight is not an
+ * embedding's table, -2 with the error set when it is one read otherwise, or tied twice. */
+static int tied_head(imp_t *im, const Onnx__NodeProto *n, bool trans_b)
+{
+    val_t *w = ox_in(im, n, 1);
+    if (!w || (w->kind != VAL_PARAM && w->kind != VAL_CONST)) return -1;
+    val_t *src = w->source ? w->source : w;
+    if (src->embed_layer < 0) return -1;
+    const char *embed = im->layers[src->embed_layer].name;
+    bool as_stored = w->rank == 2 && w->src_axis[0] == 0 && w->src_axis[1] == 1;
+    bool transposed = w->rank == 2 && w->src_axis[0] == 1 && w->src_axis[1] == 0;
+    if (trans_b ? !as_stored : !transposed) {
+        ox_node_fail(im, n, "multiplies by the table '%s' of embedding '%s' other than by its "
+                     "transpose: a shared table maps only as an output head tied to the "
+                     "embedding (x times its transpose, linear tie=)", src->name, embed);
+        return -2;
+    }
+    if (src->tied_node) {
+        ox_node_fail(im, n, "the table '%s' of embedding '%s' is already the output head of "
+                     "node '%s': one tied head per embedding maps", src->name, embed,
+                     src->tied_node);
+        return -2;
+    }
+    src->tied_node = ox_node_name(n);
+    return src->embed_layer;
+}
 
 static int seq_linear(imp_t *im, const Onnx__NodeProto *n, val_t *x, bool gemm)
 {
@@ -451,7 +489,9 @@ static int seq_linear(imp_t *im, const Onnx__NodeProto *n, val_t *x, bool gemm)
                  ox_attr_int(im, n, "transB", 0, &trans_b)))
         return -1;
     if (trans_a) return ox_node_fail(im, n, "transA of a sequence does not map");
-    val_t *w = ox_in_weight(im, n, 1, 2, true);
+    int tie = tied_head(im, n, trans_b != 0);
+    if (tie == -2) return -1;
+    val_t *w = tie >= 0 ? ox_in(im, n, 1) : ox_in_weight(im, n, 1, 2, true);
     if (!w) return -1;
     int64_t D = lay_D(im, x), S = lay_S(im, x);
     int64_t k = trans_b ? w->dims[1] : w->dims[0], out = trans_b ? w->dims[0] : w->dims[1];
@@ -461,6 +501,9 @@ static int seq_linear(imp_t *im, const Onnx__NodeProto *n, val_t *x, bool gemm)
     if (ox_mul_sat(ox_mul_sat(S, D), out) > ONNX_MACS_MAX)
         return ox_node_fail(im, n, "more than %" PRId64 " multiply-adds", ONNX_MACS_MAX);
     bool bias = gemm && ox_has_input(n, 2);
+    if (bias && tie >= 0)
+        return ox_node_fail(im, n, "an output head tied to embedding '%s' adds a bias: a tied "
+                            "linear has none", im->layers[tie].name);
     if (bias) {
         val_t *c = ox_in_weight(im, n, 2, -1, true);
         if (!c) return -1;
@@ -472,6 +515,7 @@ static int seq_linear(imp_t *im, const Onnx__NodeProto *n, val_t *x, bool gemm)
     if (l < 0) return -1;
     snprintf(im->layers[l].keys, sizeof im->layers[l].keys, "out=%" PRId64, out);
     im->layers[l].bias = bias; /* a MatMul's bias may follow as an Add */
+    im->layers[l].tie = tie;
     int64_t dims[ONNX_RANK_MAX];
     memcpy(dims, x->dims, sizeof dims);
     dims[x->rank - 1] = out;
@@ -485,7 +529,7 @@ static int seq_part(imp_t *im, const Onnx__NodeProto *n, size_t k, val_t *x, int
 {
     int parent = x->layer;
     out_layer_t *p = &im->layers[parent];
-    if (strcmp(p->type, "linear") || !seq_plain(x) || len < 1 || start < 0 ||
+    if (strcmp(p->type, "linear") || p->tie >= 0 || !seq_plain(x) || len < 1 || start < 0 ||
         start + len > lay_D(im, x))
         return ox_node_fail(im, n, "splits a sequence along its features: only the output of "
                             "a projection (a MatMul) splits, into linear layers");
@@ -804,6 +848,9 @@ static int seq_add(imp_t *im, const Onnx__NodeProto *n, val_t *a, val_t *b)
                             "features");
     out_layer_t *l = &im->layers[x->layer];
     int64_t D = lay_D(im, x), S = lay_S(im, x), count = ox_dims_count(w->rank, w->dims);
+    if (!strcmp(l->type, "linear") && l->tie >= 0)
+        return ox_node_fail(im, n, "adds '%s' to the output head '%s' tied to embedding '%s': a "
+                            "tied linear has no bias", w->name, l->name, im->layers[l->tie].name);
     if (!strcmp(l->type, "linear") && l->bias == 0 && !strcmp(l->op, "MatMul") && x->uses == 1) {
         if (count != D || w->dims[w->rank - 1] != D)
             return ox_node_fail(im, n, "bias '%s' does not have the %" PRId64 " outputs of '%s'",
@@ -889,8 +936,9 @@ int ox_seq_node(imp_t *im, const Onnx__NodeProto *n)
     if (!a) return 0;
     int g = gelu_step(im, n);
     if (g) return g;
+    /* a weight exported with its values is a real constant; integer ones are shape data */
     if ((!strcmp(op, "Transpose") || !strcmp(op, "Expand")) && is_weight(a) &&
-        a->kind != VAL_CONST)
+        (a->kind != VAL_CONST || a->reals))
         return weight_alias(im, n, a);
     if (!strcmp(op, "Reshape") && a->kind == VAL_DATA && !a->seq && a->rank == 4 &&
         ox_data_is_layer_shaped(im, a) && ox_has_input(n, 1))

@@ -103,9 +103,14 @@ static char *check_against_pytorch(const char *name, int classes)
         CHECK(first->out_shape.w == s, "tokens of %d positions", first->out_shape.w);
         CHECK(!strcmp(lt, "seq_loss") && last->in_shape.c == classes,
               "ends in seq_loss over %d, not %d", last->in_shape.c, classes);
-    } else {
+    } else { /* 1xCxHxW images, 1xCxL signals (a plane of one row) */
         int c, h, w;
         int fields = sscanf(r.input_shape, "1x%dx%dx%d", &c, &h, &w);
+        if (fields == 2) {
+            w = h;
+            h = 1;
+            fields = 3;
+        }
         REQUIRE(fields == 3, "shape %s", r.input_shape);
         CHECK(!strcmp(ft, "input") && first->out_shape.c == c && first->out_shape.h == h &&
               first->out_shape.w == w, "input shape");
@@ -178,6 +183,79 @@ TEST(onnx_gpt2_block_counts_equal_pytorch)
     CHECK_EQ_I64(count_lines(text, "gelu ", "approx=tanh"), 1);
     CHECK_EQ_I64(count_lines(text, "linear ", NULL), 7);
     CHECK_EQ_I64(count_lines(text, "dropout ", "ratio=0.1"), 3);
+    free(text);
+}
+
+/* GPT-2 124M as published: 12 blocks and an output head tied to the token embedding
+ * (lm_head.weight is wte.weight; the exporter reads it through a Transpose into a MatMul).
+ * The head becomes `linear tie=wte`, counted once, so the import has PyTorch's count, which
+ * is the published 124,439,808 and models/gpt2.net's. */
+TEST(onnx_gpt2_tied_head_counts_equal_pytorch)
+{
+    if (!parser_has_sequences()) SKIP("the parser has no sequence layers (tokens, attention, ...)");
+    char *text = check_against_pytorch("gpt2_tied", 50257);
+    REQUIRE(text);
+    CHECK_EQ_I64(count_lines(text, "linear lm_head ", "out=50257 bias=0 tie=wte"), 1);
+    CHECK_EQ_I64(count_lines(text, "linear ", "tie="), 1);
+    CHECK_EQ_I64(count_lines(text, "embed wte ", "vocab=50257 dim=768"), 1);
+    CHECK_EQ_I64(count_lines(text, "attention ", "heads=12 causal=1"), 12);
+    CHECK_EQ_I64(count_lines(text, "linear ", NULL), 12 * 6 + 1);
+    CHECK_EQ_I64(count_lines(text, "layernorm ", NULL), 25);
+    model_t m, hand;
+    char err[2048];
+    REQUIRE(model_parse(&m, "gpt2_tied.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
+    REQUIRE(model_load(&hand, "models/gpt2.net", err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(m.total_params, 124439808);
+    CHECK_EQ_I64(m.total_params, hand.total_params);
+    int head = model_find(&m, "lm_head");
+    REQUIRE(head >= 0);
+    CHECK(m.layers[head].tied && m.layers[m.layers[head].tie_layer].type == LAYER_EMBED,
+          "lm_head is not tied to an embed");
+    CHECK_EQ_I64(m.layers[head].weights, 0);
+    model_fini(&m);
+    model_fini(&hand);
+    free(text);
+}
+
+/* A tied head written as Gemm(x, table, transB=1) over the (S, D) view of the sequence. */
+TEST(onnx_tied_head_as_gemm_counts_equal_pytorch)
+{
+    if (!parser_has_sequences()) SKIP("the parser has no sequence layers (tokens, attention, ...)");
+    char *text = check_against_pytorch("char_tied_gemm", 96);
+    REQUIRE(text);
+    CHECK_EQ_I64(count_lines(text, "linear lm_head ", "out=96 bias=0 tie=wte"), 1);
+    CHECK_EQ_I64(count_lines(text, "linear ", "# Gemm /lm_head/Gemm"), 1);
+    free(text);
+}
+
+/* A graph exported with its weights (export_params=True): tables and matrices are constants
+ * with values, which are parameters all the same. The position table's rows 0..S-1 are not
+ * folded into a constant of S = 16 rows (which would count 16 of its 32 rows); the Transpose
+ * of a matrix, or of the tied table, is that matrix. */
+TEST(onnx_exported_with_weights_counts_equal_pytorch)
+{
+    if (!parser_has_sequences()) SKIP("the parser has no sequence layers (tokens, attention, ...)");
+    char *text = check_against_pytorch("gpt2_tiny_weights", 32);
+    REQUIRE(text);
+    CHECK_EQ_I64(count_lines(text, "posembed ", "max=32"), 1);
+    CHECK_EQ_I64(count_lines(text, "linear lm_head ", "out=32 bias=0 tie=wte"), 1);
+    CHECK_EQ_I64(count_lines(text, "attention ", "heads=2 causal=1"), 1);
+    free(text);
+}
+
+/* 1-D convolutions, batch norms and pools of (N,C,L) signals are their 2-D counterparts on
+ * a plane of one row: kernel 1xK, stride 1xS, pad 0xP. PyTorch's FLOPs of Conv1d come from
+ * its outputs (the profiler counts none; make_onnx_fixtures.py). */
+TEST(onnx_conv1d_counts_equal_pytorch)
+{
+    char *text = check_against_pytorch("signal1d", 10);
+    REQUIRE(text);
+    CHECK_EQ_I64(count_lines(text, "input ", "shape=4x1x128"), 1);
+    CHECK_EQ_I64(count_lines(text, "conv ", "kernel=1x7 stride=1x1 pad=0x3 groups=1"), 1);
+    CHECK_EQ_I64(count_lines(text, "conv ", "kernel=1x5 stride=1x2 pad=0x2 groups=4"), 1);
+    CHECK_EQ_I64(count_lines(text, "pool ", "op=max kernel=1x2 stride=1x2 pad=0x0"), 1);
+    CHECK_EQ_I64(count_lines(text, "pool ", "op=avg kernel=1x3 stride=1x2 pad=0x1"), 1);
+    CHECK_EQ_I64(count_lines(text, "batchnorm ", NULL), 2);
     free(text);
 }
 
@@ -384,6 +462,8 @@ TEST(onnx_corrupted_bytes_never_crash)
 {
     corrupt_and_import(DATA "resnet50.onnx", 300);
     corrupt_and_import(DATA "gpt2_block.onnx", 300); /* sequence mapping and folding */
+    corrupt_and_import(DATA "char_tied_gemm.onnx", 300); /* a tied head */
+    corrupt_and_import(DATA "signal1d.onnx", 300);      /* 1-D windows */
 }
 
 /* Attention whose scores are not scaled by 1/sqrt(head size) is refused by name, not mapped
@@ -397,4 +477,90 @@ TEST(onnx_attention_without_its_scale_is_refused)
     check_one_line(err, path);
     CHECK(strstr(err, "node '/MatMul_1' (MatMul): scores scaled by 1, not 1/sqrt(head size)"),
           "%s", err);
+}
+
+/* Sharing that is not a tied head is refused by name: two projections of one weight, the
+ * table multiplied as stored (x·E, not x·Eᵀ), a tied head with a bias, a second tied head. */
+TEST(onnx_other_shared_weights_are_refused)
+{
+    struct {
+        const char *file, *want;
+    } cases[] = {
+        {"bad_shared_weight.onnx", "node '/fc2/MatMul' (MatMul): weight 'fc1.weight' (read as "
+                                   "'/fc2/Transpose_output_0') is shared with node '/fc1/MatMul'"},
+        {"bad_shared_untransposed.onnx", "node '/MatMul' (MatMul): multiplies by the table "
+                                         "'wte.weight' of embedding 'wte' other than by its "
+                                         "transpose"},
+        {"bad_tied_bias.onnx", "node '/lm_head/Add' (Add): adds 'lm_head.bias' to the output "
+                               "head 'lm_head' tied to embedding 'wte'"},
+        {"bad_tied_twice.onnx", "node '/MatMul_1' (MatMul): the table 'wte.weight' of "
+                                "embedding 'wte' is already the output head of node '/MatMul'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[256], err[2048];
+        model_t m;
+        snprintf(path, sizeof path, DATA "%s", cases[i].file);
+        CHECK(onnx_model_load(&m, path, NULL, NULL, err, sizeof err) == -1, "%s imported", path);
+        check_one_line(err, path);
+        CHECK(strstr(err, cases[i].want), "%s: %s", path, err);
+    }
+}
+
+/* Windows a conv computes differently are refused by name: dilation, and padding that is not
+ * alike on both sides of an axis (2-D pads, and 1-D SAME_UPPER of an even kernel). */
+TEST(onnx_conv_dilation_and_one_sided_padding_are_refused)
+{
+    struct {
+        const char *file, *want;
+    } cases[] = {
+        {"bad_dilated_conv.onnx", "node '/conv/Conv' (Conv): dilations 2x2: dilated windows do "
+                                  "not map"},
+        {"bad_asymmetric_pad.onnx", "node '/conv/Conv' (Conv): asymmetric padding (top 0, left "
+                                    "0, bottom 1, right 1)"},
+        {"bad_asymmetric_pad_1d.onnx", "node '/conv/Conv' (Conv): asymmetric padding (start 1, "
+                                       "end 2)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[256], err[2048];
+        model_t m;
+        snprintf(path, sizeof path, DATA "%s", cases[i].file);
+        CHECK(onnx_model_load(&m, path, NULL, NULL, err, sizeof err) == -1, "%s imported", path);
+        check_one_line(err, path);
+        CHECK(strstr(err, cases[i].want), "%s: %s", path, err);
+    }
+}
+
+/* Node and producer names are the file's: a line break, bytes outside ASCII or 3,000
+ * characters in them stay inside one comment line of the .net, which parses back with the
+ * graph's four layers and its loss (a line break once started a layer of its own, and a
+ * non-ASCII byte made the text unparsable). */
+TEST(onnx_odd_names_stay_in_their_comments)
+{
+    char err[2048], *text = NULL;
+    model_t m, back;
+    REQUIRE(onnx_model_load(&m, DATA "odd_names.onnx", NULL, &text, err, sizeof err) == 0, "%s",
+            err);
+    REQUIRE(text);
+    CHECK_EQ_I64(m.n_layers, 5);
+    CHECK_EQ_I64(m.total_params, 4 * 3 * 3 * 3 + 5 * 144);
+    int lines = 0;
+    size_t longest = 0, len = 0;
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        CHECK(*c == '\n' || (*c >= 0x20 && *c < 0x7f), "byte 0x%02x in the text", *c);
+        if (*c == '\n') {
+            lines++;
+            longest = len > longest ? len : longest;
+            len = 0;
+        } else
+            len++;
+    }
+    CHECK_EQ_I64(lines, 2 + 5); /* two comment lines, then one per layer */
+    CHECK(longest < 600, "a line of %zu characters", longest);
+    CHECK(strstr(text, "producer line?break") != NULL, "%s", text);
+    CHECK_EQ_I64(count_lines(text, "fc injected", NULL), 0);
+    REQUIRE(model_parse(&back, "odd.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(back.n_layers, 5);
+    model_fini(&back);
+    model_fini(&m);
+    free(text);
 }
