@@ -44,6 +44,8 @@ out=$(timeout 120 experiments/emucluster.sh -n 2 -r 200mbit -- "$build/poseidon"
 mbs=$(echo "$out" | sed -n 's/.*link probe: \([0-9.]*\) MB\/s.*/\1/p' | head -1)
 [ -n "$mbs" ] || { echo "$out" | tail; fail "no link probe line"; }
 awk -v m="$mbs" 'BEGIN { e = m / 25; printf "probe: %.1f MB/s on a 200 Mbit/s link (%.3f)\n", m, e
-                         exit !(e >= 0.90 && e <= 0.98) }' ||
-    fail "probe rate $mbs MB/s is not 0.90-0.98 of 25 MB/s"
+                         exit !(e <= 0.98) }' ||
+    fail "probe rate $mbs MB/s is above 0.98 of 25 MB/s (faster than the link allows)"
+awk -v m="$mbs" 'BEGIN { exit !(m / 25 >= 0.90) }' ||
+    slow_or_busy "probe rate $mbs MB/s is below 0.90 of 25 MB/s"
 echo "ok"

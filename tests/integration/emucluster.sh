@@ -40,8 +40,10 @@ fi
 row=$(timeout 120 experiments/emucluster.sh -n 2 -r 200mbit -- "$build/poseidon" comm-test --mode bench --keys "$keys-2" \
       --block-bytes 1048576 --total-bytes 8388608 --iters 2 2>&1 | sed -n 's/^\[rank 0\] \([0-9][0-9,.]*\)$/\1/p')
 [ -n "$row" ] || fail "no benchmark row"
-echo "$row" | awk -F, '{ e = $5 / 25e6; printf "200 Mbit/s link: goodput %.1f MB/s (%.2f)\n", $5/1e6, e; exit !(e > 0.8 && e < 1.05) }' \
-    || fail "rate limit not as set: $row"
+echo "$row" | awk -F, '{ e = $5 / 25e6; printf "200 Mbit/s link: goodput %.1f MB/s (%.2f)\n", $5/1e6, e; exit !(e < 1.05) }' \
+    || fail "rate limit not as set (faster than the link): $row"
+slow=""  # judged last, so that a busy host still runs the checks below
+echo "$row" | awk -F, '{ exit !($5 / 25e6 > 0.8) }' || slow="goodput below 0.8 of the link: $row"
 
 timeout 60 experiments/emucluster.sh -n 2 -- sh -c 'exit 7' >/dev/null 2>&1; rc=$?
 [ $rc -eq 7 ] || fail "failing command: status $rc, expected 7"
@@ -62,4 +64,5 @@ sleep 0.3
 if [ -n "$nf_before" ] && [ "$(nf_others)" = 0 ]; then
     [ "$(cat $nf)" = "$nf_before" ] || fail "bridge-nf-call-iptables is $(cat $nf) after the runs, was $nf_before"
 fi
+[ -z "$slow" ] || slow_or_busy "$slow"
 echo "ok"

@@ -32,3 +32,16 @@ free_port() {
 
 # Fail the script with a message (a script may define its own to print more).
 fail() { echo "FAIL: $*"; exit 1; }
+
+# A rate below its bound means a slow link only when the host had cores to spare: when the
+# 1-minute load average is at least the number of CPUs, the test cannot judge and skips
+# (exit 77) with the reason; otherwise it fails with the message.
+slow_or_busy() { # slow_or_busy MESSAGE
+    local load cpus
+    load=$(cut -d' ' -f1 /proc/loadavg) cpus=$(nproc)
+    if awk -v l="$load" -v c="$cpus" 'BEGIN { exit !(l >= c) }'; then
+        echo "skip: $1, on a busy host (load average $load on $cpus CPUs): cannot judge a rate here"
+        exit 77
+    fi
+    fail "$1 (load average $load on $cpus CPUs)"
+}
