@@ -86,8 +86,10 @@ static int fold_elementwise(imp_t *im, const Onnx__NodeProto *n, const char *op,
 {
     val_t *ins[3];
     int n_in = (int)n->n_input;
-    if (n_in < 1 || n_in > 3) return ox_node_fail(im, n, "%d inputs", n_in);
-    for (int i = 0; i < n_in; i++) ins[i] = ox_in(im, n, i);
+    int want = !strcmp(op, "Where") ? 3 : !strcmp(op, "Not") || !strcmp(op, "Neg") ? 1 : 2;
+    if (n_in != want) return ox_node_fail(im, n, "%d inputs (%s takes %d)", n_in, op, want);
+    for (int i = 0; i < n_in; i++)
+        if (!(ins[i] = ox_in(im, n, i))) return ox_node_fail(im, n, "input %d is missing", i);
     int64_t dims[ONNX_RANK_MAX];
     int rank = broadcast(ins, n_in, dims);
     if (rank < 0) return ox_node_fail(im, n, "shapes do not broadcast");

@@ -69,6 +69,7 @@ TEST(fuzz_replay_experiment) { replay("experiment", fuzz_experiment); }
 TEST(fuzz_replay_profile) { replay("profile", fuzz_profile); }
 TEST(fuzz_replay_msg) { replay("msg", fuzz_msg); }
 TEST(fuzz_replay_keyring) { replay("keyring", fuzz_keyring); }
+TEST(fuzz_replay_onnx) { replay("onnx", fuzz_onnx); }
 
 /* Found by fuzz_model: a layer whose sizes multiply past int64 got negative costs (signed
  * overflow). Each product is now bounded: past 2^50 per sample the layer is refused by name,

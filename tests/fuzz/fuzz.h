@@ -26,6 +26,7 @@ int fuzz_experiment(const uint8_t *data, size_t size);
 int fuzz_profile(const uint8_t *data, size_t size);
 int fuzz_msg(const uint8_t *data, size_t size);
 int fuzz_keyring(const uint8_t *data, size_t size);
+int fuzz_onnx(const uint8_t *data, size_t size);
 
 #ifdef POSEIDON_LIBFUZZER
 #define FUZZ_LIBFUZZER_ENTRY(fn)                                                            \
