@@ -117,3 +117,20 @@ int bsp_launch(worker_config_t *c, int world)
     fixture_set(&c->job, "cluster.nodes=%d", world);
     return worker_run_local(c, world);
 }
+
+void bsp_mlp_config(worker_config_t *c, const char *scheme, int n, const char *out)
+{
+    worker_config_init(c);
+    experiment_t *j = &c->job;
+    fixture_set(j, "scheme=%s", scheme);
+    fixture_set(j, "model=models/mlp.net");
+    fixture_set(j, "data=synthetic");
+    fixture_set(j, "synthetic_n=%d", n);
+    fixture_set(j, "batch=8");
+    fixture_set(j, "iterations=5");
+    fixture_set(j, "kv_block_mb=0.0625");
+    fixture_set(j, "lr=0.05");
+    c->evaluate = false;
+    c->timeout_ms = 20000;
+    c->params_out = out;
+}

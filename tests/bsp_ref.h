@@ -8,6 +8,11 @@
 
 #include "runtime/worker.h"
 
+/* The job the equivalence tests run: models/mlp.net on n synthetic samples, batch 8, 5
+ * steps, 64 KB KV blocks (several blocks per layer, on every shard), lr 0.05, no evaluation,
+ * 20 s timeout, each rank's parameters to out.RANK. */
+void bsp_mlp_config(worker_config_t *c, const char *scheme, int n, const char *out);
+
 /* Run the job of c on `world` local ranks (its cluster's nodes set to world). Returns the
  * job's exit code (launch_local). */
 int bsp_launch(worker_config_t *c, int world);

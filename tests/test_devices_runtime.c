@@ -19,27 +19,13 @@
 #include "tests/test.h"
 #include "tests/trace_edges.h"
 
-#define DV_BATCH 8
-#define DV_STEPS 5
 #define DV_N 576 /* synthetic samples: 2 nodes x 3 devices x 8 x 12, 3 x 2 x 8 x 12 */
 
 static void dv_config(worker_config_t *c, const char *scheme, int devices, const char *out)
 {
-    worker_config_init(c);
-    experiment_t *j = &c->job;
-    fixture_set(j, "scheme=%s", scheme);
-    fixture_set(j, "model=models/mlp.net");
-    fixture_set(j, "data=synthetic");
-    fixture_set(j, "synthetic_n=%d", DV_N);
-    fixture_set(j, "batch=%d", DV_BATCH);
-    fixture_set(j, "iterations=%d", DV_STEPS);
-    fixture_set(j, "kv_block_mb=0.0625"); /* 64 KB: several blocks per layer, every shard */
-    fixture_set(j, "lr=0.05");
-    fixture_set(j, "cluster.devices_per_node=%d", devices);
-    fixture_set(j, "cluster.interconnect=pcie4");
-    c->evaluate = false;
-    c->timeout_ms = 20000;
-    c->params_out = out;
+    bsp_mlp_config(c, scheme, DV_N, out);
+    fixture_set(&c->job, "cluster.devices_per_node=%d", devices);
+    fixture_set(&c->job, "cluster.interconnect=pcie4");
 }
 
 /* The checks of bsp_check_run, for ranks that each hold `devices` replicas: every replica of

@@ -28,25 +28,11 @@
 #include "tests/trace_edges.h"
 #include "tests/test.h"
 
-#define WT_BATCH 8
-#define WT_STEPS 5
 #define WT_N 512 /* synthetic samples: 4 workers x 8 x 16 */
 
 static void wt_config(worker_config_t *c, const char *scheme, const char *out)
 {
-    worker_config_init(c);
-    experiment_t *j = &c->job;
-    fixture_set(j, "scheme=%s", scheme);
-    fixture_set(j, "model=models/mlp.net");
-    fixture_set(j, "data=synthetic");
-    fixture_set(j, "synthetic_n=%d", WT_N);
-    fixture_set(j, "batch=%d", WT_BATCH);
-    fixture_set(j, "iterations=%d", WT_STEPS);
-    fixture_set(j, "kv_block_mb=0.0625"); /* 64 KB: several blocks per layer, every shard */
-    fixture_set(j, "lr=0.05");
-    c->evaluate = false;
-    c->timeout_ms = 20000;
-    c->params_out = out;
+    bsp_mlp_config(c, scheme, WT_N, out);
 }
 
 static void wt_bsp_case(const char *scheme, int world, int staleness)
