@@ -26,6 +26,22 @@ static double dev_images_per_s(const experiment_t *e, const model_t *m)
     return o.r.images_per_s;
 }
 
+/* Simulates configuration 0 of e with a trace at `name` in the test's folder; the trace
+ * CSV's path in csv. */
+static void dev_sim_trace(const experiment_t *e, const model_t *m, const char *name, char *csv,
+                          size_t csv_len)
+{
+    char prefix[600], err[1024];
+    snprintf(prefix, sizeof prefix, "%s/%s", test_tmpdir(), name);
+    snprintf(csv, csv_len, "%s.csv", prefix);
+    trace_t *tr = trace_open(prefix, err, sizeof err);
+    REQUIRE(tr, "%s", err);
+    simrun_out_t o;
+    cluster_t c;
+    REQUIRE(simrun_config(e, m, 0, &c, tr, &o, err, sizeof err) == 0, "%s", err);
+    trace_close(&tr);
+}
+
 TEST(devices_local_steps_take_latency_plus_bytes_over_the_interconnect)
 {
     /* one node of 4 devices at 8 Gbit/s (one byte per ns), 5 us: each unit's local reduce
@@ -37,15 +53,9 @@ TEST(devices_local_steps_take_latency_plus_bytes_over_the_interconnect)
                                                      "cluster.intra_gbps = 8\n"
                                                      "cluster.intra_latency_us = 5\n"));
     fixture_one_config(&e, 1, 0, "hybrid");
-    char prefix[600], csv[700], err[1024];
-    snprintf(prefix, sizeof prefix, "%s/dev", test_tmpdir());
-    snprintf(csv, sizeof csv, "%s.csv", prefix);
-    trace_t *tr = trace_open(prefix, err, sizeof err);
-    REQUIRE(tr, "%s", err);
-    simrun_out_t o;
+    char csv[700], err[1024];
+    dev_sim_trace(&e, &m, "dev", csv, sizeof csv);
     cluster_t c;
-    REQUIRE(simrun_config(&e, &m, 0, &c, tr, &o, err, sizeof err) == 0, "%s", err);
-    trace_close(&tr);
     FILE *f = fopen(csv, "r");
     REQUIRE(f, "no %s", csv);
     char line[1024];
@@ -133,15 +143,10 @@ TEST(devices_host_staging_copies_each_unit_out_and_back)
                                                          "cluster.intra_gbps = 8\n"
                                                          "cluster.intra_latency_us = 5\n"));
         fixture_one_config(&e, cases[k].nodes, 0, cases[k].scheme);
-        char prefix[600], csv[700], err[1024];
-        snprintf(prefix, sizeof prefix, "%s/st%zu", test_tmpdir(), k);
-        snprintf(csv, sizeof csv, "%s.csv", prefix);
-        trace_t *tr = trace_open(prefix, err, sizeof err);
-        REQUIRE(tr, "%s", err);
-        simrun_out_t o;
+        char name[32], csv[700], err[1024];
+        snprintf(name, sizeof name, "st%zu", k);
+        dev_sim_trace(&e, &m, name, csv, sizeof csv);
         cluster_t c;
-        REQUIRE(simrun_config(&e, &m, 0, &c, tr, &o, err, sizeof err) == 0, "%s", err);
-        trace_close(&tr);
         plan_opts_t po;
         plan_t p;
         job_config(&e, 0, NULL, &c, &po);
