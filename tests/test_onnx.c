@@ -320,6 +320,24 @@ static void check_one_line(const char *err, const char *path)
     CHECK(strchr(err, '\n') == NULL, "message spans lines: %s", err);
 }
 
+/* A fixture the importer must refuse, and what its one line must say. */
+typedef struct {
+    const char *file, *want;
+} refusal_t;
+
+static void check_refusals(const refusal_t *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char path[256], err[2048];
+        model_t m;
+        snprintf(path, sizeof path, DATA "%s", cases[i].file);
+        CHECK(onnx_model_load(&m, path, NULL, NULL, err, sizeof err) == -1, "%s imported", path);
+        check_one_line(err, path);
+        CHECK(strstr(err, cases[i].want), "%s: %s", path, err);
+    }
+}
+
+
 /* Every prefix of a real model (a file cut short) fails cleanly: decoding fails, or what
  * decodes is missing the nodes its outputs need. */
 TEST(onnx_truncated_file_is_one_line)
@@ -483,9 +501,7 @@ TEST(onnx_attention_without_its_scale_is_refused)
  * table multiplied as stored (x·E, not x·Eᵀ), a tied head with a bias, a second tied head. */
 TEST(onnx_other_shared_weights_are_refused)
 {
-    struct {
-        const char *file, *want;
-    } cases[] = {
+    refusal_t cases[] = {
         {"bad_shared_weight.onnx", "node '/fc2/MatMul' (MatMul): weight 'fc1.weight' (read as "
                                    "'/fc2/Transpose_output_0') is shared with node '/fc1/MatMul'"},
         {"bad_shared_untransposed.onnx", "node '/MatMul' (MatMul): multiplies by the table "
@@ -496,23 +512,14 @@ TEST(onnx_other_shared_weights_are_refused)
         {"bad_tied_twice.onnx", "node '/MatMul_1' (MatMul): the table 'wte.weight' of "
                                 "embedding 'wte' is already the output head of node '/MatMul'"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char path[256], err[2048];
-        model_t m;
-        snprintf(path, sizeof path, DATA "%s", cases[i].file);
-        CHECK(onnx_model_load(&m, path, NULL, NULL, err, sizeof err) == -1, "%s imported", path);
-        check_one_line(err, path);
-        CHECK(strstr(err, cases[i].want), "%s: %s", path, err);
-    }
+    check_refusals(cases, sizeof cases / sizeof *cases);
 }
 
 /* Windows a conv computes differently are refused by name: dilation, and padding that is not
  * alike on both sides of an axis (2-D pads, and 1-D SAME_UPPER of an even kernel). */
 TEST(onnx_conv_dilation_and_one_sided_padding_are_refused)
 {
-    struct {
-        const char *file, *want;
-    } cases[] = {
+    refusal_t cases[] = {
         {"bad_dilated_conv.onnx", "node '/conv/Conv' (Conv): dilations 2x2: dilated windows do "
                                   "not map"},
         {"bad_asymmetric_pad.onnx", "node '/conv/Conv' (Conv): asymmetric padding (top 0, left "
@@ -520,14 +527,7 @@ TEST(onnx_conv_dilation_and_one_sided_padding_are_refused)
         {"bad_asymmetric_pad_1d.onnx", "node '/conv/Conv' (Conv): asymmetric padding (start 1, "
                                        "end 2)"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char path[256], err[2048];
-        model_t m;
-        snprintf(path, sizeof path, DATA "%s", cases[i].file);
-        CHECK(onnx_model_load(&m, path, NULL, NULL, err, sizeof err) == -1, "%s imported", path);
-        check_one_line(err, path);
-        CHECK(strstr(err, cases[i].want), "%s: %s", path, err);
-    }
+    check_refusals(cases, sizeof cases / sizeof *cases);
 }
 
 /* Node and producer names are the file's: a line break, bytes outside ASCII or 3,000
