@@ -362,11 +362,6 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
     }
     if (job->cluster.devices_per_node > 1) {
         int d = job->cluster.devices_per_node;
-        if (job->nodes[0] < 2) {
-            fprintf(stderr, "poseidon train: devices_per_node = %d on one node: the devices "
-                            "sync through the node's syncers, which need at least 2 nodes\n", d);
-            goto out;
-        }
         /* the synthetic set's size is known here: said once, not by every rank */
         int n = job->train.synthetic_n;
         if (job->train.limit > 0 && job->train.limit < n) n = job->train.limit;

@@ -164,9 +164,10 @@ static void units_build(worker_t *w)
         wk_unit_t *wu = &w->units[u];
         pthread_mutex_init(&wu->lock, NULL);
         wu->layer = un->layer;
-        if (un->layer < 0 || un->method == SYNC_NONE) continue;
+        if (un->layer < 0 || (un->method == SYNC_NONE && !wk_unit_updates_locally(un))) continue;
         const layer_t *ly = &w->model.layers[un->layer];
         int64_t off = w->layer_off[un->layer];
+        if (wk_unit_updates_locally(un)) wu->w_off = off, wu->w_count = ly->params;
         switch (un->method) {
         case SYNC_PS: wu->ps_off = off, wu->ps_count = ly->params; break;
         case SYNC_SFB:
@@ -223,6 +224,7 @@ static void units_build(worker_t *w)
             if (wu->ps_count)
                 wu->gslot[s] = fake_node ? w->zeros : xcalloc((size_t)wu->ps_count, 4);
             if (un->bucket >= 0) wu->ar_slot[s] = w->buckets[un->bucket].slot[s] + wu->ar_off;
+            if (wk_unit_updates_locally(un)) wu->ar_slot[s] = xcalloc((size_t)wu->w_count, 4);
             if (un->method == SYNC_SFB) {
                 wu->u_slot[s] = fake_node ? w->zeros : xcalloc((size_t)wu->k * wu->m, 4);
                 wu->v_slot[s] = fake_node ? w->zeros : xcalloc((size_t)wu->k * wu->n, 4);
@@ -250,7 +252,7 @@ static void units_build(worker_t *w)
                 }
                 if (wu->ps_count)
                     wu->dev_g[d][s] = w->emulate ? w->zeros : xcalloc((size_t)wu->ps_count, 4);
-                if (un->bucket >= 0)
+                if (un->bucket >= 0 || wk_unit_updates_locally(un))
                     wu->dev_w[d][s] = w->emulate ? w->zeros : xcalloc((size_t)wu->w_count, 4);
                 if (un->method == SYNC_SFB) {
                     size_t ku = (size_t)wu->k_dev * wu->m, kv = (size_t)wu->k_dev * wu->n;
@@ -274,6 +276,7 @@ static void units_free(worker_t *w)
                 free(wu->u_slot[s]);
                 free(wu->v_slot[s]);
             }
+            if (wk_unit_updates_locally(&w->plan.units[u])) free(wu->ar_slot[s]);
             free(wu->stash[s]);
         }
         for (int d = 0; wu->dev_g && d < w->devices; d++) {
@@ -690,13 +693,6 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
         else
             fprintf(stderr, "poseidon train: the job is for %d nodes, the launcher started %d "
                             "ranks (one rank per node)\n", job->nodes[0], w->world);
-        goto bad_input;
-    }
-    if (w->devices > 1 && w->world == 1) {
-        /* one node has no network sync in the plan: nothing would apply the update */
-        fprintf(stderr, "poseidon train: devices_per_node = %d on one node: the runtime's "
-                        "devices sync through the node's syncers, which need at least 2 "
-                        "nodes\n", w->devices);
         goto bad_input;
     }
     if (w->devices > 1 && (cfg->checkpoint_dir || cfg->resume_dir)) {

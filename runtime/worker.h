@@ -9,7 +9,9 @@
  * a compute op completes when every device has run it. With several devices the plan's
  * RES_INTRA ops, one at a time, combine them in memory: LREDUCE adds the devices' gradients
  * into device 0's (the node's) buffers, or stacks their SFB factors, before the node's one
- * network sync, and LBCAST copies the synced parameters into the other replicas (emulated
+ * network sync, and LBCAST copies the synced parameters into the other replicas (one node:
+ * no network sync in the plan, LREDUCE also applies the mean of the reduced gradient to the
+ * node's parameters, as a lone worker does after its backward; emulated
  * compute: each lasts at least the interconnect's time in the plan). Every other op the plan
  * places on workers (PUSH, SFB, UPDATE, ALLREDUCE) has a thread of its own that runs the op's
  * instances in iteration order as their dependencies are met; a thread per PULL op receives

@@ -353,7 +353,7 @@ static void compute_op(worker_t *w, wk_device_t *dv, int op, int64_t t)
     pthread_mutex_unlock(lock);
     /* the gradient leaves the net now: the next FWD/BWD may overwrite it mid-sync */
     const float *grads = nnet_arena(net)->grads;
-    if (un->method == SYNC_NONE && un->layer >= 0) {
+    if (un->method == SYNC_NONE && un->layer >= 0 && !wk_unit_updates_locally(un)) {
         /* one worker (nothing to sync): the update follows the backward here, as the
          * single-worker trainer's does */
         int64_t off = w->layer_off[un->layer], count = w->model.layers[un->layer].params;
@@ -362,7 +362,7 @@ static void compute_op(worker_t *w, wk_device_t *dv, int op, int64_t t)
         pthread_mutex_unlock(lock);
     }
     if (wu->ps_count) memcpy(wu->dev_g[d][s], grads + wu->ps_off, (size_t)wu->ps_count * 4);
-    if (un->method == SYNC_ALLREDUCE)
+    if (un->method == SYNC_ALLREDUCE || wk_unit_updates_locally(un))
         memcpy(wu->dev_w[d][s], grads + wu->w_off, (size_t)wu->w_count * 4);
     if (un->method == SYNC_SFB) {
         const float *x, *dy;
@@ -624,11 +624,12 @@ static void stash_factors(void *arg, int rank, const float *u, const float *v, s
     memcpy(dst + k * m, v, k * n * 4);
 }
 
-/* LREDUCE of unit u, slot s: the other devices' gradients added into the node's (device
+/* LREDUCE of unit u, iteration t: the other devices' gradients added into the node's (device
  * 0's) buffers, in device order; SFB: their factors gathered below the node's, device d's at
  * rows d x k_dev, so the node's factors are its devices' batches stacked. */
-static void local_reduce(worker_t *w, int u, int s)
+static void local_reduce(worker_t *w, int u, int64_t t)
 {
+    int s = (int)(t % w->n_slots);
     const plan_unit_t *un = &w->plan.units[u];
     wk_unit_t *wu = &w->units[u];
     for (int d = 1; d < w->devices; d++) {
@@ -637,7 +638,7 @@ static void local_reduce(worker_t *w, int u, int s)
             const float *src = wu->dev_g[d][s];
             for (int64_t i = 0; i < wu->ps_count; i++) dst[i] += src[i];
         }
-        if (un->method == SYNC_ALLREDUCE) {
+        if (un->method == SYNC_ALLREDUCE || wk_unit_updates_locally(un)) {
             float *dst = wu->ar_slot[s];
             const float *src = wu->dev_w[d][s];
             for (int64_t i = 0; i < wu->w_count; i++) dst[i] += src[i];
@@ -647,6 +648,12 @@ static void local_reduce(worker_t *w, int u, int s)
             memcpy(wu->u_slot[s] + (size_t)d * ku, wu->dev_u[d][s], ku * 4);
             memcpy(wu->v_slot[s] + (size_t)d * kv, wu->dev_v[d][s], kv * 4);
         }
+    }
+    if (wk_unit_updates_locally(un)) { /* one node: the mean over its devices, applied here */
+        pthread_mutex_lock(&wu->lock);
+        sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->ar_slot[s],
+                  w->hist_local + wu->w_off, 1.0f / (float)w->replicas, t);
+        pthread_mutex_unlock(&wu->lock);
     }
 }
 
@@ -802,7 +809,7 @@ static void *sync_main(void *arg)
                          po->kind == OP_LREDUCE ? "reduce" : "broadcast", name, w->devices);
                 pthread_mutex_lock(&w->intra_mu); /* the interconnect: one at a time */
                 t0 = comm_now_ns();
-                if (po->kind == OP_LREDUCE) local_reduce(w, u, s);
+                if (po->kind == OP_LREDUCE) local_reduce(w, u, t);
                 else local_broadcast(w, u);
                 bytes = po->bytes;
                 /* emulated: the node's interconnect as the plan prices it, when the copy

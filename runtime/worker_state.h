@@ -38,12 +38,14 @@ typedef struct {
 typedef struct {
     int layer;                 /* model layer of the unit's parameters, -1: none */
     int64_t ps_off, ps_count;  /* range synced through the PS (0 floats: none) */
-    int64_t w_off, w_count;    /* SFB: the weights; all-reduce: the whole layer */
+    int64_t w_off, w_count;    /* SFB: the weights; all-reduce and a node's own update (one
+                                  node of several devices): the whole layer */
     int m, n;                  /* SFB: outputs x inputs */
     int k;                     /* SFB: factor rows, batch x the layer's positions (tokens) */
     float **gslot;             /* S slots: the PS range's gradient */
     int64_t ar_off;            /* all-reduce: where the gradient sits in its bucket's buffer */
-    float **ar_slot;           /* S slots: the gradient's place in its bucket's buffer */
+    float **ar_slot;           /* S slots: the gradient's place in its bucket's buffer; a
+                                  node's own update: a buffer of its own */
     float **u_slot, **v_slot;  /* S slots: own factors, (K, m) and (K, n) */
     float **stash;             /* S slots: world x K x (m + n), every rank's factors */
     float *gsum;               /* SFB: the rebuilt weight gradient (m, n) */
@@ -55,6 +57,14 @@ typedef struct {
     float ***dev_g, ***dev_w, ***dev_u, ***dev_v;
     int k_dev;                 /* SFB: factor rows of one device; k = devices x k_dev */
 } wk_unit_t;
+
+/* Whether unit un has parameters and no network sync but a local reduce: one node of several
+ * devices, whose reduced gradient the node applies itself (the update a lone worker makes
+ * after its backward), before the local broadcast. */
+static inline bool wk_unit_updates_locally(const plan_unit_t *un)
+{
+    return un->layer >= 0 && un->method == SYNC_NONE && un->op_lreduce >= 0;
+}
 
 /* One device of the node (three levels, core/plan.h): its own replica of the net on its own
  * compute backend, run by its own thread through the plan's FWD/BWD ops. A compute op's
