@@ -182,7 +182,8 @@ static int check_checkpoint_flags(worker_config_t *c)
         job_ckpt_complete_t done;
         int rc = job_ckpt_read_complete(path, &done, NULL, err, sizeof err);
         if (rc == 0) {
-            rc = job_ckpt_check_complete(&done, path, model, c->job.nodes[0], c->job.seed, 0,
+            rc = job_ckpt_check_complete(&done, path, model, c->job.nodes[0],
+                                         c->job.cluster.devices_per_node, c->job.seed, 0,
                                          c->job.train.epochs > 0 ? 0 : c->job.iterations, err,
                                          sizeof err);
             free(done.files);
@@ -370,11 +371,6 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
             fprintf(stderr, "poseidon train: %d training samples over %d nodes x %d devices: "
                             "fewer than a batch of %d per device (devices_per_node = %d is "
                             "more than the data allows)\n", n, job->nodes[0], d, job->batch, d);
-            goto out;
-        }
-        if (c->checkpoint_dir || c->checkpoint_every || c->resume_dir) {
-            fprintf(stderr, "poseidon train: checkpoints hold one replica per rank: not with "
-                            "devices_per_node = %d\n", d);
             goto out;
         }
     }

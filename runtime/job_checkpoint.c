@@ -16,7 +16,7 @@
 #include "runtime/checkpoint.h"
 
 #define JOB_CKPT_MAGIC "PSDNJOBC"
-#define JOB_CKPT_VERSION 1u
+#define JOB_CKPT_VERSION 2u /* 2: devices per node, a state per device */
 #define COMPLETE_FIRST_LINE "poseidon job checkpoint"
 
 typedef struct {
@@ -56,16 +56,26 @@ static int file_record(const char *path, job_ckpt_file_t *f)
     return rc;
 }
 
-static void state_parts(const job_ckpt_header_t *h, const job_ckpt_state_t *s,
-                        ckpt_part_t parts[6])
+/* Parts of a rank's state after the header: 4 arena-sized arrays, then a layer state and an
+ * RNG state per device. */
+static int n_state_parts(const job_ckpt_header_t *h) { return 4 + 2 * h->devices; }
+
+/* The n_state_parts(h) parts of s, malloc'ed. */
+static ckpt_part_t *state_parts(const job_ckpt_header_t *h, const job_ckpt_state_t *s)
 {
+    ckpt_part_t *parts = xcalloc((size_t)n_state_parts(h), sizeof *parts);
     size_t arena = (size_t)h->n_params * sizeof(float);
     parts[0] = (ckpt_part_t){s->params, arena};
     parts[1] = (ckpt_part_t){s->hist_local, arena};
     parts[2] = (ckpt_part_t){s->hist_server, arena};
     parts[3] = (ckpt_part_t){s->shard_values, arena};
-    parts[4] = (ckpt_part_t){s->state, (size_t)h->state_count * sizeof(float)};
-    parts[5] = (ckpt_part_t){s->rng, (size_t)h->rng_bytes};
+    for (int d = 0; d < h->devices; d++) {
+        float *state = d == 0 ? s->state : s->dev_state[d - 1];
+        void *rng = d == 0 ? s->rng : s->dev_rng[d - 1];
+        parts[4 + 2 * d] = (ckpt_part_t){state, (size_t)h->state_count * sizeof(float)};
+        parts[5 + 2 * d] = (ckpt_part_t){rng, (size_t)h->rng_bytes};
+    }
+    return parts;
 }
 
 int job_ckpt_write_rank(const char *path, const job_ckpt_header_t *h,
@@ -77,9 +87,15 @@ int job_ckpt_write_rank(const char *path, const job_ckpt_header_t *h,
     memcpy(d.magic, JOB_CKPT_MAGIC, 8);
     d.version = JOB_CKPT_VERSION;
     d.h = *h;
-    ckpt_part_t parts[7] = {{&d, sizeof d}};
-    state_parts(h, s, parts + 1);
-    if (ckpt_write(path, parts, 7, err, errlen)) return -1;
+    ASSERT(h->devices >= 1, "a checkpoint of %d devices", h->devices);
+    int n = 1 + n_state_parts(h);
+    ckpt_part_t *parts = xcalloc((size_t)n, sizeof *parts), *state = state_parts(h, s);
+    parts[0] = (ckpt_part_t){&d, sizeof d};
+    memcpy(parts + 1, state, (size_t)(n - 1) * sizeof *parts);
+    free(state);
+    int rc = ckpt_write(path, parts, n, err, errlen);
+    free(parts);
+    if (rc) return -1;
     if (file_record(path, file)) {
         snprintf(err, errlen, "%s: cannot read back: %s", path, strerror(errno));
         return -1;
@@ -100,6 +116,9 @@ static void header_mismatch(const char *path, const job_ckpt_header_t *g,
     else if (g->world != want->world)
         snprintf(why, n, "%s: checkpoint of a %d-rank job, this job has %d ranks", path,
                  g->world, want->world);
+    else if (g->devices != want->devices)
+        snprintf(why, n, "%s: checkpoint of %d devices per node, this job has %d "
+                         "(--devices-per-node)", path, g->devices, want->devices);
     else if (g->rank != want->rank)
         snprintf(why, n, "%s: the file of rank %d, read by rank %d", path, g->rank, want->rank);
     else if (g->plan_hash != want->plan_hash)
@@ -154,9 +173,10 @@ int job_ckpt_read_rank(const char *path, const job_ckpt_header_t *want,
         snprintf(err, errlen, "%s", why);
         return -1;
     }
-    ckpt_part_t parts[6];
-    state_parts(want, s, parts);
-    for (int i = 0; i < 6; i++) ckpt_read(r, (void *)parts[i].data, parts[i].bytes);
+    ckpt_part_t *parts = state_parts(want, s);
+    for (int i = 0; i < n_state_parts(want); i++)
+        ckpt_read(r, (void *)parts[i].data, parts[i].bytes);
+    free(parts);
     if (ckpt_close(&r, err, errlen)) return -1;
     *got = d.h;
     return 0;
@@ -169,9 +189,10 @@ char *job_ckpt_complete_text(const job_ckpt_complete_t *c)
     size_t cap = 512 + (size_t)c->world * 80;
     char *t = xmalloc(cap);
     size_t n = (size_t)snprintf(t, cap,
-                                COMPLETE_FIRST_LINE "\niteration %lld\nworld %d\nplan %016llx\n"
-                                "seed %llu\nmodel %s\n",
-                                (long long)c->iter, c->world, (unsigned long long)c->plan_hash,
+                                COMPLETE_FIRST_LINE "\niteration %lld\nworld %d\ndevices %d\n"
+                                "plan %016llx\nseed %llu\nmodel %s\n",
+                                (long long)c->iter, c->world, c->devices,
+                                (unsigned long long)c->plan_hash,
                                 (unsigned long long)c->seed, c->model);
     for (int r = 0; r < c->world; r++)
         n += (size_t)snprintf(t + n, cap - n, "rank %d bytes %lld checksum %016llx\n", r,
@@ -186,16 +207,17 @@ int job_ckpt_complete_parse(const char *text, const char *what, job_ckpt_complet
     memset(c, 0, sizeof *c);
     long long iter;
     unsigned long long hash, seed;
-    int world, used = 0;
+    int world, devices, used = 0;
     char model[MODEL_NAME_MAX];
-    if (sscanf(text, COMPLETE_FIRST_LINE "\niteration %lld\nworld %d\nplan %16llx\nseed %llu\n"
-                     "model %95[^\n]\n%n",
-               &iter, &world, &hash, &seed, model, &used) != 5 ||
-        !used || iter < 0 || world < 1 || world > (1 << 20)) {
+    if (sscanf(text, COMPLETE_FIRST_LINE "\niteration %lld\nworld %d\ndevices %d\nplan %16llx\n"
+                     "seed %llu\nmodel %95[^\n]\n%n",
+               &iter, &world, &devices, &hash, &seed, model, &used) != 6 ||
+        !used || iter < 0 || world < 1 || world > (1 << 20) || devices < 1 ||
+        devices > (1 << 10)) {
         snprintf(err, errlen, "%s: not a COMPLETE file of a poseidon job checkpoint", what);
         return -1;
     }
-    c->iter = iter, c->world = world, c->plan_hash = hash, c->seed = seed;
+    c->iter = iter, c->world = world, c->devices = devices, c->plan_hash = hash, c->seed = seed;
     snprintf(c->model, sizeof c->model, "%s", model);
     c->files = xcalloc((size_t)world, sizeof *c->files);
     const char *p = text + used;
@@ -263,8 +285,8 @@ int job_ckpt_read_complete(const char *path, job_ckpt_complete_t *c, char **text
 }
 
 int job_ckpt_check_complete(const job_ckpt_complete_t *c, const char *path, const char *model,
-                            int world, uint64_t seed, uint64_t plan_hash, int64_t iterations,
-                            char *err, size_t errlen)
+                            int world, int devices, uint64_t seed, uint64_t plan_hash,
+                            int64_t iterations, char *err, size_t errlen)
 {
     if (strcmp(c->model, model))
         snprintf(err, errlen, "%s: checkpoint of model '%s', this job runs '%s'", path, c->model,
@@ -272,6 +294,9 @@ int job_ckpt_check_complete(const job_ckpt_complete_t *c, const char *path, cons
     else if (c->world != world)
         snprintf(err, errlen, "%s: checkpoint of a %d-rank job, this job has %d ranks", path,
                  c->world, world);
+    else if (c->devices != devices)
+        snprintf(err, errlen, "%s: checkpoint of %d devices per node, this job has %d "
+                              "(--devices-per-node)", path, c->devices, devices);
     else if (c->seed != seed)
         snprintf(err, errlen, "%s: checkpoint of seed %llu, this job's seed is %llu", path,
                  (unsigned long long)c->seed, (unsigned long long)seed);

@@ -8,12 +8,14 @@
  * with a checksum (runtime/checkpoint.h), so a job killed at any moment leaves whole
  * checkpoints and directories without COMPLETE, never a torn file that passes for one.
  *
- * A rank's file: a header (the model, sizes, world, rank, the plan's hash, K, seed, rank 0's
- * report accumulators), then the replica's parameters, the momentum of the worker-side and
- * shard-side updates, the shard's own block values (arena-sized: the shard's blocks at their
- * offsets, zeros elsewhere), the net's layer state and its dropout RNG state. COMPLETE is
- * text (K, world, plan hash, model, seed, and each rank file's size and checksum) closed by
- * the same checksum as every checkpoint file.
+ * A rank's file: a header (the model, sizes, world, devices per node, rank, the plan's hash,
+ * K, seed, rank 0's report accumulators), then the node's parameters, the momentum of the
+ * worker-side and shard-side updates, the shard's own block values (arena-sized: the shard's
+ * blocks at their offsets, zeros elsewhere), then per device (0 first) its replica's layer
+ * state and dropout RNG state. At K every device's replica holds the node's parameters (the
+ * local broadcasts of K - 1 are done), and its data position is K: the parameters are saved
+ * once. COMPLETE is text (K, world, devices per node, plan hash, model, seed, and each rank
+ * file's size and checksum) closed by the same checksum as every checkpoint file.
  */
 #ifndef POSEIDON_JOB_CHECKPOINT_H
 #define POSEIDON_JOB_CHECKPOINT_H
@@ -28,6 +30,7 @@ typedef struct {
     char model[MODEL_NAME_MAX];
     int64_t n_params, state_count, rng_bytes;
     int world, rank;
+    int devices;               /* per node: replicas whose state the file holds (>= 1) */
     uint64_t plan_hash, seed;
     int64_t iter;              /* K: iterations completed */
     /* rank 0's report accumulators since its last row */
@@ -36,11 +39,14 @@ typedef struct {
 } job_ckpt_header_t;
 
 /* The state of one rank: arrays of the header's sizes (n_params floats each, state_count
- * floats, rng_bytes bytes); owned by the caller. */
+ * floats, rng_bytes bytes); owned by the caller. state and rng are device 0's; dev_state and
+ * dev_rng hold devices 1 .. devices - 1's at [d - 1] (NULL with one device). */
 typedef struct {
     float *params, *hist_local, *hist_server, *shard_values;
     float *state;
     void *rng;
+    float **dev_state;
+    void **dev_rng;
 } job_ckpt_state_t;
 
 /* One rank file as COMPLETE records it. */
@@ -72,6 +78,7 @@ int job_ckpt_read_rank(const char *path, const job_ckpt_header_t *want,
 typedef struct {
     int64_t iter;
     int world;
+    int devices;               /* per node */
     uint64_t plan_hash, seed;
     char model[MODEL_NAME_MAX];
     job_ckpt_file_t *files;    /* world of them; malloc'ed by job_ckpt_read_complete */
@@ -91,11 +98,11 @@ int job_ckpt_read_complete(const char *path, job_ckpt_complete_t *c, char **text
                            size_t errlen);
 
 /* Whether checkpoint c (its COMPLETE at path) can be resumed by a job of this model, world
- * size, seed, plan (plan_hash 0: not known yet) and iteration count (0: not known yet): 0, or
- * -1 with one line "PATH: reason" in err. */
+ * size, devices per node, seed, plan (plan_hash 0: not known yet) and iteration count (0: not
+ * known yet): 0, or -1 with one line "PATH: reason" in err. */
 int job_ckpt_check_complete(const job_ckpt_complete_t *c, const char *path, const char *model,
-                            int world, uint64_t seed, uint64_t plan_hash, int64_t iterations,
-                            char *err, size_t errlen);
+                            int world, int devices, uint64_t seed, uint64_t plan_hash,
+                            int64_t iterations, char *err, size_t errlen);
 
 /* The newest iteration K for which DIR/iter-K/COMPLETE exists: 0 with *iter = K; -1 when
  * there is none (or DIR cannot be read), with "DIR: reason" in err. */

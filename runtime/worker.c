@@ -541,11 +541,39 @@ job_ckpt_header_t worker_ckpt_header(const worker_t *w, int64_t iter)
     h.state_count = w->net ? nnet_arena(w->net)->state_count : 0;
     h.rng_bytes = w->net ? (int64_t)nnet_rng_state_bytes(w->net) : 0;
     h.world = w->world;
+    h.devices = w->devices;
     h.rank = w->rank;
     h.plan_hash = plan_hash(&w->plan);
     h.seed = w->job->seed;
     h.iter = iter;
     return h;
+}
+
+job_ckpt_state_t worker_ckpt_state(worker_t *w, const job_ckpt_header_t *h)
+{
+    job_ckpt_state_t st = {.params = w->params, .hist_local = w->hist_local,
+                           .hist_server = w->hist_server, .shard_values = w->shard_snapshot};
+    st.rng = xcalloc((size_t)h->rng_bytes + 1, 1);
+    st.state = w->net ? nnet_arena(w->net)->state : NULL;
+    if (w->devices > 1) {
+        st.dev_state = xcalloc((size_t)w->devices - 1, sizeof *st.dev_state);
+        st.dev_rng = xcalloc((size_t)w->devices - 1, sizeof *st.dev_rng);
+    }
+    for (int d = 1; d < w->devices; d++) {
+        nnet_t *net = w->dev[d].net;
+        st.dev_state[d - 1] = net ? nnet_arena(net)->state : NULL;
+        st.dev_rng[d - 1] = xcalloc((size_t)h->rng_bytes + 1, 1);
+    }
+    return st;
+}
+
+void worker_ckpt_state_free(const worker_t *w, job_ckpt_state_t *st)
+{
+    free(st->rng);
+    for (int d = 1; d < w->devices; d++) free(st->dev_rng[d - 1]);
+    free(st->dev_rng);
+    free(st->dev_state);
+    memset(st, 0, sizeof *st);
 }
 
 /* Rank 0: the newest complete checkpoint in dir as its COMPLETE text, after checking that it
@@ -563,7 +591,8 @@ static char *resume_choose(const worker_t *w, const char *dir, char *err, size_t
     if (c.iter != k)
         snprintf(err, errlen, "%s: says iteration %lld, its directory %lld", path,
                  (long long)c.iter, (long long)k);
-    else if (job_ckpt_check_complete(&c, path, h.model, w->world, h.seed, h.plan_hash,
+    else if (job_ckpt_check_complete(&c, path, h.model, w->world, w->devices, h.seed,
+                                     h.plan_hash,
                                      w->iterations, err, errlen) == 0) {
         free(c.files);
         return text;
@@ -607,10 +636,7 @@ static int resume_setup(worker_t *w)
     free(text);
     int64_t k = c.iter;
     job_ckpt_header_t want = worker_ckpt_header(w, k), got;
-    void *rng = xcalloc((size_t)want.rng_bytes + 1, 1);
-    job_ckpt_state_t st = {.params = w->params, .hist_local = w->hist_local,
-                           .hist_server = w->hist_server, .shard_values = w->shard_snapshot,
-                           .state = w->net ? nnet_arena(w->net)->state : NULL, .rng = rng};
+    job_ckpt_state_t st = worker_ckpt_state(w, &want);
     char path[4200];
     job_ckpt_rank_path(path, sizeof path, dir, k, w->rank);
     err[0] = '\0';
@@ -628,11 +654,17 @@ static int resume_setup(worker_t *w)
         fprintf(stderr, "poseidon train: --resume: rank %d: %s\n", bad, tab[bad]);
     worker_allgather_free(w, tab);
     if (bad >= 0) {
-        free(rng);
+        worker_ckpt_state_free(w, &st);
         return 2;
     }
-    if (w->net) nnet_rng_state_restore(w->net, rng);
-    free(rng);
+    /* every replica: the node's parameters (the checkpoint's LBCAST of K - 1 had made them
+     * equal), its own dropout state */
+    for (int d = 0; d < w->devices; d++) {
+        wk_device_t *dv = &w->dev[d];
+        if (d > 0) memcpy(dv->params, w->params, (size_t)w->n_params * sizeof(float));
+        if (dv->net) nnet_rng_state_restore(dv->net, d == 0 ? st.rng : st.dev_rng[d - 1]);
+    }
+    worker_ckpt_state_free(w, &st);
     w->loss_sum = got.loss_sum;
     w->loss_n = got.loss_n;
     w->correct = got.correct;
@@ -693,11 +725,6 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
         else
             fprintf(stderr, "poseidon train: the job is for %d nodes, the launcher started %d "
                             "ranks (one rank per node)\n", job->nodes[0], w->world);
-        goto bad_input;
-    }
-    if (w->devices > 1 && (cfg->checkpoint_dir || cfg->resume_dir)) {
-        fprintf(stderr, "poseidon train: checkpoints hold one replica per rank: not with "
-                        "devices_per_node = %d\n", w->devices);
         goto bad_input;
     }
     if (job->cluster.host_staging) {

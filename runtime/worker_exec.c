@@ -463,16 +463,15 @@ static void checkpoint_take(worker_t *w, int64_t k)
     h.loss_n = w->loss_n;
     h.correct = w->correct;
     h.report_iter0 = w->report_iter0;
-    void *rng = xcalloc((size_t)h.rng_bytes + 1, 1);
-    if (w->net) nnet_rng_state_save(w->net, rng);
-    job_ckpt_state_t st = {.params = w->params, .hist_local = w->hist_local,
-                           .hist_server = w->hist_server, .shard_values = w->shard_snapshot,
-                           .state = w->net ? nnet_arena(w->net)->state : NULL, .rng = rng};
+    /* the other devices wait at the top of iteration k (device_main): their nets are still */
+    job_ckpt_state_t st = worker_ckpt_state(w, &h);
+    for (int d = 0; d < w->devices; d++)
+        if (w->dev[d].net) nnet_rng_state_save(w->dev[d].net, d == 0 ? st.rng : st.dev_rng[d - 1]);
     char path[4200];
     job_ckpt_rank_path(path, sizeof path, dir, k, w->rank);
     job_ckpt_file_t mine;
     int rc = job_ckpt_write_rank(path, &h, &st, &mine, err, sizeof err);
-    free(rng);
+    worker_ckpt_state_free(w, &st);
     if (rc) coord_client_fail(w->cl, "%s", err);
     int64_t t1 = comm_now_ns();
     log_info("rank %d: checkpoint of iteration %lld: %s, %.1f MB in %.1f ms", w->rank,
@@ -486,8 +485,8 @@ static void checkpoint_take(worker_t *w, int64_t k)
     int wait_ms = slow_ms > (1 << 30) ? (1 << 30) : (int)slow_ms;
     char **tab = worker_allgather(w, CKPT_GATHER_ID0 + k * (int64_t)w->world, line, wait_ms);
     if (w->rank == 0) {
-        job_ckpt_complete_t c = {.iter = k, .world = w->world, .plan_hash = h.plan_hash,
-                                 .seed = h.seed};
+        job_ckpt_complete_t c = {.iter = k, .world = w->world, .devices = w->devices,
+                                 .plan_hash = h.plan_hash, .seed = h.seed};
         snprintf(c.model, sizeof c.model, "%s", h.model);
         c.files = xcalloc((size_t)w->world, sizeof *c.files);
         for (int r = 0; r < w->world; r++) {
@@ -518,8 +517,9 @@ static void checkpoint_take(worker_t *w, int64_t k)
     } else if (w->ckpt_last >= 0) {
         job_ckpt_prune_rank(dir, w->rank, w->ckpt_last);
     }
-    w->ckpt_last = k;
     pthread_mutex_lock(&w->mu);
+    w->ckpt_last = k;
+    pthread_cond_broadcast(&w->quiesce_cv); /* the other devices wait for it (device_main) */
     w->ckpt_busy = false;
     w->ckpt_paused_ns += comm_now_ns() - t0;
     if (stop) { /* release every thread waiting for an instance of k or later */
@@ -559,6 +559,22 @@ static void device_ran(worker_t *w, wk_device_t *dv, int op, int64_t t, int64_t 
     mark_done(w, op, t);
 }
 
+/* A device other than the node's (0), at the top of iteration k: waits until device 0 has
+ * taken the checkpoint of k, which saves this device's dropout state (nothing may draw from
+ * it meanwhile) and may stop the run there. */
+static void checkpoint_wait(worker_t *w, int64_t k)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->ckpt_last < k) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&w->quiesce_cv, &w->mu, &ts);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* A device's thread: the plan's compute ops in op-array order, iteration after iteration,
  * each once the node's instances it depends on have completed (on every device). Device 0
  * also takes the checkpoints and writes rank 0's report rows. */
@@ -571,6 +587,7 @@ static void *device_main(void *arg)
     for (int64_t t = w->t_start; t < w->iterations; t++) {
         if (lead && worker_stop_signalled()) coord_client_request_stop(w->cl);
         if (lead && checkpoint_due(w, t)) checkpoint_take(w, t);
+        if (!lead && checkpoint_due(w, t)) checkpoint_wait(w, t);
         if (t >= atomic_load(&w->stop_at)) break;
         for (int op = 0; op < w->plan.n_ops; op++) {
             const plan_op_t *po = &w->plan.ops[op];

@@ -228,6 +228,12 @@ void worker_allgather_free(worker_t *w, char **tab);
  * what a file must say to be resumed by this job; the report accumulators zero. */
 job_ckpt_header_t worker_ckpt_header(const worker_t *w, int64_t k);
 
+/* This rank's state as its checkpoint file holds it (runtime/job_checkpoint.h): the node's
+ * arrays and each device's layer state in place, and an RNG buffer per device of
+ * h->rng_bytes (malloc'ed: worker_ckpt_state_free). */
+job_ckpt_state_t worker_ckpt_state(worker_t *w, const job_ckpt_header_t *h);
+void worker_ckpt_state_free(const worker_t *w, job_ckpt_state_t *st);
+
 /* Whether this rank executes instances of the op (compute, worker-side syncs, PULL's receive
  * side) rather than the shards (APPLY). */
 bool worker_op_runs_here(const plan_op_t *po);

@@ -15,16 +15,23 @@
 
 #define CD_OUT 65536
 
-/* The job: LeNet on synthetic data, fixed plan (no probe), loopback without keys. */
-static const char *cd_job(const char *scheme, int world)
+/* The job: LeNet on synthetic data, fixed plan (no probe), loopback without keys; with
+ * devices > 1, that many device threads per node over a PCIe 4 interconnect. */
+static const char *cd_job_devices(const char *scheme, int world, int devices)
 {
-    static char job[700];
+    static char job[800];
     snprintf(job, sizeof job,
              "%s/poseidon train --workers %d --model models/lenet.net --scheme %s --data "
              "synthetic --synthetic-n 384 --batch 8 --lr 0.05 --no-eval --no-probe --insecure "
-             "--job-out none --kv-block-mb 0.25 --report-every 1 --timeout-ms 30000",
-             test_build_dir(), world, scheme);
+             "--job-out none --kv-block-mb 0.25 --report-every 1 --timeout-ms 30000 "
+             "--devices-per-node %d --set cluster.interconnect=pcie4",
+             test_build_dir(), world, scheme, devices);
     return job;
+}
+
+static const char *cd_job(const char *scheme, int world)
+{
+    return cd_job_devices(scheme, world, 1);
 }
 
 /* The rows of a CSV without the two timing columns (images_per_s, seconds). */
@@ -75,13 +82,14 @@ static const char *cd_want(int world, int a, int b)
 }
 
 /* A job of T = 10 iterations straight, against one that checkpoints every 3 iterations and
- * stops at 8 (the checkpoint of 6 is its newest), resumed to 10 (checkpointing at 9). */
-static void cd_resume_case(const char *scheme, int world)
+ * stops at 8 (the checkpoint of 6 is its newest), resumed to 10 (checkpointing at 9); every
+ * node runs `devices` device threads, and each replica's parameters are compared. */
+static void cd_resume_devices(const char *scheme, int world, int devices)
 {
     const char *d = test_tmpdir();
     static char out[CD_OUT];
-    char job[700];
-    snprintf(job, sizeof job, "%s", cd_job(scheme, world));
+    char job[800];
+    snprintf(job, sizeof job, "%s", cd_job_devices(scheme, world, devices));
     int rc = test_run(out, sizeof out, "%s --iterations 10 --params-out %s/straight --csv "
                       "%s/straight.csv", job, d, d);
     REQUIRE(rc == 0, "%s: straight run exited %d:\n%s", scheme, rc, out);
@@ -98,17 +106,19 @@ static void cd_resume_case(const char *scheme, int world)
                   "--params-out %s/resumed --csv %s/resumed.csv", job, d, d, d);
     REQUIRE(rc == 0, "%s: resumed run exited %d:\n%s", scheme, rc, out);
     CHECK(strstr(out, "starts at iteration 6"), "%s: not resumed at 6:\n%s", scheme, out);
-    for (int r = 0; r < world; r++) {
-        char a[600], b[600], c[600];
-        snprintf(a, sizeof a, "%s/straight.%d", d, r);
-        snprintf(b, sizeof b, "%s/resumed.%d", d, r);
-        snprintf(c, sizeof c, "%s/stopped.%d", d, r);
-        CHECK(cd_files_equal(a, b), "%s: rank %d's parameters differ from the straight run's",
-              scheme, r);
-        /* the comparison can fail: the stopped run's parameters are not the final ones */
-        CHECK(!cd_files_equal(a, c), "%s: rank %d: the run stopped at 8 ended as at 10", scheme,
-              r);
-    }
+    for (int r = 0; r < world; r++)
+        for (int dv = 0; dv < devices; dv++) { /* device d > 0's replica: PREFIX.RANK.D */
+            char a[600], b[600], c[600], sfx[32] = "";
+            if (dv > 0) snprintf(sfx, sizeof sfx, ".%d", dv);
+            snprintf(a, sizeof a, "%s/straight.%d%s", d, r, sfx);
+            snprintf(b, sizeof b, "%s/resumed.%d%s", d, r, sfx);
+            snprintf(c, sizeof c, "%s/stopped.%d%s", d, r, sfx);
+            CHECK(cd_files_equal(a, b), "%s: rank %d device %d's parameters differ from the "
+                  "straight run's", scheme, r, dv);
+            /* the comparison can fail: the stopped run's parameters are not the final ones */
+            CHECK(!cd_files_equal(a, c), "%s: rank %d device %d: the run stopped at 8 ended "
+                  "as at 10", scheme, r, dv);
+        }
     /* the resumed table is the straight one: rows 1..6 of the first leg, 7..10 resumed (a
      * resume that started over would repeat rows; the first leg's 7 and 8 are gone) */
     char sp[600], rp[600];
@@ -125,10 +135,23 @@ static void cd_resume_case(const char *scheme, int world)
           cd_listing(ck));
 }
 
+static void cd_resume_case(const char *scheme, int world)
+{
+    cd_resume_devices(scheme, world, 1);
+}
+
 TEST(ckpt_dist_ps_resumes_bit_exact) { cd_resume_case("ps", 2); }
 TEST(ckpt_dist_sfb_resumes_bit_exact) { cd_resume_case("sfb+wfbp", 2); }
 TEST(ckpt_dist_allreduce_resumes_bit_exact) { cd_resume_case("allreduce+wfbp", 3); }
 TEST(ckpt_dist_hybrid_resumes_bit_exact) { cd_resume_case("hybrid", 2); }
+
+/* Two devices per node: each replica's dropout state is saved (LeNet draws masks on every
+ * device) and the devices wait at the checkpoint; one node (its own update) too. */
+TEST(ckpt_dist_devices_ps_resumes_bit_exact) { cd_resume_devices("ps", 2, 2); }
+TEST(ckpt_dist_devices_sfb_resumes_bit_exact) { cd_resume_devices("sfb+wfbp", 2, 2); }
+TEST(ckpt_dist_devices_allreduce_resumes_bit_exact) { cd_resume_devices("allreduce+wfbp", 2, 2); }
+TEST(ckpt_dist_devices_hybrid_resumes_bit_exact) { cd_resume_devices("hybrid", 2, 2); }
+TEST(ckpt_dist_devices_one_node_resumes_bit_exact) { cd_resume_devices("hybrid", 1, 2); }
 
 /* Expects the resume of the checkpoint in ck by `job extra` to exit 2 naming `what`. */
 static void cd_refused(const char *job, const char *ck, const char *extra, const char *what)
@@ -143,7 +166,7 @@ TEST(ckpt_dist_resume_refuses_another_job_or_a_damaged_file)
 {
     const char *d = test_tmpdir();
     static char out[CD_OUT];
-    char job[700], ck[600], copy[600];
+    char job[800], ck[600], copy[600];
     snprintf(job, sizeof job, "%s", cd_job("hybrid", 2));
     snprintf(ck, sizeof ck, "%s/ck", d);
     snprintf(copy, sizeof copy, "%s/copy", d);
@@ -151,6 +174,8 @@ TEST(ckpt_dist_resume_refuses_another_job_or_a_damaged_file)
                       "--checkpoint-every 3", job, ck);
     REQUIRE(rc == 0, "exit %d:\n%s", rc, out);
     cd_refused(job, ck, "--workers 3", "checkpoint of a 2-rank job, this job has 3 ranks");
+    cd_refused(job, ck, "--devices-per-node 2",
+               "checkpoint of 1 devices per node, this job has 2 (--devices-per-node)");
     cd_refused(job, ck, "--model models/mlp.net", "checkpoint of model 'lenet', this job runs 'mlp'");
     cd_refused(job, ck, "--scheme ps", "this job's plan is");
     cd_refused(job, ck, "--seed 7", "checkpoint of seed 1, this job's seed is 7");
@@ -180,17 +205,17 @@ TEST(ckpt_dist_rank_file_refuses_damage)
     char path[600], err[1024], out[512];
     snprintf(path, sizeof path, "%s/r.ckpt", test_tmpdir());
     job_ckpt_header_t h = {.model = "net", .n_params = 5, .state_count = 2, .rng_bytes = 3,
-                           .world = 2, .rank = 1, .plan_hash = 0x1234, .seed = 9, .iter = 4,
+                           .world = 2, .devices = 1, .rank = 1, .plan_hash = 0x1234, .seed = 9, .iter = 4,
                            .loss_sum = 1.5, .loss_n = 2, .correct = 3, .report_iter0 = 4};
     float p[5] = {1, 2, 3, 4, 5}, hl[5] = {6}, hs[5] = {7}, sv[5] = {8}, st[2] = {9, 10};
     unsigned char rng[3] = {11, 12, 13};
-    job_ckpt_state_t s = {p, hl, hs, sv, st, rng};
+    job_ckpt_state_t s = {p, hl, hs, sv, st, rng, NULL, NULL};
     job_ckpt_file_t rec;
     int sh;
     REQUIRE(job_ckpt_write_rank(path, &h, &s, &rec, err, sizeof err) == 0, "%s", err);
     float p2[5], hl2[5], hs2[5], sv2[5], st2[2];
     unsigned char rng2[3];
-    job_ckpt_state_t back = {p2, hl2, hs2, sv2, st2, rng2};
+    job_ckpt_state_t back = {p2, hl2, hs2, sv2, st2, rng2, NULL, NULL};
     job_ckpt_header_t got;
     REQUIRE(job_ckpt_read_rank(path, &h, &rec, &back, &got, err, sizeof err) == 0, "%s", err);
     CHECK(!memcmp(p, p2, sizeof p) && !memcmp(st, st2, sizeof st) && !memcmp(rng, rng2, 3) &&
@@ -238,13 +263,14 @@ TEST(ckpt_dist_rank_file_refuses_damage)
 TEST(ckpt_dist_complete_text_round_trips)
 {
     job_ckpt_file_t files[3] = {{100, 0x1234}, {200, 0xffffffffffffffffULL}, {300, 0}};
-    job_ckpt_complete_t c = {.iter = 42, .world = 3, .plan_hash = 0xabcdef0123456789ULL,
+    job_ckpt_complete_t c = {.iter = 42, .world = 3, .devices = 4, .plan_hash = 0xabcdef0123456789ULL,
                              .seed = 7, .model = "lenet small", .files = files};
     char *t = job_ckpt_complete_text(&c), err[256];
     job_ckpt_complete_t back;
     REQUIRE(job_ckpt_complete_parse(t, "x", &back, err, sizeof err) == 0, "%s", err);
     CHECK_EQ_I64(back.iter, 42);
     CHECK_EQ_I64(back.world, 3);
+    CHECK_EQ_I64(back.devices, 4);
     CHECK(back.plan_hash == c.plan_hash && back.seed == 7 && !strcmp(back.model, "lenet small"));
     for (int r = 0; r < 3; r++)
         CHECK(back.files[r].bytes == files[r].bytes && back.files[r].checksum == files[r].checksum,
