@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "runtime/conn_cap.h"
 #include "runtime/reject_log.h"
 #include "runtime/zap.h"
 
@@ -44,9 +45,9 @@ struct comm {
     stash_node_t *stash_head, *stash_tail;
     int stash_n;
     bool watch;         /* comm_watch_connections: new DEALERs get a monitor too */
-    void **monitors;    /* PAIR sockets receiving the socket monitors' events */
+    void **monitors;    /* PAIR sockets receiving the DEALERs' socket monitors' events */
     int n_monitors;
-    int router_monitor; /* index of the ROUTER's in monitors, -1: none */
+    conn_cap_t *cap;    /* the ROUTER's monitor: its connections per host, its closes */
     uint64_t n_bad, bytes_sent, bytes_received;
 };
 
@@ -205,7 +206,6 @@ static comm_t *comm_create(const char *name, int rank, int n_peers, const char *
     c->n_peers = n_peers;
     c->send_timeout_ms = send_timeout_ms;
     c->affinity = affinity;
-    c->router_monitor = -1;
     c->peers = xcalloc((size_t)n_peers, sizeof *c->peers);
     if (bind) {
         c->router = zmq_socket(comm_context(), ZMQ_ROUTER);
@@ -265,19 +265,38 @@ static void add_monitor(comm_t *c, void *sock)
     c->monitors[c->n_monitors++] = pair;
 }
 
+/* The ROUTER's watch (runtime/conn_cap.h), made on first use. */
+static conn_cap_t *router_watch(comm_t *c)
+{
+    ASSERT(c->router, "comm %s has no ROUTER", c->name);
+    if (!c->cap) {
+        char what[64];
+        snprintf(what, sizeof what, "comm %s (rank %d)", c->name, c->rank);
+        c->cap = conn_cap_watch(comm_context(), c->router, what, 0);
+    }
+    return c->cap;
+}
+
 void comm_watch_connections(comm_t *c)
 {
     if (c->watch) return;
     c->watch = true;
-    if (c->router) {
-        c->router_monitor = c->n_monitors;
-        add_monitor(c, c->router);
-    }
+    if (c->router) conn_cap_keep_closed(router_watch(c));
+}
+
+void comm_set_connection_cap(comm_t *c, int per_host)
+{
+    conn_cap_set(router_watch(c), per_host);
+}
+
+uint64_t comm_connections_refused(const comm_t *c)
+{
+    return c->cap ? conn_cap_refused(c->cap) : 0;
 }
 
 int comm_closed_connections(comm_t *c, int *fds, int max)
 {
-    int n = 0;
+    int n = c->cap ? conn_cap_closed(c->cap, fds, max) : 0;
     for (int i = 0; i < c->n_monitors && n < max; i++) {
         for (;;) {
             /* an event: [uint16 event, uint32 value] then the endpoint */
@@ -286,11 +305,8 @@ int comm_closed_connections(comm_t *c, int *fds, int max)
             if (got < 0) break;
             drain_more(c->monitors[i]);
             uint16_t event;
-            uint32_t value;
             memcpy(&event, ev, 2);
-            memcpy(&value, ev + 2, 4);
-            if (got == 6 && event == ZMQ_EVENT_DISCONNECTED && n < max)
-                fds[n++] = i == c->router_monitor ? (int)value : -1;
+            if (got == 6 && event == ZMQ_EVENT_DISCONNECTED && n < max) fds[n++] = -1;
         }
     }
     return n;
@@ -315,6 +331,7 @@ void comm_destroy(comm_t **cp)
     stash_clear(c);
     for (int i = 0; i < c->n_monitors; i++) zmq_close(c->monitors[i]);
     free(c->monitors);
+    conn_cap_unwatch(&c->cap); /* before its listener closes */
     for (int i = 0; i < c->n_peers; i++)
         if (c->peers[i].dealer) zmq_close(c->peers[i].dealer);
     if (c->router) zmq_close(c->router);

@@ -199,6 +199,14 @@ int comm_tracker_wait(comm_tracker_t *t, int timeout_ms);
 void comm_watch_connections(comm_t *c);
 int comm_closed_connections(comm_t *c, int *fds, int max);
 
+/* Connections per host: at most per_host TCP connections from one remote IP may be open to
+ * the comm's ROUTER at once; one beyond is ended as soon as it is accepted and logged
+ * (runtime/conn_cap.h; 0: no cap). Call it right after comm_new, before the endpoint is
+ * published: connections accepted earlier are not counted. comm_connections_refused says
+ * how many were ended so far. */
+void comm_set_connection_cap(comm_t *c, int per_host);
+uint64_t comm_connections_refused(const comm_t *c);
+
 /* Counters: messages dropped as bad, payload bytes sent and received. */
 uint64_t comm_n_bad(const comm_t *c);
 uint64_t comm_bytes_sent(const comm_t *c);

@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "runtime/comm.h"
+#include "runtime/conn_cap.h"
 
 #define TEXT_MAX 512
 
@@ -306,6 +307,8 @@ coord_server_t *coord_server_new(const launch_env_t *env, coord_config_t cfg)
     s->world = env->world;
     s->ranks = xcalloc((size_t)env->world, sizeof *s->ranks);
     for (int q = 0; q < env->world; q++) s->ranks[q].hb_fd = -1;
+    /* every rank, all on one host at most, holds two connections: main and heartbeats */
+    comm_set_connection_cap(c, conn_cap_for(2 * env->world));
     comm_watch_connections(c);
     s->start_ns = comm_now_ns();
     if (pthread_create(&s->thread, NULL, server_main, s) != 0) die("pthread_create");

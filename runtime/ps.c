@@ -258,6 +258,7 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
            "staleness %d, %d workers of %d", cfg->staleness, cfg->n_workers, cfg->world);
     comm_t *c = comm_new("ps", cfg->shard, cfg->world, cfg->bind, 5000);
     if (!c) return NULL;
+    if (cfg->conn_cap > 0) comm_set_connection_cap(c, cfg->conn_cap);
     ps_server_t *s = xcalloc(1, sizeof *s);
     s->cfg = *cfg;
     s->comm = c;

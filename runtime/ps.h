@@ -82,6 +82,8 @@ typedef struct {
     void *update_arg;
     ps_push_fn on_push;        /* optional */
     void *on_push_arg;
+    int conn_cap;              /* TCP connections one host may hold open to the shard
+                                  (comm_set_connection_cap); 0: no cap */
 } ps_server_config_t;
 
 typedef struct ps_server ps_server_t;

@@ -26,6 +26,7 @@
 #include "runtime/allreduce.h"
 #include "runtime/comm.h"
 #include "runtime/compute.h"
+#include "runtime/conn_cap.h"
 #include "runtime/coord.h"
 #include "runtime/data.h"
 #include "runtime/job_checkpoint.h"
@@ -151,6 +152,16 @@ static int entries_build(worker_t *w, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+/* The PS clients of a rank, each with a connection to every shard: one per PUSH and per
+ * PULL syncer (runtime/worker_exec.c). */
+static int ps_clients_per_rank(const worker_t *w)
+{
+    int n = 0;
+    for (int op = 0; op < w->plan.n_ops; op++)
+        n += w->plan.ops[op].kind == OP_PUSH || w->plan.ops[op].kind == OP_PULL;
+    return n;
 }
 
 static void units_build(worker_t *w)
@@ -826,12 +837,15 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     size_t line_cap = (size_t)(n_units + 2) * 300;
     char *line = xmalloc(line_cap);
     if (!w->probe_comm) coord_client_fail(w->cl, "cannot bind %s", bind);
+    /* each peer connects once to the probe's and to each unit's socket */
+    comm_set_connection_cap(w->probe_comm, conn_cap_for(w->world));
     size_t pos = (size_t)snprintf(line, line_cap, "%s", comm_endpoint(w->probe_comm));
     for (int u = 0; u < n_units; u++) {
         char name[16];
         snprintf(name, sizeof name, "u%d", u);
         if (!(w->ucomm[u] = comm_new(name, w->rank, w->world, bind, to)))
             coord_client_fail(w->cl, "cannot bind %s", bind);
+        comm_set_connection_cap(w->ucomm[u], conn_cap_for(w->world));
         pos += (size_t)snprintf(line + pos, line_cap - pos, " %s", comm_endpoint(w->ucomm[u]));
     }
     char **tab = coord_client_rendezvous(w->cl, line);
@@ -925,6 +939,9 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     if (w->rank == 0) {
         char sb[64];
         log_info("plan hash %016llx", (unsigned long long)plan_hash(&w->plan));
+        log_info("connections: per host at most %d to the coordinator, %d to a PS shard, %d to "
+                 "another socket (more are ended when accepted)", conn_cap_for(2 * w->world),
+                 conn_cap_for(w->world * ps_clients_per_rank(w)), conn_cap_for(w->world));
         log_info("link probe: %.1f MB/s, %.1f us one-way; planned on %.1f MB/s, %.1f us "
                  "(job_link_settle); plan: %s on %d workers, %d shards",
                  pr.bw_Bps / 1e6, pr.lat_ns / 1e3, cl.nic_Bps * cl.nic_efficiency / 1e6,
@@ -969,7 +986,8 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
                                  .staleness = job->staleness, .update = worker_shard_update,
                                  .update_arg = w,
                                  .on_push = cfg->trace_prefix ? worker_push_arrived : NULL,
-                                 .on_push_arg = w};
+                                 .on_push_arg = w,
+                                 .conn_cap = conn_cap_for(w->world * ps_clients_per_rank(w))};
         if (cfg->trace_prefix) {
             w->arrivals = xcalloc((size_t)w->world * n_units, sizeof *w->arrivals);
             for (int i = 0; i < w->world * n_units; i++) w->arrivals[i].iteration = -1;

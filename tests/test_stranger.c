@@ -15,6 +15,7 @@
 
 #include "runtime/comm.h"
 #include "runtime/keyring.h"
+#include "tests/conn_flood.h"
 #include "test.h"
 
 #define JOB_FLAGS                                                                           \
@@ -150,4 +151,150 @@ TEST(job_refuses_strangers)
     for (int s = 0; s < 6; s++) zmq_close(socks[s]);
     keyring_destroy(&own);
     keyring_destroy(&k);
+}
+
+/* The pid after "pid " on the first line of path that holds marker, or 0. */
+static int pid_after(const char *path, const char *marker)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[1024];
+    int pid = 0;
+    while (!pid && fgets(line, sizeof line, f)) {
+        char *p = strstr(line, marker) ? strstr(line, "pid ") : NULL;
+        if (p) pid = atoi(p + 4);
+    }
+    fclose(f);
+    return pid;
+}
+
+/* The n-th integer after marker on its line in path (0: the first), or -1. */
+static int int_after(const char *path, const char *marker, int nth)
+{
+    char out[1024];
+    if (test_run(out, sizeof out, "grep -m1 -o '%s.*' '%s'", marker, path) != 0) return -1;
+    const char *p = out + strlen(marker);
+    for (int i = 0; *p; p++) {
+        if (*p < '0' || *p > '9') continue;
+        if (i++ == nth) return atoi(p);
+        while (p[1] >= '0' && p[1] <= '9') p++;
+    }
+    return -1;
+}
+
+/* Open file descriptors of process pid, or -1. */
+static int fd_count(int pid)
+{
+    char out[64];
+    if (test_run(out, sizeof out, "ls /proc/%d/fd 2>/dev/null | wc -l", pid) != 0) return -1;
+    return atoi(out);
+}
+
+/* VmRSS of pid in kB, or -1. */
+static int rss_kb(int pid)
+{
+    char out[128];
+    if (test_run(out, sizeof out, "awk '/^VmRSS/ {print $2}' /proc/%d/status 2>/dev/null", pid))
+        return -1;
+    return atoi(out);
+}
+
+#define FLOOD_FLAGS                                                                         \
+    "train --workers 2 --model models/lenet.net --data synthetic --synthetic-n 2048 "     \
+    "--no-eval --batch 16 --iterations 160 --report-every 8 --scheme hybrid --no-probe "     \
+    "--job-out none --timeout-ms 30000 --kv-block-mb tensor"
+
+TEST(job_caps_a_strangers_connections)
+{
+    /* a stranger on another host (127.0.0.2) opens 200 TCP connections to the coordinator
+     * and 200 to rank 0's PS shard while the job trains: rank 0 keeps at most the cap of
+     * each open, so its descriptors grow by no more than the two caps; it logs the refusal;
+     * and the job ends with the parameters of the same job undisturbed */
+    enum { N = 200 };
+    const char *tmp = test_tmpdir(), *bin = test_build_dir();
+    char out[4096], log[700], cmd[4096];
+    int rc = test_run(out, sizeof out, "%s/poseidon " FLOOD_FLAGS " --params-out %s/calm", bin,
+                      tmp);
+    REQUIRE(rc == 0, "the undisturbed job failed (%d): %s", rc, out);
+
+    snprintf(log, sizeof log, "%s/flooded.log", tmp);
+    snprintf(cmd, sizeof cmd, "exec %s/poseidon " FLOOD_FLAGS " --params-out %s/flooded >%s 2>&1",
+             bin, tmp, log);
+    pid_t job = fork();
+    REQUIRE(job >= 0);
+    if (job == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    /* rank 0's pid and ports, once it trains (its first row: every connection of the job
+     * is made) */
+    int shard0 = 0, coord_port = 0, rank0 = 0, trains = 0;
+    for (int i = 0; i < 1500 && !trains; i++) {
+        shard0 = port_after(log, "rank 0 endpoint: PS shard");
+        coord_port = port_after(log, "rank 0 of 2");
+        rank0 = pid_after(log, "rank 0 of 2");
+        trains = shard0 && coord_port && rank0 &&
+                 test_run(out, sizeof out, "grep -q '^[0-9.]*,8,' '%s'", log) == 0;
+        usleep(20000);
+    }
+    if (!trains) kill(job, SIGKILL);
+    REQUIRE(trains, "the job did not start training");
+    int cap_coord = int_after(log, "per host at most ", 0);
+    int cap_shard = int_after(log, "per host at most ", 1);
+    REQUIRE(cap_coord > 0 && cap_shard > 0 && cap_coord + cap_shard < N,
+            "caps %d and %d in the log", cap_coord, cap_shard);
+    int fds0 = fd_count(rank0), rss0 = rss_kb(rank0);
+    int at_coord[N], at_shard[N];
+    int made = conn_flood_open("127.0.0.2", coord_port, at_coord, N);
+    made += conn_flood_open("127.0.0.2", shard0, at_shard, N);
+    if (made != 2 * N) {
+        conn_flood_close(at_coord, N);
+        conn_flood_close(at_shard, N);
+        REQUIRE(waitpid(job, NULL, 0) == job);
+        SKIP("cannot connect from 127.0.0.2 to 127.0.0.1 (%d of %d connections)", made, 2 * N);
+    }
+    /* until the refusals are done (each connection is ended once its acceptance is seen) */
+    int alive_coord = N, alive_shard = N, fds_max = 0, rss_max = 0;
+    for (int i = 0; i < 500 && (alive_coord > cap_coord || alive_shard > cap_shard); i++) {
+        usleep(20000);
+        alive_coord = conn_flood_alive(at_coord, N);
+        alive_shard = conn_flood_alive(at_shard, N);
+    }
+    for (int i = 0; i < 10; i++) { /* and a while after */
+        int f = fd_count(rank0), r = rss_kb(rank0);
+        if (f > fds_max) fds_max = f;
+        if (r > rss_max) rss_max = r;
+        usleep(50000);
+    }
+    alive_coord = conn_flood_alive(at_coord, N);
+    alive_shard = conn_flood_alive(at_shard, N);
+    int st = 0;
+    CHECK(waitpid(job, &st, WNOHANG) == 0, "the job ended before the stranger was done: the "
+                                           "attack proved nothing");
+    printf("rank 0: %d descriptors before, at most %d during; VmRSS %d kB before, at most %d kB "
+           "during; the stranger's open connections: %d of %d to the coordinator (cap %d), %d "
+           "of %d to the shard (cap %d)\n", fds0, fds_max, rss0, rss_max, alive_coord, N,
+           cap_coord, alive_shard, N, cap_shard);
+    CHECK(alive_coord <= cap_coord && alive_shard <= cap_shard,
+          "%d and %d connections stay open, the caps are %d and %d", alive_coord, alive_shard,
+          cap_coord, cap_shard);
+    /* the job's own descriptors may move a little meanwhile (files, reconnections) */
+    CHECK(fds_max - fds0 <= cap_coord + cap_shard + 16, "rank 0 went from %d to %d descriptors",
+          fds0, fds_max);
+    conn_flood_close(at_coord, N);
+    conn_flood_close(at_shard, N);
+    REQUIRE(waitpid(job, &st, 0) == job);
+    char tail[4096];
+    test_run(tail, sizeof tail, "tail -5 %s", log);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the flooded job failed: %s", tail);
+    test_run(out, sizeof out, "grep -c 'refused a connection from 127.0.0.2: .* at most' %s",
+             log);
+    /* one line per host per interval (runtime/reject_log.h), whichever socket it was */
+    CHECK(atoi(out) >= 1, "no refusal logged: %s", tail);
+    for (int r = 0; r < 2; r++) {
+        char a[700], b[700];
+        snprintf(a, sizeof a, "%s/calm.%d", tmp, r);
+        snprintf(b, sizeof b, "%s/flooded.%d", tmp, r);
+        CHECK(files_equal(a, b), "rank %d's parameters differ from the undisturbed job's", r);
+    }
 }
