@@ -8,9 +8,12 @@
 #include "check.h"
 
 /* One entity: a single flow src -> dst; a "multi" of `mult` flows between a hub node and
- * its leaves (every node but the hub and the nodes in its set): a broadcast (hub = src,
- * leaves receive) or a gather (hub = dst, leaves send); or a "fan": the same with the leaves
- * listed in its set (mult of them). Fans are made only by splitting: the flows of a multi (or
+ * its leaves (every node of one rack, every node with one rack, but the hub and the nodes in
+ * its set): a broadcast's part (hub = src, leaves receive) or a gather's (hub = dst, leaves
+ * send); or a "fan": the same with the leaves listed in its set (mult of them, in one rack).
+ * Every flow of a multi or fan crosses its hub resource and the same rack links (ent_links);
+ * a single flow crossing racks is listed at its NIC sides as LIST_WHOLE, so that freezing it
+ * goes through freeze(), which knows rack links. Fans are made only by splitting: the flows of a multi (or
  * fan) that saturate at one level of a rate computation leave it together, as one fan, so
  * they keep one rate and one remaining size and finish at one instant — one entity and one
  * finish event, where one single flow per leaf would cost as many of each.
@@ -24,11 +27,15 @@
  * times. A computation then costs the progressive filling alone, not a rebuild over every
  * entity and every excluded node. */
 #define FAN (-2)
+/* A multi's field for its leaves: SCOPE(q) = -3 - q, the leaves being the nodes of rack q
+ * (every node when there is one rack). */
+#define SCOPE(q) (-3 - (q))
 typedef struct {
-    int src, dst;    /* single: both; broadcast: src, dst = NET_DST_ALL; gather: dst,
-                        src = NET_SRC_ALL; fan out: src, dst = FAN; fan in: dst, src = FAN
-                        (so the kind needs no field of its own) */
-    int mult;        /* flows it stands for: 1; nodes - 1 - nset for a multi; nset for a fan */
+    int src, dst;    /* single: both; broadcast: src, dst = SCOPE(rack of its leaves);
+                        gather: dst, src = SCOPE(...); fan out: src, dst = FAN; fan in: dst,
+                        src = FAN (so the kind needs no field of its own) */
+    int mult;        /* flows it stands for: 1; rack size - (hub in it) - nset for a multi;
+                        nset for a fan */
     int nset;
     int *set;        /* owned; room for ex_room(nset): multi: the nodes it excludes; fan: its
                         leaves */
@@ -87,13 +94,23 @@ typedef struct {
     int64_t len, cap, dead;
 } rlist_t;
 
-/* Resources: send side of node s is s, receive side of node d is N + d, the class of plain
- * send sides is 2N, of plain receive sides 2N + 1, the core 2N + 2. Side 0 is send, 1 is
- * receive: a broadcast's hub is on side 0 and its leaves on side 1, a gather the reverse. */
+/* Resources: send side of node s is s, receive side of node d is N + d; with R > 1 racks
+ * the uplink of rack q is 2N + q and its downlink 2N + R + q (L = 2R rack links, L = 0 with
+ * one rack); the class of plain send sides of rack q is 2N + L + 2q, of its plain receive
+ * sides 2N + L + 2q + 1; the core 2N + L + 2R. With one rack this is the numbering of a
+ * single switch: 2N, 2N + 1 the classes, 2N + 2 the core. Side 0 is send, 1 is receive: a
+ * broadcast's hub is on side 0 and its leaves on side 1, a gather the reverse. The "kept"
+ * resources (lists, loads, references) are the NIC sides and the rack links, [0, 2N + L). */
 struct net {
     int nodes;
     int whole;       /* multis are never split (net_set_whole) */
-    double nic_Bps, core_Bps;
+    double nic_Bps, core_Bps; /* nic_Bps: the rate of a NIC side not given its own */
+    int racks, rack_size, links; /* R, nodes per rack (N when R = 1), L */
+    double rack_Bps; /* each rack link, per direction */
+    double *side_Bps; /* [2N] each NIC side's rate */
+    char *pinned;    /* [N] a node whose NIC rate is not nic_Bps: its sides are always
+                        referenced, so never in a plain class (whose sides share one rate) */
+    int *skipbuf;    /* [N] scratch of net_finish: the nodes a rack's part does not cover */
     ent_t *f;        /* [cap] slots */
     ent_cold_t *cold; /* [cap], slot i's in cold[i] */
     int64_t cap, used_slots; /* slots [0, used_slots) were handed out at least once */
@@ -113,14 +130,14 @@ struct net {
                         longer matches their slot are dead) */
     rlist_t order;   /* every entity */
     rlist_t multis;  /* every multi */
-    int64_t *base;   /* [2N] the computation's starting cnt (see cnt) */
-    int64_t mu_base[2], core_base;
-    int32_t *ref;    /* [2N] how many entities cross, exclude or are hubs at it: touched
-                        when > 0 */
+    int64_t *base;   /* [2N + L] the computation's starting cnt (see cnt) */
+    int64_t *mu_base, core_base; /* mu_base [2R]: see mu */
+    int32_t *ref;    /* [2N + L] how many entities cross, exclude or are hubs at it (and 1
+                        for a pinned node's side): touched when > 0 */
     int *touched;    /* the touched resources, any order */
-    int *tpos;       /* [2N] place in touched, -1 when not touched */
+    int *tpos;       /* [2N + L] place in touched, -1 when not touched */
     int ntouched;
-    int64_t special[2]; /* touched resources of the side */
+    int64_t *special; /* [2R]: touched NIC sides of rack q and side s, at 2q + s */
     fheap_t *fheap;  /* finish times, earliest first, with stale entries */
     int64_t nfheap, fheap_cap;
     fheap_t *due;    /* scratch of net_finish */
@@ -153,9 +170,10 @@ struct net {
     int64_t ent_cap; /* capacity of frozen, ml, exin and seen */
     rheap_t *heap;
     int64_t heap_cap;
-    /* global terms of the current computation, per side */
-    int64_t mu[2];   /* unfrozen multis with leaves on the side */
-    double fm[2];    /* sum of the rates of frozen multis with leaves on the side */
+    /* global terms of the current computation, per rack q and side s at 2q + s */
+    int64_t *mu;     /* [2R] unfrozen multis with leaves on side s of rack q */
+    double *fm;      /* [2R] sum of the rates of frozen multis with leaves there */
+    int64_t *level_side; /* [2R] scratch of freeze_level: the level's NIC sides there */
     int64_t core_cnt;
     double core_used;
     int64_t left;
@@ -168,23 +186,83 @@ static int hub_res(const net_t *n, const ent_t *e)
 {
     return hub_sends(e) ? e->src : n->nodes + e->dst;
 }
+static inline int rack_of(const net_t *n, int v) { return n->racks > 1 ? v / n->rack_size : 0; }
+/* The rack of a multi's or fan's leaves. */
+static int scope_of(const net_t *n, const ent_t *e)
+{
+    if (is_fan(e)) return rack_of(n, e->set[0]);
+    return SCOPE(0) - (hub_sends(e) ? e->dst : e->src);
+}
+/* The plain class (and the global terms' index) of NIC side r < 2N. */
+static inline int side_class(const net_t *n, int r)
+{
+    int side = r >= n->nodes;
+    return 2 * rack_of(n, r - side * n->nodes) + side;
+}
+/* The rack links every flow of entity e crosses: 0, or 2 in out[] (the sending rack's
+ * uplink, the receiving rack's downlink). */
+static int ent_links(const net_t *n, const ent_t *e, int out[2])
+{
+    if (n->racks <= 1) return 0;
+    int qs, qd;
+    if (is_single(e)) {
+        qs = rack_of(n, e->src), qd = rack_of(n, e->dst);
+    } else {
+        int qh = rack_of(n, hub_node(e)), q = scope_of(n, e);
+        qs = hub_sends(e) ? qh : q;
+        qd = hub_sends(e) ? q : qh;
+    }
+    if (qs == qd) return 0;
+    out[0] = 2 * n->nodes + qs;
+    out[1] = 2 * n->nodes + n->racks + qd;
+    return 2;
+}
+static int class_res(const net_t *n, int cls) { return 2 * n->nodes + n->links + cls; }
+static int core_res(const net_t *n) { return 2 * n->nodes + n->links + 2 * n->racks; }
 
 net_t *net_new(int nodes, double nic_Bps, double core_Bps)
 {
+    return net_new_racks(nodes, nic_Bps, core_Bps, 0, 0);
+}
+
+net_t *net_new_racks(int nodes, double nic_Bps, double core_Bps, int nodes_per_rack,
+                     double rack_Bps)
+{
     ASSERT(nodes >= 1 && nic_Bps > 0, "nodes %d, nic %g", nodes, nic_Bps);
+    ASSERT(nodes_per_rack >= 0, "%d nodes per rack", nodes_per_rack);
     net_t *n = xcalloc(1, sizeof *n);
     n->nodes = nodes;
     n->nic_Bps = nic_Bps;
     n->core_Bps = core_Bps > 0 ? core_Bps : 0;
     n->next_ns = INT64_MAX;
-    size_t R = 2 * (size_t)nodes + 3;
-    n->list = xcalloc(2 * (size_t)nodes, sizeof *n->list);
-    n->exl = xcalloc(2 * (size_t)nodes, sizeof *n->exl);
-    n->base = xcalloc(2 * (size_t)nodes, sizeof *n->base);
-    n->ref = xcalloc(2 * (size_t)nodes, sizeof *n->ref);
-    n->touched = xcalloc(2 * (size_t)nodes, sizeof *n->touched);
-    n->tpos = xcalloc(2 * (size_t)nodes, sizeof *n->tpos);
-    for (size_t r = 0; r < 2 * (size_t)nodes; r++) n->tpos[r] = -1;
+    n->racks = 1;
+    n->rack_size = nodes;
+    if (nodes_per_rack > 0 && nodes_per_rack < nodes) {
+        ASSERT(nodes % nodes_per_rack == 0 && rack_Bps > 0,
+               "%d nodes in racks of %d, rack links of %g B/s", nodes, nodes_per_rack, rack_Bps);
+        n->racks = nodes / nodes_per_rack;
+        n->rack_size = nodes_per_rack;
+        n->links = 2 * n->racks;
+        n->rack_Bps = rack_Bps;
+    }
+    size_t K = 2 * (size_t)nodes + (size_t)n->links, C = 2 * (size_t)n->racks;
+    size_t R = K + C + 1;
+    n->side_Bps = xcalloc(2 * (size_t)nodes, sizeof *n->side_Bps);
+    for (size_t r = 0; r < 2 * (size_t)nodes; r++) n->side_Bps[r] = nic_Bps;
+    n->pinned = xcalloc((size_t)nodes, 1);
+    n->skipbuf = xcalloc((size_t)nodes, sizeof *n->skipbuf);
+    n->mu_base = xcalloc(C, sizeof *n->mu_base);
+    n->special = xcalloc(C, sizeof *n->special);
+    n->mu = xcalloc(C, sizeof *n->mu);
+    n->fm = xcalloc(C, sizeof *n->fm);
+    n->level_side = xcalloc(C, sizeof *n->level_side);
+    n->list = xcalloc(K, sizeof *n->list);
+    n->exl = xcalloc(K, sizeof *n->exl);
+    n->base = xcalloc(K, sizeof *n->base);
+    n->ref = xcalloc(K, sizeof *n->ref);
+    n->touched = xcalloc(K, sizeof *n->touched);
+    n->tpos = xcalloc(K, sizeof *n->tpos);
+    for (size_t r = 0; r < K; r++) n->tpos[r] = -1;
     n->cnt = xcalloc(R, sizeof *n->cnt);
     n->used = xcalloc(R, sizeof *n->used);
     n->lcnt = xcalloc(R, sizeof *n->lcnt);
@@ -205,7 +283,15 @@ void net_destroy(net_t **np)
     net_t *n = *np;
     for (int64_t i = 0; i < n->used_slots; i++)
         if (n->f[i].seq >= 0) free(n->f[i].set);
-    for (int r = 0; r < 2 * n->nodes; r++) free(n->list[r].v), free(n->exl[r].v);
+    for (int r = 0; r < 2 * n->nodes + n->links; r++) free(n->list[r].v), free(n->exl[r].v);
+    free(n->side_Bps);
+    free(n->pinned);
+    free(n->skipbuf);
+    free(n->mu_base);
+    free(n->special);
+    free(n->mu);
+    free(n->fm);
+    free(n->level_side);
     free(n->list);
     free(n->exl);
     free(n->order.v);
@@ -293,7 +379,7 @@ static void rl_kill(const net_t *n, rlist_t *l, int64_t seq)
 
 /* ---- what the computations start from ---- */
 
-/* One more (d = 1) or one fewer (d = -1) entity touching resource r < 2N. */
+/* One more (d = 1) or one fewer (d = -1) entity touching kept resource r < 2N + L. */
 static void res_ref(net_t *n, int r, int d)
 {
     int32_t before = n->ref[r];
@@ -302,13 +388,13 @@ static void res_ref(net_t *n, int r, int d)
     if (before == 0 && n->ref[r] > 0) {
         n->tpos[r] = n->ntouched;
         n->touched[n->ntouched++] = r;
-        n->special[r >= n->nodes]++;
+        if (r < 2 * n->nodes) n->special[side_class(n, r)]++;
     } else if (before > 0 && n->ref[r] == 0) {
         int p = n->tpos[r], last = n->touched[--n->ntouched];
         n->touched[p] = last;
         n->tpos[last] = p;
         n->tpos[r] = -1;
-        n->special[r >= n->nodes]--;
+        if (r < 2 * n->nodes) n->special[side_class(n, r)]--;
     }
 }
 
@@ -320,13 +406,20 @@ static void register_ent(net_t *n, int64_t i)
     rl_push(&n->order, e->seq, i, 0);
     n->live++;
     n->core_base += e->mult;
+    int lk[2], nlk = ent_links(n, e, lk);
+    for (int a = 0; a < nlk; a++) {
+        n->base[lk[a]] += e->mult;
+        res_ref(n, lk[a], 1);
+        rl_push(&n->list[lk[a]], e->seq, i, LIST_WHOLE);
+    }
     if (is_single(e)) {
+        /* a single crossing racks is frozen through freeze() (its rack links) */
         n->base[e->src]++;
         res_ref(n, e->src, 1);
-        rl_push(&n->list[e->src], e->seq, i, N + e->dst);
+        rl_push(&n->list[e->src], e->seq, i, nlk ? LIST_WHOLE : N + e->dst);
         n->base[N + e->dst]++;
         res_ref(n, N + e->dst, 1);
-        rl_push(&n->list[N + e->dst], e->seq, i, e->src);
+        rl_push(&n->list[N + e->dst], e->seq, i, nlk ? LIST_WHOLE : e->src);
         return;
     }
     int h = hub_res(n, e), off = leaf_side(e) * N;
@@ -342,16 +435,20 @@ static void register_ent(net_t *n, int64_t i)
         }
         return;
     }
-    /* a multi does not cross its hub node's or its excluded leaf-side resources */
-    n->base[off + hub_node(e)]--;
-    res_ref(n, off + hub_node(e), 1);
+    /* a multi does not cross its hub node's (when in its rack) or its excluded leaf-side
+     * resources */
+    int q = scope_of(n, e);
+    if (rack_of(n, hub_node(e)) == q) {
+        n->base[off + hub_node(e)]--;
+        res_ref(n, off + hub_node(e), 1);
+    }
     for (int k = 0; k < e->nset; k++) {
         int r = off + e->set[k];
         n->base[r]--;
         res_ref(n, r, 1);
         rl_push(&n->exl[r], e->seq, i, 0);
     }
-    n->mu_base[leaf_side(e)]++;
+    n->mu_base[2 * q + leaf_side(e)]++;
     rl_push(&n->multis, e->seq, i, 0);
 }
 
@@ -363,6 +460,12 @@ static void unregister_ent(net_t *n, int64_t i)
     rl_kill(n, &n->order, e->seq);
     n->live--;
     n->core_base -= e->mult;
+    int lk[2], nlk = ent_links(n, e, lk);
+    for (int a = 0; a < nlk; a++) {
+        n->base[lk[a]] -= e->mult;
+        res_ref(n, lk[a], -1);
+        rl_kill(n, &n->list[lk[a]], e->seq);
+    }
     if (is_single(e)) {
         n->base[e->src]--;
         res_ref(n, e->src, -1);
@@ -385,15 +488,18 @@ static void unregister_ent(net_t *n, int64_t i)
         }
         return;
     }
-    n->base[off + hub_node(e)]++;
-    res_ref(n, off + hub_node(e), -1);
+    int q = scope_of(n, e);
+    if (rack_of(n, hub_node(e)) == q) {
+        n->base[off + hub_node(e)]++;
+        res_ref(n, off + hub_node(e), -1);
+    }
     for (int k = 0; k < e->nset; k++) {
         int r = off + e->set[k];
         n->base[r]++;
         res_ref(n, r, -1);
         n->exl[r].dead++; /* found by its seq no longer matching the slot's */
     }
-    n->mu_base[leaf_side(e)]--;
+    n->mu_base[2 * q + leaf_side(e)]--;
     rl_kill(n, &n->multis, e->seq);
 }
 
@@ -542,33 +648,65 @@ void net_add(net_t *n, int64_t now, int src, int dst, int64_t bytes, int64_t tag
     push_ent(n, now, (ent_t){.src = src, .dst = dst, .mult = 1}, bytes, tag);
 }
 
-void net_add_bcast(net_t *n, int64_t now, int src, int64_t bytes, int64_t tag)
+/* A broadcast or gather is one multi per rack its leaves are in (every flow of a rack's
+ * part crosses the same rack links), in rack order. */
+int net_add_bcast(net_t *n, int64_t now, int src, int64_t bytes, int64_t tag)
 {
     ASSERT(src >= 0 && src < n->nodes && n->nodes >= 2, "broadcast from %d of %d", src,
            n->nodes);
     ASSERT(bytes > 0, "empty broadcast");
-    push_ent(n, now, (ent_t){.src = src, .dst = NET_DST_ALL, .mult = n->nodes - 1}, bytes,
-             tag);
+    int parts = 0;
+    for (int q = 0; q < n->racks; q++) {
+        int mult = n->rack_size - (rack_of(n, src) == q);
+        if (mult == 0) continue;
+        push_ent(n, now, (ent_t){.src = src, .dst = SCOPE(q), .mult = mult}, bytes, tag);
+        parts++;
+    }
+    return parts;
 }
 
-void net_add_gather(net_t *n, int64_t now, int dst, int64_t bytes, int64_t tag, const int *ex,
-                    int nex)
+int net_add_gather(net_t *n, int64_t now, int dst, int64_t bytes, int64_t tag, const int *ex,
+                   int nex)
 {
     ASSERT(dst >= 0 && dst < n->nodes && nex >= 0 && nex <= n->nodes - 2,
            "gather to %d of %d excluding %d", dst, n->nodes, nex);
     ASSERT(bytes > 0, "empty gather");
-    int *cp = NULL;
-    if (nex > 0) {
-        cp = xcalloc((size_t)ex_room(nex), sizeof *cp);
-        for (int k = 0; k < nex; k++) {
-            ASSERT(ex[k] >= 0 && ex[k] < n->nodes && ex[k] != dst, "gather excludes %d", ex[k]);
-            cp[k] = ex[k];
+    for (int k = 0; k < nex; k++)
+        ASSERT(ex[k] >= 0 && ex[k] < n->nodes && ex[k] != dst, "gather excludes %d", ex[k]);
+    int parts = 0;
+    for (int q = 0; q < n->racks; q++) {
+        int nq = 0;
+        for (int k = 0; k < nex; k++) nq += rack_of(n, ex[k]) == q;
+        int mult = n->rack_size - (rack_of(n, dst) == q) - nq;
+        if (mult <= 0) continue;
+        int *cp = NULL;
+        if (nq > 0) {
+            cp = xcalloc((size_t)ex_room(nq), sizeof *cp);
+            nq = 0;
+            for (int k = 0; k < nex; k++)
+                if (rack_of(n, ex[k]) == q) cp[nq++] = ex[k];
         }
+        push_ent(n, now,
+                 (ent_t){.src = SCOPE(q), .dst = dst, .mult = mult, .nset = nq, .set = cp},
+                 bytes, tag);
+        parts++;
     }
-    push_ent(n, now,
-             (ent_t){.src = NET_SRC_ALL, .dst = dst, .mult = n->nodes - 1 - nex, .nset = nex,
-                     .set = cp},
-             bytes, tag);
+    ASSERT(parts > 0, "gather to %d from no node", dst);
+    return parts;
+}
+
+void net_set_node_nic(net_t *n, int node, double nic_Bps)
+{
+    ASSERT(node >= 0 && node < n->nodes && nic_Bps > 0, "NIC of node %d at %g B/s", node,
+           nic_Bps);
+    ASSERT(n->live == 0 && n->next_seq == 0, "NIC rate set after flows started");
+    int N = n->nodes, pin = nic_Bps != n->nic_Bps;
+    n->side_Bps[node] = n->side_Bps[N + node] = nic_Bps;
+    if (pin != n->pinned[node]) {
+        res_ref(n, node, pin ? 1 : -1);
+        res_ref(n, N + node, pin ? 1 : -1);
+        n->pinned[node] = (char)pin;
+    }
 }
 
 void net_set_whole(net_t *n, int whole) { n->whole = whole != 0; }
@@ -635,17 +773,20 @@ static void heap_build(net_t *n, int64_t hn)
  * crosses it. */
 static double share_of(const net_t *n, int r)
 {
-    int N = n->nodes;
+    int N = n->nodes, K = 2 * N + n->links;
     double rem;
     int64_t c;
     if (r < 2 * N) {
-        int side = r >= N;
-        rem = n->nic_Bps - n->fm[side] - n->used[r];
-        c = n->mu[side] + n->cnt[r];
-    } else if (r < 2 * N + 2) {
-        int side = r - 2 * N;
-        rem = n->nic_Bps - n->fm[side];
-        c = n->mu[side];
+        int cls = side_class(n, r);
+        rem = n->side_Bps[r] - n->fm[cls] - n->used[r];
+        c = n->mu[cls] + n->cnt[r];
+    } else if (r < K) {
+        rem = n->rack_Bps - n->used[r];
+        c = n->cnt[r];
+    } else if (r < K + 2 * n->racks) {
+        int cls = r - K;
+        rem = n->nic_Bps - n->fm[cls];
+        c = n->mu[cls];
     } else {
         rem = n->core_Bps - n->core_used;
         c = n->core_cnt;
@@ -694,6 +835,11 @@ static void freeze(net_t *n, int64_t i, double x)
     n->frozen[i] = n->gen;
     n->left--;
     set_rate(n, i, x);
+    int lk[2], nlk = ent_links(n, e, lk);
+    for (int a = 0; a < nlk; a++) {
+        n->cnt[lk[a]] -= e->mult;
+        n->used[lk[a]] += x * e->mult;
+    }
     if (is_single(e)) {
         n->cnt[e->src]--;
         n->used[e->src] += x;
@@ -710,13 +856,15 @@ static void freeze(net_t *n, int64_t i, double x)
     } else {
         /* leaves the global terms; the leaf-side resources it does not cross (its hub node's,
          * those excluded) never counted it */
-        int side = leaf_side(e), off = side * N, h = hub_res(n, e);
+        int side = leaf_side(e), off = side * N, h = hub_res(n, e), q = scope_of(n, e);
         n->cnt[h] -= e->mult;
         n->used[h] += x * e->mult;
-        n->mu[side]--;
-        n->fm[side] += x;
-        n->cnt[off + hub_node(e)]++;
-        n->used[off + hub_node(e)] -= x;
+        n->mu[2 * q + side]--;
+        n->fm[2 * q + side] += x;
+        if (rack_of(n, hub_node(e)) == q) {
+            n->cnt[off + hub_node(e)]++;
+            n->used[off + hub_node(e)] -= x;
+        }
         for (int k = 0; k < e->nset; k++) {
             n->cnt[off + e->set[k]]++;
             n->used[off + e->set[k]] -= x;
@@ -731,6 +879,14 @@ static void freeze(net_t *n, int64_t i, double x)
 }
 
 static void fan_level(net_t *n, int64_t j, double x);
+
+/* true when a resource every flow of multi or fan e crosses (its hub, its rack links) is in
+ * the level. */
+static int whole_in_level(const net_t *n, const ent_t *e)
+{
+    int lk[2], nlk = ent_links(n, e, lk);
+    return n->in_level[hub_res(n, e)] || (nlk && (n->in_level[lk[0]] || n->in_level[lk[1]]));
+}
 
 /* Freeze every unfrozen entity of resource r's list at x (a fan listed at one of its leaves:
  * the flows of it that the level holds). The same updates as freeze() in the same order, with
@@ -849,12 +1005,15 @@ static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int risi
             rl_push(&n->exl[r], g->seq, i, 0);
         }
     }
+    int lk[2], nlk = ent_links(n, g, lk); /* the new entity's too */
+    for (int a = 0; a < nlk; a++) n->base[lk[a]] -= k;
     g->mult -= k;
     n->base[hres] -= k;
     n->core_base -= k;
     n->left++;
     if (rising) {
         ov_put(n, hres, j);
+        for (int a = 0; a < nlk; a++) ov_put(n, lk[a], j);
         for (int a = 0; a < k; a++) ov_put(n, off + leaves[a], j);
     }
     return j;
@@ -868,7 +1027,7 @@ static void fan_level(net_t *n, int64_t j, double x)
     if (n->frozen[j] == n->gen || n->seen[j] == n->levels) return;
     n->seen[j] = n->levels;
     const ent_t *e = &n->f[j];
-    if (n->in_level[hub_res(n, e)]) {
+    if (whole_in_level(n, e)) {
         freeze(n, j, x);
         return;
     }
@@ -910,12 +1069,12 @@ static void level_exclusions(net_t *n, int nl, int d)
  * leaf side leave it as one fan, still rising, and the multi freezes. */
 static void freeze_level(net_t *n, int nl, double x)
 {
-    int N = n->nodes, core = 2 * N + 2;
+    int N = n->nodes, K = 2 * N + n->links, core = core_res(n), S = n->rack_size;
     n->levels++;
-    int64_t level_side[2] = {0, 0};
+    int64_t *level_side = n->level_side;
     for (int k = 0; k < nl; k++) {
         n->in_level[n->level[k]] = 1;
-        if (n->level[k] < 2 * N) level_side[n->level[k] >= N]++;
+        if (n->level[k] < 2 * N) level_side[side_class(n, n->level[k])]++;
     }
     if (n->in_level[core]) {
         /* every entity, in creation order (those split off on the way included) */
@@ -927,7 +1086,7 @@ static void freeze_level(net_t *n, int nl, double x)
     }
     for (int k = 0; k < nl; k++) {
         int r = n->level[k];
-        if (r >= 2 * N) continue;
+        if (r >= K) continue;
         freeze_list(n, r, x);
         for (int64_t a = n->ovhead[r]; a >= 0; a = n->ov[a].next) {
             int64_t j = n->ov[a].j;
@@ -944,16 +1103,17 @@ static void freeze_level(net_t *n, int nl, double x)
         int64_t i = n->ml[k];
         if (n->frozen[i] == n->gen) continue;
         const ent_t *g = &n->f[i];
-        int side = leaf_side(g), off = side * N, hub = hub_node(g);
-        if (n->in_level[hub_res(n, g)]) {
+        int side = leaf_side(g), off = side * N, hub = hub_node(g), q = scope_of(n, g);
+        int cls = 2 * q + side, hub_in = rack_of(n, hub) == q;
+        if (whole_in_level(n, g)) {
             freeze(n, i, x);
             continue;
         }
-        int plain_cross = n->special[side] < N, plain_in = n->in_level[2 * N + side];
-        /* special leaf-side resources it crosses: all touched ones but its hub node's and
-         * those excluded */
-        int64_t crossed = n->special[side] - 1 - g->nset;
-        int64_t crossed_in = level_side[side] - n->in_level[off + hub] - n->exin[i];
+        int plain_cross = n->special[cls] < S, plain_in = n->in_level[class_res(n, cls)];
+        /* special leaf-side resources of its rack it crosses: all touched ones but its hub
+         * node's and those excluded */
+        int64_t crossed = n->special[cls] - hub_in - g->nset;
+        int64_t crossed_in = level_side[cls] - (hub_in && n->in_level[off + hub]) - n->exin[i];
         if (crossed_in == 0 && !(plain_cross && plain_in)) {
             n->ml[w++] = i; /* untouched by this level */
             continue;
@@ -969,17 +1129,19 @@ static void freeze_level(net_t *n, int nl, double x)
         if (rest_rises) {
             /* its flows at special resources outside the level keep rising, as one fan;
              * the multi freezes with the rest */
+            int lo = off + q * S, hi = lo + S;
             for (int t = 0; t < n->ntouched; t++) {
                 int r = n->touched[t];
-                if (r >= off && r < off + N && !n->in_level[r] && !n->mark2[r])
+                if (r >= lo && r < hi && !n->in_level[r] && !n->mark2[r])
                     n->leafbuf[m++] = r - off;
             }
             qsort(n->leafbuf, (size_t)m, sizeof *n->leafbuf, cmp_int); /* a fixed order */
         } else {
             /* its flows at the level's resources freeze, as one fan; the rest keeps rising */
+            int lo = off + q * S, hi = lo + S;
             for (int t = 0; t < nl; t++) {
                 int r = n->level[t];
-                if (r >= off && r < off + N && !n->mark2[r]) n->leafbuf[m++] = r - off;
+                if (r >= lo && r < hi && !n->mark2[r]) n->leafbuf[m++] = r - off;
             }
         }
         n->mark2[off + hub] = 0;
@@ -995,7 +1157,10 @@ static void freeze_level(net_t *n, int nl, double x)
     }
     n->nml = w;
     if (nml > 0) level_exclusions(n, nl, 0);
-    for (int k = 0; k < nl; k++) n->in_level[n->level[k]] = 0;
+    for (int k = 0; k < nl; k++) {
+        n->in_level[n->level[k]] = 0;
+        if (n->level[k] < 2 * N) level_side[side_class(n, n->level[k])] = 0;
+    }
 }
 
 void net_recompute(net_t *n, int64_t now)
@@ -1005,7 +1170,6 @@ void net_recompute(net_t *n, int64_t now)
     n->recomputes++;
     n->next_ns = INT64_MAX;
     if (n->live == 0) return;
-    int N = n->nodes;
     n->computing = 1;
     n->gen++;
     /* the loads kept since the last computation are where this one starts */
@@ -1017,8 +1181,10 @@ void net_recompute(net_t *n, int64_t now)
         n->lcnt[r] = n->list[r].len;
         n->ovhead[r] = -1;
     }
-    n->mu[0] = n->mu_base[0], n->mu[1] = n->mu_base[1];
-    n->fm[0] = n->fm[1] = 0;
+    for (int c = 0; c < 2 * n->racks; c++) {
+        n->mu[c] = n->mu_base[c];
+        n->fm[c] = 0;
+    }
     n->core_cnt = n->core_base;
     n->core_used = 0;
     n->nml = 0;
@@ -1035,11 +1201,11 @@ void net_recompute(net_t *n, int64_t now)
         if (s < INFINITY) n->heap[hn++] = (rheap_t){s, n->touched[k]};
     }
     heap_build(n, hn);
-    int core = 2 * N + 2;
-    for (int side = 0; side < 2; side++) {
-        n->in_level[2 * N + side] = 0;
-        if (n->mu[side] > 0 && n->special[side] < N)
-            heap_push(n, &hn, share_of(n, 2 * N + side), 2 * N + side);
+    int core = core_res(n);
+    for (int c = 0; c < 2 * n->racks; c++) {
+        n->in_level[class_res(n, c)] = 0;
+        if (n->mu[c] > 0 && n->special[c] < n->rack_size)
+            heap_push(n, &hn, share_of(n, class_res(n, c)), class_res(n, c));
     }
     n->in_level[core] = 0;
     if (n->core_Bps > 0) heap_push(n, &hn, share_of(n, core), core);
@@ -1105,8 +1271,17 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
                 fn(arg, c->tag, hub_sends(e) ? e->src : leaf, hub_sends(e) ? leaf : e->dst,
                    c->bytes, NULL, 0);
             }
+        } else if (is_single(e) || n->racks == 1) {
+            fn(arg, c->tag, is_single(e) || hub_sends(e) ? e->src : NET_SRC_ALL,
+               is_single(e) || !hub_sends(e) ? e->dst : NET_DST_ALL, c->bytes, e->set, e->nset);
         } else {
-            fn(arg, c->tag, e->src, e->dst, c->bytes, e->set, e->nset);
+            /* one rack's part: the nodes of the other racks are not its leaves either */
+            int hub = hub_node(e), q = scope_of(n, e), k = 0;
+            for (int v = 0; v < n->nodes; v++)
+                if (v != hub && rack_of(n, v) != q) n->skipbuf[k++] = v;
+            for (int a = 0; a < e->nset; a++) n->skipbuf[k++] = e->set[a];
+            fn(arg, c->tag, hub_sends(e) ? e->src : NET_SRC_ALL,
+               hub_sends(e) ? NET_DST_ALL : e->dst, c->bytes, n->skipbuf, k);
         }
         e = &n->f[i]; /* the callback may have added entities */
         unregister_ent(n, i);
@@ -1133,16 +1308,18 @@ static int64_t list_flows(const net_t *n, const ent_t *e, int *fs, int *fd, char
         return 1;
     }
     int N = n->nodes, hub = hub_node(e), sends = hub_sends(e);
-    int64_t k = 0, bad = 0;
+    int64_t k = 0, bad = e->nset == 0 && is_fan(e);
+    if (bad) return -1;
+    int q = scope_of(n, e);
     memset(seen, 0, (size_t)N);
     for (int a = 0; a < e->nset; a++) {
         int v = e->set[a];
-        bad |= v < 0 || v >= N || v == hub || seen[v];
+        bad |= v < 0 || v >= N || v == hub || seen[v] || rack_of(n, v) != q;
         if (v >= 0 && v < N) seen[v] = 1;
     }
-    if (bad) return -1;
+    if (bad || q < 0 || q >= n->racks) return -1;
     for (int v = 0; v < N; v++) {
-        if (v == hub || seen[v] != is_fan(e)) continue;
+        if (v == hub || rack_of(n, v) != q || seen[v] != is_fan(e)) continue;
         fs[k] = sends ? hub : v;
         fd[k] = sends ? v : hub;
         k++;
@@ -1150,9 +1327,24 @@ static int64_t list_flows(const net_t *n, const ent_t *e, int *fs, int *fd, char
     return k;
 }
 
+/* The resources flow src -> dst crosses in net_verify_maxmin's numbering (send side src,
+ * receive side N + dst, rack links 2N + ..., the core 2N + L); returns how many. */
+static int flow_res(const net_t *n, int src, int dst, int out[5])
+{
+    int N = n->nodes, k = 0;
+    out[k++] = src;
+    out[k++] = N + dst;
+    if (n->racks > 1 && rack_of(n, src) != rack_of(n, dst)) {
+        out[k++] = 2 * N + rack_of(n, src);
+        out[k++] = 2 * N + n->racks + rack_of(n, dst);
+    }
+    out[k++] = 2 * N + n->links;
+    return k;
+}
+
 int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen)
 {
-    int N = n->nodes, R = 2 * N + 1;
+    int N = n->nodes, R = 2 * N + n->links + 1;
     int64_t F = 0;
     for (int64_t i = 0; i < n->used_slots; i++)
         if (n->f[i].seq >= 0) F += n->f[i].mult;
@@ -1177,25 +1369,32 @@ int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen)
     }
     /* Progressive filling over the flows one by one, the textbook definition: raise every
      * unfrozen flow's rate together until a resource (send side s, receive side N + d, the
-     * core 2N) is full, freeze the flows crossing it, repeat. Resources filling at the same
-     * rate freeze in one step. */
-    for (int r = 0; r < 2 * N; r++) cap[r] = n->nic_Bps;
-    cap[2 * N] = n->core_Bps > 0 ? n->core_Bps : INFINITY;
+     * rack links, the core) is full, freeze the flows crossing it, repeat. Resources filling
+     * at the same rate freeze in one step. Capacities are the configured ones, not the
+     * kept state's. */
+    for (int r = 0; r < 2 * N; r++) cap[r] = n->side_Bps[r];
+    for (int r = 2 * N; r < 2 * N + n->links; r++) cap[r] = n->rack_Bps;
+    cap[R - 1] = n->core_Bps > 0 ? n->core_Bps : INFINITY;
+    int fr[5];
     for (int64_t left = F; rc == 0 && left > 0;) {
         memset(cnt, 0, (size_t)R * sizeof *cnt);
         for (int64_t f = 0; f < F; f++)
-            if (!done[f]) cnt[fs[f]]++, cnt[N + fd[f]]++, cnt[2 * N]++;
+            if (!done[f])
+                for (int a = 0, m = flow_res(n, fs[f], fd[f], fr); a < m; a++) cnt[fr[a]]++;
         double best = INFINITY;
         for (int r = 0; r < R; r++)
             if (cnt[r] > 0 && cap[r] / (double)cnt[r] < best) best = cap[r] / (double)cnt[r];
         ASSERT(best < INFINITY, "no resource limits %lld flows", (long long)left);
         for (int r = 0; r < R; r++)
             sat[r] = cnt[r] > 0 && cap[r] / (double)cnt[r] <= best * (1 + 1e-12);
-        for (int64_t f = 0; f < F; f++)
-            if (!done[f] && (sat[fs[f]] || sat[N + fd[f]] || sat[2 * N])) {
-                done[f] = 1, rate[f] = best, left--;
-                cap[fs[f]] -= best, cap[N + fd[f]] -= best, cap[2 * N] -= best;
-            }
+        for (int64_t f = 0; f < F; f++) {
+            if (done[f]) continue;
+            int m = flow_res(n, fs[f], fd[f], fr), hit = 0;
+            for (int a = 0; a < m; a++) hit |= sat[fr[a]];
+            if (!hit) continue;
+            done[f] = 1, rate[f] = best, left--;
+            for (int a = 0; a < m; a++) cap[fr[a]] -= best;
+        }
     }
     for (int64_t f = 0; rc == 0 && f < F; f++) {
         double got = n->f[fe[f]].rate;
@@ -1213,11 +1412,14 @@ int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen)
 /* The kept structures rebuilt from the live entities: compare (see net.h). */
 int net_check_kept(const net_t *n, char *err, size_t errlen)
 {
-    int N = n->nodes, R = 2 * N;
+    int N = n->nodes, R = 2 * N + n->links, C = 2 * n->racks;
     int64_t *base = xcalloc((size_t)R, sizeof *base), *cur = xcalloc((size_t)R, sizeof *cur);
     int64_t *nex = xcalloc((size_t)R, sizeof *nex);
     int32_t *ref = xcalloc((size_t)R, sizeof *ref);
-    int64_t mu[2] = {0, 0}, core = 0, live = 0, last_seq = -1, mpos = 0, fmin = INT64_MAX;
+    int64_t *mu = xcalloc((size_t)C, sizeof *mu), *special = xcalloc((size_t)C, sizeof *special);
+    int64_t core = 0, live = 0, last_seq = -1, mpos = 0, fmin = INT64_MAX;
+    for (int v = 0; v < N; v++)
+        if (n->pinned[v]) ref[v]++, ref[N + v]++;
     char *covered = xcalloc((size_t)n->used_slots + 1, 1);
     int rc = 0;
 #define KEPT_FAIL(...)                                                                     \
@@ -1248,12 +1450,20 @@ int net_check_kept(const net_t *n, char *err, size_t errlen)
         live++;
         core += e->mult;
         if (e->fin_ns < fmin) fmin = e->fin_ns;
+        int lk[2], nlk = ent_links(n, e, lk);
+        for (int a = 0; a < nlk; a++) {
+            base[lk[a]] += e->mult, ref[lk[a]]++;
+            KEPT_NEXT(lk[a], e, i, LIST_WHOLE);
+        }
         if (is_single(e)) {
             base[e->src]++, ref[e->src]++, base[N + e->dst]++, ref[N + e->dst]++;
-            KEPT_NEXT(e->src, e, i, N + e->dst);
-            KEPT_NEXT(N + e->dst, e, i, e->src);
+            KEPT_NEXT(e->src, e, i, nlk ? LIST_WHOLE : N + e->dst);
+            KEPT_NEXT(N + e->dst, e, i, nlk ? LIST_WHOLE : e->src);
             continue;
         }
+        if (!is_fan(e) && (scope_of(n, e) < 0 || scope_of(n, e) >= n->racks))
+            KEPT_FAIL("multi %lld: leaves in rack %d of %d", (long long)e->seq, scope_of(n, e),
+                      n->racks);
         int h = hub_res(n, e), off = leaf_side(e) * N;
         base[h] += e->mult, ref[h]++;
         KEPT_NEXT(h, e, i, LIST_WHOLE);
@@ -1265,12 +1475,13 @@ int net_check_kept(const net_t *n, char *err, size_t errlen)
             }
             continue;
         }
-        base[off + hub_node(e)]--, ref[off + hub_node(e)]++;
+        int q = scope_of(n, e);
+        if (rack_of(n, hub_node(e)) == q) base[off + hub_node(e)]--, ref[off + hub_node(e)]++;
         for (int k = 0; k < e->nset; k++) {
             int r = off + e->set[k];
             base[r]--, ref[r]++, nex[r]++;
         }
-        mu[leaf_side(e)]++;
+        mu[2 * q + leaf_side(e)]++;
         while (mpos < n->multis.len && n->multis.v[mpos].other == LIST_DEAD) mpos++;
         if (mpos >= n->multis.len || n->multis.v[mpos].seq != e->seq)
             KEPT_FAIL("multi %lld missing from the multis", (long long)e->seq);
@@ -1281,11 +1492,13 @@ int net_check_kept(const net_t *n, char *err, size_t errlen)
         KEPT_FAIL("%lld slots in use that the entity list lacks", (long long)-live);
     for (; mpos < n->multis.len; mpos++)
         if (n->multis.v[mpos].other != LIST_DEAD) KEPT_FAIL("a finished multi still listed");
-    if (mu[0] != n->mu_base[0] || mu[1] != n->mu_base[1] || core != n->core_base)
-        KEPT_FAIL("global loads %lld %lld %lld, kept %lld %lld %lld", (long long)mu[0],
-                  (long long)mu[1], (long long)core, (long long)n->mu_base[0],
-                  (long long)n->mu_base[1], (long long)n->core_base);
-    int64_t touched = 0, special[2] = {0, 0};
+    for (int c = 0; c < C; c++)
+        if (mu[c] != n->mu_base[c])
+            KEPT_FAIL("class %d: %lld multis, kept %lld", c, (long long)mu[c],
+                      (long long)n->mu_base[c]);
+    if (core != n->core_base)
+        KEPT_FAIL("core load %lld, kept %lld", (long long)core, (long long)n->core_base);
+    int64_t touched = 0;
     for (int r = 0; r < R; r++) {
         if (base[r] != n->base[r] || ref[r] != n->ref[r])
             KEPT_FAIL("resource %d: load %lld and %d references, kept %lld and %d", r,
@@ -1294,7 +1507,7 @@ int net_check_kept(const net_t *n, char *err, size_t errlen)
             (n->tpos[r] >= 0 && (n->tpos[r] >= n->ntouched || n->touched[n->tpos[r]] != r)))
             KEPT_FAIL("resource %d: touched set wrong", r);
         touched += ref[r] > 0;
-        special[r >= N] += ref[r] > 0;
+        if (r < 2 * N) special[side_class(n, r)] += ref[r] > 0;
         const rlist_t *L = &n->list[r];
         int64_t dead = 0;
         for (int64_t a = 0; a < L->len; a++) dead += L->v[a].other == LIST_DEAD;
@@ -1318,8 +1531,12 @@ int net_check_kept(const net_t *n, char *err, size_t errlen)
         if (got != nex[r]) KEPT_FAIL("resource %d excluded by %lld multis, listed %lld", r,
                                      (long long)nex[r], (long long)got);
     }
-    if (touched != n->ntouched || special[0] != n->special[0] || special[1] != n->special[1])
+    if (touched != n->ntouched)
         KEPT_FAIL("%lld touched resources, kept %d", (long long)touched, n->ntouched);
+    for (int c = 0; c < C; c++)
+        if (special[c] != n->special[c])
+            KEPT_FAIL("class %d: %lld touched NIC sides, kept %lld", c, (long long)special[c],
+                      (long long)n->special[c]);
     /* every finish time in the heap, and the earliest one is next_ns */
     for (int64_t k = 0; k < n->nfheap; k++) {
         fheap_t x = n->fheap[k];
@@ -1335,6 +1552,6 @@ int net_check_kept(const net_t *n, char *err, size_t errlen)
 out:
 #undef KEPT_FAIL
 #undef KEPT_NEXT
-    free(base), free(cur), free(nex), free(ref), free(covered);
+    free(base), free(cur), free(nex), free(ref), free(covered), free(mu), free(special);
     return rc;
 }

@@ -1,8 +1,11 @@
-/* net: flow-level network model. Each node has a full-duplex NIC with `nic_Bps` per direction;
- * an optional switch core caps the sum of all flows at `core_Bps`. Active flows share these
- * capacities max-min fairly (progressive filling over the resources send side, receive side
- * and core). Rates are recomputed only when the set of flows changed and virtual time is about
- * to advance, so flows that start or end at the same instant cost one recomputation.
+/* net: flow-level network model. Each node has a full-duplex NIC with `nic_Bps` per direction
+ * (or a rate of its own: net_set_node_nic); an optional switch core caps the sum of all flows
+ * at `core_Bps`. With racks (net_new_racks) consecutive nodes share a rack switch whose
+ * uplink and downlink carry `rack_Bps` each: a flow between racks crosses its sender's rack
+ * uplink and its receiver's rack downlink. Active flows share these capacities max-min fairly
+ * (progressive filling over the resources send side, receive side, rack links and core).
+ * Rates are recomputed only when the set of flows changed and virtual time is about to
+ * advance, so flows that start or end at the same instant cost one recomputation.
  *
  * Three kinds of entity carry flows:
  *   a single flow  src -> dst (net_add);
@@ -19,12 +22,20 @@
  *   a gather       every node but dst and an excluded list -> dst, the same bytes each
  *                  (net_add_gather): the mirror image, hub = dst's receive side, leaves = the
  *                  senders' send sides; split the same way where a sender is congested.
+ * With racks, a broadcast or gather is one such entity per rack holding its leaves (a "part"):
+ * every flow of a part crosses the same rack links (none for the hub's own rack, the hub
+ * rack's uplink and the leaves' rack downlink for a broadcast's other parts, the reverse for
+ * a gather), which weigh like its hub, so a part's flows differ only at their leaves, as a
+ * whole broadcast's do on one switch, and a part splits the same way. A broadcast to P nodes
+ * in R racks is R entities, an all-to-all P x R.
  * The rate computation never visits a broadcast's or gather's leaves one by one: a send or
  * receive side that carries only the leaves of such entities (no single flow, no hub, not
- * excluded from any) is "plain", and the plain sides of one direction are one resource class
- * with the same load. So a recomputation costs O(entities log entities), not O(flows): an
- * all-to-all of P nodes is P entities, P workers pushing to one shard one entity (plus the
- * flows split off at congested nodes), not P^2 or P flows. The rates are those of per-flow
+ * excluded from any) is "plain", and the plain sides of one direction in one rack are one
+ * resource class with the same load (the parts with leaves in that rack). A node whose NIC
+ * rate is not nic_Bps is never plain (its sides count as touched), so the sides of a class
+ * share one rate. So a recomputation costs O(entities log entities), not O(flows): an
+ * all-to-all of P nodes is P entities (P x R with racks), P workers pushing to one shard one
+ * entity (R) (plus the flows split off at congested nodes), not P^2 or P flows. The rates are those of per-flow
  * max-min over the flows the entities stand for (up to floating-point rounding). Exactness
  * does not rest on the nodes being alike: an entity is kept whole only while its flows
  * provably get one rate, and split where they do not.
@@ -51,18 +62,32 @@ typedef struct net net_t;
 
 /* core_Bps <= 0: a non-blocking switch. */
 net_t *net_new(int nodes, double nic_Bps, double core_Bps);
+
+/* The same with racks: nodes_per_rack consecutive nodes share a rack switch (rack q holds
+ * nodes q*nodes_per_rack ..), whose uplink and downlink carry rack_Bps each. A flow between
+ * racks crosses its sender's rack uplink and its receiver's rack downlink. nodes_per_rack 0
+ * or >= nodes: one switch (net_new). nodes_per_rack must divide nodes. */
+net_t *net_new_racks(int nodes, double nic_Bps, double core_Bps, int nodes_per_rack,
+                     double rack_Bps);
+
+/* Give one node's NIC its own rate per direction (before any flow starts). A node whose rate
+ * differs from nic_Bps is never part of a plain class (net.c): each costs one resource in
+ * every rate computation that has a broadcast or gather. */
+void net_set_node_nic(net_t *n, int node, double nic_Bps);
 void net_destroy(net_t **np);
 
 /* Start a flow of bytes > 0 from src to dst != src at time now; tag comes back on finish. */
 void net_add(net_t *n, int64_t now_ns, int src, int dst, int64_t bytes, int64_t tag);
 
-/* Start a broadcast: bytes > 0 from src to each of the other nodes-1 nodes (nodes >= 2). */
-void net_add_bcast(net_t *n, int64_t now_ns, int src, int64_t bytes, int64_t tag);
+/* Start a broadcast: bytes > 0 from src to each of the other nodes-1 nodes (nodes >= 2).
+ * Returns the number of parts it finishes as (net_finish): 1, or with racks one per rack
+ * holding a receiver. */
+int net_add_bcast(net_t *n, int64_t now_ns, int src, int64_t bytes, int64_t tag);
 
 /* Start a gather: bytes > 0 from every node but dst and but ex[0..nex) (distinct, none equal
- * to dst, nex <= nodes - 2) to dst. */
-void net_add_gather(net_t *n, int64_t now_ns, int dst, int64_t bytes, int64_t tag, const int *ex,
-                    int nex);
+ * to dst, nex <= nodes - 2) to dst. Returns its parts, as net_add_bcast. */
+int net_add_gather(net_t *n, int64_t now_ns, int dst, int64_t bytes, int64_t tag, const int *ex,
+                   int nex);
 
 /* Keep every broadcast and gather whole: its flows move at one rate, the smallest fair share
  * among the resources it crosses, so it never splits (default: off, exact per-flow max-min).
@@ -87,7 +112,8 @@ int64_t net_next_ns(const net_t *n);
  * flow (dst = that receiver) carrying the broadcast's tag, before or after the broadcast. A
  * gather is one call with src = NET_SRC_ALL and skip = the senders it does not cover (those
  * excluded at the start and those split off; a split-off flow finishes as a single flow from
- * its sender carrying the gather's tag). */
+ * its sender carrying the gather's tag). With racks a broadcast or gather is one such call
+ * per part (net_add_bcast), each skipping the nodes of the other racks too. */
 typedef void (*net_finish_fn)(void *arg, int64_t tag, int src, int dst, int64_t bytes,
                               const int *skip, int nskip);
 int net_finish(net_t *n, int64_t now_ns, net_finish_fn fn, void *arg);

@@ -282,11 +282,11 @@ static void ready(sim_t *s, int op, int node, int t)
             ASSERT(bb > 0, "empty broadcast of op %d", op);
             s->cnt[idx(s, t, op, node)] = s->nodes - 1 + self;
             if (self) evq_push(s->q, s->now, 0, EV_DELIVER, op, node, node, t);
-            bcasts_add(s, 1);
             s->sent[node] += bb * (s->nodes - 1);
             s->recv[node] -= bb;
             s->bcast_recv += bb;
-            net_add_bcast(s->net, s->now, node, bb, tag);
+            /* with racks, one part per rack, each finishing on its own */
+            bcasts_add(s, net_add_bcast(s->net, s->now, node, bb, tag));
             break;
         }
         int nd = plan_n_dests(s->p, op, node);

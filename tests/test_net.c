@@ -114,11 +114,22 @@ TEST(net_microsecond_transfers_take_their_time)
  * third of them into a few hot receivers and out of a few hot senders so that broadcasts and
  * gathers split; started at random instants. Every rate computation is checked. Returns the
  * number of computations. */
-static int64_t maxmin_mix_n(uint64_t seed, int N, int transfers, double core_Bps, int whole,
-                            int64_t *last_ns, int *split_bcasts)
+/* Racks and uneven NICs for a mix: nodes_per_rack 0 = one switch; uneven: every third
+ * node's NIC at a rate drawn from 0.25-2x the others'. */
+typedef struct {
+    int nodes_per_rack;
+    double rack_Bps;
+    int uneven;
+} mix_net_t;
+
+static int64_t maxmin_mix_net(uint64_t seed, int N, int transfers, double core_Bps, int whole,
+                              const mix_net_t *mn, int64_t *last_ns, int *split_bcasts)
 {
     rng_t *r = rng_new(seed, 0);
-    net_t *n = net_new(N, 1e9, core_Bps);
+    net_t *n = mn ? net_new_racks(N, 1e9, core_Bps, mn->nodes_per_rack, mn->rack_Bps)
+                  : net_new(N, 1e9, core_Bps);
+    for (int v = 0; mn && mn->uneven && v < N; v += 3)
+        net_set_node_nic(n, v, 1e9 * (0.25 + 1.75 * rng_uniform(r)));
     net_set_whole(n, whole);
     tag_log_t l = {0};
     int *ex = calloc((size_t)N, sizeof *ex);
@@ -176,6 +187,12 @@ static int64_t maxmin_mix_n(uint64_t seed, int N, int transfers, double core_Bps
     return computations;
 }
 
+static int64_t maxmin_mix_n(uint64_t seed, int N, int transfers, double core_Bps, int whole,
+                            int64_t *last_ns, int *split_bcasts)
+{
+    return maxmin_mix_net(seed, N, transfers, core_Bps, whole, NULL, last_ns, split_bcasts);
+}
+
 static int64_t maxmin_mix(uint64_t seed, int N, double core_Bps, int whole, int64_t *last_ns,
                           int *split_bcasts)
 {
@@ -215,6 +232,146 @@ TEST(net_random_mixes_are_maxmin_at_hundreds_of_nodes)
     }
     CHECK(total > 16 * 48, "only %lld rate computations", (long long)total);
     CHECK(splits > 16, "only %d broadcasts split: the uneven case was hardly exercised", splits);
+}
+
+TEST(net_random_mixes_with_racks_and_uneven_nics_are_maxmin)
+{
+    /* Racks of 1-16 nodes with uplinks from a fifth of one NIC to a whole rack's worth,
+     * uneven NICs on every other mix, a core limit on every third: each computation's rates
+     * against the reference, the kept state against its rebuild after every event (inside);
+     * then the grouped model on the same networks (feasible, kept state checked). */
+    static const int per_rack[] = {4, 8, 2, 16, 1, 3};
+    int64_t total = 0, last;
+    int splits = 0;
+    for (uint64_t seed = 201; seed <= 224; seed++) {
+        int k = (int)(seed % 6), N = per_rack[k] * (k == 4 ? 24 : seed % 4 == 0 ? 12 : 6);
+        mix_net_t mn = {per_rack[k], 1e9 * per_rack[k] * (0.2 + 0.3 * (double)(seed % 5)),
+                        (int)(seed % 2)};
+        double core = seed % 3 == 0 ? 0.3e9 * N : 0;
+        total += maxmin_mix_net(seed, N, 96, core, 0, &mn, &last, &splits);
+        total += maxmin_mix_net(seed, N, 48, core, 1, &mn, &last, &splits);
+    }
+    CHECK(total > 24 * 96, "only %lld rate computations", (long long)total);
+    CHECK(splits > 24, "only %d broadcast parts split: the uneven case was hardly exercised",
+          splits);
+}
+
+/* Racks in closed form: finish times (rates are not visible from outside) that follow from
+ * the uplinks' and NICs' shares computed by hand. */
+TEST(net_racks_closed_form)
+{
+    /* 2 racks x 4 nodes, NICs 1 GB/s, uplinks at a quarter of a rack's NICs (1 GB/s). */
+    double nic = 1e9, up = 1e9;
+    int64_t B = 1000000;
+    tag_log_t l;
+
+    /* All-to-all as 8 broadcasts of B bytes: 16 flows cross each uplink (4 senders x 4
+     * remote receivers), each at up/16 = 62.5 MB/s; the 3 in-rack flows of a sender get
+     * the rest of its NIC, (1e9 - 4 x 62.5e6) / 3 = 250 MB/s (receivers alike). The in-rack
+     * parts end at B / 250e6 = 4 ms; then each sender's 4 remote flows are alone on the
+     * uplink with 16 others, still 62.5 MB/s: B / 62.5e6 = 16 ms. */
+    net_t *n = net_new_racks(8, nic, 0, 4, up);
+    for (int s = 0; s < 8; s++) CHECK(net_add_bcast(n, 0, s, B, s) == 2, "two parts");
+    net_recompute(n, 0);
+    char err[256];
+    CHECK(net_verify_maxmin(n, 1e-12, err, sizeof err) == 0, "%s", err);
+    memset(&l, 0, sizeof l);
+    run_out(n, 0, on_tag, &l, &l.now, 1);
+    for (int s = 0; s < 8; s++) CHECK_EQ_I64(l.at[s], 16000000);
+    net_destroy(&n);
+
+    /* The same without racks: 7 flows per NIC, B / (1e9 / 7) = 7 ms. */
+    n = net_new_racks(8, nic, 0, 0, 0);
+    for (int s = 0; s < 8; s++) CHECK(net_add_bcast(n, 0, s, B, s) == 1, "one part");
+    memset(&l, 0, sizeof l);
+    run_out(n, 0, on_tag, &l, &l.now, 1);
+    for (int s = 0; s < 8; s++) CHECK_EQ_I64(l.at[s], 7000000);
+    net_destroy(&n);
+
+    /* A PS push crossing racks: the 7 workers gather B bytes to shard 0 (rack 0). Its 3
+     * in-rack senders and the 4 remote ones share node 0's NIC at 1e9 / 7; the uplink of
+     * rack 1 (4 flows, 250 MB/s each) is no limit: B / (1e9/7) = 7 ms. With the uplink at
+     * 0.2 GB/s the 4 remote flows get 50 MB/s (B in 20 ms) and the 3 local ones share the
+     * rest of the NIC, 800 / 3 MB/s (B in 3.75 ms). */
+    for (int k = 0; k < 2; k++) {
+        n = net_new_racks(8, nic, 0, 4, k ? 0.2e9 : up);
+        CHECK(net_add_gather(n, 0, 0, B, 1, NULL, 0) == 2, "two parts");
+        int64_t last[2] = {0, 0};
+        memset(&l, 0, sizeof l);
+        for (;;) {
+            if (net_dirty(n)) {
+                net_recompute(n, l.now);
+                CHECK(net_verify_maxmin(n, 1e-12, err, sizeof err) == 0, "%s", err);
+            }
+            int64_t t = net_next_ns(n);
+            if (t == INT64_MAX) break;
+            l.now = t;
+            last[last[0] != 0] = t;
+            net_finish(n, t, on_tag, &l);
+        }
+        if (k == 0) CHECK_EQ_I64(last[0], 7000000);
+        else {
+            CHECK_EQ_I64(last[0], 3750000);
+            CHECK_EQ_I64(last[1], 20000000);
+        }
+        net_destroy(&n);
+    }
+
+    /* A broadcast with a congested remote rack: 3 racks of 4 (0-3, 4-7, 8-11), uplinks
+     * 1 GB/s; node 0 broadcasts B while each of 8-11 sends a long flow to each of 4-7. Rack
+     * 1's downlink carries those 16 flows and the broadcast's 4 to rack 1: 50 MB/s each, the
+     * least share, so the rack-1 part moves at 50 MB/s (B in 20 ms). The sender's NIC has
+     * 1e9 - 4 x 50e6 left for its 7 other flows (rack 0's 3, rack 2's 4; uplink 0 offers
+     * 200 MB/s each): 114.3 MB/s, B in 8.75 ms for both those parts. */
+    n = net_new_racks(12, nic, 0, 4, up);
+    CHECK(net_add_bcast(n, 0, 0, B, 1) == 3, "three parts");
+    for (int s = 8; s < 12; s++)
+        for (int d = 4; d < 8; d++) net_add(n, 0, s, d, 100 * B, 2);
+    int64_t fin[2] = {0, 0}; /* the instants parts of the broadcast finish at */
+    int nfin = 0;
+    memset(&l, 0, sizeof l);
+    while (nfin < 2 && net_active(n) > 0) {
+        if (net_dirty(n)) {
+            net_recompute(n, l.now);
+            CHECK(net_verify_maxmin(n, 1e-12, err, sizeof err) == 0, "%s", err);
+        }
+        l.now = net_next_ns(n);
+        int64_t before = l.at[1];
+        l.at[1] = -1;
+        net_finish(n, l.now, on_tag, &l);
+        if (l.at[1] >= 0) fin[nfin++] = l.now;
+        else l.at[1] = before;
+    }
+    CHECK_EQ_I64(fin[0], 8750000);
+    CHECK_EQ_I64(fin[1], 20000000);
+    net_destroy(&n);
+
+    /* The same broadcast with rack 1's uplink the limit instead: 2 racks of 4, uplinks at
+     * 0.3 GB/s, node 5 receiving long flows from 4, 6, 7 (in its rack). The 4 remote flows
+     * share uplink 0, 75 MB/s each (node 5's NIC offers 250); the 3 local ones the rest of
+     * the sender's NIC, (1e9 - 4 x 75e6) / 3 = 233.3 MB/s: B in 4.2857 ms. */
+    n = net_new_racks(8, nic, 0, 4, 0.3e9);
+    net_add_bcast(n, 0, 0, B, 1);
+    for (int s = 4; s <= 7; s++)
+        if (s != 5) net_add(n, 0, s, 5, 100 * B, 2);
+    net_recompute(n, 0);
+    CHECK(net_verify_maxmin(n, 1e-12, err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(net_next_ns(n), 4285714);
+    net_destroy(&n);
+
+    /* Uneven NICs: the same with uplinks at 1 GB/s and the sender's NIC at 2 GB/s. Node 5's
+     * NIC (4 flows), uplink 0 and downlink 1 (4 remote flows each) all offer 250 MB/s and
+     * saturate together; the sender's 3 local flows share its other 1 GB/s: 333.3 MB/s, B in
+     * 3 ms. */
+    n = net_new_racks(8, nic, 0, 4, up);
+    net_set_node_nic(n, 0, 2e9);
+    net_add_bcast(n, 0, 0, B, 1);
+    for (int s = 4; s <= 7; s++)
+        if (s != 5) net_add(n, 0, s, 5, 100 * B, 2);
+    net_recompute(n, 0);
+    CHECK(net_verify_maxmin(n, 1e-12, err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(net_next_ns(n), 3000000);
+    net_destroy(&n);
 }
 
 TEST(net_verify_maxmin_fails_on_rates_that_are_not_maxmin)
