@@ -81,6 +81,11 @@ const char *cluster_keys_help(void)
            "  nic_efficiency = E        usable fraction of nic_gbps (1)\n"
            "  latency_us = U            one-way message latency (20)\n"
            "  core_gbps = G             switch core capacity, 0 = non-blocking (0)\n"
+           "  nodes_per_rack = K        nodes per rack switch (nodes 0..K-1 in rack 0, ...); must\n"
+           "                            divide nodes; 0 = one switch (0)\n"
+           "  rack_uplink_gbps = G      a rack's uplink to the core per direction, Gbit/s\n"
+           "  oversubscription = X      or: uplink = nodes_per_rack x nic_gbps / X (1)\n"
+           "  nic_gbps_node = N:G       NIC of node N at G Gbit/s (N or FIRST-LAST), repeatable\n"
            "  interconnect = NAME       between a node's devices: pcie3 | pcie4 | pcie5 |\n"
            "                            nvlink4 (needed when devices_per_node > 1)\n"
            "  intra_gbps = G            the interconnect's bandwidth per direction, Gbit/s\n"
@@ -139,6 +144,45 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
     } else if (!strcmp(key, "core_gbps")) {
         if (get_in(key, val, 1e-3, 1e9, true, &d, where, err, errlen)) return -1;
         c->core_Bps = d * 1e9 / 8;
+    } else if (!strcmp(key, "nodes_per_rack")) {
+        if (kv_int(val, &i) || i < 0 || i > 10000000)
+            return kv_error(err, errlen, where,
+                            "expected nodes_per_rack = an integer from 0 to 10000000, got '%s'",
+                            val);
+        c->nodes_per_rack = (int)i;
+        c->rack_line = 0; /* cluster_setter names a file's line */
+    } else if (!strcmp(key, "rack_uplink_gbps") || !strcmp(key, "oversubscription")) {
+        bool uplink = !strcmp(key, "rack_uplink_gbps");
+        if (uplink ? c->oversubscription > 0 : c->rack_uplink_Bps > 0)
+            return kv_error(err, errlen, where,
+                            "expected rack_uplink_gbps or oversubscription, not both");
+        if (get_in(key, val, uplink ? 1e-3 : 1, uplink ? 1e9 : 1e4, false, &d, where, err,
+                   errlen))
+            return -1;
+        if (uplink) c->rack_uplink_Bps = d * 1e9 / 8;
+        else c->oversubscription = d;
+    } else if (!strcmp(key, "nic_gbps_node")) {
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", val);
+        char *colon = strchr(buf, ':'), *dash = NULL;
+        long long last;
+        if (colon) {
+            *colon = 0;
+            dash = strchr(buf, '-');
+            if (dash) *dash = 0;
+        }
+        if (!colon || kv_int(buf, &i) || i < 0 || i >= 10000000 ||
+            (dash ? kv_int(dash + 1, &last) || last < i || last >= 10000000 : (last = i, 0)) ||
+            kv_double(colon + 1, &d) || d < 1e-3 || d > 1e6)
+            return kv_error(err, errlen, where,
+                            "expected nic_gbps_node = NODE:GBPS or FIRST-LAST:GBPS (nodes from 0, "
+                            "FIRST <= LAST, Gbit/s from 0.001 to 1e+06), got '%s'", val);
+        if (c->n_nic == CLUSTER_MAX_NIC)
+            return kv_error(err, errlen, where, "expected at most %d nic_gbps_node lines",
+                            CLUSTER_MAX_NIC);
+        c->nic_first[c->n_nic] = (int)i;
+        c->nic_last[c->n_nic] = (int)last;
+        c->nic_line_Bps[c->n_nic++] = d * 1e9 / 8;
     } else if (!strcmp(key, "server_gbps")) {
         if (get_in(key, val, 1e-3, 1e9, true, &d, where, err, errlen)) return -1;
         c->server_Bps = d * 1e9 / 8;
@@ -218,11 +262,28 @@ int cluster_check_devices(const cluster_t *c, const char *where, char *err, size
     return 0;
 }
 
+int cluster_check_racks(const cluster_t *c, int nodes, const char *where, char *err,
+                        size_t errlen)
+{
+    char at[600];
+    if (c->rack_line > 0 && c->path[0]) {
+        snprintf(at, sizeof at, "%s:%d", c->path, c->rack_line);
+        where = at;
+    }
+    int k = c->nodes_per_rack;
+    if (k > 0 && nodes > k && nodes % k != 0)
+        return kv_error(err, errlen, where,
+                        "expected nodes_per_rack dividing the %d nodes, got %d", nodes, k);
+    return 0;
+}
+
 static int cluster_setter(void *obj, const char *key, const char *val, int line_no,
                           const char *where, char *err, size_t errlen)
 {
-    (void)line_no;
-    return cluster_set(obj, key, val, where, err, errlen);
+    cluster_t *c = obj;
+    if (cluster_set(c, key, val, where, err, errlen)) return -1;
+    if (!strcmp(key, "nodes_per_rack")) c->rack_line = line_no;
+    return 0;
 }
 
 int cluster_parse(cluster_t *c, const char *path, const char *text, char *err, size_t errlen)
@@ -230,7 +291,7 @@ int cluster_parse(cluster_t *c, const char *path, const char *text, char *err, s
     cluster_init(c);
     snprintf(c->path, sizeof c->path, "%s", path);
     int line_no = 0;
-    static const char *const repeatable[] = {"speed", NULL};
+    static const char *const repeatable[] = {"speed", "nic_gbps_node", NULL};
     if (kv_parse_text(path, text, cluster_setter, c, repeatable, &line_no, err, errlen))
         return -1;
     char where[600];
@@ -239,6 +300,12 @@ int cluster_parse(cluster_t *c, const char *path, const char *text, char *err, s
         return kv_error(err, errlen, where, "expected ps_shards <= nodes (%d), got %d", c->nodes,
                    c->ps_shards);
     if (cluster_check_devices(c, where, err, errlen)) return -1;
+    if (cluster_check_racks(c, c->nodes, where, err, errlen)) return -1;
+    for (int i = 0; i < c->n_nic; i++)
+        if (c->nic_last[i] >= c->nodes)
+            return kv_error(err, errlen, where,
+                            "expected nic_gbps_node lines for nodes below %d, got node %d",
+                            c->nodes, c->nic_last[i]);
     for (int i = 0; i < c->n_speed; i++)
         if (c->speed_node[i] >= c->nodes)
             return kv_error(err, errlen, where, "expected speed node < nodes (%d), got %d", c->nodes,
@@ -275,6 +342,28 @@ double cluster_node_speed(const cluster_t *c, int node)
 
 double cluster_nic_Bps(const cluster_t *c) { return c->nic_Bps * c->nic_efficiency; }
 
+double cluster_node_nic_Bps(const cluster_t *c, int node)
+{
+    double line = c->nic_Bps;
+    for (int i = 0; i < c->n_nic; i++)
+        if (node >= c->nic_first[i] && node <= c->nic_last[i]) line = c->nic_line_Bps[i];
+    return line * c->nic_efficiency;
+}
+
+int cluster_racks(const cluster_t *c)
+{
+    int k = c->nodes_per_rack;
+    return k > 0 && k < c->nodes && c->nodes % k == 0 ? c->nodes / k : 1;
+}
+
+double cluster_rack_Bps(const cluster_t *c)
+{
+    if (cluster_racks(c) <= 1) return 0;
+    if (c->rack_uplink_Bps > 0) return c->rack_uplink_Bps * c->nic_efficiency;
+    double x = c->oversubscription > 0 ? c->oversubscription : 1;
+    return c->nodes_per_rack * c->nic_Bps * c->nic_efficiency / x;
+}
+
 /* The decimal value d of a key read as `native = d * scale / div` (cluster_set's
  * conversions) that gives back exactly `native`: the nearest double to native * div / scale,
  * nudged by an ulp or two where the round trip through the multiplication is off. */
@@ -301,6 +390,16 @@ int cluster_write(const cluster_t *c, FILE *f, const char *prefix)
     fprintf(f, "%snic_efficiency = %s\n", prefix, D(c->nic_efficiency));
     fprintf(f, "%slatency_us = %s\n", prefix, D((double)c->lat_ns / 1e3));
     fprintf(f, "%score_gbps = %s\n", prefix, D(exact_key_value(c->core_Bps, 1e9, 8)));
+    /* rack keys only where given: files written before racks read back the same */
+    if (c->nodes_per_rack > 0) fprintf(f, "%snodes_per_rack = %d\n", prefix, c->nodes_per_rack);
+    if (c->rack_uplink_Bps > 0)
+        fprintf(f, "%srack_uplink_gbps = %s\n", prefix,
+                D(exact_key_value(c->rack_uplink_Bps, 1e9, 8)));
+    if (c->oversubscription > 0)
+        fprintf(f, "%soversubscription = %s\n", prefix, D(c->oversubscription));
+    for (int i = 0; i < c->n_nic; i++)
+        fprintf(f, "%snic_gbps_node = %d-%d:%s\n", prefix, c->nic_first[i], c->nic_last[i],
+                D(exact_key_value(c->nic_line_Bps[i], 1e9, 8)));
     if (c->interconnect[0]) fprintf(f, "%sinterconnect = %s\n", prefix, c->interconnect);
     else if (c->intra_Bps > 0) {
         fprintf(f, "%sintra_gbps = %s\n", prefix, D(exact_key_value(c->intra_Bps, 1e9, 8)));

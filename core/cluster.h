@@ -1,6 +1,8 @@
 /* cluster: the machines a plan runs on — node count, devices per node, NIC bandwidth (full
- * duplex, per direction) and latency, an optional switch core limit, parameter-server
- * placement, the compute device, and per-node speed factors for stragglers.
+ * duplex, per direction; per node where lines give one) and latency, an optional switch core
+ * limit, racks (nodes per rack and the rack uplink, given or as an oversubscription ratio),
+ * parameter-server placement, the compute device, and per-node speed factors for
+ * stragglers.
  *
  * A cluster file is text, one `key = value` per line, '#' starts a comment (keys listed in
  * cluster_keys_help()). Errors are "file:line: expected ...", never ignored.
@@ -8,7 +10,8 @@
  * Invariants after cluster_load()/cluster_parse(): nodes >= 1, nic_Bps > 0, lat_ns >= 0,
  * 0 <= ps_shards <= nodes (0 means one shard per node, colocated: Poseidon's default),
  * speed[] has `nodes` entries (owned) or is NULL (all 1.0); devices_per_node > 1 has an
- * interconnect (intra_Bps > 0).
+ * interconnect (intra_Bps > 0); nodes_per_rack is 0, or divides nodes, or is >= nodes (one
+ * rack: one switch); at most one of rack_uplink_Bps and oversubscription is given.
 
  */
 #ifndef POSEIDON_CLUSTER_H
@@ -23,6 +26,7 @@
 
 #define CLUSTER_NAME_MAX 64
 #define CLUSTER_MAX_SPEED 256 /* explicit `speed = NODE:FACTOR` lines */
+#define CLUSTER_MAX_NIC 256   /* explicit `nic_gbps_node = NODES:GBPS` lines */
 
 /* A compute device model: time of a layer = max(FLOPs / (peak * efficiency of its type),
  * bytes touched / memory bandwidth) + a fixed launch overhead. */
@@ -57,6 +61,15 @@ typedef struct {
     device_t device;
     double straggler_sigma;    /* lognormal sigma of a per-node speed drawn at start */
     double jitter_sigma;       /* lognormal sigma of per-op compute noise */
+    int nodes_per_rack;        /* consecutive nodes sharing a rack switch; 0 = one switch */
+    int rack_line;             /* the line that set nodes_per_rack (for messages), 0 = none */
+    double rack_uplink_Bps;    /* line rate of a rack's uplink per direction, bytes/s; 0 =
+                                  from oversubscription */
+    double oversubscription;   /* a rack's NIC line rates over its uplink's; 0 = not given
+                                  (1 when rack_uplink_Bps is not given either) */
+    int n_nic;                 /* per-node NIC lines: nodes nic_first..nic_last at nic_line_Bps */
+    int nic_first[CLUSTER_MAX_NIC], nic_last[CLUSTER_MAX_NIC];
+    double nic_line_Bps[CLUSTER_MAX_NIC]; /* line rate per direction, bytes/s */
     int n_speed;               /* explicit speed lines */
     int speed_node[CLUSTER_MAX_SPEED];
     double speed_factor[CLUSTER_MAX_SPEED]; /* 0.5 = node computes at half speed */
@@ -78,6 +91,22 @@ int cluster_check_devices(const cluster_t *c, const char *where, char *err, size
 
 /* Usable NIC bandwidth per direction, bytes/s: nic_Bps x nic_efficiency. */
 double cluster_nic_Bps(const cluster_t *c);
+
+/* Usable NIC bandwidth of one node per direction: its nic_gbps_node line's rate (the last
+ * that names it) or nic_Bps, times nic_efficiency. */
+double cluster_node_nic_Bps(const cluster_t *c, int node);
+
+/* Racks of the cluster: nodes / nodes_per_rack, or 1 (no nodes_per_rack, or nodes <= it). */
+int cluster_racks(const cluster_t *c);
+
+/* Usable bandwidth of a rack's uplink (and downlink) per direction, bytes/s: rack_uplink_Bps,
+ * or nodes_per_rack x nic_Bps / oversubscription, times nic_efficiency; 0 with one rack. */
+double cluster_rack_Bps(const cluster_t *c);
+
+/* nodes_per_rack divides nodes (or nodes <= nodes_per_rack: one rack). Returns 0, or -1 with
+ * "WHERE: expected ..." (WHERE: the nodes_per_rack line where known, else `where`). */
+int cluster_check_racks(const cluster_t *c, int nodes, const char *where, char *err,
+                        size_t errlen);
 
 /* Number of PS shards actually used (ps_shards or nodes). */
 int cluster_shards(const cluster_t *c);

@@ -20,6 +20,22 @@ static int64_t xfer_ns(const cost_params_t *p, int64_t bytes)
     return bytes > 0 ? llround((double)bytes / p->bw_Bps * 1e9) : 0;
 }
 
+int cost_racks(const cost_params_t *p)
+{
+    int S = p->nodes_per_rack, P = p->workers;
+    return S > 0 && S < P && P % S == 0 ? P / S : 1;
+}
+
+/* Time of bytes through one rack link (0 with one rack). */
+static int64_t rack_ns(const cost_params_t *p, int64_t bytes)
+{
+    if (cost_racks(p) <= 1 || bytes <= 0) return 0;
+    ASSERT(p->rack_Bps > 0, "racks without rack bandwidth");
+    return llround((double)bytes / p->rack_Bps * 1e9);
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
 static const char *const s_place_names[KV_PLACE_COUNT] = {"least_loaded", "round_robin"};
 
 const char *kv_place_name(kv_place_t k)
@@ -168,11 +184,21 @@ cost_t cost_ps(const cost_params_t *p, int64_t bytes, int64_t block0)
         int64_t ph = bytes - b > (int64_t)(P1 - 1) * b ? bytes - b : (int64_t)(P1 - 1) * b;
         if (ph > push) push = ph;
     }
+    /* the busiest rack link of a phase: S (bytes - held_q) one way, held_q (P - S) the other */
+    int64_t rack_phase = 0;
+    int R = cost_racks(p);
+    for (int q = 0; R > 1 && q < R; q++) {
+        int64_t S = p->nodes_per_rack, held = 0;
+        for (int i = 0; i < holders; i++) held += shard[i] / S == q ? piece[i] : 0;
+        int64_t out = S * (bytes - held), in = held * (P1 - S);
+        rack_phase = max64(rack_phase, max64(out, in));
+        c.rack_sent = max64(c.rack_sent, out + in);
+    }
     free(shard);
     free(piece);
     c.server_sent = c.server_recv = (int64_t)P1 * bmax;
     int64_t apply = p->server_Bps > 0 ? llround((double)P1 * bmax / p->server_Bps * 1e9) : 0;
-    c.time_ns = 2 * (p->lat_ns + xfer_ns(p, push)) + apply;
+    c.time_ns = 2 * (p->lat_ns + max64(xfer_ns(p, push), rack_ns(p, rack_phase))) + apply;
     return c;
 }
 
@@ -195,7 +221,9 @@ cost_t cost_sfb_rows(const cost_params_t *p, int64_t rows, int64_t m, int64_t n)
     int64_t recon = 0;
     if (p->gemm_flops > 0)
         recon = llround(2.0 * (double)k * (double)m * (double)n * (P1 - 1) / p->gemm_flops * 1e9);
-    c.time_ns = p->lat_ns + xfer_ns(p, b) + recon;
+    int64_t S = p->nodes_per_rack;
+    if (cost_racks(p) > 1) c.rack_sent = S * (P1 - S) * cost_sfb_peer_bytes(k, m, n);
+    c.time_ns = p->lat_ns + max64(xfer_ns(p, b), rack_ns(p, c.rack_sent)) + recon;
     return c;
 }
 
@@ -224,8 +252,10 @@ cost_t cost_allreduce(const cost_params_t *p, int64_t bytes)
     /* 2(P-1) dependent steps: a node forwards a chunk only after the chunk of the previous
      * step has arrived from its predecessor, so every step pays a latency (the runtime's ring,
      * runtime/allreduce.c, as the simulator executes it) */
-    int64_t step_ns = p->lat_ns + xfer_ns(p, cost_allreduce_chunk_bytes(P, bytes));
+    int64_t chunk = cost_allreduce_chunk_bytes(P, bytes);
+    int64_t step_ns = p->lat_ns + max64(xfer_ns(p, chunk), rack_ns(p, chunk));
     c.time_ns = cost_allreduce_steps(P) * step_ns;
+    if (cost_racks(p) > 1) c.rack_sent = b; /* one chunk per step leaves each rack */
     return c;
 }
 
@@ -246,7 +276,7 @@ static cost_t add_max(cost_t a, cost_t b)
     cost_t c = {a.worker_sent + b.worker_sent, a.worker_recv + b.worker_recv,
                 a.server_sent + b.server_sent, a.server_recv + b.server_recv,
                 a.node_sent + b.node_sent,     a.node_recv + b.node_recv,
-                a.time_ns > b.time_ns ? a.time_ns : b.time_ns};
+                a.time_ns > b.time_ns ? a.time_ns : b.time_ns, a.rack_sent + b.rack_sent};
     return c;
 }
 

@@ -18,6 +18,17 @@
  * latency, since a node forwards a chunk only once the previous one has arrived:
  * 2(P-1) (latency + chunk / bandwidth).
  *
+ * Racks (nodes_per_rack S < P, R = P / S racks, each uplink and downlink carrying rack_Bps):
+ * a phase's time is its busiest NIC direction's bytes / bandwidth or its busiest rack link's
+ * bytes / rack_Bps, whichever is longer, + one latency. Rack q's uplink carries, per phase:
+ * PS push, its S workers' pieces for shards outside q, S (bytes - held_q); PS pull, the
+ * pieces its shards serve to the P - S workers outside, held_q (P - S) (downlinks the
+ * reverse; the phase's time takes the busiest link of either direction); SFB, every factor
+ * its S workers send to the P - S peers outside, S (P - S) K(M+N)x4; ring all-reduce (the
+ * ring visits nodes in order, so it leaves each rack once), one chunk per step, as a NIC.
+ * So oversubscribed uplinks slow PS and SFB by up to the ratio and the ring not at all
+ * (until an uplink is slower than a NIC).
+ *
  * A node of D > 1 devices first reduces its devices' gradients over its interconnect (D-1
  * tensors cross it into one) and, once the network sync is done, broadcasts the result back
  * (D-1 tensors); under SFB it gathers the devices' factors instead ((D-1)/D of the node's
@@ -61,7 +72,9 @@ typedef struct {
     int64_t kv_block_bytes; /* 0: every tensor split evenly over the shards */
     const int *block_shard; /* with KV blocks: the shard of every global block (the plan's
                                table); NULL: block b on shard b mod P2 */
-    double bw_Bps;          /* per NIC and direction */
+    double bw_Bps;          /* per NIC and direction (the slowest node's) */
+    int nodes_per_rack;     /* S: nodes per rack; 0, or >= workers: one switch */
+    double rack_Bps;        /* each rack uplink and downlink per direction (racks only) */
     int64_t lat_ns;         /* per message */
     double server_Bps;      /* bytes/s a shard applies; 0: free */
     double gemm_flops;      /* FLOP/s of SFB reconstruction; 0: not counted */
@@ -88,7 +101,11 @@ typedef struct {
     int64_t server_sent, server_recv; /* the busiest shard's server part alone */
     int64_t node_sent, node_recv;     /* busiest node that is worker and shard (colocated) */
     int64_t time_ns;                  /* predicted time, alone on an idle network */
+    int64_t rack_sent;                /* bytes the busiest rack uplink carries (0: one rack) */
 } cost_t;
+
+/* Racks of a cost model: workers / nodes_per_rack, or 1. */
+int cost_racks(const cost_params_t *p);
 
 /* Bytes of a PS tensor of `bytes` starting at global block `block0` held by shard s. With
  * an even split (kv_block_bytes = 0) the tensor's pieces rotate from shard block0 mod P2. */

@@ -328,9 +328,10 @@ static int check_warmup(const experiment_t *e, const char *where, char *err, siz
                     "measured ones), got warmup = %d, iterations = %d", e->warmup, e->iterations);
 }
 
-/* Every speed line names a node of some configuration (experiment_config drops a line for
- * the configurations too small for its node). */
-static int check_speed(const experiment_t *e, const char *where, char *err, size_t errlen)
+/* Every speed and nic_gbps_node line names a node of some configuration (experiment_config
+ * drops a speed line for the configurations too small for its node; a NIC line for a node a
+ * configuration lacks is never read), and every configuration fills whole racks. */
+static int check_node_lines(const experiment_t *e, const char *where, char *err, size_t errlen)
 {
     int most = 0;
     for (int i = 0; i < e->n_nodes; i++)
@@ -341,6 +342,16 @@ static int check_speed(const experiment_t *e, const char *where, char *err, size
             return kv_error(err, errlen, where,
                             "expected speed lines for nodes below %d (the most nodes run), got "
                             "node %d", most, e->cluster.speed_node[i]);
+    for (int i = 0; i < e->cluster.n_nic; i++)
+        if (e->cluster.nic_last[i] >= most)
+            return kv_error(err, errlen, where,
+                            "expected nic_gbps_node lines for nodes below %d (the most nodes "
+                            "run), got node %d", most, e->cluster.nic_last[i]);
+    /* every configuration's nodes fill whole racks */
+    for (int i = 0; i < e->n_nodes; i++)
+        if (cluster_check_racks(&e->cluster, e->nodes[i], where, err, errlen)) return -1;
+    if (e->n_nodes == 0 && cluster_check_racks(&e->cluster, most, where, err, errlen))
+        return -1;
     return 0;
 }
 
@@ -348,7 +359,7 @@ int experiment_check_overrides(const experiment_t *e, char *err, size_t errlen)
 {
     if (!e->model_path[0])
         return kv_error(err, errlen, "--set", "expected a model (model=FILE.net)");
-    if (check_speed(e, "--set", err, errlen)) return -1;
+    if (check_node_lines(e, "--set", err, errlen)) return -1;
     if (cluster_check_devices(&e->cluster, "--set", err, errlen)) return -1;
     return check_warmup(e, "--set", err, errlen);
 }
@@ -371,7 +382,7 @@ int experiment_parse(experiment_t *e, const char *path, const char *text, char *
     if (dot) *dot = 0;
 
     int line_no = 0;
-    static const char *const repeatable[] = {"cluster.speed", NULL};
+    static const char *const repeatable[] = {"cluster.speed", "cluster.nic_gbps_node", NULL};
     if (kv_parse_text(path, text, experiment_setter, e, repeatable, &line_no, err, errlen))
         return -1;
     char where[600];
@@ -384,7 +395,7 @@ int experiment_parse(experiment_t *e, const char *path, const char *text, char *
                         e->cluster.nodes, e->cluster.ps_shards);
     sweeps_default(e);
     if (cluster_check_devices(&e->cluster, where, err, errlen)) return -1;
-    return check_speed(e, where, err, errlen);
+    return check_node_lines(e, where, err, errlen);
 }
 
 int experiment_load(experiment_t *e, const char *path, char *err, size_t errlen)

@@ -220,12 +220,18 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
     p->batch = batch;
     p->workers = c->nodes;
     p->shards = cluster_shards(c);
+    /* with per-node NICs, a phase ends with the slowest node's */
+    double slowest_Bps = cluster_nic_Bps(c);
+    for (int n = 0; c->n_nic > 0 && n < c->nodes; n++)
+        if (cluster_node_nic_Bps(c, n) < slowest_Bps) slowest_Bps = cluster_node_nic_Bps(c, n);
     p->cost = (cost_params_t){
         .workers = p->workers,
         .shards = p->shards,
         .batch = batch * c->devices_per_node,
         .kv_block_bytes = kv_block_bytes,
-        .bw_Bps = cluster_nic_Bps(c),
+        .bw_Bps = slowest_Bps,
+        .nodes_per_rack = cluster_racks(c) > 1 ? c->nodes_per_rack : 0,
+        .rack_Bps = cluster_rack_Bps(c),
         .lat_ns = c->lat_ns,
         .server_Bps = c->server_Bps,
         .gemm_flops = c->device.peak_flops * c->device.eff_fc,
@@ -586,10 +592,12 @@ void plan_print(const plan_t *p, FILE *f, int csv)
     char sb[64];
     scheme_name(p->scheme, sb, sizeof sb);
     int local = p->cluster.devices_per_node > 1 || p->cluster.host_staging; /* local steps' columns */
+    int racks = cost_racks(&p->cost) > 1; /* each method's bytes through the busiest uplink */
     if (csv)
         fprintf(f, "unit,layer,type,params,method,ps_bytes,ps_ns,sfb_bytes,sfb_ns,"
-                   "allreduce_bytes,allreduce_ns,bucket%s\n",
-                local ? ",lreduce_bytes,lbcast_bytes" : "");
+                   "allreduce_bytes,allreduce_ns,bucket%s%s\n",
+                local ? ",lreduce_bytes,lbcast_bytes" : "",
+                racks ? ",ps_rack_bytes,sfb_rack_bytes,allreduce_rack_bytes" : "");
     else {
         fprintf(f, "# %s on %d nodes (%d shards), %.3g Gbit/s, batch %d, scheme %s, %s, "
                    "all-reduce buckets of %.6g MB\n",
@@ -602,20 +610,28 @@ void plan_print(const plan_t *p, FILE *f, int csv)
                     p->cluster.devices_per_node, p->batch,
                     p->cluster.interconnect[0] ? p->cluster.interconnect : "the interconnect",
                     p->cluster.intra_Bps * 8 / 1e9, p->cluster.intra_lat_ns / 1e3);
-        fprintf(f, "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s %6s%s\n", "unit",
+        if (racks)
+            fprintf(f, "# %d racks of %d nodes, uplinks of %.4g Gbit/s per direction "
+                       "(oversubscription %.3g): *_uplink = bytes through the busiest rack "
+                       "uplink; each method's time counts the busier of NIC and uplink\n",
+                    cost_racks(&p->cost), p->cost.nodes_per_rack, p->cost.rack_Bps * 8 / 1e9,
+                    p->cost.nodes_per_rack * p->cost.bw_Bps / p->cost.rack_Bps);
+        fprintf(f, "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s %6s%s%s\n", "unit",
                 "layer", "type", "params", "method", "ps_bytes/node", "ps_ms", "sfb_bytes/node",
                 "sfb_ms", "ar_bytes/node", "ar_ms", "bucket",
-                local ? "  lreduce_bytes   lbcast_bytes" : "");
+                local ? "  lreduce_bytes   lbcast_bytes" : "",
+                racks ? "      ps_uplink     sfb_uplink      ar_uplink" : "");
     }
     for (int u = 0; u < p->n_units; u++) {
         const plan_unit_t *un = &p->units[u];
         if (un->layer < 0) continue;
         const layer_t *l = &p->model->layers[un->layer];
-        int64_t by[SYNC_METHOD_COUNT] = {0};
+        int64_t by[SYNC_METHOD_COUNT] = {0}, up[SYNC_METHOD_COUNT] = {0};
         for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++)
             if (un->cost_ns[j] >= 0) {
                 cost_t c = cost_layer(&p->cost, &un->tensor, (sync_method_t)j);
                 by[j] = c.node_sent + c.node_recv;
+                up[j] = c.rack_sent;
             }
         if (csv) {
             fprintf(f, "%d,%s,%s,%lld,%s", u, l->name, layer_type_name(l->type),
@@ -627,6 +643,8 @@ void plan_print(const plan_t *p, FILE *f, int csv)
             if (local)
                 fprintf(f, ",%lld,%lld", (long long)un->lreduce_bytes,
                         (long long)un->lbcast_bytes);
+            for (int j = SYNC_PS; racks && j < SYNC_METHOD_COUNT; j++)
+                fprintf(f, ",%lld", (long long)(un->cost_ns[j] >= 0 ? up[j] : -1));
             fputc('\n', f);
         } else {
             fprintf(f, "%-4d %-28s %-8s %12lld %-9s", u, l->name, layer_type_name(l->type),
@@ -640,6 +658,10 @@ void plan_print(const plan_t *p, FILE *f, int csv)
             if (local)
                 fprintf(f, " %14lld %14lld", (long long)un->lreduce_bytes,
                         (long long)un->lbcast_bytes);
+            for (int j = SYNC_PS; racks && j < SYNC_METHOD_COUNT; j++) {
+                if (un->cost_ns[j] < 0) fprintf(f, " %14s", "-");
+                else fprintf(f, " %14lld", (long long)up[j]);
+            }
             fputc('\n', f);
         }
     }

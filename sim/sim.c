@@ -613,7 +613,11 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
     s->iterations = o->iterations;
     ASSERT((double)s->iterations * s->n_ops * s->nodes * s->nodes < 9e18, "flow tags overflow");
     s->q = evq_new();
-    s->net = net_new(s->nodes, cluster_nic_Bps(&p->cluster), p->cluster.core_Bps);
+    const cluster_t *cl = &p->cluster;
+    s->net = net_new_racks(s->nodes, cluster_nic_Bps(cl), cl->core_Bps,
+                           cluster_racks(cl) > 1 ? cl->nodes_per_rack : 0, cluster_rack_Bps(cl));
+    for (int n = 0; cl->n_nic > 0 && n < s->nodes; n++)
+        net_set_node_nic(s->net, n, cluster_node_nic_Bps(cl, n));
     net_set_whole(s->net, o->whole_network);
     int64_t total = (int64_t)s->iterations * s->n_ops * s->nodes;
     s->cnt = xcalloc((size_t)total, sizeof *s->cnt);

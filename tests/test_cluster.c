@@ -62,6 +62,77 @@ TEST(cluster_errors_name_file_and_line)
     expect_cluster_error("speed = 3\n", "bad.cluster:1:", "NODE:FACTOR");
     expect_cluster_error("nodes = 2\nps_shards = 3\n", "bad.cluster:2:", "ps_shards <= nodes");
     expect_cluster_error("nodes = 2\nspeed = 5:0.5\n", "bad.cluster:2:", "speed node");
+    /* racks: the layout names its own line, wherever nodes is set */
+    expect_cluster_error("nodes_per_rack = 3\nnodes = 8\n", "bad.cluster:1:",
+                         "expected nodes_per_rack dividing the 8 nodes, got 3");
+    expect_cluster_error("nodes = 8\nnodes_per_rack = -1\n", "bad.cluster:2:",
+                         "expected nodes_per_rack");
+    expect_cluster_error("nodes = 8\nrack_uplink_gbps = 10\noversubscription = 4\n",
+                         "bad.cluster:3:", "rack_uplink_gbps or oversubscription, not both");
+    expect_cluster_error("oversubscription = 4\nrack_uplink_gbps = 10\n", "bad.cluster:2:",
+                         "not both");
+    expect_cluster_error("oversubscription = 0.5\n", "bad.cluster:1:",
+                         "expected oversubscription = a number from 1 to 10000");
+    expect_cluster_error("rack_uplink_gbps = 0\n", "bad.cluster:1:", "expected rack_uplink_gbps");
+    expect_cluster_error("nic_gbps_node = 3\n", "bad.cluster:1:", "NODE:GBPS or FIRST-LAST:GBPS");
+    expect_cluster_error("nic_gbps_node = 3-1:10\n", "bad.cluster:1:", "FIRST <= LAST");
+    expect_cluster_error("nic_gbps_node = 1:0\n", "bad.cluster:1:", "Gbit/s from 0.001");
+    expect_cluster_error("nodes = 4\nnic_gbps_node = 2-4:10\n", "bad.cluster:2:",
+                         "expected nic_gbps_node lines for nodes below 4, got node 4");
+}
+
+TEST(cluster_racks_and_per_node_nics)
+{
+    char err[512];
+    cluster_t c;
+    /* 32 nodes, 8 per rack, 10 GbE at 90%: the uplink from the ratio is 8 x 10 / 4 Gbit/s */
+    REQUIRE(cluster_parse(&c, "r.cluster",
+                          "nodes = 32\nnic_gbps = 10\nnic_efficiency = 0.9\nnodes_per_rack = 8\n"
+                          "oversubscription = 4\nnic_gbps_node = 5:40\nnic_gbps_node = 8-11:1\n",
+                          err, sizeof err) == 0,
+            "%s", err);
+    CHECK_EQ_I64(cluster_racks(&c), 4);
+    CHECK_NEAR(cluster_rack_Bps(&c), 8 * 10e9 / 8 * 0.9 / 4, 0, 1e-12);
+    CHECK_NEAR(cluster_node_nic_Bps(&c, 5), 40e9 / 8 * 0.9, 0, 1e-12);
+    CHECK_NEAR(cluster_node_nic_Bps(&c, 4), 10e9 / 8 * 0.9, 0, 1e-12);
+    for (int n = 8; n <= 11; n++) CHECK_NEAR(cluster_node_nic_Bps(&c, n), 1e9 / 8 * 0.9, 0, 1e-12);
+    CHECK_NEAR(cluster_node_nic_Bps(&c, 12), 10e9 / 8 * 0.9, 0, 1e-12);
+    /* written and read back: the same keys */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    REQUIRE(f);
+    CHECK(cluster_write(&c, f, "") == 0);
+    fclose(f);
+    cluster_t d;
+    REQUIRE(cluster_parse(&d, "w.cluster", buf, err, sizeof err) == 0, "%s\n%s", err, buf);
+    CHECK_EQ_I64(d.nodes_per_rack, 8);
+    CHECK_NEAR(d.oversubscription, 4, 0, 0);
+    CHECK_EQ_I64(d.n_nic, 2);
+    CHECK_NEAR(cluster_node_nic_Bps(&d, 9), cluster_node_nic_Bps(&c, 9), 0, 0);
+    CHECK_NEAR(cluster_rack_Bps(&d), cluster_rack_Bps(&c), 0, 0);
+    free(buf);
+    /* an uplink given in Gbit/s; no ratio and no uplink: ratio 1; a cluster no larger than a
+     * rack is one switch */
+    REQUIRE(cluster_parse(&c, "u.cluster", "nodes = 16\nnodes_per_rack = 4\nrack_uplink_gbps = 25\n",
+                          err, sizeof err) == 0, "%s", err);
+    CHECK_NEAR(cluster_rack_Bps(&c), 25e9 / 8, 0, 1e-12);
+    REQUIRE(cluster_parse(&c, "o.cluster", "nodes = 16\nnodes_per_rack = 4\n", err, sizeof err) == 0,
+            "%s", err);
+    CHECK_NEAR(cluster_rack_Bps(&c), 4 * 40e9 / 8, 0, 1e-12);
+    REQUIRE(cluster_parse(&c, "s.cluster", "nodes = 4\nnodes_per_rack = 8\n", err, sizeof err) == 0,
+            "%s", err);
+    CHECK_EQ_I64(cluster_racks(&c), 1);
+    CHECK_NEAR(cluster_rack_Bps(&c), 0, 0, 0);
+    /* without the keys nothing is written */
+    cluster_init(&c);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    REQUIRE(f);
+    CHECK(cluster_write(&c, f, "") == 0);
+    fclose(f);
+    CHECK(!strstr(buf, "rack") && !strstr(buf, "nic_gbps_node"), "%s", buf);
+    free(buf);
 }
 
 TEST(scheme_names_round_trip)
@@ -173,6 +244,10 @@ TEST(experiment_errors_name_file_and_line)
          "expected an interconnect for devices_per_node = 2"},
         {"model = m.net\ncluster = c.cluster\ncluster.interconnect = ethernet\n", "e.exp:3:",
          "expected interconnect = pcie3"},
+        {"model = m.net\ncluster = c.cluster\nsweep_nodes = 2,6\ncluster.nodes_per_rack = 4\n",
+         "e.exp:4:", "expected nodes_per_rack dividing the 6 nodes, got 4"},
+        {"model = m.net\ncluster = c.cluster\ncluster.nic_gbps_node = 0-2:10\n", "e.exp:3:",
+         "expected nic_gbps_node lines for nodes below 2 (the most nodes run), got node 2"},
         {"model = m.net\ncluster = c.cluster\nbatch = 4\nbatch = 8\n", "e.exp:4:",
          "expected each key once, got 'batch' again (first at line 3)"},
     };

@@ -182,3 +182,50 @@ TEST(cost_times_are_latency_plus_bytes_over_bandwidth)
         prev = t;
     }
 }
+
+TEST(cost_racks_closed_form)
+{
+    /* 8 workers and shards in 2 racks of 4, NICs of 1 byte/ns, uplinks of 1 byte/ns
+     * (oversubscription 4), no latency. */
+    cost_params_t p = params(8, 8, 1);
+    p.nodes_per_rack = 4;
+    p.rack_Bps = 1e9;
+    CHECK_EQ_I64(cost_racks(&p), 2);
+    const int64_t B = 8000000; /* 1e6 per shard, 4e6 per rack */
+
+    /* PS: a rack's 4 workers push the 4e6 held by the other rack (16e6 up), its shards serve
+     * 4e6 to the 4 workers outside (16e6 down in the push, up in the pull): 16 ms a phase
+     * against 7 ms on the busiest NIC ((P-1) x 1e6), 32e6 bytes up over both. */
+    cost_t c = cost_ps(&p, B, 0);
+    CHECK_EQ_I64(c.time_ns, 2 * 16000000);
+    CHECK_EQ_I64(c.rack_sent, 32000000);
+    CHECK_EQ_I64(c.node_sent, 14000000); /* (B - 1e6) pushed + 7 x 1e6 served */
+
+    /* SFB, K = 1, 1000 x 1500: 10,000 bytes to each peer; a rack's 4 senders reach 4 peers
+     * outside: 160,000 bytes up (160 us) against 70,000 on a NIC (70 us). */
+    c = cost_sfb(&p, 1000, 1500);
+    CHECK_EQ_I64(c.rack_sent, 160000);
+    CHECK_EQ_I64(c.time_ns, 160000);
+    CHECK_EQ_I64(c.node_sent, 70000);
+
+    /* Ring all-reduce: one 1e6 chunk per step leaves each rack, as each NIC sends one: 14
+     * steps of 1 ms; with uplinks at half a NIC, 2 ms each. */
+    c = cost_allreduce(&p, B);
+    CHECK_EQ_I64(c.time_ns, 14000000);
+    CHECK_EQ_I64(c.rack_sent, 14000000);
+    p.rack_Bps = 0.5e9;
+    CHECK_EQ_I64(cost_allreduce(&p, B).time_ns, 28000000);
+    p.rack_Bps = 1e9;
+
+    /* The choice moves: a conv layer of B bytes is PS (ties go to PS: 14 ms each) on one
+     * switch, all-reduce (14 ms against PS's 32) behind the oversubscribed uplinks. */
+    cost_tensor_t conv = {.weight_bytes = B};
+    unsigned mask = 1u << SYNC_PS | 1u << SYNC_ALLREDUCE;
+    cost_params_t flat = params(8, 8, 1);
+    CHECK_EQ_I64(cost_choose(&flat, &conv, mask), SYNC_PS);
+    CHECK_EQ_I64(cost_choose(&p, &conv, mask), SYNC_ALLREDUCE);
+    /* uplinks as fast as a rack's NICs together: no rack term decides */
+    p.rack_Bps = 4e9;
+    CHECK_EQ_I64(cost_ps(&p, B, 0).time_ns, cost_ps(&flat, B, 0).time_ns);
+    CHECK_EQ_I64(cost_choose(&p, &conv, mask), SYNC_PS);
+}

@@ -40,10 +40,18 @@ static void cluster_diff(const cluster_t *a, const cluster_t *b, char *out, size
     FIELD(straggler_sigma, "%.17g");
     FIELD(jitter_sigma, "%.17g");
     FIELD(n_speed, "%d");
+    FIELD(nodes_per_rack, "%d");
+    FIELD(rack_uplink_Bps, "%.17g");
+    FIELD(oversubscription, "%.17g");
+    FIELD(n_nic, "%d");
 #undef FIELD
     if (strcmp(a->device.name, b->device.name))
         snprintf(out + strlen(out), len - strlen(out), " device %s != %s", a->device.name,
                  b->device.name);
+    for (int i = 0; i < a->n_nic && i < b->n_nic; i++)
+        if (a->nic_first[i] != b->nic_first[i] || a->nic_last[i] != b->nic_last[i] ||
+            a->nic_line_Bps[i] != b->nic_line_Bps[i])
+            snprintf(out + strlen(out), len - strlen(out), " nic_gbps_node line %d", i);
     for (int i = 0; i < a->n_speed && i < b->n_speed; i++)
         if (a->speed_node[i] != b->speed_node[i] || a->speed_factor[i] != b->speed_factor[i])
             snprintf(out + strlen(out), len - strlen(out), " speed line %d", i);
@@ -120,7 +128,9 @@ TEST(job_written_experiment_reads_back_the_same_job)
                      "cluster.straggler_sigma = 0.07\ncluster.speed = 1:0.8\n"
                      "cluster.speed = 4:0.6\ncluster.peak_tflops = 1.7\ncluster.core_gbps = 33.3\n"
                      "cluster.devices_per_node = 2\ncluster.intra_gbps = 97.3\n"
-                     "cluster.intra_latency_us = 3.3\ncluster.host_staging = yes\n"));
+                     "cluster.intra_latency_us = 3.3\ncluster.host_staging = yes\n"
+                     "cluster.nodes_per_rack = 1\ncluster.oversubscription = 2.5\n"
+                     "cluster.nic_gbps_node = 1-2:7.3\ncluster.nic_gbps_node = 0:11\n"));
     /* a probe's odd figures, as a real run would have them */
     job_link_t link = {.bw_Bps = 117254913.73, .lat_ns = 48311};
     for (int i = 0; i < experiment_config_count(&e); i++) {
