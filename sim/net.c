@@ -1409,6 +1409,37 @@ int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen)
     return rc;
 }
 
+int net_verify_feasible(const net_t *n, double rel_tol, char *err, size_t errlen)
+{
+    int N = n->nodes, R = 2 * N + n->links + 1, fr[5];
+    double *load = xcalloc((size_t)R, sizeof *load), *cap = xcalloc((size_t)R, sizeof *cap);
+    int *fs = xcalloc((size_t)N, sizeof *fs), *fd = xcalloc((size_t)N, sizeof *fd);
+    char *seen = xcalloc((size_t)N, 1);
+    int rc = 0;
+    for (int r = 0; r < 2 * N; r++) cap[r] = n->side_Bps[r];
+    for (int r = 2 * N; r < R - 1; r++) cap[r] = n->rack_Bps;
+    cap[R - 1] = n->core_Bps > 0 ? n->core_Bps : INFINITY;
+    for (int64_t i = 0; rc == 0 && i < n->used_slots; i++) {
+        const ent_t *e = &n->f[i];
+        if (e->seq < 0) continue;
+        int64_t m = list_flows(n, e, fs, fd, seen);
+        if (m != e->mult || !(e->rate > 0)) {
+            snprintf(err, errlen, "entity %lld (%d -> %d): %lld flows of %d, rate %g",
+                     (long long)i, e->src, e->dst, (long long)m, e->mult, e->rate);
+            rc = -1;
+        }
+        for (int64_t f = 0; rc == 0 && f < m; f++)
+            for (int a = 0, k = flow_res(n, fs[f], fd[f], fr); a < k; a++) load[fr[a]] += e->rate;
+    }
+    for (int r = 0; rc == 0 && r < R; r++)
+        if (load[r] > cap[r] * (1 + rel_tol)) {
+            snprintf(err, errlen, "resource %d carries %.9g B/s of %.9g", r, load[r], cap[r]);
+            rc = -1;
+        }
+    free(load), free(cap), free(fs), free(fd), free(seen);
+    return rc;
+}
+
 /* The kept structures rebuilt from the live entities: compare (see net.h). */
 int net_check_kept(const net_t *n, char *err, size_t errlen)
 {

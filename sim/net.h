@@ -125,6 +125,12 @@ int net_finish(net_t *n, int64_t now_ns, net_finish_fn fn, void *arg);
  * entity whose flow count contradicts its node set, in err. */
 int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen);
 
+/* Test aid: the rates of every model (the grouped one included) fit: no NIC side, rack link
+ * or core carries more than its capacity x (1 + rel_tol), and every entity moves. Returns 0,
+ * or -1 with the first resource over its capacity in err (NIC sides 0..2N-1, rack links,
+ * the core last). Valid after net_recompute. */
+int net_verify_feasible(const net_t *n, double rel_tol, char *err, size_t errlen);
+
 /* Test aid: rebuild from the live entities alone what every rate computation starts from
  * and that is kept across computations instead (each NIC side's list of entities in creation
  * order, its load, which sides anything touches, the multis excluding each side, the live

@@ -144,6 +144,9 @@ static int64_t maxmin_mix_net(uint64_t seed, int N, int transfers, double core_B
                     CHECK(net_verify_maxmin(n, 1e-9, err, sizeof err) == 0,
                           "seed %llu, N %d, computation %lld: %s", (unsigned long long)seed, N,
                           (long long)net_recomputes(n), err);
+                CHECK(net_verify_feasible(n, 1e-9, err, sizeof err) == 0,
+                      "seed %llu, N %d, whole %d, computation %lld: %s",
+                      (unsigned long long)seed, N, whole, (long long)net_recomputes(n), err);
             }
             /* what the next computation starts from, kept across computations, against
              * its rebuild from the live entities */
@@ -390,6 +393,7 @@ TEST(net_verify_maxmin_fails_on_rates_that_are_not_maxmin)
         int rc = net_verify_maxmin(n, 1e-9, err, sizeof err);
         if (whole) CHECK(rc == -1 && strstr(err, "max-min gives"), "grouped rates passed: %s", err);
         else CHECK(rc == 0, "exact rates failed: %s", err);
+        CHECK(net_verify_feasible(n, 1e-9, err, sizeof err) == 0, "infeasible: %s", err);
         net_destroy(&n);
     }
 }

@@ -290,8 +290,9 @@ TEST(report_renders_every_plot_kind_from_fixtures)
          "name='vgg19-22k'"},
         {"validate.gp", "reports/validate.gp", "tests/data/report_validate.csv", "x=1"},
         {"fat_thin.gp", "reports/fat_thin.gp", "tests/data/report_fat_thin.csv", "model='vgg19'"},
+        {"racks.gp", "reports/racks.gp", "tests/data/report_racks.csv", "model='vgg19'"},
     };
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (int)(sizeof scripts / sizeof scripts[0]); i++) {
         snprintf(f1, sizeof f1, "%s/gp%d.png", d, i);
         snprintf(f2, sizeof f2, "%s/gp%d.svg", d, i);
         snprintf(cmd, sizeof cmd, "gnuplot -e \"csv='%s'; out='%s/gp%d'; %s\" %s", scripts[i].csv,
