@@ -339,7 +339,21 @@ TEST(sim_net_flows_saturating_together_split_off_as_one)
 /* A one-layer network (FC 1024 -> 256, no bias: 1 MiB of weights) with fixed compute times. */
 static const char *s_fc_net = "input data shape=1024x1x1\nfc f out=256 bias=0\nsoftmax_loss loss\n";
 
+static int64_t run_closed_racks(scheme_base_t base, int nodes, int shards, int per_rack,
+                                double uplink_gbps, double node1_gbps, int64_t *bytes_out,
+                                int64_t *cost_ns);
+
 static int64_t run_closed(scheme_base_t base, int nodes, int shards, int64_t *bytes_out)
+{
+    return run_closed_racks(base, nodes, shards, 0, 0, 0, bytes_out, NULL);
+}
+
+/* The same with racks of per_rack nodes and uplinks of uplink_gbps (0: one switch), node 1's
+ * NIC at node1_gbps (0: as the others); cost_ns (unless NULL): the cost model's time of the
+ * layer under the plan's method. */
+static int64_t run_closed_racks(scheme_base_t base, int nodes, int shards, int per_rack,
+                                double uplink_gbps, double node1_gbps, int64_t *bytes_out,
+                                int64_t *cost_ns)
 {
     model_t m;
     char err[512];
@@ -351,6 +365,13 @@ static int64_t run_closed(scheme_base_t base, int nodes, int shards, int64_t *by
     c.ps_shards = shards;
     c.nic_Bps = 1e9; /* one byte per ns */
     c.lat_ns = 7000;
+    c.nodes_per_rack = per_rack;
+    c.rack_uplink_Bps = uplink_gbps * 1e9 / 8;
+    if (node1_gbps > 0) {
+        c.n_nic = 1;
+        c.nic_first[0] = c.nic_last[0] = 1;
+        c.nic_line_Bps[0] = node1_gbps * 1e9 / 8;
+    }
     plan_t p;
     REQUIRE(plan_build(&p, &m, &c, (scheme_t){base, true}, 0, 32, 0, err, sizeof err) == 0, "%s",
             err);
@@ -361,6 +382,7 @@ static int64_t run_closed(scheme_base_t base, int nodes, int shards, int64_t *by
     sim_result_t r;
     sim_run(&p, &tm, &o, &r);
     *bytes_out = p.units[0].tensor.weight_bytes;
+    if (cost_ns) *cost_ns = cost_layer(&p.cost, &p.units[0].tensor, p.units[0].method).time_ns;
     plan_fini(&p);
     model_fini(&m);
     return r.makespan_ns;
@@ -381,6 +403,37 @@ TEST(sim_plan_closed_forms)
     /* SFB on 2 nodes: K (M+N) 4 bytes each way, then one rank-32 reconstruction at 1 TFLOP/s */
     int64_t sf = 32 * (256 + 1024) * 4, recon = 16777; /* 2*32*256*1024 FLOPs = 16777.216 ns */
     CHECK_EQ_I64(run_closed(SCHEME_SFB, 2, 0, &B), 3000 + 7000 + sf + recon);
+}
+
+TEST(sim_racks_closed_forms)
+{
+    /* 4 nodes in 2 racks of 2, NICs of one byte per ns, the same 1 MiB layer. */
+    int64_t B, cost, t;
+    /* PS, colocated shards of B/4: a rack's uplink (1 byte/ns, oversubscription 2) carries
+     * 2 workers x 2 remote shards = 4 flows of B/4 at 1/4 byte/ns each, B ns for the push
+     * (the in-rack flow gets the NIC's other half and ends at B/2), the same for the pull;
+     * on one switch each phase is 3 B/4 on a NIC. The cost model says the same. */
+    t = run_closed_racks(SCHEME_PS, 4, 0, 2, 8, 0, &B, &cost);
+    CHECK_EQ_I64(t, 3000 + 2 * (7000 + B));
+    CHECK_EQ_I64(cost, t - 3000);
+    CHECK_EQ_I64(run_closed_racks(SCHEME_PS, 4, 0, 0, 0, 0, &B, &cost), 3000 + 2 * (7000 + 3 * B / 4));
+    /* uplinks as fast as the rack's 2 NICs together: the one-switch time */
+    CHECK_EQ_I64(run_closed_racks(SCHEME_PS, 4, 0, 2, 16, 0, &B, &cost), 3000 + 2 * (7000 + 3 * B / 4));
+    /* ring all-reduce with uplinks at half a NIC: each step's chunk of B/4 that leaves a rack
+     * takes B/2 ns; 6 steps */
+    t = run_closed_racks(SCHEME_ALLREDUCE, 4, 0, 2, 4, 0, &B, &cost);
+    CHECK_EQ_I64(t, 3000 + 6 * (7000 + B / 2));
+    CHECK_EQ_I64(cost, t - 3000);
+    /* SFB, uplinks of 1 byte/ns: 4 cross-rack flows of the factors per uplink at 1/4 each,
+     * 4 sf ns, then 3 rank-32 reconstructions at 1 TFLOP/s */
+    int64_t sf = 32 * (256 + 1024) * 4, recon = 50332; /* 3 x 16777.216 ns */
+    CHECK_EQ_I64(run_closed_racks(SCHEME_SFB, 4, 0, 2, 8, 0, &B, &cost),
+                 3000 + 7000 + 4 * sf + recon);
+    /* uneven NICs, one switch: PS on 2 nodes with node 1's NIC at half the rate moves each
+     * phase's B/2 at half a byte per ns; the cost model plans with the slower NIC */
+    t = run_closed_racks(SCHEME_PS, 2, 0, 0, 0, 4, &B, &cost);
+    CHECK_EQ_I64(t, 3000 + 2 * (7000 + B));
+    CHECK_EQ_I64(cost, t - 3000);
 }
 
 static simrun_out_t run_cfg(const experiment_t *e, const model_t *m, int nodes, double gbps,
