@@ -108,6 +108,7 @@ struct net {
     int racks, rack_size, links; /* R, nodes per rack (N when R = 1), L */
     double rack_Bps; /* each rack link, per direction */
     double *side_Bps; /* [2N] each NIC side's rate */
+    int *side_cls;   /* [2N] each NIC side's class: 2 x its rack + its side */
     char *pinned;    /* [N] a node whose NIC rate is not nic_Bps: its sides are always
                         referenced, so never in a plain class (whose sides share one rate) */
     int *skipbuf;    /* [N] scratch of net_finish: the nodes a rack's part does not cover */
@@ -188,22 +189,24 @@ static int hub_res(const net_t *n, const ent_t *e)
 }
 static inline int rack_of(const net_t *n, int v) { return n->racks > 1 ? v / n->rack_size : 0; }
 /* The rack of a multi's or fan's leaves. */
-static int scope_of(const net_t *n, const ent_t *e)
+static inline int scope_of(const net_t *n, const ent_t *e)
 {
+    if (n->racks <= 1) return 0;
     if (is_fan(e)) return rack_of(n, e->set[0]);
     return SCOPE(0) - (hub_sends(e) ? e->dst : e->src);
 }
-/* The plain class (and the global terms' index) of NIC side r < 2N. */
-static inline int side_class(const net_t *n, int r)
-{
-    int side = r >= n->nodes;
-    return 2 * rack_of(n, r - side * n->nodes) + side;
-}
+/* The plain class (and the global terms' index) of NIC side r < 2N: 2 x its rack + its side. */
+static inline int side_class(const net_t *n, int r) { return n->side_cls[r]; }
 /* The rack links every flow of entity e crosses: 0, or 2 in out[] (the sending rack's
- * uplink, the receiving rack's downlink). */
-static int ent_links(const net_t *n, const ent_t *e, int out[2])
+ * uplink, the receiving rack's downlink). The one-switch case stays inline and costs a
+ * branch on the hot paths. */
+static int ent_links_racks(const net_t *n, const ent_t *e, int out[2]);
+static inline int ent_links(const net_t *n, const ent_t *e, int out[2])
 {
-    if (n->racks <= 1) return 0;
+    return n->racks <= 1 ? 0 : ent_links_racks(n, e, out);
+}
+static int ent_links_racks(const net_t *n, const ent_t *e, int out[2])
+{
     int qs, qd;
     if (is_single(e)) {
         qs = rack_of(n, e->src), qd = rack_of(n, e->dst);
@@ -248,6 +251,9 @@ net_t *net_new_racks(int nodes, double nic_Bps, double core_Bps, int nodes_per_r
     size_t K = 2 * (size_t)nodes + (size_t)n->links, C = 2 * (size_t)n->racks;
     size_t R = K + C + 1;
     n->side_Bps = xcalloc(2 * (size_t)nodes, sizeof *n->side_Bps);
+    n->side_cls = xcalloc(2 * (size_t)nodes, sizeof *n->side_cls);
+    for (int r = 0; r < 2 * nodes; r++)
+        n->side_cls[r] = 2 * rack_of(n, r % nodes) + (r >= nodes);
     for (size_t r = 0; r < 2 * (size_t)nodes; r++) n->side_Bps[r] = nic_Bps;
     n->pinned = xcalloc((size_t)nodes, 1);
     n->skipbuf = xcalloc((size_t)nodes, sizeof *n->skipbuf);
@@ -285,6 +291,7 @@ void net_destroy(net_t **np)
         if (n->f[i].seq >= 0) free(n->f[i].set);
     for (int r = 0; r < 2 * n->nodes + n->links; r++) free(n->list[r].v), free(n->exl[r].v);
     free(n->side_Bps);
+    free(n->side_cls);
     free(n->pinned);
     free(n->skipbuf);
     free(n->mu_base);
@@ -828,6 +835,16 @@ static inline void set_rate(net_t *n, int64_t i, double x)
     }
 }
 
+/* freeze()'s terms of the rack links entity e crosses. */
+static void freeze_links(net_t *n, const ent_t *e, double x)
+{
+    int lk[2], nlk = ent_links(n, e, lk);
+    for (int a = 0; a < nlk; a++) {
+        n->cnt[lk[a]] -= e->mult;
+        n->used[lk[a]] += x * e->mult;
+    }
+}
+
 static void freeze(net_t *n, int64_t i, double x)
 {
     int N = n->nodes;
@@ -835,11 +852,7 @@ static void freeze(net_t *n, int64_t i, double x)
     n->frozen[i] = n->gen;
     n->left--;
     set_rate(n, i, x);
-    int lk[2], nlk = ent_links(n, e, lk);
-    for (int a = 0; a < nlk; a++) {
-        n->cnt[lk[a]] -= e->mult;
-        n->used[lk[a]] += x * e->mult;
-    }
+    if (n->racks > 1) freeze_links(n, e, x);
     if (is_single(e)) {
         n->cnt[e->src]--;
         n->used[e->src] += x;
@@ -856,12 +869,17 @@ static void freeze(net_t *n, int64_t i, double x)
     } else {
         /* leaves the global terms; the leaf-side resources it does not cross (its hub node's,
          * those excluded) never counted it */
-        int side = leaf_side(e), off = side * N, h = hub_res(n, e), q = scope_of(n, e);
+        int side = leaf_side(e), off = side * N, h = hub_res(n, e), cls = side, hub_in = 1;
+        if (n->racks > 1) {
+            int q = scope_of(n, e);
+            cls = 2 * q + side;
+            hub_in = rack_of(n, hub_node(e)) == q;
+        }
         n->cnt[h] -= e->mult;
         n->used[h] += x * e->mult;
-        n->mu[2 * q + side]--;
-        n->fm[2 * q + side] += x;
-        if (rack_of(n, hub_node(e)) == q) {
+        n->mu[cls]--;
+        n->fm[cls] += x;
+        if (hub_in) {
             n->cnt[off + hub_node(e)]++;
             n->used[off + hub_node(e)] -= x;
         }
@@ -882,8 +900,9 @@ static void fan_level(net_t *n, int64_t j, double x);
 
 /* true when a resource every flow of multi or fan e crosses (its hub, its rack links) is in
  * the level. */
-static int whole_in_level(const net_t *n, const ent_t *e)
+static inline int whole_in_level(const net_t *n, const ent_t *e)
 {
+    if (n->racks <= 1) return n->in_level[hub_res(n, e)];
     int lk[2], nlk = ent_links(n, e, lk);
     return n->in_level[hub_res(n, e)] || (nlk && (n->in_level[lk[0]] || n->in_level[lk[1]]));
 }
