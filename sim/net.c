@@ -111,7 +111,6 @@ struct net {
     int *side_cls;   /* [2N] each NIC side's class: 2 x its rack + its side */
     char *pinned;    /* [N] a node whose NIC rate is not nic_Bps: its sides are always
                         referenced, so never in a plain class (whose sides share one rate) */
-    int *skipbuf;    /* [N] scratch of net_finish: the nodes a rack's part does not cover */
     ent_t *f;        /* [cap] slots */
     ent_cold_t *cold; /* [cap], slot i's in cold[i] */
     int64_t cap, used_slots; /* slots [0, used_slots) were handed out at least once */
@@ -256,7 +255,6 @@ net_t *net_new_racks(int nodes, double nic_Bps, double core_Bps, int nodes_per_r
         n->side_cls[r] = 2 * rack_of(n, r % nodes) + (r >= nodes);
     for (size_t r = 0; r < 2 * (size_t)nodes; r++) n->side_Bps[r] = nic_Bps;
     n->pinned = xcalloc((size_t)nodes, 1);
-    n->skipbuf = xcalloc((size_t)nodes, sizeof *n->skipbuf);
     n->mu_base = xcalloc(C, sizeof *n->mu_base);
     n->special = xcalloc(C, sizeof *n->special);
     n->mu = xcalloc(C, sizeof *n->mu);
@@ -293,7 +291,6 @@ void net_destroy(net_t **np)
     free(n->side_Bps);
     free(n->side_cls);
     free(n->pinned);
-    free(n->skipbuf);
     free(n->mu_base);
     free(n->special);
     free(n->mu);
@@ -1290,17 +1287,13 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
                 fn(arg, c->tag, hub_sends(e) ? e->src : leaf, hub_sends(e) ? leaf : e->dst,
                    c->bytes, NULL, 0);
             }
-        } else if (is_single(e) || n->racks == 1) {
-            fn(arg, c->tag, is_single(e) || hub_sends(e) ? e->src : NET_SRC_ALL,
-               is_single(e) || !hub_sends(e) ? e->dst : NET_DST_ALL, c->bytes, e->set, e->nset);
+        } else if (is_single(e)) {
+            fn(arg, c->tag, e->src, e->dst, c->bytes, NULL, 0);
         } else {
-            /* one rack's part: the nodes of the other racks are not its leaves either */
-            int hub = hub_node(e), q = scope_of(n, e), k = 0;
-            for (int v = 0; v < n->nodes; v++)
-                if (v != hub && rack_of(n, v) != q) n->skipbuf[k++] = v;
-            for (int a = 0; a < e->nset; a++) n->skipbuf[k++] = e->set[a];
-            fn(arg, c->tag, hub_sends(e) ? e->src : NET_SRC_ALL,
-               hub_sends(e) ? NET_DST_ALL : e->dst, c->bytes, n->skipbuf, k);
+            /* a multi: every node (of its rack) but the hub and those excluded */
+            int leaves = n->racks > 1 ? NET_RACK(scope_of(n, e)) : NET_DST_ALL;
+            fn(arg, c->tag, hub_sends(e) ? e->src : leaves, hub_sends(e) ? leaves : e->dst,
+               c->bytes, e->set, e->nset);
         }
         e = &n->f[i]; /* the callback may have added entities */
         unregister_ent(n, i);

@@ -56,9 +56,12 @@
 typedef struct net net_t;
 
 /* The `dst` a finish callback gets for a broadcast: every node but src; the `src` it gets for
- * a gather: every node but dst (and those skipped). */
+ * a gather: every node but dst (and those skipped). With racks, a part's: every node of rack
+ * q (but src, dst and those skipped); NET_RACK_OF gives q back. */
 #define NET_DST_ALL (-1)
 #define NET_SRC_ALL (-1)
+#define NET_RACK(q) (-2 - (q))
+#define NET_RACK_OF(code) (-2 - (code))
 
 /* core_Bps <= 0: a non-blocking switch. */
 net_t *net_new(int nodes, double nic_Bps, double core_Bps);
@@ -113,7 +116,8 @@ int64_t net_next_ns(const net_t *n);
  * gather is one call with src = NET_SRC_ALL and skip = the senders it does not cover (those
  * excluded at the start and those split off; a split-off flow finishes as a single flow from
  * its sender carrying the gather's tag). With racks a broadcast or gather is one such call
- * per part (net_add_bcast), each skipping the nodes of the other racks too. */
+ * per part (net_add_bcast), with dst (src) = NET_RACK(q) for the part of rack q and skip the
+ * nodes of that rack it does not cover. */
 typedef void (*net_finish_fn)(void *arg, int64_t tag, int src, int dst, int64_t bytes,
                               const int *skip, int nskip);
 int net_finish(net_t *n, int64_t now_ns, net_finish_fn fn, void *arg);

@@ -26,9 +26,11 @@ typedef struct {
     qent_t *e;
 } rqueue_t;
 
+/* A finished broadcast's or gather's part until its delivery: the nodes [lo, hi) it covers
+ * (a rack, or all), but skip_nodes[first .. first + n) and its hub. */
 typedef struct {
     int64_t first;
-    int n;
+    int n, lo, hi;
 } skip_t;
 
 /* A flow of a transfer group waiting for the end of the instant: flows of one op and
@@ -60,8 +62,10 @@ typedef struct {
     int32_t *nflows;       /* single flows from or to the node */
     int64_t bcasts;        /* active broadcasts: while any is, every node communicates */
     int64_t bcast_recv;    /* bytes every node received from broadcasts (own ones taken off) */
-    skip_t *skips;         /* receivers split off finished broadcasts, until delivery */
-    int64_t n_skips, cap_skips;
+    skip_t *skips;         /* finished parts of broadcasts and gathers that cover a rack or
+                              had flows split off, until delivery */
+    int64_t n_skips, cap_skips, live_skips; /* reused from the start once none is live */
+    int rack_size;         /* nodes per rack (all nodes: one switch) */
     int *skip_nodes;
     int64_t n_skip_nodes, cap_skip_nodes;
     char *skipped;         /* [node] scratch of deliver() and flush_pending() */
@@ -367,17 +371,26 @@ static void sent_done(sim_t *s, int op, int src, int t, int nflow)
     }
 }
 
+/* A stored part delivered: once none is left, the store starts over. */
+static void skip_release(sim_t *s)
+{
+    ASSERT(s->live_skips > 0, "a broadcast's part delivered twice");
+    if (--s->live_skips == 0) s->n_skips = s->n_skip_nodes = 0;
+}
+
 /* A gather's flows into dst: from every node but dst and but the senders of skip list
- * -2 - src (none when src == NET_SRC_ALL). */
+ * -2 - src (every node, none skipped, when src == NET_SRC_ALL). */
 static void deliver_gather(sim_t *s, int op, int src, int dst, int t)
 {
+    int lo = 0, hi = s->nodes;
     if (src != NET_SRC_ALL) {
         const skip_t *sk = &s->skips[-2 - src];
         for (int k = 0; k < sk->n; k++) s->skipped[s->skip_nodes[sk->first + k]] = 1;
+        lo = sk->lo, hi = sk->hi;
     }
     s->skipped[dst] = 1;
     int nflow = 0;
-    for (int n = 0; n < s->nodes; n++) nflow += !s->skipped[n];
+    for (int n = lo; n < hi; n++) nflow += !s->skipped[n];
     for (int k = 0; k < s->rev_n[DEP_RECV][op]; k++) {
         rev_t r = s->rev[DEP_RECV][s->rev_first[DEP_RECV][op] + k];
         if (t + r.back >= s->iterations || !plan_has_instance(s->p, r.op, dst)) continue;
@@ -388,17 +401,19 @@ static void deliver_gather(sim_t *s, int op, int src, int dst, int t)
         *c -= nflow - 1;
         dec(s, r.op, dst, t + r.back);
     }
-    for (int n = 0; n < s->nodes; n++)
+    for (int n = lo; n < hi; n++)
         if (!s->skipped[n]) sent_done(s, op, n, t, 1);
     s->skipped[dst] = 0;
     if (src != NET_SRC_ALL) {
         const skip_t *sk = &s->skips[-2 - src];
         for (int k = 0; k < sk->n; k++) s->skipped[s->skip_nodes[sk->first + k]] = 0;
+        skip_release(s);
     }
 }
 
-/* dst >= 0: one flow. dst < 0: a broadcast's flows to every node but src and but the
- * receivers of skip list -2 - dst (none when dst == NET_DST_ALL). src < 0: a gather's. */
+/* dst >= 0: one flow. dst < 0: a broadcast's flows to every node (of the stored part's rack)
+ * but src and but the receivers of skip list -2 - dst (every node, none skipped, when
+ * dst == NET_DST_ALL). src < 0: a gather's. */
 static void deliver(sim_t *s, int op, int src, int dst, int t)
 {
     if (s->p->ops[op].steps > 1) {
@@ -409,13 +424,14 @@ static void deliver(sim_t *s, int op, int src, int dst, int t)
         deliver_gather(s, op, src, dst, t);
         return;
     }
-    int nflow = 1;
+    int nflow = 1, lo = 0, hi = s->nodes;
     if (dst < 0) {
         nflow = s->nodes - 1;
         if (dst != NET_DST_ALL) {
             const skip_t *sk = &s->skips[-2 - dst];
             for (int k = 0; k < sk->n; k++) s->skipped[s->skip_nodes[sk->first + k]] = 1;
-            nflow -= sk->n;
+            lo = sk->lo, hi = sk->hi;
+            nflow = hi - lo - (src >= lo && src < hi) - sk->n;
         }
         s->skipped[src] = 1;
     }
@@ -426,7 +442,7 @@ static void deliver(sim_t *s, int op, int src, int dst, int t)
             if (plan_has_instance(s->p, r.op, dst)) dec(s, r.op, dst, t + r.back);
             continue;
         }
-        for (int d = 0; d < s->nodes; d++)
+        for (int d = lo; d < hi; d++)
             if (!s->skipped[d] && plan_has_instance(s->p, r.op, d)) dec(s, r.op, d, t + r.back);
     }
     if (dst < 0) {
@@ -434,13 +450,15 @@ static void deliver(sim_t *s, int op, int src, int dst, int t)
         if (dst != NET_DST_ALL) {
             const skip_t *sk = &s->skips[-2 - dst];
             for (int k = 0; k < sk->n; k++) s->skipped[s->skip_nodes[sk->first + k]] = 0;
+            skip_release(s);
         }
     }
     sent_done(s, op, src, t, nflow);
 }
 
-/* Keep a finished entity's skip list until its delivery; returns its code -2 - index. */
-static int skip_store(sim_t *s, const int *skip, int nskip)
+/* Keep a finished part's nodes [lo, hi) and skip list until its delivery; returns its code
+ * -2 - index. */
+static int skip_store(sim_t *s, const int *skip, int nskip, int lo, int hi)
 {
     if (s->n_skips == s->cap_skips) {
         s->cap_skips = s->cap_skips ? 2 * s->cap_skips : 64;
@@ -450,7 +468,8 @@ static int skip_store(sim_t *s, const int *skip, int nskip)
         s->cap_skip_nodes = 2 * (s->n_skip_nodes + nskip);
         s->skip_nodes = xrealloc(s->skip_nodes, (size_t)s->cap_skip_nodes * sizeof *s->skip_nodes);
     }
-    s->skips[s->n_skips] = (skip_t){s->n_skip_nodes, nskip};
+    s->skips[s->n_skips] = (skip_t){s->n_skip_nodes, nskip, lo, hi};
+    s->live_skips++;
     memcpy(s->skip_nodes + s->n_skip_nodes, skip, (size_t)nskip * sizeof *skip);
     s->n_skip_nodes += nskip;
     ASSERT(s->n_skips < INT32_MAX / 2, "too many split broadcasts and gathers");
@@ -537,13 +556,15 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
     (void)bytes;
     int64_t rest = tag / ((int64_t)s->nodes * s->nodes);
     int op = (int)(rest % s->n_ops), t = (int)(rest / s->n_ops);
-    if (src == NET_SRC_ALL) {
-        /* a gather: its senders (all but dst and those skipped; flows split off finish on
-         * their own) stop sending */
+    if (src < 0) {
+        /* a gather (or its part of a rack): its senders (all of its nodes but dst and those
+         * skipped; flows split off finish on their own) stop sending */
+        int lo = 0, hi = s->nodes;
+        if (src != NET_SRC_ALL) lo = NET_RACK_OF(src) * s->rack_size, hi = lo + s->rack_size;
         for (int k = 0; k < nskip; k++) s->skipped[skip[k]] = 1;
         s->skipped[dst] = 1;
         int covered = 0;
-        for (int n = 0; n < s->nodes; n++)
+        for (int n = lo; n < hi; n++)
             if (!s->skipped[n]) {
                 touch(s, n);
                 s->nflows[n]--;
@@ -553,15 +574,17 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
         s->skipped[dst] = 0;
         touch(s, dst);
         s->nflows[dst] -= covered;
-        if (nskip > 0) src = skip_store(s, skip, nskip);
+        if (nskip > 0 || src != NET_SRC_ALL) src = skip_store(s, skip, nskip, lo, hi);
         evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
         return;
     }
-    if (dst == NET_DST_ALL) {
-        /* the broadcast's lifetime stands for its group in the communication time, the flows
-         * split off from it included */
+    if (dst < 0) {
+        /* the broadcast's lifetime (of its parts, with racks) stands for its group in the
+         * communication time, the flows split off from it included */
         bcasts_add(s, -1);
-        if (nskip > 0) dst = skip_store(s, skip, nskip);
+        int lo = 0, hi = s->nodes;
+        if (dst != NET_DST_ALL) lo = NET_RACK_OF(dst) * s->rack_size, hi = lo + s->rack_size;
+        if (nskip > 0 || dst != NET_DST_ALL) dst = skip_store(s, skip, nskip, lo, hi);
         evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
         return;
     }
@@ -618,6 +641,7 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
                            cluster_racks(cl) > 1 ? cl->nodes_per_rack : 0, cluster_rack_Bps(cl));
     for (int n = 0; cl->n_nic > 0 && n < s->nodes; n++)
         net_set_node_nic(s->net, n, cluster_node_nic_Bps(cl, n));
+    s->rack_size = cluster_racks(cl) > 1 ? cl->nodes_per_rack : s->nodes;
     net_set_whole(s->net, o->whole_network);
     int64_t total = (int64_t)s->iterations * s->n_ops * s->nodes;
     s->cnt = xcalloc((size_t)total, sizeof *s->cnt);

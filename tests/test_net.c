@@ -16,7 +16,7 @@
 typedef struct {
     int64_t now;
     int64_t at[64];
-    int split_bcasts; /* broadcasts that finished with flows split off */
+    int split_bcasts; /* broadcasts (or racks' parts of them) that finished with flows split off */
 } tag_log_t;
 
 static void on_tag(void *arg, int64_t tag, int src, int dst, int64_t bytes, const int *skip,
@@ -25,7 +25,7 @@ static void on_tag(void *arg, int64_t tag, int src, int dst, int64_t bytes, cons
     tag_log_t *l = arg;
     (void)src, (void)bytes, (void)skip;
     if (tag >= 0 && tag < 64) l->at[tag] = l->now;
-    l->split_bcasts += dst == NET_DST_ALL && nskip > 0;
+    l->split_bcasts += dst < 0 && nskip > 0;
 }
 
 /* Run the network until every flow has finished, checking the rates of every computation
