@@ -131,6 +131,7 @@ typedef struct {
     int64_t now;
     int splits_seen, gather_splits_seen;
     char is_gather[MIX_FLOWS];
+    int rack_size; /* 0: one switch */
 } pair_log_t;
 
 static void on_pair(void *arg, int64_t tag, int src, int dst, int64_t bytes, const int *skip,
@@ -143,10 +144,15 @@ static void on_pair(void *arg, int64_t tag, int src, int dst, int64_t bytes, con
         l->gather_splits_seen += l->is_gather[tag]; /* split off (or expanded) */
         return;
     }
-    /* a broadcast (dst < 0) or a gather (src < 0): every node but the hub and those skipped */
-    int hub = dst < 0 ? src : dst;
+    /* a broadcast (dst < 0) or a gather (src < 0): every node (of its rack) but the hub and
+     * those skipped */
+    int hub = dst < 0 ? src : dst, code = dst < 0 ? dst : src, lo = 0, hi = l->N;
+    if (code != NET_DST_ALL) {
+        CHECK(l->rack_size > 0, "a rack's part on one switch");
+        lo = NET_RACK_OF(code) * l->rack_size, hi = lo + l->rack_size;
+    }
     if (dst < 0) l->splits_seen += nskip > 0;
-    for (int d = 0; d < l->N; d++) {
+    for (int d = lo; d < hi; d++) {
         int skipped = d == hub;
         for (int k = 0; k < nskip; k++) skipped |= skip[k] == d;
         if (!skipped) l->fin[tag * l->N + d] = l->now;
@@ -162,11 +168,12 @@ static void verify_rates(const net_t *n, uint64_t seed)
 }
 
 static int random_mix(uint64_t seed, int expand, int N, int64_t *fin, double core_Bps,
-                      int *gather_splits)
+                      int *gather_splits, int rack_size)
 {
     rng_t *r = rng_new(seed, 0);
-    net_t *n = net_new(N, 1e9, core_Bps);
-    pair_log_t l = {fin, N, 0, 0, 0, {0}};
+    /* racks: uplinks at 1.5 NICs, so that they saturate before the NICs of busy racks */
+    net_t *n = net_new_racks(N, 1e9, core_Bps, rack_size, 1.5e9);
+    pair_log_t l = {fin, N, 0, 0, 0, {0}, rack_size};
     int ex[16];
     int64_t start = 0;
     for (int k = 0; k < MIX_FLOWS; k++) {
@@ -241,16 +248,19 @@ static int random_mix(uint64_t seed, int expand, int N, int64_t *fin, double cor
 TEST(sim_net_broadcast_equals_its_flows)
 {
     /* A broadcast (gather) entity gives every one of its flows the rate per-flow max-min gives
-     * it, also when receivers (senders) are congested unevenly (then it splits): finish times
-     * equal those of its single flows, within the finish slack and rounding. */
+     * it, also when receivers (senders) are congested unevenly (then it splits) and when its
+     * flows cross racks: finish times equal those of its single flows, within the finish
+     * slack and rounding. */
     int splits = 0, gsplits = 0, gexpanded = 0;
-    for (uint64_t seed = 1; seed <= 40; seed++) {
-        int N = 3 + (int)(seed % 7);
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        /* seeds 41-60: racks of 2 or 3 */
+        int racked = seed > 40, S = racked ? 2 + (int)(seed % 2) : 0;
+        int N = racked ? S * (2 + (int)(seed % 3)) : 3 + (int)(seed % 7);
         double core = seed % 4 == 0 ? 2.5e9 : 0;
         size_t len = (size_t)MIX_FLOWS * N;
         int64_t *a = calloc(len, sizeof *a), *b = calloc(len, sizeof *b);
-        splits += random_mix(seed, 0, N, a, core, &gsplits);
-        random_mix(seed, 1, N, b, core, &gexpanded);
+        splits += random_mix(seed, 0, N, a, core, &gsplits, S);
+        random_mix(seed, 1, N, b, core, &gexpanded, S);
         int bad = 0;
         for (size_t i = 0; i < len; i++)
             if (llabs(a[i] - b[i]) > 2) {
