@@ -13,10 +13,10 @@
  * send); or a "fan": the same with the leaves listed in its set (mult of them, in one rack).
  * Every flow of a multi or fan crosses its hub resource and the same rack links (ent_links);
  * a single flow crossing racks is listed at its NIC sides as LIST_WHOLE, so that freezing it
- * goes through freeze(), which knows rack links. Fans are made only by splitting: the flows of a multi (or
- * fan) that saturate at one level of a rate computation leave it together, as one fan, so
- * they keep one rate and one remaining size and finish at one instant — one entity and one
- * finish event, where one single flow per leaf would cost as many of each.
+ * goes through freeze(), which knows rack links. Fans are made only by splitting: the flows
+ * of a multi (or fan) that saturate at one level of a rate computation leave it together, as
+ * one fan, so they keep one rate and one remaining size and finish at one instant — one
+ * entity and one finish event, where one single flow per leaf would cost as many of each.
  *
  * Entities live in slots that keep their index for their whole life (a finished one's slot is
  * reused); `seq` numbers them in creation order, which is the order every pass over them

@@ -35,10 +35,10 @@
  * rate is not nic_Bps is never plain (its sides count as touched), so the sides of a class
  * share one rate. So a recomputation costs O(entities log entities), not O(flows): an
  * all-to-all of P nodes is P entities (P x R with racks), P workers pushing to one shard one
- * entity (R) (plus the flows split off at congested nodes), not P^2 or P flows. The rates are those of per-flow
- * max-min over the flows the entities stand for (up to floating-point rounding). Exactness
- * does not rest on the nodes being alike: an entity is kept whole only while its flows
- * provably get one rate, and split where they do not.
+ * entity (R) (plus the flows split off at congested nodes), not P^2 or P flows. The rates
+ * are those of per-flow max-min over the flows the entities stand for (up to floating-point
+ * rounding). Exactness does not rest on the nodes being alike: an entity is kept whole only
+ * while its flows provably get one rate, and split where they do not.
  *
  * A flow's bytes drain at its rate; net_next_ns() is the earliest finish. Latency is not
  * modelled here: the caller delivers a finished flow after the message latency.
