@@ -470,7 +470,7 @@ static int skip_store(sim_t *s, const int *skip, int nskip, int lo, int hi)
     }
     s->skips[s->n_skips] = (skip_t){s->n_skip_nodes, nskip, lo, hi};
     s->live_skips++;
-    memcpy(s->skip_nodes + s->n_skip_nodes, skip, (size_t)nskip * sizeof *skip);
+    if (nskip > 0) memcpy(s->skip_nodes + s->n_skip_nodes, skip, (size_t)nskip * sizeof *skip);
     s->n_skip_nodes += nskip;
     ASSERT(s->n_skips < INT32_MAX / 2, "too many split broadcasts and gathers");
     return -2 - (int)s->n_skips++;
