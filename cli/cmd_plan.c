@@ -18,10 +18,13 @@ static void plan_usage(FILE *f)
             "sweep and print, per layer with parameters, the sync method chosen and every\n"
             "alternative's bytes per node (sent + received, busiest node) and predicted time\n"
             "alone on the network (core/cost.h), and the all-reduce bucket of the layer (units\n"
-            "that share a bucket share one ring; allreduce_bucket_mb, core/plan.h).\n\n"
+            "that share a bucket share one ring; allreduce_bucket_mb, core/plan.h). With racks\n"
+            "(nodes_per_rack) also each alternative's bytes through the busiest rack uplink.\n\n"
             "  --csv            one CSV table per configuration (header: unit,layer,type,params,\n"
             "                   method,ps_bytes,ps_ns,sfb_bytes,sfb_ns,allreduce_bytes,\n"
-            "                   allreduce_ns,bucket; -1: method not allowed, no bucket)\n"
+            "                   allreduce_ns,bucket; -1: method not allowed, no bucket; then\n"
+            "                   lreduce_bytes,lbcast_bytes with several devices per node,\n"
+            "                   ps_rack_bytes,sfb_rack_bytes,allreduce_rack_bytes with racks)\n"
             "  --set KEY=VALUE  override an experiment key, or a cluster key as cluster.KEY\n\n"
             "experiment keys:\n%s\ncluster keys:\n%s",
             experiment_keys_help(), cluster_keys_help());

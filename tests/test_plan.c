@@ -1,5 +1,7 @@
 /* The plan: units, ops and dependencies per scheme; transfer groups consistent from both ends;
  * size independent of the cluster; hybrid never predicted slower than ps+wfbp or sfb+wfbp. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cluster.h"
@@ -308,5 +310,50 @@ TEST(plan_kv_placement_is_one_table_and_balances_shards)
     for (int b = 0; b < 3; b++)
         CHECK(b == 2 ? share[0][b] <= share[1][b] : share[0][b] < share[1][b],
               "scheme %d: %.3f least-loaded, %.3f round-robin", b, share[0][b], share[1][b]);
+    model_fini(&m);
+}
+
+TEST(plan_shows_each_method_through_the_busiest_uplink)
+{
+    /* 8 nodes in 2 racks of 4 at 10 GbE with uplinks 4:1 oversubscribed: the table has each
+     * method's uplink bytes (the cost model's), the CSV three more columns; without racks
+     * neither appears. */
+    model_t m;
+    load_small(&m);
+    char err[512];
+    for (int racked = 0; racked <= 1; racked++) {
+        cluster_t c = cluster_of(8, 10);
+        if (racked) {
+            c.nodes_per_rack = 4;
+            c.oversubscription = 4;
+        }
+        plan_t p;
+        REQUIRE(plan_build(&p, &m, &c, (scheme_t){SCHEME_HYBRID3, true}, 0, 32, 0, err,
+                           sizeof err) == 0, "%s", err);
+        for (int csv = 0; csv <= 1; csv++) {
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&buf, &len);
+            REQUIRE(f);
+            plan_print(&p, f, csv);
+            fclose(f);
+            const char *col = csv ? "allreduce_rack_bytes" : "ps_uplink";
+            CHECK((strstr(buf, col) != NULL) == racked, "racked %d csv %d:\n%s", racked, csv, buf);
+            if (racked && csv) {
+                /* f2's row: its PS uplink bytes are the cost model's */
+                const plan_unit_t *u = &p.units[p.n_units - 1];
+                cost_t ps = cost_layer(&p.cost, &u->tensor, SYNC_PS);
+                char want[64];
+                snprintf(want, sizeof want, ",%lld,", (long long)ps.rack_sent);
+                char head[32];
+                snprintf(head, sizeof head, "\n%d,f2,", p.n_units - 1);
+                const char *row = strstr(buf, head);
+                CHECK(row && strstr(row, want), "f2 row without %s:\n%s", want, buf);
+                CHECK(ps.rack_sent > 0, "no PS bytes cross racks");
+            }
+            free(buf);
+        }
+        plan_fini(&p);
+    }
     model_fini(&m);
 }
