@@ -19,7 +19,7 @@ typedef struct {
     const compute_ops_t *ops;
     const compute_layer_ops_t *layers;
     int (*device_count)(char *why, size_t whylen);
-    void *(*ctx_new)(void);
+    void *(*ctx_new)(int device);
     char why[PATH_MAX + 512]; /* why it could not be loaded; empty when loaded */
 } cuda_backend_t;
 
@@ -95,6 +95,12 @@ bool compute_available(compute_kind_t kind, char *why, size_t whylen)
 
 compute_t *compute_new(compute_kind_t kind, int threads, char *err, size_t errlen)
 {
+    return compute_new_on(kind, threads, -1, err, errlen);
+}
+
+compute_t *compute_new_on(compute_kind_t kind, int threads, int device, char *err,
+                          size_t errlen)
+{
     if (!compute_available(kind, err, errlen)) return NULL;
     compute_t *c = xcalloc(1, sizeof *c);
     c->kind = kind;
@@ -105,7 +111,7 @@ compute_t *compute_new(compute_kind_t kind, int threads, char *err, size_t errle
     } else {
         c->ops = s_cuda.ops;
         c->layers = s_cuda.layers;
-        c->ctx = s_cuda.ctx_new();
+        c->ctx = s_cuda.ctx_new(device);
     }
     return c;
 }

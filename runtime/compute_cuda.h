@@ -49,6 +49,11 @@ typedef struct {
     int device;
     cublasHandle_t blas;
     cudaStream_t stream;     /* every kernel, copy and GEMM of this context */
+    cudaStream_t copy_out;   /* download_async: device -> pinned host, beside the kernels */
+    cudaStream_t copy_in;    /* upload_async: pinned host -> device, beside both */
+    cudaEvent_t out_fence;   /* download_async: where on `stream` the copy-out starts */
+    cudaEvent_t out_last;    /* the end of the last copy out issued */
+    bool out_any;            /* out_last was recorded */
     void *scratch;           /* grown on demand: per-row losses, reductions, LRN ratios */
     size_t scratch_bytes;
     double *host_rows;       /* pinned: per-row losses brought back */
