@@ -186,6 +186,15 @@ const char *compute_kind_name(compute_kind_t kind);
  * "no CUDA device: <driver message>"). */
 bool compute_available(compute_kind_t kind, char *why, size_t whylen);
 
+/* How many devices of this kind this machine has (visible ones: CUDA_VISIBLE_DEVICES
+ * applies): 1 for the CPU; 0 for CUDA with the reason in why when none can be used. */
+int compute_device_count(compute_kind_t kind, char *why, size_t whylen);
+
+/* The same, counted in a child process: this process does not initialise CUDA, which does
+ * not survive a fork, so it may still fork workers that use the GPU (launch_local). Call it
+ * while the process has one thread. */
+int compute_device_count_apart(compute_kind_t kind, char *why, size_t whylen);
+
 /* A backend of this kind. threads: BLAS threads for the CPU backend (0: the number of online
  * CPUs, unless OPENBLAS_NUM_THREADS is set, which then wins). Returns NULL with the reason in
  * err when the backend cannot run here. Free with compute_destroy(). */

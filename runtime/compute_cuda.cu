@@ -90,11 +90,10 @@ extern "C" void compute_cuda_describe(void *ctx, char *out, size_t outlen)
 static void cu_destroy(void *ctx)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     CUBLAS_CHECK(cublasDestroy(c->blas));
     if (c->scratch) CUDA_CHECK(cudaFree(c->scratch));
     if (c->host_rows) CUDA_CHECK(cudaFreeHost(c->host_rows));
-    CUDA_CHECK(cudaSetDevice(c->device));
     CUDA_CHECK(cudaStreamSynchronize(c->copy_out));
     CUDA_CHECK(cudaStreamSynchronize(c->copy_in));
     CUDA_CHECK(cudaEventDestroy(c->out_fence));
@@ -137,6 +136,7 @@ void *cuda_scratch(cuda_ctx_t *c, size_t bytes)
 static void *cu_alloc(void *ctx, size_t bytes)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    cuda_device_scope on(c->device);
     void *p = cuda_alloc_or_die(bytes);
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, c->stream));
     return p;
@@ -146,7 +146,7 @@ static void cu_release(void *ctx, void *p)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
     if (!p) return;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
     CUDA_CHECK(cudaFree(p));
 }
@@ -156,7 +156,7 @@ static void cu_upload(void *ctx, void *dst, const void *src, size_t bytes)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
     if (!bytes) return;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
 }
 
@@ -164,7 +164,7 @@ static void cu_download(void *ctx, void *dst, const void *src, size_t bytes)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
     if (!bytes) return;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
@@ -185,7 +185,7 @@ static void cu_zero(void *ctx, void *p, size_t bytes)
 static void cu_sync(void *ctx)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
 
@@ -202,7 +202,7 @@ static void *cu_host_alloc(void *ctx, size_t bytes)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
     void *p = NULL;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
     if (e == cudaErrorMemoryAllocation) {
         fprintf(stderr, "poseidon: out of pinned host memory: %.1f MiB were asked for: lower "
@@ -219,7 +219,7 @@ static void cu_host_release(void *ctx, void *p)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
     if (!p) return;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaFreeHost(p));
 }
 
@@ -233,7 +233,7 @@ static compute_event_t *cu_event_new(void *ctx)
         fprintf(stderr, "poseidon: out of memory\n");
         exit(1);
     }
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaEventCreateWithFlags(&ev->e, cudaEventBlockingSync));
     return ev;
 }
@@ -241,7 +241,7 @@ static compute_event_t *cu_event_new(void *ctx)
 static void cu_event_destroy(void *ctx, compute_event_t *ev)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaEventDestroy(ev->e));
     free(ev);
 }
@@ -255,7 +255,7 @@ static void cu_event_record(void *ctx, compute_event_t *ev)
 static void cu_event_wait(void *ctx, compute_event_t *ev)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaEventSynchronize(ev->e));
 }
 
@@ -263,7 +263,7 @@ static int64_t cu_event_elapsed_ns(void *ctx, compute_event_t *a, compute_event_
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
     float ms = 0;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaEventSynchronize(b->e));
     CUDA_CHECK(cudaEventElapsedTime(&ms, a->e, b->e));
     return (int64_t)((double)ms * 1e6 + 0.5);
@@ -275,7 +275,7 @@ static void cu_download_async(void *ctx, void *dst, const void *src, size_t byte
                               compute_event_t *done)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaEventRecord(c->out_fence, c->stream));
     CUDA_CHECK(cudaStreamWaitEvent(c->copy_out, c->out_fence, 0));
     if (bytes)
@@ -289,7 +289,7 @@ static void cu_upload_async(void *ctx, void *dst, const void *src, size_t bytes,
                             compute_event_t *done)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
-    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_device_scope on(c->device);
     if (bytes)
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy_in));
     if (done) CUDA_CHECK(cudaEventRecord(done->e, c->copy_in));

@@ -45,6 +45,24 @@ extern "C" {
 
 #define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
 
+/* GPU `device` current for the calling thread until the end of the scope, then the thread's
+ * previous one again: the entry points that other threads call (a worker's syncers copying
+ * in and out, the set-up thread allocating for several GPUs, a checkpoint reading every
+ * device's state) leave the calling thread's own GPU as it was. */
+struct cuda_device_scope {
+    int prev;
+    explicit cuda_device_scope(int device) : prev(-1)
+    {
+        CUDA_CHECK(cudaGetDevice(&prev));
+        if (prev != device) CUDA_CHECK(cudaSetDevice(device));
+    }
+    ~cuda_device_scope()
+    {
+        int now = -1;
+        if (cudaGetDevice(&now) == cudaSuccess && now != prev) cudaSetDevice(prev);
+    }
+};
+
 typedef struct {
     int device;
     cublasHandle_t blas;
