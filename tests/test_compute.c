@@ -312,3 +312,16 @@ TEST(compute_cuda_staging_copies_and_events)
     staging_round_trip(c, "cuda");
     compute_destroy(&c);
 }
+
+/* Counted in a child process (so that a launcher can still fork GPU workers), the devices
+ * and the reason are the ones this process finds itself. */
+TEST(compute_device_count_apart_agrees)
+{
+    char why[1024], why_apart[1024];
+    CHECK(compute_device_count_apart(COMPUTE_CPU, why_apart, sizeof why_apart) == 1);
+    int apart = compute_device_count_apart(COMPUTE_CUDA, why_apart, sizeof why_apart);
+    int here = compute_device_count(COMPUTE_CUDA, why, sizeof why);
+    CHECK(apart == here, "%d devices apart, %d here", apart, here);
+    CHECK(!strcmp(why, why_apart), "why apart: '%s', here: '%s'", why_apart, why);
+    CHECK(here > 0 || why[0], "no device and no reason");
+}
