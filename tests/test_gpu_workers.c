@@ -101,11 +101,14 @@ static void gw_run_and_check(const char *scheme, int nodes, int devices, compute
  * backend with an event, the LREDUCE of every synced layer waits for it, the LBCAST copies
  * back. SFB (factors, and the biases through the PS) on 2 x 2 devices run as a GPU node runs
  * them (the node's parameters a host copy, every replica, device 0's too, written only by
- * the LBCAST); the all-reduce on one device per node with the staging ops in memory. */
+ * the LBCAST); the all-reduce on one device per node with the staging ops in memory; one
+ * node of two devices run as GPU ones. */
 TEST(gpu_workers_cpu_host_staging_bsp_equals_one_worker)
 {
     gw_run_and_check("hybrid", 2, 2, COMPUTE_CPU, true);
     gw_run_and_check("allreduce+wfbp", 2, 1, COMPUTE_CPU, false);
+    /* one node of 2 devices: no network sync, the node's LREDUCE updates its parameters */
+    gw_run_and_check("hybrid", 1, 2, COMPUTE_CPU, true);
 }
 
 /* The GPUs here, counted apart: the jobs fork their ranks from this process, and CUDA does
