@@ -395,7 +395,7 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
     }
     /* said once, not by every rank; counted apart: the ranks are forked from here, and CUDA
      * does not survive a fork */
-    if (c->device != COMPUTE_CPU && *workers > 0 &&
+    if (c->device != COMPUTE_CPU && *workers > 0 && job->train.compute != COMPUTE_MODE_EMULATE &&
         compute_device_count_apart(c->device, err, sizeof err) < 1) {
         fprintf(stderr, "poseidon train: --device %s: %s\n", compute_kind_name(c->device), err);
         rc = 1;
