@@ -222,12 +222,6 @@ int cmd_train(int argc, char **argv)
                 train.n, (int)batch);
         goto out;
     }
-    if (kind != COMPUTE_CPU && (ckpt_path || resume_path || sample > 0)) {
-        /* checkpoints and text sampling read the parameters in host memory */
-        fprintf(stderr, "poseidon train: --checkpoint, --resume and --sample run with --device "
-                        "cpu only, for now\n");
-        goto out;
-    }
     c = compute_new(kind, (int)threads, err, sizeof err);
     if (!c) {
         fprintf(stderr, "poseidon train: --device %s: %s\n", device, err);

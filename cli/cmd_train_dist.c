@@ -79,6 +79,11 @@ static void usage(FILE *f)
             "  --report-every I    steps between report rows (default: one per epoch)\n"
             "  --no-eval           no test accuracy in the rows\n"
             "  --threads T         BLAS threads per worker (default 1)\n"
+            "  --device D          cpu (default) or cuda: one GPU per device thread (GPU\n"
+            "                      LOCAL_RANK x D + d of the visible ones); each layer's\n"
+            "                      gradient goes to host memory and the synced values come\n"
+            "                      back over the host link (sets cluster.host_staging = yes,\n"
+            "                      and cluster.interconnect = pcie5 unless the cluster has one)\n"
             "  --timeout-ms MS     bound of every wait (default 60000)\n"
             "  --csv FILE          rank 0's rows, each with the hash of the plan that ran\n"
             "  --trace PREFIX      PREFIX-rank<R>.csv/.json per rank, merged into PREFIX.csv\n"
@@ -287,6 +292,11 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
             long long x;
             if (flag_int("train", a, v, 1, 1LL << 40, &x)) goto out;
             c->report_every = x;
+        } else if (!strcmp(a, "--device")) {
+            if (compute_kind_parse(v, &c->device)) {
+                fprintf(stderr, "poseidon train: --device is cpu or cuda, not '%s'\n", v);
+                goto out;
+            }
         } else if (!strcmp(a, "--threads")) {
             if (flag_int32("train", a, v, 1, 4096, &c->threads)) goto out;
         } else if (!strcmp(a, "--timeout-ms")) {
@@ -333,6 +343,15 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
             fprintf(stderr, "poseidon train: %s\n", err);
             goto out;
         }
+    /* GPU workers copy each layer through host memory: the plan's host-staging ops, over
+     * the host link (PCIe 5 x16, an H100's, unless the cluster names its own) */
+    if (c->device != COMPUTE_CPU &&
+        ((!(job->cluster.intra_Bps > 0) &&
+          experiment_override_as(job, "cluster.interconnect=pcie5", "--device", err, sizeof err)) ||
+         experiment_override_as(job, "cluster.host_staging=yes", "--device", err, sizeof err))) {
+        fprintf(stderr, "poseidon train: %s\n", err);
+        goto out;
+    }
     if (c->security.insecure && c->security.keys_dir) {
         fprintf(stderr, "poseidon train: --keys and --insecure: choose one\n");
         goto out;
@@ -373,6 +392,14 @@ static int parse(int argc, char **argv, worker_config_t *c, int *workers, char *
                             "more than the data allows)\n", n, job->nodes[0], d, job->batch, d);
             goto out;
         }
+    }
+    /* said once, not by every rank; counted apart: the ranks are forked from here, and CUDA
+     * does not survive a fork */
+    if (c->device != COMPUTE_CPU && *workers > 0 && job->train.compute != COMPUTE_MODE_EMULATE &&
+        compute_device_count_apart(c->device, err, sizeof err) < 1) {
+        fprintf(stderr, "poseidon train: --device %s: %s\n", compute_kind_name(c->device), err);
+        rc = 1;
+        goto out;
     }
     if (check_checkpoint_flags(c)) goto out;
     if (!job_out[0]) job_out_default(job->model_path, job_out, job_out_len);

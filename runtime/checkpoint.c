@@ -163,12 +163,23 @@ int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const 
     h.state = a->state_count;
     h.rng_bytes = (int64_t)rng_bytes;
     h.epoch = meta->epoch, h.iter = meta->iter, h.seed = meta->seed;
+    /* a device's buffers come to the host first (parameters, history, state back to back) */
+    size_t pb = (size_t)a->count * sizeof(float), sb = (size_t)a->state_count * sizeof(float);
+    bool host = compute_is_host(a->compute);
+    char *copy = host ? NULL : xmalloc(2 * pb + sb + 1);
+    if (copy) {
+        compute_download(a->compute, copy, a->params, pb);
+        compute_download(a->compute, copy + pb, history, pb);
+        compute_download(a->compute, copy + 2 * pb, a->state, sb);
+    }
     ckpt_part_t parts[] = {{&h, sizeof h},
-                           {a->params, (size_t)a->count * sizeof(float)},
-                           {history, (size_t)a->count * sizeof(float)},
-                           {a->state, (size_t)a->state_count * sizeof(float)},
+                           {host ? (const void *)a->params : copy, pb},
+                           {host ? (const void *)history : copy + pb, pb},
+                           {host ? (const void *)a->state : copy + 2 * pb, sb},
                            {rng, rng_bytes}};
-    return ckpt_write(path, parts, 5, err, errlen);
+    int rc = ckpt_write(path, parts, 5, err, errlen);
+    free(copy);
+    return rc;
 }
 
 int checkpoint_load(const char *path, const model_t *m, arena_t *a, float *history, void *rng,
@@ -196,11 +207,25 @@ int checkpoint_load(const char *path, const model_t *m, arena_t *a, float *histo
         snprintf(err, errlen, "%s", why);
         return -1;
     }
-    ckpt_read(r, a->params, (size_t)a->count * sizeof(float));
-    ckpt_read(r, history, (size_t)a->count * sizeof(float));
-    ckpt_read(r, a->state, (size_t)a->state_count * sizeof(float));
+    /* a device's buffers are written once the whole file has checked out */
+    size_t pb = (size_t)a->count * sizeof(float), sb = (size_t)a->state_count * sizeof(float);
+    bool host = compute_is_host(a->compute);
+    char *copy = host ? NULL : xmalloc(2 * pb + sb + 1);
+    ckpt_read(r, host ? (void *)a->params : copy, pb);
+    ckpt_read(r, host ? (void *)history : copy + pb, pb);
+    ckpt_read(r, host ? (void *)a->state : copy + 2 * pb, sb);
     ckpt_read(r, rng, rng_bytes);
-    if (ckpt_close(&r, err, errlen)) return -1;
+    if (ckpt_close(&r, err, errlen)) {
+        free(copy);
+        return -1;
+    }
+    if (copy) {
+        compute_upload(a->compute, a->params, copy, pb);
+        compute_upload(a->compute, history, copy + pb, pb);
+        compute_upload(a->compute, a->state, copy + 2 * pb, sb);
+        a->compute->ops->sync(a->compute->ctx); /* the uploads read copy */
+        free(copy);
+    }
     meta->epoch = h.epoch, meta->iter = h.iter, meta->seed = h.seed;
     return 0;
 }

@@ -48,8 +48,10 @@ typedef struct {
     uint64_t seed;
 } checkpoint_meta_t;
 
-/* A replica: rng (rng_bytes, possibly 0) is the net's dropout state (nnet_rng_state_save). 0,
- * or -1 with "PATH: reason" in err. */
+/* A replica: rng (rng_bytes, possibly 0) is the net's dropout state (nnet_rng_state_save);
+ * history (the solver's) and the arena are the arena's backend memory, a GPU's included
+ * (copied to the host to be written, and back once a file has been read whole). 0, or -1
+ * with "PATH: reason" in err. */
 int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const float *history,
                     const void *rng, size_t rng_bytes, const checkpoint_meta_t *meta, char *err,
                     size_t errlen);

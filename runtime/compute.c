@@ -5,12 +5,14 @@
 #include "runtime/compute.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "core/check.h"
 
@@ -19,7 +21,7 @@ typedef struct {
     const compute_ops_t *ops;
     const compute_layer_ops_t *layers;
     int (*device_count)(char *why, size_t whylen);
-    void *(*ctx_new)(void);
+    void *(*ctx_new)(int device);
     char why[PATH_MAX + 512]; /* why it could not be loaded; empty when loaded */
 } cuda_backend_t;
 
@@ -83,17 +85,76 @@ const char *compute_kind_name(compute_kind_t kind)
 
 bool compute_available(compute_kind_t kind, char *why, size_t whylen)
 {
+    return compute_device_count(kind, why, whylen) > 0;
+}
+
+int compute_device_count(compute_kind_t kind, char *why, size_t whylen)
+{
     if (why && whylen) why[0] = '\0';
-    if (kind == COMPUTE_CPU) return true;
+    if (kind == COMPUTE_CPU) return 1;
     pthread_once(&s_cuda_once, cuda_load);
     if (!s_cuda.ops) {
         if (why && whylen) snprintf(why, whylen, "%s", s_cuda.why);
-        return false;
+        return 0;
     }
-    return s_cuda.device_count(why, whylen) > 0;
+    return s_cuda.device_count(why, whylen);
+}
+
+int compute_device_count_apart(compute_kind_t kind, char *why, size_t whylen)
+{
+    if (why && whylen) why[0] = '\0';
+    if (kind == COMPUTE_CPU) return 1;
+    int fd[2];
+    if (pipe(fd)) {
+        if (why && whylen) snprintf(why, whylen, "pipe: %s", strerror(errno));
+        return 0;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        if (why && whylen) snprintf(why, whylen, "fork: %s", strerror(errno));
+        close(fd[0]);
+        close(fd[1]);
+        return 0;
+    }
+    if (pid == 0) { /* the child: "COUNT WHY" down the pipe */
+        close(fd[0]);
+        char msg[PATH_MAX + 600];
+        int n = compute_device_count(kind, msg + 16, sizeof msg - 16);
+        char head[16];
+        snprintf(head, sizeof head, "%-15d", n);
+        memcpy(msg, head, 15);
+        msg[15] = ' ';
+        size_t len = 16 + strlen(msg + 16);
+        ssize_t wr = write(fd[1], msg, len);
+        _exit(wr == (ssize_t)len ? 0 : 1);
+    }
+    close(fd[1]);
+    char msg[PATH_MAX + 600];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof msg - 1 && ((r = read(fd[0], msg + got, sizeof msg - 1 - got)) > 0 ||
+                                    (r < 0 && errno == EINTR)))
+        if (r > 0) got += (size_t)r;
+    close(fd[0]);
+    msg[got] = '\0';
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (got < 16 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (why && whylen)
+            snprintf(why, whylen, "the process that looked for a GPU failed (status %d)", status);
+        return 0;
+    }
+    if (why && whylen) snprintf(why, whylen, "%s", msg + 16);
+    return atoi(msg);
 }
 
 compute_t *compute_new(compute_kind_t kind, int threads, char *err, size_t errlen)
+{
+    return compute_new_on(kind, threads, -1, err, errlen);
+}
+
+compute_t *compute_new_on(compute_kind_t kind, int threads, int device, char *err,
+                          size_t errlen)
 {
     if (!compute_available(kind, err, errlen)) return NULL;
     compute_t *c = xcalloc(1, sizeof *c);
@@ -105,7 +166,7 @@ compute_t *compute_new(compute_kind_t kind, int threads, char *err, size_t errle
     } else {
         c->ops = s_cuda.ops;
         c->layers = s_cuda.layers;
-        c->ctx = s_cuda.ctx_new();
+        c->ctx = s_cuda.ctx_new(device);
     }
     return c;
 }

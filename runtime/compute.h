@@ -6,8 +6,16 @@
  * backend); compute_upload()/compute_download() move bytes between host and device. All
  * matrices are row-major, as in cblas with CblasRowMajor.
  *
- * Invariants: a compute_t is used by one thread at a time; the CPU backend never touches
- * CUDA; the CUDA backend is a separately linked shared object (libposeidon_cuda.so) that
+ * Staging (a GPU worker of a distributed job): host_alloc() gives pinned host memory;
+ * download_async() copies device -> pinned host on a copy-out stream, after the work already
+ * enqueued on the compute stream, and returns at once; upload_async() copies pinned host ->
+ * device on a copy-in stream; events mark the end of either (event_wait blocks until then)
+ * and time the compute stream (event_record, event_elapsed_ns). The CPU backend implements
+ * them with plain memcpy and the wall clock, so the CPU runs the same control flow.
+ *
+ * Invariants: a compute_t is used by one thread at a time, except that upload_async,
+ * event_wait and host_alloc/host_release may be called from other threads (the syncers of a
+ * distributed worker) while it computes; the CPU backend never touches CUDA; the CUDA backend is a separately linked shared object (libposeidon_cuda.so) that
  * only compute.c loads, on the first request for it, so nothing else maps CUDA libraries.
  */
 #ifndef POSEIDON_COMPUTE_H
@@ -20,6 +28,9 @@
 #include "runtime/kernels_elementwise.h"
 
 typedef enum { COMPUTE_CPU, COMPUTE_CUDA } compute_kind_t;
+
+/* A point in a backend's work (a CUDA event; the CPU backend's clock reading). */
+typedef struct compute_event compute_event_t;
 
 /* The primitives a backend implements; ctx is the backend's own state. */
 typedef struct {
@@ -47,6 +58,32 @@ typedef struct {
     /* SGD with momentum (Caffe's form): h = mom*h + lr*(g + wd*w); w -= h. */
     void (*sgd_update)(void *ctx, int64_t n, float lr, float momentum, float weight_decay,
                        float *w, const float *g, float *h);
+    /* Pinned host memory, zero-filled (dies on exhaustion): what the asynchronous copies read
+     * and write (the CPU backend: aligned host memory). */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_release)(void *ctx, void *p);
+    compute_event_t *(*event_new)(void *ctx);
+    void (*event_destroy)(void *ctx, compute_event_t *ev);
+    /* ev marks the work enqueued on the compute stream so far */
+    void (*event_record)(void *ctx, compute_event_t *ev);
+    /* blocks the calling thread until the work ev marks is done */
+    void (*event_wait)(void *ctx, compute_event_t *ev);
+    /* nanoseconds from a to b, both recorded (waits for b) */
+    int64_t (*event_elapsed_ns)(void *ctx, compute_event_t *a, compute_event_t *b);
+    /* device -> pinned host on the copy-out stream, ordered after the work enqueued on the
+     * compute stream so far; done (unless NULL) marks the copy's end. Returns at once. */
+    void (*download_async)(void *ctx, void *dst_host, const void *src_dev, size_t bytes,
+                           compute_event_t *done);
+    /* pinned host -> device on the copy-in stream; done marks its end. The caller waits for
+     * done before it enqueues work that reads dst. Returns at once. */
+    void (*upload_async)(void *ctx, void *dst_dev, const void *src_host, size_t bytes,
+                         compute_event_t *done);
+    /* work enqueued on the compute stream from now on waits for every copy out issued so far
+     * (the buffers they read may then be overwritten); the host does not wait */
+    void (*order_after_copies_out)(void *ctx);
+    /* the calling thread's calls go to this backend's device (CUDA keeps the current device
+     * per thread): a thread that computes on a GPU it did not create calls this first */
+    void (*bind_thread)(void *ctx);
 } compute_ops_t;
 
 /* The layers' operations beyond BLAS, on the backend's buffers, so that a network runs with
@@ -149,10 +186,24 @@ const char *compute_kind_name(compute_kind_t kind);
  * "no CUDA device: <driver message>"). */
 bool compute_available(compute_kind_t kind, char *why, size_t whylen);
 
+/* How many devices of this kind this machine has (visible ones: CUDA_VISIBLE_DEVICES
+ * applies): 1 for the CPU; 0 for CUDA with the reason in why when none can be used. */
+int compute_device_count(compute_kind_t kind, char *why, size_t whylen);
+
+/* The same, counted in a child process: this process does not initialise CUDA, which does
+ * not survive a fork, so it may still fork workers that use the GPU (launch_local). Call it
+ * while the process has one thread. */
+int compute_device_count_apart(compute_kind_t kind, char *why, size_t whylen);
+
 /* A backend of this kind. threads: BLAS threads for the CPU backend (0: the number of online
  * CPUs, unless OPENBLAS_NUM_THREADS is set, which then wins). Returns NULL with the reason in
  * err when the backend cannot run here. Free with compute_destroy(). */
 compute_t *compute_new(compute_kind_t kind, int threads, char *err, size_t errlen);
+/* The same on a chosen device: GPU number `device` modulo the visible ones (after
+ * CUDA_VISIBLE_DEVICES); -1: LOCAL_RANK modulo the visible ones, as compute_new(). The CPU
+ * backend ignores it. */
+compute_t *compute_new_on(compute_kind_t kind, int threads, int device, char *err,
+                          size_t errlen);
 void compute_destroy(compute_t **cp);
 
 /* Thin wrappers, so call sites read like BLAS calls. */
@@ -166,6 +217,56 @@ static inline void compute_sgemm(compute_t *c, bool ta, bool tb, int m, int n, i
                                  float beta, float *cm, int ldc)
 {
     c->ops->sgemm(c->ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, cm, ldc);
+}
+
+static inline void *compute_host_alloc(compute_t *c, size_t bytes)
+{
+    return c->ops->host_alloc(c->ctx, bytes);
+}
+static inline void compute_host_release(compute_t *c, void *p) { c->ops->host_release(c->ctx, p); }
+static inline compute_event_t *compute_event_new(compute_t *c) { return c->ops->event_new(c->ctx); }
+static inline void compute_event_destroy(compute_t *c, compute_event_t **ev)
+{
+    if (*ev) c->ops->event_destroy(c->ctx, *ev);
+    *ev = NULL;
+}
+static inline void compute_event_record(compute_t *c, compute_event_t *ev)
+{
+    c->ops->event_record(c->ctx, ev);
+}
+static inline void compute_event_wait(compute_t *c, compute_event_t *ev)
+{
+    c->ops->event_wait(c->ctx, ev);
+}
+static inline int64_t compute_event_elapsed_ns(compute_t *c, compute_event_t *a,
+                                               compute_event_t *b)
+{
+    return c->ops->event_elapsed_ns(c->ctx, a, b);
+}
+static inline void compute_download_async(compute_t *c, void *dst_host, const void *src_dev,
+                                          size_t bytes, compute_event_t *done)
+{
+    c->ops->download_async(c->ctx, dst_host, src_dev, bytes, done);
+}
+static inline void compute_upload_async(compute_t *c, void *dst_dev, const void *src_host,
+                                        size_t bytes, compute_event_t *done)
+{
+    c->ops->upload_async(c->ctx, dst_dev, src_host, bytes, done);
+}
+static inline void compute_order_after_copies_out(compute_t *c)
+{
+    c->ops->order_after_copies_out(c->ctx);
+}
+static inline void compute_bind_thread(compute_t *c) { c->ops->bind_thread(c->ctx); }
+static inline void compute_download(compute_t *c, void *dst_host, const void *src_dev,
+                                    size_t bytes)
+{
+    c->ops->download(c->ctx, dst_host, src_dev, bytes);
+}
+static inline void compute_upload(compute_t *c, void *dst_dev, const void *src_host,
+                                  size_t bytes)
+{
+    c->ops->upload(c->ctx, dst_dev, src_host, bytes);
 }
 
 /* The CPU backend's entry points; only compute.c refers to them (and to the CUDA ones,

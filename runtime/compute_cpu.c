@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/check.h"
@@ -83,7 +84,6 @@ static void cpu_zero(void *ctx, void *p, size_t bytes)
     if (bytes) memset(p, 0, bytes);
 }
 
-static void cpu_sync(void *ctx) { (void)ctx; }
 
 static void cpu_sgemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
@@ -270,6 +270,61 @@ static void cpu_sgd_update(void *ctx, int64_t n, float lr, float momentum, float
     }
 }
 
+/* ---- staging and events: the CPU computes synchronously, so a copy is done when the call
+ * returns and an event is the clock's reading when it was recorded ---- */
+
+struct compute_event {
+    int64_t t_ns; /* CLOCK_MONOTONIC at the record */
+};
+
+static int64_t cpu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void cpu_host_release(void *ctx, void *p) { cpu_release(ctx, p); }
+
+static compute_event_t *cpu_event_new(void *ctx)
+{
+    (void)ctx;
+    return xcalloc(1, sizeof(compute_event_t));
+}
+
+static void cpu_event_destroy(void *ctx, compute_event_t *ev)
+{
+    (void)ctx;
+    free(ev);
+}
+
+static void cpu_event_record(void *ctx, compute_event_t *ev)
+{
+    (void)ctx;
+    ev->t_ns = cpu_now_ns();
+}
+
+static void cpu_event_wait(void *ctx, compute_event_t *ev)
+{
+    (void)ctx;
+    (void)ev;
+}
+
+static int64_t cpu_event_elapsed_ns(void *ctx, compute_event_t *a, compute_event_t *b)
+{
+    (void)ctx;
+    return b->t_ns - a->t_ns;
+}
+
+static void cpu_copy_async(void *ctx, void *dst, const void *src, size_t bytes,
+                           compute_event_t *done)
+{
+    cpu_copy(ctx, dst, src, bytes);
+    if (done) cpu_event_record(ctx, done);
+}
+
+static void cpu_nothing(void *ctx) { (void)ctx; }
+
 const compute_ops_t compute_cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -279,11 +334,22 @@ const compute_ops_t compute_cpu_ops = {
     .download = cpu_copy,
     .copy = cpu_copy,
     .zero = cpu_zero,
-    .sync = cpu_sync,
+    .sync = cpu_nothing,
     .sgemm = cpu_sgemm,
     .saxpy = cpu_saxpy,
     .sscal = cpu_sscal,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,
     .sgd_update = cpu_sgd_update,
+    .host_alloc = cpu_alloc,
+    .host_release = cpu_host_release,
+    .event_new = cpu_event_new,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .event_wait = cpu_event_wait,
+    .event_elapsed_ns = cpu_event_elapsed_ns,
+    .download_async = cpu_copy_async,
+    .upload_async = cpu_copy_async,
+    .order_after_copies_out = cpu_nothing,
+    .bind_thread = cpu_nothing,
 };

@@ -38,28 +38,36 @@ extern "C" int compute_cuda_device_count(char *why, size_t whylen)
     return 0;
 }
 
-/* The device: LOCAL_RANK (set by torchrun, mpirun wrappers and Slurm setups that start one
- * process per GPU) modulo the visible devices, else 0. CUDA_VISIBLE_DEVICES, applied by the
- * runtime, already narrows what is visible. */
-static int choose_device(void)
+/* The device: `wanted` modulo the visible devices (a distributed worker's choice: its local
+ * rank, or its device thread's index), or for -1 LOCAL_RANK (set by torchrun, mpirun wrappers
+ * and Slurm setups that start one process per GPU) modulo the visible devices, else 0.
+ * CUDA_VISIBLE_DEVICES, applied by the runtime, already narrows what is visible. */
+static int choose_device(int wanted)
 {
     int n = 0;
     CUDA_CHECK(cudaGetDeviceCount(&n));
-    const char *lr = getenv("LOCAL_RANK");
-    int r = lr && *lr ? atoi(lr) : 0;
+    int r = wanted;
+    if (r < 0) {
+        const char *lr = getenv("LOCAL_RANK");
+        r = lr && *lr ? atoi(lr) : 0;
+    }
     return n > 0 && r > 0 ? r % n : 0;
 }
 
-extern "C" void *compute_cuda_ctx_new(void)
+extern "C" void *compute_cuda_ctx_new(int wanted)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)calloc(1, sizeof *c);
     if (!c) {
         fprintf(stderr, "poseidon: out of memory\n");
         exit(1);
     }
-    c->device = choose_device();
+    c->device = choose_device(wanted);
     CUDA_CHECK(cudaSetDevice(c->device));
     CUDA_CHECK(cudaStreamCreate(&c->stream));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy_out, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy_in, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->out_fence, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->out_last, cudaEventDisableTiming));
     CUBLAS_CHECK(cublasCreate(&c->blas));
     CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     return c;
@@ -82,9 +90,16 @@ extern "C" void compute_cuda_describe(void *ctx, char *out, size_t outlen)
 static void cu_destroy(void *ctx)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    cuda_device_scope on(c->device);
     CUBLAS_CHECK(cublasDestroy(c->blas));
     if (c->scratch) CUDA_CHECK(cudaFree(c->scratch));
     if (c->host_rows) CUDA_CHECK(cudaFreeHost(c->host_rows));
+    CUDA_CHECK(cudaStreamSynchronize(c->copy_out));
+    CUDA_CHECK(cudaStreamSynchronize(c->copy_in));
+    CUDA_CHECK(cudaEventDestroy(c->out_fence));
+    CUDA_CHECK(cudaEventDestroy(c->out_last));
+    CUDA_CHECK(cudaStreamDestroy(c->copy_out));
+    CUDA_CHECK(cudaStreamDestroy(c->copy_in));
     CUDA_CHECK(cudaStreamDestroy(c->stream));
     free(c);
 }
@@ -121,6 +136,7 @@ void *cuda_scratch(cuda_ctx_t *c, size_t bytes)
 static void *cu_alloc(void *ctx, size_t bytes)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    cuda_device_scope on(c->device);
     void *p = cuda_alloc_or_die(bytes);
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, c->stream));
     return p;
@@ -130,6 +146,7 @@ static void cu_release(void *ctx, void *p)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
     if (!p) return;
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
     CUDA_CHECK(cudaFree(p));
 }
@@ -139,6 +156,7 @@ static void cu_upload(void *ctx, void *dst, const void *src, size_t bytes)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
     if (!bytes) return;
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
 }
 
@@ -146,6 +164,7 @@ static void cu_download(void *ctx, void *dst, const void *src, size_t bytes)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
     if (!bytes) return;
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
@@ -166,7 +185,126 @@ static void cu_zero(void *ctx, void *p, size_t bytes)
 static void cu_sync(void *ctx)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    cuda_device_scope on(c->device);
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+/* ---- staging: pinned host memory, the copy streams, events ----------------------------
+ * A distributed worker's device thread issues the copies out (after each layer's backward)
+ * and its syncer threads wait for them and issue the copies in; every entry point here sets
+ * the device first, since CUDA's current device is per thread. */
+
+struct compute_event {
+    cudaEvent_t e;
+};
+
+static void *cu_host_alloc(void *ctx, size_t bytes)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    void *p = NULL;
+    cuda_device_scope on(c->device);
+    cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
+    if (e == cudaErrorMemoryAllocation) {
+        fprintf(stderr, "poseidon: out of pinned host memory: %.1f MiB were asked for: lower "
+                        "--batch or the staleness (each slot of a layer's gradient is pinned)\n",
+                bytes / 1048576.0);
+        exit(1);
+    }
+    CUDA_CHECK(e);
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void cu_host_release(void *ctx, void *p)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    if (!p) return;
+    cuda_device_scope on(c->device);
+    CUDA_CHECK(cudaFreeHost(p));
+}
+
+/* Blocking sync: a syncer thread that waits for a copy sleeps instead of spinning on a core
+ * the other threads need. Timing stays enabled for the profiler. */
+static compute_event_t *cu_event_new(void *ctx)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    compute_event_t *ev = (compute_event_t *)calloc(1, sizeof *ev);
+    if (!ev) {
+        fprintf(stderr, "poseidon: out of memory\n");
+        exit(1);
+    }
+    cuda_device_scope on(c->device);
+    CUDA_CHECK(cudaEventCreateWithFlags(&ev->e, cudaEventBlockingSync));
+    return ev;
+}
+
+static void cu_event_destroy(void *ctx, compute_event_t *ev)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    cuda_device_scope on(c->device);
+    CUDA_CHECK(cudaEventDestroy(ev->e));
+    free(ev);
+}
+
+static void cu_event_record(void *ctx, compute_event_t *ev)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    CUDA_CHECK(cudaEventRecord(ev->e, c->stream));
+}
+
+static void cu_event_wait(void *ctx, compute_event_t *ev)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    cuda_device_scope on(c->device);
+    CUDA_CHECK(cudaEventSynchronize(ev->e));
+}
+
+static int64_t cu_event_elapsed_ns(void *ctx, compute_event_t *a, compute_event_t *b)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    float ms = 0;
+    cuda_device_scope on(c->device);
+    CUDA_CHECK(cudaEventSynchronize(b->e));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a->e, b->e));
+    return (int64_t)((double)ms * 1e6 + 0.5);
+}
+
+/* The copy-out stream waits (on the GPU) for the compute stream's work so far: the backward
+ * that wrote src; the device thread goes on with the layers below at once. */
+static void cu_download_async(void *ctx, void *dst, const void *src, size_t bytes,
+                              compute_event_t *done)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    cuda_device_scope on(c->device);
+    CUDA_CHECK(cudaEventRecord(c->out_fence, c->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(c->copy_out, c->out_fence, 0));
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->copy_out));
+    CUDA_CHECK(cudaEventRecord(c->out_last, c->copy_out));
+    c->out_any = true;
+    if (done) CUDA_CHECK(cudaEventRecord(done->e, c->copy_out));
+}
+
+static void cu_upload_async(void *ctx, void *dst, const void *src, size_t bytes,
+                            compute_event_t *done)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    cuda_device_scope on(c->device);
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy_in));
+    if (done) CUDA_CHECK(cudaEventRecord(done->e, c->copy_in));
+}
+
+static void cu_order_after_copies_out(void *ctx)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    if (c->out_any) CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->out_last, 0));
+}
+
+static void cu_bind_thread(void *ctx)
+{
+    cuda_ctx_t *c = (cuda_ctx_t *)ctx;
+    CUDA_CHECK(cudaSetDevice(c->device));
 }
 
 static void cu_sgemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha,
@@ -295,5 +433,7 @@ static void cu_sgd_update(void *ctx, int64_t n, float lr, float momentum, float 
 extern "C" const compute_ops_t compute_cuda_ops = {
     "cuda",      cu_destroy, cu_alloc, cu_release, cu_upload,    cu_download, cu_copy,
     cu_zero,     cu_sync,    cu_sgemm, cu_saxpy,   cu_sscal,     cu_im2col,   cu_col2im,
-    cu_sgd_update,
+    cu_sgd_update, cu_host_alloc, cu_host_release, cu_event_new, cu_event_destroy,
+    cu_event_record, cu_event_wait, cu_event_elapsed_ns, cu_download_async, cu_upload_async,
+    cu_order_after_copies_out, cu_bind_thread,
 };

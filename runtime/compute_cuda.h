@@ -45,10 +45,33 @@ extern "C" {
 
 #define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
 
+/* GPU `device` current for the calling thread until the end of the scope, then the thread's
+ * previous one again: the entry points that other threads call (a worker's syncers copying
+ * in and out, the set-up thread allocating for several GPUs, a checkpoint reading every
+ * device's state) leave the calling thread's own GPU as it was. */
+struct cuda_device_scope {
+    int prev;
+    explicit cuda_device_scope(int device) : prev(-1)
+    {
+        CUDA_CHECK(cudaGetDevice(&prev));
+        if (prev != device) CUDA_CHECK(cudaSetDevice(device));
+    }
+    ~cuda_device_scope()
+    {
+        int now = -1;
+        if (cudaGetDevice(&now) == cudaSuccess && now != prev) cudaSetDevice(prev);
+    }
+};
+
 typedef struct {
     int device;
     cublasHandle_t blas;
     cudaStream_t stream;     /* every kernel, copy and GEMM of this context */
+    cudaStream_t copy_out;   /* download_async: device -> pinned host, beside the kernels */
+    cudaStream_t copy_in;    /* upload_async: pinned host -> device, beside both */
+    cudaEvent_t out_fence;   /* download_async: where on `stream` the copy-out starts */
+    cudaEvent_t out_last;    /* the end of the last copy out issued */
+    bool out_any;            /* out_last was recorded */
     void *scratch;           /* grown on demand: per-row losses, reductions, LRN ratios */
     size_t scratch_bytes;
     double *host_rows;       /* pinned: per-row losses brought back */

@@ -2,20 +2,12 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/check.h"
 #include "core/rng.h"
 #include "runtime/data.h"
 #include "runtime/nnet.h"
 #include "runtime/solver.h"
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -111,32 +103,44 @@ int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t 
     int64_t *bw = xcalloc((size_t)L * repeats, sizeof *bw);
     int64_t *gf = xcalloc((size_t)L * repeats, sizeof *gf);
     int64_t *gbw = xcalloc((size_t)L * repeats, sizeof *gbw);
+    /* Timed with the backend's events: on a GPU, CUDA events around each layer on the
+     * compute stream (the GPU's own time, the host never waits mid-pass); on the CPU the
+     * clock read at each boundary, as the work there is done when the call returns. ev[i]
+     * and ev[i + 1] enclose the i-th timed piece of a pass; the pass waits at its end. */
+    compute_event_t **ev = xcalloc((size_t)L + 1, sizeof *ev);
+    for (int i = 0; i <= L; i++) ev[i] = compute_event_new(c);
     for (int rep = -warmup; rep < repeats; rep++) {
+        compute_event_record(c, ev[0]);
         for (int l = 1; l < L; l++) {
-            int64_t t0 = now_ns();
             nnet_forward_layer(n, l);
-            c->ops->sync(c->ctx);
-            if (rep >= 0) f[(int64_t)l * repeats + rep] = now_ns() - t0;
+            compute_event_record(c, ev[l]);
         }
+        for (int l = 1; rep >= 0 && l < L; l++)
+            f[(int64_t)l * repeats + rep] = compute_event_elapsed_ns(c, ev[l - 1], ev[l]);
         nnet_backward_begin(n);
+        compute_event_record(c, ev[L]);
         for (int l = L - 1; l >= 1; l--) {
-            int64_t t0 = now_ns();
             nnet_backward_layer(n, l);
-            c->ops->sync(c->ctx);
-            if (rep >= 0) bw[(int64_t)l * repeats + rep] = now_ns() - t0;
+            compute_event_record(c, ev[l]);
         }
+        for (int l = L - 1; rep >= 0 && l >= 1; l--)
+            bw[(int64_t)l * repeats + rep] = compute_event_elapsed_ns(c, ev[l + 1], ev[l]);
         for (int l = 1; l < L; l++) {
             const layer_t *ly = &m->layers[l];
             if (ly->type != LAYER_CONV && ly->type != LAYER_FC) continue;
             bool need_dx = m->layers[ly->inputs[0]].type != LAYER_INPUT;
             for (int pass = 0; pass < 2; pass++) {
-                int64_t t0 = now_ns();
+                compute_event_record(c, ev[0]);
                 layer_gemms(c, ly, batch, pass == 0, need_dx, ga, gb, gact, go);
-                c->ops->sync(c->ctx);
-                if (rep >= 0) (pass == 0 ? gf : gbw)[(int64_t)l * repeats + rep] = now_ns() - t0;
+                compute_event_record(c, ev[1]);
+                if (rep >= 0)
+                    (pass == 0 ? gf : gbw)[(int64_t)l * repeats + rep] =
+                        compute_event_elapsed_ns(c, ev[0], ev[1]);
             }
         }
     }
+    for (int i = 0; i <= L; i++) compute_event_destroy(c, &ev[i]);
+    free(ev);
     memset(rows, 0, (size_t)L * sizeof *rows);
     for (int l = 1; l < L; l++) {
         rows[l].fwd_ns = median(f + (int64_t)l * repeats, repeats);

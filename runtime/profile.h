@@ -2,7 +2,9 @@
  * costs the simulator reads (models/profiles/<model>-<device>-b<batch>.csv).
  *
  * Each layer's FWD and BWD is timed on its own (the same entry points a plan executor runs),
- * on synthetic data, after warm-up passes; the result is the median over repeats. For conv
+ * on synthetic data, after warm-up passes; the result is the median over repeats. Times come
+ * from the backend's events (compute.h): CUDA events on the GPU's stream, so a GPU's layer is
+ * timed by the GPU and the host never waits inside a pass; the clock on the CPU. For conv
  * and fc layers the bare GEMMs of the same shapes (and the same activation footprint) are
  * timed in the same repeat, right after the layers, so that the cost of everything around the
  * GEMM (im2col, bias, col2im) is visible even on a machine whose load changes over time.

@@ -45,8 +45,10 @@ int textgen_sample(nnet_t *trained, const char *prompt, int n, double temperatur
         return -1;
     }
     arena_t *src = nnet_arena(trained), *dst = nnet_arena(g);
-    memcpy(dst->params, src->params, (size_t)src->count * sizeof(float));
-    memcpy(dst->state, src->state, (size_t)src->state_count * sizeof(float));
+    /* the trained net may live on a GPU: its buffers come through its backend */
+    compute_download(src->compute, dst->params, src->params, (size_t)src->count * sizeof(float));
+    compute_download(src->compute, dst->state, src->state,
+                     (size_t)src->state_count * sizeof(float));
     nnet_set_train(g, false);
     int S = m->layers[0].out_shape.w, V = DATA_TEXT_VOCAB;
     memcpy(out, prompt, plen);

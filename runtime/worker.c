@@ -164,6 +164,20 @@ static int ps_clients_per_rank(const worker_t *w)
     return n;
 }
 
+/* A buffer the devices' gradients or factors are copied into (count floats, zeroed): pinned
+ * host memory when they are GPUs, so that the copies run beside the compute. */
+static float *stage_buf(worker_t *w, int64_t count)
+{
+    return w->staged ? compute_host_alloc(w->dev[0].compute, (size_t)count * sizeof(float))
+                     : xcalloc((size_t)count, sizeof(float));
+}
+
+static void stage_free(worker_t *w, void *p)
+{
+    if (w->staged && p) compute_host_release(w->dev[0].compute, p);
+    else free(p);
+}
+
 static void units_build(worker_t *w)
 {
     const plan_t *p = &w->plan;
@@ -221,7 +235,7 @@ static void units_build(worker_t *w)
         ASSERT(wb->count * 4 == p->buckets[b].bytes, "bucket %d: %lld floats, plan %lld bytes",
                b, (long long)wb->count, (long long)p->buckets[b].bytes);
         wb->slot = xcalloc((size_t)S, sizeof(float *));
-        for (int s = 0; s < S; s++) wb->slot[s] = xcalloc((size_t)wb->count, 4);
+        for (int s = 0; s < S; s++) wb->slot[s] = stage_buf(w, wb->count);
     }
     for (int u = 0; u < p->n_units; u++) {
         const plan_unit_t *un = &p->units[u];
@@ -233,12 +247,12 @@ static void units_build(worker_t *w)
         wu->stash = xcalloc((size_t)S, sizeof(float *));
         for (int s = 0; s < S; s++) {
             if (wu->ps_count)
-                wu->gslot[s] = fake_node ? w->zeros : xcalloc((size_t)wu->ps_count, 4);
+                wu->gslot[s] = fake_node ? w->zeros : stage_buf(w, wu->ps_count);
             if (un->bucket >= 0) wu->ar_slot[s] = w->buckets[un->bucket].slot[s] + wu->ar_off;
-            if (wk_unit_updates_locally(un)) wu->ar_slot[s] = xcalloc((size_t)wu->w_count, 4);
+            if (wk_unit_updates_locally(un)) wu->ar_slot[s] = stage_buf(w, wu->w_count);
             if (un->method == SYNC_SFB) {
-                wu->u_slot[s] = fake_node ? w->zeros : xcalloc((size_t)wu->k * wu->m, 4);
-                wu->v_slot[s] = fake_node ? w->zeros : xcalloc((size_t)wu->k * wu->n, 4);
+                wu->u_slot[s] = fake_node ? w->zeros : stage_buf(w, (int64_t)wu->k * wu->m);
+                wu->v_slot[s] = fake_node ? w->zeros : stage_buf(w, (int64_t)wu->k * wu->n);
                 wu->stash[s] = xcalloc((size_t)w->world * wu->k * (wu->m + wu->n), 4);
             }
         }
@@ -262,15 +276,21 @@ static void units_build(worker_t *w)
                     continue;
                 }
                 if (wu->ps_count)
-                    wu->dev_g[d][s] = w->emulate ? w->zeros : xcalloc((size_t)wu->ps_count, 4);
+                    wu->dev_g[d][s] = w->emulate ? w->zeros : stage_buf(w, wu->ps_count);
                 if (un->bucket >= 0 || wk_unit_updates_locally(un))
-                    wu->dev_w[d][s] = w->emulate ? w->zeros : xcalloc((size_t)wu->w_count, 4);
+                    wu->dev_w[d][s] = w->emulate ? w->zeros : stage_buf(w, wu->w_count);
                 if (un->method == SYNC_SFB) {
-                    size_t ku = (size_t)wu->k_dev * wu->m, kv = (size_t)wu->k_dev * wu->n;
-                    wu->dev_u[d][s] = w->emulate ? w->zeros : xcalloc(ku, 4);
-                    wu->dev_v[d][s] = w->emulate ? w->zeros : xcalloc(kv, 4);
+                    int64_t ku = (int64_t)wu->k_dev * wu->m, kv = (int64_t)wu->k_dev * wu->n;
+                    wu->dev_u[d][s] = w->emulate ? w->zeros : stage_buf(w, ku);
+                    wu->dev_v[d][s] = w->emulate ? w->zeros : stage_buf(w, kv);
                 }
             }
+        }
+        if (w->emulate) continue;
+        wu->copied = xcalloc((size_t)D, sizeof *wu->copied);
+        for (int d = 0; d < D; d++) {
+            wu->copied[d] = xcalloc((size_t)S, sizeof *wu->copied[d]);
+            for (int s = 0; s < S; s++) wu->copied[d][s] = compute_event_new(w->dev[d].compute);
         }
     }
 }
@@ -283,25 +303,29 @@ static void units_free(worker_t *w)
         wk_unit_t *wu = &w->units[u];
         for (int s = 0; s < w->n_slots; s++) {
             if (!fake_node) {
-                free(wu->gslot[s]);
-                free(wu->u_slot[s]);
-                free(wu->v_slot[s]);
+                stage_free(w, wu->gslot[s]);
+                stage_free(w, wu->u_slot[s]);
+                stage_free(w, wu->v_slot[s]);
             }
-            if (wk_unit_updates_locally(&w->plan.units[u])) free(wu->ar_slot[s]);
+            if (wk_unit_updates_locally(&w->plan.units[u])) stage_free(w, wu->ar_slot[s]);
             free(wu->stash[s]);
         }
         for (int d = 0; wu->dev_g && d < w->devices; d++) {
             for (int s = 0; d > 0 && !w->emulate && s < w->n_slots; s++) {
-                free(wu->dev_g[d][s]);
-                free(wu->dev_w[d][s]);
-                free(wu->dev_u[d][s]);
-                free(wu->dev_v[d][s]);
+                stage_free(w, wu->dev_g[d][s]);
+                stage_free(w, wu->dev_w[d][s]);
+                stage_free(w, wu->dev_u[d][s]);
+                stage_free(w, wu->dev_v[d][s]);
             }
+            for (int s = 0; wu->copied && s < w->n_slots; s++)
+                compute_event_destroy(w->dev[d].compute, &wu->copied[d][s]);
+            if (wu->copied) free(wu->copied[d]);
             free(wu->dev_g[d]);
             free(wu->dev_w[d]);
             free(wu->dev_u[d]);
             free(wu->dev_v[d]);
         }
+        free(wu->copied);
         free(wu->dev_g);
         free(wu->dev_w);
         free(wu->dev_u);
@@ -317,7 +341,8 @@ static void units_free(worker_t *w)
     free(w->units);
     w->units = NULL;
     for (int b = 0; b < w->plan.n_buckets; b++) {
-        for (int s = 0; s < w->n_slots && w->buckets[b].slot; s++) free(w->buckets[b].slot[s]);
+        for (int s = 0; s < w->n_slots && w->buckets[b].slot; s++)
+            stage_free(w, w->buckets[b].slot[s]);
         free(w->buckets[b].slot);
     }
     free(w->buckets);
@@ -437,19 +462,43 @@ static int n_units_of(const model_t *m)
 }
 
 /* PREFIX.<rank>: the node's parameters; with several devices also PREFIX.<rank>.<d>, the
- * replica of device d > 0 (the local broadcast's copy). 0, or -1. */
+ * replica of device d > 0 (the local broadcast's copy). Staged, each file is what the
+ * device's replica holds (copied from the GPU). 0, or -1. */
 static int write_params(const worker_t *w, const char *prefix)
 {
-    for (int d = 0; d < w->devices; d++) {
+    float *copy = w->staged ? xmalloc((size_t)w->n_params * sizeof(float) + 1) : NULL;
+    int rc = 0;
+    for (int d = 0; d < w->devices && rc == 0; d++) {
         char path[1100];
         if (d == 0) snprintf(path, sizeof path, "%s.%d", prefix, w->rank);
         else snprintf(path, sizeof path, "%s.%d.%d", prefix, w->rank, d);
+        const float *p = w->dev[d].params;
+        if (copy) {
+            compute_download(w->dev[d].compute, copy, nnet_arena(w->dev[d].net)->params,
+                             (size_t)w->n_params * sizeof(float));
+            p = copy;
+        }
         FILE *f = outfile_open(path, "wb");
-        if (!f) return -1;
-        size_t n = fwrite(w->dev[d].params, sizeof(float), (size_t)w->n_params, f);
-        if (fclose(f) || n != (size_t)w->n_params) return -1;
+        if (!f) rc = -1;
+        else if (fwrite(p, sizeof(float), (size_t)w->n_params, f) != (size_t)w->n_params)
+            rc = -1, fclose(f);
+        else if (fclose(f)) rc = -1;
     }
-    return 0;
+    free(copy);
+    return rc;
+}
+
+void worker_params_to_devices(worker_t *w, const job_ckpt_state_t *st)
+{
+    if (!w->staged) return;
+    for (int d = 0; d < w->devices; d++) {
+        wk_device_t *dv = &w->dev[d];
+        arena_t *a = nnet_arena(dv->net);
+        const float *state = d == 0 ? st->state : st->dev_state[d - 1];
+        compute_upload(dv->compute, a->params, w->params, (size_t)w->n_params * sizeof(float));
+        compute_upload(dv->compute, a->state, state, (size_t)a->state_count * sizeof(float));
+        dv->compute->ops->sync(dv->compute->ctx);
+    }
 }
 
 /* The experiment this run executes, for `poseidon sim` to predict it: the job with the
@@ -575,11 +624,20 @@ job_ckpt_state_t worker_ckpt_state(worker_t *w, const job_ckpt_header_t *h)
         st.dev_state[d - 1] = net ? nnet_arena(net)->state : NULL;
         st.dev_rng[d - 1] = xcalloc((size_t)h->rng_bytes + 1, 1);
     }
+    for (int d = 0; w->staged && d < w->devices; d++) { /* a GPU's state, copied to the host */
+        const arena_t *a = nnet_arena(w->dev[d].net);
+        float *host = xcalloc((size_t)a->state_count + 1, sizeof(float));
+        compute_download(w->dev[d].compute, host, a->state, (size_t)a->state_count * sizeof(float));
+        if (d == 0) st.state = host;
+        else st.dev_state[d - 1] = host;
+    }
     return st;
 }
 
 void worker_ckpt_state_free(const worker_t *w, job_ckpt_state_t *st)
 {
+    for (int d = 0; w->staged && d < w->devices; d++)
+        free(d == 0 ? st->state : st->dev_state[d - 1]);
     free(st->rng);
     for (int d = 1; d < w->devices; d++) free(st->dev_rng[d - 1]);
     free(st->dev_rng);
@@ -669,10 +727,12 @@ static int resume_setup(worker_t *w)
         return 2;
     }
     /* every replica: the node's parameters (the checkpoint's LBCAST of K - 1 had made them
-     * equal), its own dropout state */
+     * equal), its own dropout state; GPUs: what was read is in host memory, and goes to
+     * every device from there with each one's layer state */
+    worker_params_to_devices(w, &st);
     for (int d = 0; d < w->devices; d++) {
         wk_device_t *dv = &w->dev[d];
-        if (d > 0) memcpy(dv->params, w->params, (size_t)w->n_params * sizeof(float));
+        if (d > 0 && !w->staged) memcpy(dv->params, w->params, (size_t)w->n_params * sizeof(float));
         if (dv->net) nnet_rng_state_restore(dv->net, d == 0 ? st.rng : st.dev_rng[d - 1]);
     }
     worker_ckpt_state_free(w, &st);
@@ -738,11 +798,21 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
                             "ranks (one rank per node)\n", job->nodes[0], w->world);
         goto bad_input;
     }
-    if (job->cluster.host_staging) {
-        fprintf(stderr, "poseidon train: the job's cluster has host_staging = yes (GPU "
-                        "devices copying through host memory); the runtime's devices compute "
-                        "in host memory: set cluster.host_staging = no\n");
-        goto bad_input;
+    if ((cfg->device != COMPUTE_CPU || cfg->stage_cpu) && !w->emulate) {
+        if (!job->cluster.host_staging) {
+            /* the plan's copies through host memory are what a GPU worker executes */
+            fprintf(stderr, "poseidon train: --device %s needs cluster.host_staging = yes (the "
+                            "plan's copies of each layer between the GPU and host memory)\n",
+                    compute_kind_name(cfg->device));
+            goto bad_input;
+        }
+        if (w->world == 1 && w->devices == 1) {
+            /* no sync, so no copies in the plan: the single-worker trainer's loop */
+            fprintf(stderr, "poseidon train: --device %s on one worker: run poseidon train "
+                            "--model FILE --device %s (the single-worker trainer)\n",
+                    compute_kind_name(cfg->device), compute_kind_name(cfg->device));
+            goto bad_input;
+        }
     }
     if (model_load(&w->model, job->model_path, err, sizeof err)) {
         fprintf(stderr, "poseidon train: %s\n", err);
@@ -777,8 +847,14 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
         if (w->emulate) continue;
         /* dropout's stream: one per global worker, rank x devices + d */
         uint64_t seed = job->seed + (uint64_t)w->rank * (uint64_t)w->devices + (uint64_t)d;
-        if (!(dv->compute = compute_new(COMPUTE_CPU, cfg->threads, err, sizeof err)) ||
-            !(dv->net = nnet_new(&w->model, job->batch, dv->compute, seed, err, sizeof err))) {
+        /* a GPU each: the rank's share of its host's GPUs, device thread d the d-th */
+        int gpu = w->env.local_rank * w->devices + d;
+        if (!(dv->compute = compute_new_on(cfg->device, cfg->threads, gpu, err, sizeof err))) {
+            fprintf(stderr, "poseidon train: rank %d: --device %s: %s\n", w->rank,
+                    compute_kind_name(cfg->device), err);
+            goto fail;
+        }
+        if (!(dv->net = nnet_new(&w->model, job->batch, dv->compute, seed, err, sizeof err))) {
             fprintf(stderr, "poseidon train: %s\n", err);
             goto fail;
         }
@@ -787,7 +863,11 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     }
     w->compute = w->dev[0].compute;
     w->net = w->dev[0].net;
-    if (!(w->ucompute = compute_new(COMPUTE_CPU, cfg->threads, err, sizeof err))) {
+    w->staged = w->compute && (!compute_is_host(w->compute) || cfg->stage_cpu);
+    /* the SFB update's GEMMs: on the GPU of device 0 when the devices are GPUs (a backend of
+     * its own: the update thread never shares the device thread's stream) */
+    if (!(w->ucompute = compute_new_on(w->staged ? w->compute->kind : COMPUTE_CPU, cfg->threads,
+                                       w->env.local_rank * w->devices, err, sizeof err))) {
         fprintf(stderr, "poseidon train: %s\n", err);
         goto fail;
     }
@@ -796,13 +876,22 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
         goto fail;
     }
     w->iterations = worker_iterations(job, w->steps);
-    if (w->net) w->params = nnet_arena(w->net)->params;
-    else w->params = xcalloc((size_t)w->n_params + 1, sizeof(float));
+    if (w->staged) { /* the node's parameters in host memory, as device 0 starts */
+        w->params = stage_buf(w, w->n_params + 1);
+        compute_download(w->compute, w->params, nnet_arena(w->net)->params,
+                         (size_t)w->n_params * sizeof(float));
+    } else if (w->net) {
+        w->params = nnet_arena(w->net)->params;
+    } else {
+        w->params = xcalloc((size_t)w->n_params + 1, sizeof(float));
+    }
     for (int d = 0; d < w->devices; d++) {
         wk_device_t *dv = &w->dev[d];
         dv->params = d == 0 ? w->params
+                     : w->staged ? NULL /* on the GPU: nnet_arena(dv->net)->params */
                      : dv->net ? nnet_arena(dv->net)->params
                                : xcalloc((size_t)w->n_params + 1, sizeof(float));
+        if (w->staged) dv->loaded = compute_event_new(dv->compute);
     }
     w->hist_local = xcalloc((size_t)w->n_params + 1, sizeof(float));
     w->hist_server = xcalloc((size_t)w->n_params + 1, sizeof(float));
@@ -976,6 +1065,20 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc)
     }
     units_build(w);
     layout_from_plan(w);
+    if (w->staged) { /* the SFB update's operands on its device */
+        int64_t stash = 0, gsum = 0;
+        for (int u = 0; u < w->plan.n_units; u++) {
+            const wk_unit_t *wu = &w->units[u];
+            if (w->plan.units[u].method != SYNC_SFB) continue;
+            int64_t a = (int64_t)w->world * wu->k * (wu->m + wu->n), b = (int64_t)wu->m * wu->n;
+            if (a > stash) stash = a;
+            if (b > gsum) gsum = b;
+        }
+        if (gsum > 0) {
+            w->ustash = compute_alloc_floats(w->ucompute, stash);
+            w->ugsum = compute_alloc_floats(w->ucompute, gsum);
+        }
+    }
 
     /* the colocated PS shard, then everyone's shard endpoint */
     if (w->rank < w->plan.shards) {
@@ -1108,7 +1211,8 @@ void worker_destroy(worker_t **wp)
     unit_times_fini(&w->times);
     free(w->arrivals);
     free(w->unit_shard_blocks);
-    if (!w->net) free(w->params);
+    if (w->staged) stage_free(w, w->params);
+    else if (!w->net) free(w->params);
     free(w->hist_local);
     free(w->hist_server);
     free(w->shard_snapshot);
@@ -1118,6 +1222,7 @@ void worker_destroy(worker_t **wp)
     for (int d = 0; w->dev && d < w->devices; d++) {
         wk_device_t *dv = &w->dev[d];
         if (d > 0 && !dv->net) free(dv->params);
+        if (dv->loaded) compute_event_destroy(dv->compute, &dv->loaded);
         if (dv->locks)
             for (int u = 0; u < n_units_of(&w->model); u++) pthread_mutex_destroy(&dv->locks[u]);
         free(dv->locks);
@@ -1127,6 +1232,8 @@ void worker_destroy(worker_t **wp)
     free(w->dev);
     w->net = NULL; /* device 0's */
     w->compute = NULL;
+    if (w->ustash) compute_release(w->ucompute, w->ustash);
+    if (w->ugsum) compute_release(w->ucompute, w->ugsum);
     compute_destroy(&w->ucompute);
     if (w->have_data) {
         data_fini(&w->train);

@@ -41,6 +41,14 @@
  * parameters of a unit are written by its syncers and read by the compute thread under a
  * per-unit lock.
  *
+ * GPU devices (--device cuda; the job's cluster has host_staging, so the plan has a LREDUCE
+ * and a LBCAST per synced unit even for one device): the copy out of BWD(u) is asynchronous,
+ * on the GPU's copy-out stream into pinned slots, and LREDUCE(u) waits for it; the syncers
+ * work on the node's parameters in pinned host memory exactly as on the CPU; LBCAST(u)
+ * copies them into every GPU's replica and ends when they have landed, before FWD(u) of the
+ * next iteration. The first FWD of an iteration orders the GPU's work after the copies out
+ * of the previous one, so that under SSP a pass never overwrites what a copy still reads.
+ *
  * Identity comes from the launcher's environment (launch_env_detect); rank 0 also runs the
  * coordinator. Returns the process exit code.
  */
@@ -51,6 +59,7 @@
 #include <stdint.h>
 
 #include "core/experiment.h"
+#include "runtime/compute.h"
 #include "runtime/solver.h"
 #include "runtime/transport_security.h"
 
@@ -63,6 +72,12 @@ typedef struct {
     int64_t report_every;      /* iterations between report rows; 0: once per epoch */
     bool evaluate;             /* test accuracy at each report row (rank 0) */
     int threads;               /* BLAS threads per worker */
+    compute_kind_t device;     /* each device thread's backend: cpu, or cuda (one GPU each:
+                                  GPU LOCAL_RANK x devices + d modulo the visible ones);
+                                  cuda needs cluster.host_staging = yes */
+    bool stage_cpu;            /* tests: CPU devices run as GPU devices do (the node's
+                                  parameters a host copy apart from every replica, which the
+                                  LBCAST copies into), so that CI runs that path */
     int timeout_ms;            /* bound of every wait for a dependency or a peer */
     const char *csv_path;      /* rank 0: report rows */
     const char *trace_prefix;  /* PREFIX-rank<R>.csv/.json per rank; rank 0 merges PREFIX.csv */

@@ -324,6 +324,9 @@ static void compute_op(worker_t *w, wk_device_t *dv, int op, int64_t t)
     pthread_mutex_t *lock = device_lock(w, dv, u);
     if (po->kind == OP_FWD) {
         if (u == 0) { /* device d of node r is global worker r x devices + d */
+            /* a GPU may still be copying the last iteration's gradients and factors out:
+             * what the pass writes from here on waits for those copies (the host does not) */
+            compute_order_after_copies_out(dv->compute);
             int *order = xmalloc((size_t)w->job->batch * sizeof *order);
             worker_batch_order(w->train.n, w->rank * w->devices + d, w->replicas, w->job->batch,
                                t, w->job->seed, w->job->train.shuffle, order);
@@ -361,17 +364,25 @@ static void compute_op(worker_t *w, wk_device_t *dv, int op, int64_t t)
         sgd_range(w, off, count, dv->params + off, grads + off, w->hist_local + off, 1.0f, t);
         pthread_mutex_unlock(lock);
     }
-    if (wu->ps_count) memcpy(wu->dev_g[d][s], grads + wu->ps_off, (size_t)wu->ps_count * 4);
+    /* Copies out through the backend: on a GPU they go on its copy-out stream, after this
+     * backward, and the thread goes on with the layers below at once (the LREDUCE of the
+     * unit waits for `done`); on the CPU they are memcpy. */
+    compute_t *c = dv->compute;
+    compute_event_t *done = wu->copied ? wu->copied[d][s] : NULL;
+    if (wu->ps_count)
+        compute_download_async(c, wu->dev_g[d][s], grads + wu->ps_off,
+                               (size_t)wu->ps_count * 4, done);
     if (un->method == SYNC_ALLREDUCE || wk_unit_updates_locally(un))
-        memcpy(wu->dev_w[d][s], grads + wu->w_off, (size_t)wu->w_count * 4);
+        compute_download_async(c, wu->dev_w[d][s], grads + wu->w_off, (size_t)wu->w_count * 4,
+                               done);
     if (un->method == SYNC_SFB) {
         const float *x, *dy;
         int in, out;
         nnet_fc_factors(net, un->layer, &x, &dy, &in, &out);
         ASSERT(in == wu->n && out == wu->m, "fc %s: %dx%d, plan %dx%d", worker_unit_name(w, u), out,
                in, wu->m, wu->n);
-        memcpy(wu->dev_u[d][s], dy, (size_t)wu->k_dev * wu->m * 4);
-        memcpy(wu->dev_v[d][s], x, (size_t)wu->k_dev * wu->n * 4);
+        compute_download_async(c, wu->dev_u[d][s], dy, (size_t)wu->k_dev * wu->m * 4, done);
+        compute_download_async(c, wu->dev_v[d][s], x, (size_t)wu->k_dev * wu->n * 4, done);
     }
 }
 
@@ -583,6 +594,7 @@ static void *device_main(void *arg)
     wk_device_t *dv = arg;
     worker_t *w = dv->w;
     bool lead = dv->index == 0;
+    if (dv->compute) compute_bind_thread(dv->compute); /* a GPU's calls go to its device */
     int64_t last_progress_ns = 0;
     for (int64_t t = w->t_start; t < w->iterations; t++) {
         if (lead && worker_stop_signalled()) coord_client_request_stop(w->cl);
@@ -641,9 +653,19 @@ static void stash_factors(void *arg, int rank, const float *u, const float *v, s
     memcpy(dst + k * m, v, k * n * 4);
 }
 
-/* LREDUCE of unit u, iteration t: the other devices' gradients added into the node's (device
- * 0's) buffers, in device order; SFB: their factors gathered below the node's, device d's at
- * rows d x k_dev, so the node's factors are its devices' batches stacked. */
+/* Blocks until every device's copies out of BWD(u) into slot s have landed in host memory
+ * (a GPU's copy-out stream; at once on the CPU). */
+static void copies_out_wait(worker_t *w, int u, int s)
+{
+    wk_unit_t *wu = &w->units[u];
+    for (int d = 0; wu->copied && d < w->devices; d++)
+        compute_event_wait(w->dev[d].compute, wu->copied[d][s]);
+}
+
+/* LREDUCE of unit u, iteration t, once its copies out have landed: the other devices'
+ * gradients added into the node's (device 0's) buffers, in device order; SFB: their factors
+ * gathered below the node's, device d's at rows d x k_dev, so the node's factors are its
+ * devices' batches stacked. */
 static void local_reduce(worker_t *w, int u, int64_t t)
 {
     int s = (int)(t % w->n_slots);
@@ -675,13 +697,31 @@ static void local_reduce(worker_t *w, int u, int64_t t)
 }
 
 /* LBCAST of unit u: the node's synced parameters of the unit (device 0's) copied into the
- * other devices' replicas, each under its lock (under SSP a device may be computing). */
+ * other devices' replicas, each under its lock (under SSP a device may be computing).
+ * Staged, the node's parameters are host memory and go to every GPU's replica on its
+ * copy-in stream; the op ends when they have landed, so the FWD that waits for it reads
+ * them (under SSP a GPU may be computing meanwhile, as a CPU replica may read a pull's
+ * blocks mid-way). */
 static void local_broadcast(worker_t *w, int u)
 {
     const plan_unit_t *un = &w->plan.units[u];
     if (un->layer < 0) return;
     int64_t off = w->layer_off[un->layer], count = w->model.layers[un->layer].params;
     pthread_mutex_lock(&w->units[u].lock);
+    if (w->staged) { /* the device locks matter to CPU devices run this way (tests) */
+        for (int d = 0; d < w->devices; d++) {
+            wk_device_t *dv = &w->dev[d];
+            if (d > 0) pthread_mutex_lock(&dv->locks[u]);
+            compute_upload_async(dv->compute, nnet_arena(dv->net)->params + off, w->params + off,
+                                 (size_t)count * 4, dv->loaded);
+        }
+        for (int d = 0; d < w->devices; d++) {
+            compute_event_wait(w->dev[d].compute, w->dev[d].loaded);
+            if (d > 0) pthread_mutex_unlock(&w->dev[d].locks[u]);
+        }
+        pthread_mutex_unlock(&w->units[u].lock);
+        return;
+    }
     for (int d = 1; d < w->devices; d++) {
         wk_device_t *dv = &w->dev[d];
         pthread_mutex_lock(&dv->locks[u]);
@@ -784,14 +824,27 @@ static void *sync_main(void *arg)
                 progress(w, op, t, "UPDATE of layer %s (rebuild from factors)", name);
                 pthread_mutex_lock(&w->update_mu);
                 size_t per = (size_t)wu->k * (size_t)(wu->m + wu->n);
+                /* staged: every rank's factors to the update's device, the GEMMs there, the
+                 * rebuilt gradient back (the SGD below runs on the node's host parameters) */
+                compute_t *uc = w->ucompute;
+                const float *stash = wu->stash[s];
+                float *gsum = wu->gsum;
+                if (w->ustash) {
+                    compute_bind_thread(uc);
+                    compute_upload(uc, w->ustash, stash, (size_t)w->world * per * 4);
+                    stash = w->ustash;
+                    gsum = w->ugsum;
+                }
                 for (int r = 0; r < w->world; r++) {
-                    const float *f = wu->stash[s] + (size_t)r * per;
+                    const float *f = stash + (size_t)r * per;
                     /* gsum (m, n) += dy_r^T (m, k) x_r (k, n) / replicas, k = the node's
                      * devices x batch x tokens */
-                    compute_sgemm(w->ucompute, true, false, wu->m, wu->n, wu->k,
-                                  1.0f / (float)w->replicas, f, wu->m, f + (size_t)wu->k * wu->m,
-                                  wu->n, r ? 1.0f : 0.0f, wu->gsum, wu->n);
+                    compute_sgemm(uc, true, false, wu->m, wu->n, wu->k, 1.0f / (float)w->replicas,
+                                  f, wu->m, f + (size_t)wu->k * wu->m, wu->n, r ? 1.0f : 0.0f,
+                                  gsum, wu->n);
                 }
+                if (w->ustash) /* waits for the GEMMs */
+                    compute_download(uc, wu->gsum, w->ugsum, (size_t)wu->m * wu->n * 4);
                 pthread_mutex_lock(&wu->lock);
                 sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->gsum,
                           w->hist_local + wu->w_off, 1.0f, t);
@@ -824,6 +877,9 @@ static void *sync_main(void *arg)
             case OP_LBCAST:
                 progress(w, op, t, "local %s of layer %s over %d devices",
                          po->kind == OP_LREDUCE ? "reduce" : "broadcast", name, w->devices);
+                /* a GPU's copies out run on its DMA engine while the backward goes on: not
+                 * waited for holding the interconnect, which a broadcast may need meanwhile */
+                if (po->kind == OP_LREDUCE) copies_out_wait(w, u, s);
                 pthread_mutex_lock(&w->intra_mu); /* the interconnect: one at a time */
                 t0 = comm_now_ns();
                 if (po->kind == OP_LREDUCE) local_reduce(w, u, t);
@@ -854,6 +910,8 @@ static void *sync_main(void *arg)
 static double evaluate(worker_t *w)
 {
     for (int u = 0; u < w->plan.n_units; u++) pthread_mutex_lock(&w->units[u].lock);
+    compute_bind_thread(w->compute); /* the final report's runs on the main thread */
+    compute_order_after_copies_out(w->compute); /* its passes overwrite what they read */
     double acc = train_evaluate(w->net, &w->test);
     for (int u = w->plan.n_units - 1; u >= 0; u--) pthread_mutex_unlock(&w->units[u].lock);
     return acc;

@@ -56,6 +56,10 @@ typedef struct {
      * (gathers) the other devices' into them. */
     float ***dev_g, ***dev_w, ***dev_u, ***dev_v;
     int k_dev;                 /* SFB: factor rows of one device; k = devices x k_dev */
+    /* [d][s]: the end of device d's copies out of its BWD into slot s (its backend's event;
+     * NULL under emulated compute). The LREDUCE waits for them: on a GPU the copies run on
+     * the copy-out stream while the backward goes on below. */
+    compute_event_t ***copied;
 } wk_unit_t;
 
 /* Whether unit un has parameters and no network sync but a local reduce: one node of several
@@ -79,6 +83,7 @@ typedef struct {
     float *params;             /* its replica's parameters (device 0: worker_t.params) */
     pthread_mutex_t *locks;    /* devices > 0, per unit: its parameters, compute vs. the local
                                   broadcast (device 0 uses the units' locks) */
+    compute_event_t *loaded;   /* staged: the end of the LBCAST's copy in (under intra_mu) */
     /* Emulated compute: the op's start and the previous op's intended end. An op whose
      * dependencies were met before that end starts at it, not when the thread woke (~0.1-1
      * ms later on a loaded host): a pass is ~100 sleeps, and their lateness summed was ~8%
@@ -108,6 +113,12 @@ struct worker {
     launch_env_t env;
     int rank, world;
     int devices;               /* per node: device threads, each with a replica */
+    /* The devices are GPUs (their buffers are not host memory): the node's parameters are a
+     * pinned host copy (params) that the syncers update as on the CPU; each BWD copies its
+     * gradient (factors) out into pinned slots on the copy-out stream, the plan's LREDUCE
+     * waits for those copies, and its LBCAST copies the synced parameters into every
+     * device's replica (the cluster's host_staging ops, core/plan.h). */
+    bool staged;
     int replicas;              /* world x devices: the gradients every update averages */
     wk_device_t *dev;          /* devices of them */
     /* the node's compute op in flight: devices that ran it, the first one's start */
@@ -164,6 +175,11 @@ struct worker {
     char **ps_eps;
 
     compute_t *compute, *ucompute;
+    /* Staged: the SFB update's operands on ucompute's device (a GPU's: the peers' factors go
+     * there, the rebuilt gradient comes back), the largest unit's size, used under
+     * update_mu: world x k x (m + n) and m x n floats. NULL otherwise (the update reads the
+     * stash in place). */
+    float *ustash, *ugsum;
     nnet_t *net;
     dataset_t train, test;
     bool have_data;
@@ -230,9 +246,14 @@ job_ckpt_header_t worker_ckpt_header(const worker_t *w, int64_t k);
 
 /* This rank's state as its checkpoint file holds it (runtime/job_checkpoint.h): the node's
  * arrays and each device's layer state in place, and an RNG buffer per device of
- * h->rng_bytes (malloc'ed: worker_ckpt_state_free). */
+ * h->rng_bytes (malloc'ed: worker_ckpt_state_free). Staged (GPUs), each device's layer state
+ * is a host copy, brought from its GPU. */
 job_ckpt_state_t worker_ckpt_state(worker_t *w, const job_ckpt_header_t *h);
 void worker_ckpt_state_free(const worker_t *w, job_ckpt_state_t *st);
+
+/* Staged: the node's parameters and each device's layer state in st to every device's
+ * replica, waiting until they are there (a resumed job's start). */
+void worker_params_to_devices(worker_t *w, const job_ckpt_state_t *st);
 
 /* Whether this rank executes instances of the op (compute, worker-side syncs, PULL's receive
  * side) rather than the shards (APPLY). */

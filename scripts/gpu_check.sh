@@ -10,7 +10,12 @@
 #   5. times one training step of AlexNet (batch 128), VGG19 and ResNet-152 (batch 32): the sum
 #      of poseidon's per-layer medians, and PyTorch's step (fp32, CUDA events, median after
 #      warm-up) when python3 has torch and torchvision -> OUTDIR/step_times.csv;
-# and writes OUTDIR/summary.txt. Exit 0 when the build and the tests passed.
+#   6. distributed GPU workers: 2 workers on the GPU(s) against one worker on the union of
+#      their batches (every scheme), 2 nodes x 2 devices when the host has 2 GPUs (SKIP
+#      otherwise) -> OUTDIR/dist-tests.log; and a 2-worker AlexNet job (batch 32, synthetic
+#      data) whose images/s and per-op trace land in OUTDIR/dist-alexnet*.csv;
+# and writes OUTDIR/summary.txt with each step's seconds. Exit 0 when the build and the tests
+# passed. Meant to fit in ~8 minutes on one H100.
 set -u
 out=${1:?usage: scripts/gpu_check.sh OUTDIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +26,7 @@ summary=$out/summary.txt
 : > "$summary"
 say() { echo "$*" | tee -a "$summary"; }
 
+SECONDS=0
 say "# gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
 if ! command -v nvidia-smi > /dev/null; then
     say "FAIL no nvidia-smi: this machine has no NVIDIA driver"
@@ -46,13 +52,14 @@ if ! make -j"$(nproc)" CUDA=1 "${bundle[@]}" > "$out/build.log" 2>&1; then
     tail -20 "$out/build.log" | tee -a "$summary"
     exit 1
 fi
-say "PASS build"
+say "PASS build (${SECONDS}s)"
 
 # 2. GPU tests
 build/test_unit cuda kernels compute > "$out/tests.log" 2>&1
 tests_rc=$?
 say "tests: $(tail -1 "$out/tests.log") (exit $tests_rc)"
 grep -E '^(FAIL|SKIP)' "$out/tests.log" | tee -a "$summary"
+say "(${SECONDS}s since the start)"
 
 # 3. profiles at batch 32
 pdir=models/profiles/$gpu-b32
@@ -128,6 +135,24 @@ EOF
     echo "$m,$b,$ours,$theirs" >> "$out/step_times.csv"
     say "step $m batch $b: poseidon $ours ms, pytorch $theirs ms"
 done
+
+say "(${SECONDS}s since the start)"
+
+# 6. distributed GPU workers: the equivalence tests (bounded: a hang must not eat the call)
+timeout 240 build/test_unit gpu_workers > "$out/dist-tests.log" 2>&1
+dist_rc=$?
+say "distributed GPU tests: $(tail -1 "$out/dist-tests.log") (exit $dist_rc)"
+grep -E '^(PASS|FAIL|SKIP)|worst parameter|CHECK' "$out/dist-tests.log" | tee -a "$summary"
+[ $dist_rc -ne 0 ] && [ $tests_rc -eq 0 ] && tests_rc=$dist_rc
+if timeout 180 build/poseidon train --workers 2 --device cuda --model models/alexnet.net \
+       --data synthetic --synthetic-n 256 --batch 32 --iterations 30 --report-every 10 \
+       --no-eval --threads 4 --insecure --job-out "$out/dist-alexnet.exp" --csv "$out/dist-alexnet.csv" \
+       --trace "$out/dist-alexnet-trace" > "$out/dist-alexnet.log" 2>&1; then
+    say "dist alexnet 2 GPU workers, batch 32 each: $(tail -1 "$out/dist-alexnet.csv" | cut -d, -f6) images/s"
+else
+    say "FAIL dist alexnet: $(grep -v '^\[rank' "$out/dist-alexnet.log" | tail -1)"
+fi
+say "(${SECONDS}s since the start)"
 
 say "profiles: $pdir; figures: $out/profiles.csv, $out/step_times.csv"
 exit $tests_rc

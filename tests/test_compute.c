@@ -247,3 +247,81 @@ TEST(test_compute_cuda_matches_cpu)
     compute_destroy(&gpu);
     compute_destroy(&cpu);
 }
+
+/* The staging operations of a distributed GPU worker on backend c: a copy in, work on the
+ * compute stream, a copy out that must see all of that work (it is ordered after it), the
+ * buffer overwritten once the compute stream is ordered after the copy out (the copy keeps
+ * what it read), and events that time the compute stream. */
+static void staging_round_trip(compute_t *c, const char *name)
+{
+    int64_t n = 1 << 18;
+    size_t bytes = (size_t)n * sizeof(float);
+    float *in = compute_host_alloc(c, bytes), *out = compute_host_alloc(c, bytes);
+    for (int64_t i = 0; i < n; i++) CHECK(out[i] == 0.0f, "%s: pinned memory not zeroed", name);
+    for (int64_t i = 0; i < n; i++) in[i] = (float)(i % 1000) * 0.5f;
+    float *dev = compute_alloc_floats(c, n);
+    compute_event_t *loaded = compute_event_new(c), *copied = compute_event_new(c);
+    compute_event_t *t0 = compute_event_new(c), *t1 = compute_event_new(c);
+    compute_upload_async(c, dev, in, bytes, loaded);
+    compute_event_wait(c, loaded);
+    compute_event_record(c, t0);
+    for (int k = 0; k < 20; k++) c->ops->sscal(c->ctx, n, 1.25f, dev); /* x 1.25^20 */
+    compute_event_record(c, t1);
+    compute_download_async(c, out, dev, bytes, copied);
+    compute_order_after_copies_out(c);
+    c->layers->fill(c->ctx, n, -1.0f, dev); /* after the copy: it must not see this */
+    compute_event_wait(c, copied);
+    double f = pow(1.25, 20);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(out[i] - in[i] * f) > 1e-5 * (1 + fabs(in[i] * f))) bad++;
+    CHECK(bad == 0, "%s: %lld of %lld values copied out differ from the work before the copy",
+          name, (long long)bad, (long long)n);
+    int64_t ns = compute_event_elapsed_ns(c, t0, t1);
+    CHECK(ns >= 0, "%s: the compute stream's time went backwards (%lld ns)", name, (long long)ns);
+    c->ops->sync(c->ctx);
+    compute_download(c, out, dev, bytes);
+    CHECK(out[0] == -1.0f && out[n - 1] == -1.0f, "%s: the work after the copy did not run",
+          name);
+    compute_event_destroy(c, &loaded);
+    compute_event_destroy(c, &copied);
+    compute_event_destroy(c, &t0);
+    compute_event_destroy(c, &t1);
+    CHECK(loaded == NULL, "%s: the event pointer was not cleared", name);
+    compute_release(c, dev);
+    compute_host_release(c, in);
+    compute_host_release(c, out);
+}
+
+TEST(compute_cpu_staging_copies_and_events)
+{
+    char err[256];
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    REQUIRE(c, "%s", err);
+    staging_round_trip(c, "cpu");
+    compute_destroy(&c);
+}
+
+TEST(compute_cuda_staging_copies_and_events)
+{
+    char why[256];
+    if (!compute_available(COMPUTE_CUDA, why, sizeof why)) SKIP("cuda backend: %s", why);
+    char err[256];
+    compute_t *c = compute_new_on(COMPUTE_CUDA, 0, 0, err, sizeof err);
+    REQUIRE(c, "%s", err);
+    staging_round_trip(c, "cuda");
+    compute_destroy(&c);
+}
+
+/* Counted in a child process (so that a launcher can still fork GPU workers), the devices
+ * and the reason are the ones this process finds itself. */
+TEST(compute_device_count_apart_agrees)
+{
+    char why[1024], why_apart[1024];
+    CHECK(compute_device_count_apart(COMPUTE_CPU, why_apart, sizeof why_apart) == 1);
+    int apart = compute_device_count_apart(COMPUTE_CUDA, why_apart, sizeof why_apart);
+    int here = compute_device_count(COMPUTE_CUDA, why, sizeof why);
+    CHECK(apart == here, "%d devices apart, %d here", apart, here);
+    CHECK(!strcmp(why, why_apart), "why apart: '%s', here: '%s'", why_apart, why);
+    CHECK(here > 0 || why[0], "no device and no reason");
+}

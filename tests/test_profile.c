@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/cluster.h"
@@ -122,5 +123,34 @@ TEST(unit_times_profile_reader_rejects_bad_rows)
     CHECK_EQ_I64(unit_times_at_speed(1000, 0.25), 4000);
     unit_times_fini(&t);
     plan_fini(&p);
+    model_fini(&m);
+}
+
+/* On a GPU the layers are timed by CUDA events on its stream: every layer gets a time, and
+ * a pass's layers together take no longer than the whole profile's wall time. */
+TEST(profile_cuda_times_every_layer_with_events)
+{
+    char why[512];
+    if (!compute_available(COMPUTE_CUDA, why, sizeof why)) SKIP("cuda backend: %s", why);
+    char err[512];
+    model_t m;
+    REQUIRE(model_load(&m, "models/lenet.net", err, sizeof err) == 0, "%s", err);
+    compute_t *c = compute_new(COMPUTE_CUDA, 1, err, sizeof err);
+    REQUIRE(c, "%s", err);
+    profile_row_t *rows = calloc((size_t)m.n_layers, sizeof *rows);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    REQUIRE(profile_run(&m, 32, 2, 5, c, 7, rows, err, sizeof err) == 0, "%s", err);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    int64_t wall = (b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec), sum = 0;
+    for (int l = 1; l < m.n_layers; l++) {
+        CHECK(rows[l].fwd_ns > 0 && rows[l].bwd_ns > 0, "layer %s: %lld / %lld ns",
+              m.layers[l].name, (long long)rows[l].fwd_ns, (long long)rows[l].bwd_ns);
+        sum += rows[l].fwd_ns + rows[l].bwd_ns;
+    }
+    CHECK(sum < wall, "one pass's layers %lld ns, the 7 passes' wall time %lld ns",
+          (long long)sum, (long long)wall);
+    free(rows);
+    compute_destroy(&c);
     model_fini(&m);
 }
