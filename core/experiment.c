@@ -78,6 +78,9 @@ const char *experiment_keys_help(void)
            "  kv_placement = P          which shard each KV block goes to: least_loaded (the\n"
            "                            one with the fewest bytes so far) or round_robin\n"
            "                            (least_loaded)\n"
+           "  hybrid_rule = R           how hybrid and hybrid3 choose: iteration (the\n"
+           "                            cheapest for all layers' syncs together) or layer\n"
+           "                            (Poseidon's: each layer cheapest alone) (iteration)\n"
            "  allreduce_bucket_mb = B   fuse all-reduce units, in backward order, into buckets\n"
            "                            of >= B MB, one ring each; 0 = one per layer (0)\n"
            "  net_model = M             simulated bandwidth sharing: exact (per-flow max-min),\n"
@@ -284,6 +287,10 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
         if (kv_place_parse(val, &e->kv_placement))
             return kv_error(err, errlen, where,
                             "expected kv_placement = least_loaded | round_robin, got '%s'", val);
+    } else if (!strcmp(key, "hybrid_rule")) {
+        if (hybrid_rule_parse(val, &e->hybrid_rule))
+            return kv_error(err, errlen, where,
+                            "expected hybrid_rule = iteration | layer, got '%s'", val);
     } else if (!strcmp(key, "allreduce_bucket_mb")) {
         if (kv_double(val, &d) || !(d >= 0 && d <= 1e6))
             return kv_error(err, errlen, where,
@@ -516,6 +523,8 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     if (e->kv_block_bytes == KV_BLOCK_WHOLE_TENSOR) fprintf(f, "kv_block_mb = tensor\n");
     else fprintf(f, "kv_block_mb = %s\n", kv_format_double((double)e->kv_block_bytes / (1 << 20), num));
     fprintf(f, "kv_placement = %s\n", kv_place_name(e->kv_placement));
+    if (e->hybrid_rule != HYBRID_RULE_ITERATION) /* the default stays unwritten */
+        fprintf(f, "hybrid_rule = %s\n", hybrid_rule_name(e->hybrid_rule));
     fprintf(f, "allreduce_bucket_mb = %s\n",
             kv_format_double((double)e->allreduce_bucket_bytes / (1 << 20), num));
     fprintf(f, "net_model = %s\n", net_model_name(e->net_model));

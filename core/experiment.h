@@ -29,6 +29,7 @@
 
 #include "cluster.h"
 #include "cost.h"
+#include "hybrid.h"
 #include "scheme.h"
 
 #define EXPERIMENT_MAX_SWEEP 64
@@ -88,6 +89,7 @@ typedef struct {
                                   KV_BLOCK_WHOLE_TENSOR puts each tensor whole on one shard */
     int64_t allreduce_bucket_bytes; /* all-reduce fusion bucket (core/plan.h); 0: none */
     kv_place_t kv_placement;   /* KV block to shard policy (core/cost.h) */
+    hybrid_rule_t hybrid_rule; /* how hybrid and hybrid3 choose (core/hybrid.h) */
     net_model_t net_model;
     experiment_train_t train;
     bool cluster_given;        /* a `cluster =` line (or --set cluster=) was read */

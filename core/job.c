@@ -40,5 +40,6 @@ void job_config(const experiment_t *e, int config, const job_link_t *link, clust
                         .batch = e->batch,
                         .kv_block_bytes = e->kv_block_bytes,
                         .allreduce_bucket_bytes = e->allreduce_bucket_bytes,
-                        .kv_placement = e->kv_placement};
+                        .kv_placement = e->kv_placement,
+                        .hybrid_rule = e->hybrid_rule};
 }

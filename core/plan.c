@@ -181,6 +181,105 @@ static void pieces_build(plan_t *p)
     free(bytes);
 }
 
+/* Each unit's tensor, each method's time alone, its method (forced[u] when given, else the
+ * per-layer choice among mask: cost_choose) and its KV blocks: PS tensors take global blocks
+ * in unit order. Called again with forced methods, it starts over. */
+static void units_assign(plan_t *p, const model_t *m, unsigned mask, const sync_method_t *forced)
+{
+    kv_table_t kv = {.p = p};
+    if (p->cost.kv_block_bytes > 0) kv.load = xcalloc((size_t)p->shards, sizeof *kv.load);
+    int64_t block = 0;
+    for (int u = 0; u < p->n_units; u++) {
+        plan_unit_t *un = &p->units[u];
+        for (int j = 0; j < SYNC_METHOD_COUNT; j++) un->cost_ns[j] = -1;
+        un->method = SYNC_NONE;
+        un->ps_bytes = un->sfb_peer_bytes = un->ar_bytes = un->ar_chunk_bytes = 0;
+        if (un->layer < 0) continue;
+        const layer_t *l = &m->layers[un->layer];
+        cost_tensor_t t = {0};
+        if (layer_sf_rows(l) > 0) { /* fc, or a linear layer over rows positions */
+            t.m = l->out_shape.c;
+            t.n = l->type == LAYER_FC ? shape_count(l->in_shape) : l->in_shape.c;
+            t.rows = layer_sf_rows(l);
+        }
+        t.weight_bytes = l->weights * 4;
+        t.bias_bytes = l->biases * 4;
+        t.block0 = block;
+        if (kv.load) kv_preview(&kv, block, t.weight_bytes + t.bias_bytes);
+        for (int j = 0; j < SYNC_METHOD_COUNT; j++)
+            if (cost_method_allowed(&p->cost, &t, (sync_method_t)j))
+                un->cost_ns[j] = cost_layer(&p->cost, &t, (sync_method_t)j).time_ns;
+        un->method = forced ? forced[u] : cost_choose(&p->cost, &t, mask);
+        un->tensor = t;
+        switch (un->method) {
+        case SYNC_PS: un->ps_bytes = t.weight_bytes + t.bias_bytes; break;
+        case SYNC_SFB:
+            un->ps_bytes = t.bias_bytes;
+            un->sfb_peer_bytes = cost_sfb_peer_bytes(cost_sfb_k(&p->cost, &t), t.m, t.n);
+            break;
+        case SYNC_ALLREDUCE:
+            un->ar_bytes = cost_allreduce_bytes(p->workers, t.weight_bytes + t.bias_bytes);
+            un->ar_chunk_bytes =
+                cost_allreduce_chunk_bytes(p->workers, t.weight_bytes + t.bias_bytes);
+            break;
+        default: break;
+        }
+        if (kv.load) kv_commit(&kv, block, un->ps_bytes);
+        block += cost_ps_blocks(&p->cost, un->ps_bytes);
+    }
+    free(kv.load);
+    free(kv.scratch);
+}
+
+/* What the iteration-wide choice (core/hybrid.h) reads of the units built so far. */
+static hybrid_units_t units_for_hybrid(const plan_t *p, cost_tensor_t *tensor,
+                                       int64_t (*alone_ns)[SYNC_METHOD_COUNT])
+{
+    for (int u = 0; u < p->n_units; u++) {
+        tensor[u] = p->units[u].tensor;
+        memcpy(alone_ns[u], p->units[u].cost_ns, sizeof alone_ns[u]);
+    }
+    return (hybrid_units_t){.cost = &p->cost, .placement = p->kv_placement,
+                            .n_units = p->n_units, .tensor = tensor,
+                            .alone_ns = (const int64_t (*)[SYNC_METHOD_COUNT])alone_ns};
+}
+
+/* hybrid and hybrid3: replace the per-layer choice by the cheapest assignment for the
+ * iteration as a whole (hybrid_choose), and rebuild the units with it if it differs. */
+static void units_choose_for_iteration(plan_t *p, const model_t *m, unsigned mask)
+{
+    int n = p->n_units;
+    cost_tensor_t *tensor = xcalloc((size_t)n, sizeof *tensor);
+    int64_t (*alone)[SYNC_METHOD_COUNT] = xcalloc((size_t)n, sizeof *alone);
+    sync_method_t *method = xcalloc((size_t)n, sizeof *method);
+    int changed = 0;
+    hybrid_units_t h = units_for_hybrid(p, tensor, alone);
+    for (int u = 0; u < n; u++) method[u] = p->units[u].method;
+    hybrid_choose(&h, mask, method);
+    for (int u = 0; u < n; u++) changed |= method[u] != p->units[u].method;
+    if (changed) units_assign(p, m, mask, method);
+    free(tensor);
+    free(alone);
+    free(method);
+}
+
+hybrid_cost_t plan_iteration_cost(const plan_t *p)
+{
+    hybrid_cost_t c = {0};
+    if (p->workers < 2) return c;
+    int n = p->n_units;
+    cost_tensor_t *tensor = xcalloc((size_t)n, sizeof *tensor);
+    int64_t (*alone)[SYNC_METHOD_COUNT] = xcalloc((size_t)n, sizeof *alone);
+    sync_method_t *method = xcalloc((size_t)n, sizeof *method);
+    hybrid_units_t h = units_for_hybrid(p, tensor, alone);
+    for (int u = 0; u < n; u++) method[u] = p->units[u].method;
+    c = hybrid_cost(&h, method);
+    free(tensor);
+    free(alone);
+    free(method);
+    return c;
+}
+
 static double range_flops(const model_t *m, int first, int last, int bwd)
 {
     double f = 0;
@@ -213,6 +312,7 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
            (long long)o->allreduce_bucket_bytes);
     p->allreduce_bucket_bytes = o->allreduce_bucket_bytes;
     p->kv_placement = o->kv_placement;
+    p->hybrid_rule = o->hybrid_rule;
     p->model = m;
     p->cluster = *c;
     p->scheme = scheme;
@@ -257,50 +357,12 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
     if (n_param == 0) p->units[0] = (plan_unit_t){.layer = -1, .first = 0};
     p->units[p->n_units - 1].last = m->n_layers - 1;
 
-    /* Choose each unit's method in unit order; PS tensors take global KV blocks in turn. */
+    /* Choose each unit's method: layer by layer, then (hybrid) for the whole iteration. */
     unsigned mask = scheme_mask(scheme.base);
-    kv_table_t kv = {.p = p};
-    if (kv_block_bytes > 0) kv.load = xcalloc((size_t)p->shards, sizeof *kv.load);
-    int64_t block = 0;
-    for (int u = 0; u < p->n_units; u++) {
-        plan_unit_t *un = &p->units[u];
-        for (int j = 0; j < SYNC_METHOD_COUNT; j++) un->cost_ns[j] = -1;
-        un->method = SYNC_NONE;
-        if (un->layer < 0) continue;
-        const layer_t *l = &m->layers[un->layer];
-        cost_tensor_t t = {0};
-        if (layer_sf_rows(l) > 0) { /* fc, or a linear layer over rows positions */
-            t.m = l->out_shape.c;
-            t.n = l->type == LAYER_FC ? shape_count(l->in_shape) : l->in_shape.c;
-            t.rows = layer_sf_rows(l);
-        }
-        t.weight_bytes = l->weights * 4;
-        t.bias_bytes = l->biases * 4;
-        t.block0 = block;
-        if (kv.load) kv_preview(&kv, block, t.weight_bytes + t.bias_bytes);
-        for (int j = 0; j < SYNC_METHOD_COUNT; j++)
-            if (cost_method_allowed(&p->cost, &t, (sync_method_t)j))
-                un->cost_ns[j] = cost_layer(&p->cost, &t, (sync_method_t)j).time_ns;
-        un->method = cost_choose(&p->cost, &t, mask);
-        un->tensor = t;
-        switch (un->method) {
-        case SYNC_PS: un->ps_bytes = t.weight_bytes + t.bias_bytes; break;
-        case SYNC_SFB:
-            un->ps_bytes = t.bias_bytes;
-            un->sfb_peer_bytes = cost_sfb_peer_bytes(cost_sfb_k(&p->cost, &t), t.m, t.n);
-            break;
-        case SYNC_ALLREDUCE:
-            un->ar_bytes = cost_allreduce_bytes(p->workers, t.weight_bytes + t.bias_bytes);
-            un->ar_chunk_bytes =
-                cost_allreduce_chunk_bytes(p->workers, t.weight_bytes + t.bias_bytes);
-            break;
-        default: break;
-        }
-        if (kv.load) kv_commit(&kv, block, un->ps_bytes);
-        block += cost_ps_blocks(&p->cost, un->ps_bytes);
-    }
-    free(kv.load);
-    free(kv.scratch);
+    units_assign(p, m, mask, NULL);
+    if (o->hybrid_rule == HYBRID_RULE_ITERATION && (mask & (1u << SYNC_PS)) &&
+        (mask & (1u << SYNC_SFB)) && p->workers > 1)
+        units_choose_for_iteration(p, m, mask);
     pieces_build(p);
     buckets_build(p);
 
@@ -587,6 +649,18 @@ uint64_t plan_hash(const plan_t *p)
     return h;
 }
 
+/* The footer line of the iteration's cost (core/hybrid.h): all units' syncs together. */
+static void plan_print_iteration_cost(const plan_t *p, FILE *f)
+{
+    if (p->workers < 2) return;
+    hybrid_cost_t c = plan_iteration_cost(p);
+    int hybrid = p->scheme.base == SCHEME_HYBRID || p->scheme.base == SCHEME_HYBRID3;
+    fprintf(f, "# all units together: the busiest node sends %.1f MB (%.3f ms at its NIC), "
+               "the busiest shard holds %.1f MB; sync bound %.3f ms%s%s\n",
+            c.nic_bytes / 1e6, c.nic_ns / 1e6, c.shard_bytes / 1e6, c.bound_ns / 1e6,
+            hybrid ? "; hybrid rule: " : "", hybrid ? hybrid_rule_name(p->hybrid_rule) : "");
+}
+
 void plan_print(const plan_t *p, FILE *f, int csv)
 {
     char sb[64];
@@ -700,5 +774,6 @@ void plan_print(const plan_t *p, FILE *f, int csv)
             (long long)plan_flows_per_iteration(p));
     fprintf(f, "# predicted sync time per iteration (sum over layers, no overlap): %.3f ms\n",
             plan_predicted_sync_ns(p) / 1e6);
+    plan_print_iteration_cost(p, f);
     fprintf(f, "# plan hash: %016llx\n", (unsigned long long)plan_hash(p));
 }

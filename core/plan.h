@@ -114,6 +114,7 @@
 
 #include "cluster.h"
 #include "cost.h"
+#include "hybrid.h"
 #include "scheme.h"
 #include "model.h"
 
@@ -215,6 +216,7 @@ typedef struct {
     int n_buckets;
     plan_bucket_t *buckets; /* in backward order: bucket 0 holds unit U-1's all-reduce */
     kv_place_t kv_placement;
+    hybrid_rule_t hybrid_rule;
     int *kv_block_shard;    /* the shard of each global KV block (kv_block_bytes > 0; else
                                NULL); cost.block_shard points here */
     int n_pieces;
@@ -229,6 +231,8 @@ typedef struct {
     int64_t kv_block_bytes;         /* PS block; 0: every tensor split evenly over shards */
     int64_t allreduce_bucket_bytes; /* all-reduce bucket size B; 0: one all-reduce per unit */
     kv_place_t kv_placement;        /* which shard each KV block goes to (core/cost.h) */
+    hybrid_rule_t hybrid_rule;      /* hybrid, hybrid3: for the iteration (default) or per
+                                       layer (Poseidon's rule; core/hybrid.h) */
 } plan_opts_t;
 
 /* Build the plan. Returns 0, or -1 with a message in err (a model without layers). The plan
@@ -266,6 +270,11 @@ int plan_n_sources(const plan_t *p, int op, int node);
  * chosen method's time, an all-reduce bucket counted once with its own time (no overlap
  * counted). */
 int64_t plan_predicted_sync_ns(const plan_t *p);
+
+/* The iteration's cost of the plan's methods (core/hybrid.h): the busiest node's bytes per
+ * direction, the busiest shard, and the bounds they put on the sync time. Zeros with one
+ * node. */
+hybrid_cost_t plan_iteration_cost(const plan_t *p);
 
 /* Network flows (messages between two different nodes) of one iteration, over all nodes: a
  * transfer instance sends one flow per destination other than its node, per step. */
