@@ -523,8 +523,7 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     if (e->kv_block_bytes == KV_BLOCK_WHOLE_TENSOR) fprintf(f, "kv_block_mb = tensor\n");
     else fprintf(f, "kv_block_mb = %s\n", kv_format_double((double)e->kv_block_bytes / (1 << 20), num));
     fprintf(f, "kv_placement = %s\n", kv_place_name(e->kv_placement));
-    if (e->hybrid_rule != HYBRID_RULE_ITERATION) /* the default stays unwritten */
-        fprintf(f, "hybrid_rule = %s\n", hybrid_rule_name(e->hybrid_rule));
+    fprintf(f, "hybrid_rule = %s\n", hybrid_rule_name(e->hybrid_rule));
     fprintf(f, "allreduce_bucket_mb = %s\n",
             kv_format_double((double)e->allreduce_bucket_bytes / (1 << 20), num));
     fprintf(f, "net_model = %s\n", net_model_name(e->net_model));

@@ -132,10 +132,29 @@ static int64_t unit_ps_bytes(const cost_tensor_t *t, sync_method_t m)
 
 static int64_t ns_of(double units, double per_s) { return per_s > 0 ? llround(units / per_s * 1e9) : 0; }
 
-static hybrid_cost_t cost_with(const hybrid_units_t *h, const sync_method_t *method,
-                               shard_loads_t *s)
+/* The unit alone with its PS pieces spread evenly (no KV blocks): what no placement makes
+ * faster, as cost_layer() prices it; -1 when m is not allowed. */
+static int64_t unit_chain_ns(const cost_params_t *p, const cost_tensor_t *t, sync_method_t m)
 {
+    if (!cost_method_allowed(p, t, m)) return -1;
+    cost_params_t even = *p;
+    even.kv_block_bytes = 0;
+    even.block_shard = NULL;
+    return cost_layer(&even, t, m).time_ns;
+}
+
+/* The search's state: the shard loads, and each unit's chain per method (fixed). */
+typedef struct {
+    const hybrid_units_t *h;
+    shard_loads_t loads;
+    int64_t (*chain_ns)[SYNC_METHOD_COUNT]; /* [n_units]; NULL: priced on the fly */
+} search_t;
+
+static hybrid_cost_t cost_with(search_t *st, const sync_method_t *method)
+{
+    const hybrid_units_t *h = st->h;
     const cost_params_t *p = h->cost;
+    shard_loads_t *s = &st->loads;
     hybrid_cost_t c = {0};
     int64_t spread = 0, block = 0; /* every node's bytes apart from its own shard's */
     double update_flops = 0;
@@ -157,10 +176,10 @@ static hybrid_cost_t cost_with(const hybrid_units_t *h, const sync_method_t *met
             spread += cost_allreduce_bytes(p->workers, t->weight_bytes + t->bias_bytes);
         int64_t r, b;
         c.local_ns += cost_local(p, t, m, &r, &b);
-        int64_t alone = h->alone_ns[u][m];
-        ASSERT(alone >= 0, "unit %d: %s not allowed", u, sync_method_name(m));
-        c.sum_ns += alone;
-        if (alone > c.slowest_ns) c.slowest_ns = alone;
+        int64_t chain = st->chain_ns ? st->chain_ns[u][m] : unit_chain_ns(p, t, m);
+        ASSERT(chain >= 0, "unit %d: %s not allowed", u, sync_method_name(m));
+        c.sum_ns += chain;
+        if (chain > c.slowest_ns) c.slowest_ns = chain;
     }
     /* A shard node sends each of its pieces to the P1 - 1 other workers and pushes the rest
      * of each tensor; it receives as much. A node that holds no shard has only `spread`. */
@@ -169,65 +188,71 @@ static hybrid_cost_t cost_with(const hybrid_units_t *h, const sync_method_t *met
     c.nic_ns = ns_of((double)c.nic_bytes, p->bw_Bps);
     c.server_ns = ns_of((double)p->workers * (double)c.shard_bytes, p->server_Bps);
     c.update_ns = ns_of(update_flops, p->gemm_flops);
-    c.bound_ns = c.nic_ns;
-    const int64_t other[] = {c.server_ns, c.update_ns, c.local_ns, c.slowest_ns};
-    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
-        if (other[i] > c.bound_ns) c.bound_ns = other[i];
+    const int64_t load[] = {c.nic_ns, c.server_ns, c.update_ns, c.local_ns};
+    for (size_t i = 0; i < sizeof load / sizeof load[0]; i++)
+        if (load[i] > c.load_ns) c.load_ns = load[i];
+    c.bound_ns = c.load_ns > c.slowest_ns ? c.load_ns : c.slowest_ns;
     return c;
 }
 
-static void loads_init(shard_loads_t *s, const hybrid_units_t *h)
+static void search_init(search_t *st, const hybrid_units_t *h)
 {
     ASSERT(h->cost->workers >= 2 && h->cost->shards >= 1, "%d workers, %d shards",
            h->cost->workers, h->cost->shards);
+    *st = (search_t){.h = h};
+    shard_loads_t *s = &st->loads;
     *s = (shard_loads_t){.p = h->cost, .placement = h->placement, .shards = h->cost->shards};
     s->diff = xcalloc((size_t)s->shards + 1, sizeof *s->diff);
     s->load = xcalloc((size_t)s->shards, sizeof *s->load);
     s->heap = xcalloc((size_t)s->shards, sizeof *s->heap);
 }
 
-static void loads_fini(shard_loads_t *s)
+static void search_fini(search_t *st)
 {
-    free(s->diff);
-    free(s->load);
-    free(s->heap);
+    free(st->loads.diff);
+    free(st->loads.load);
+    free(st->loads.heap);
+    free(st->chain_ns);
 }
 
 hybrid_cost_t hybrid_cost(const hybrid_units_t *h, const sync_method_t *method)
 {
-    shard_loads_t s;
-    loads_init(&s, h);
-    hybrid_cost_t c = cost_with(h, method, &s);
-    loads_fini(&s);
+    search_t st;
+    search_init(&st, h);
+    hybrid_cost_t c = cost_with(&st, method);
+    search_fini(&st);
     return c;
 }
 
 int hybrid_cost_less(const hybrid_cost_t *a, const hybrid_cost_t *b)
 {
-    return a->bound_ns < b->bound_ns || (a->bound_ns == b->bound_ns && a->sum_ns < b->sum_ns);
-}
-
-static int allowed(const hybrid_units_t *h, unsigned mask, int u, sync_method_t m)
-{
-    return (mask & (1u << m)) && h->alone_ns[u][m] >= 0;
+    if (a->bound_ns != b->bound_ns) return a->bound_ns < b->bound_ns;
+    if (a->load_ns != b->load_ns) return a->load_ns < b->load_ns;
+    return a->sum_ns < b->sum_ns;
 }
 
 void hybrid_choose(const hybrid_units_t *h, unsigned mask, sync_method_t *method)
 {
     int n = h->n_units;
-    shard_loads_t s;
-    loads_init(&s, h);
+    search_t st;
+    search_init(&st, h);
+    st.chain_ns = xcalloc((size_t)n, sizeof *st.chain_ns);
+    for (int u = 0; u < n; u++)
+        for (int m = 0; m < SYNC_METHOD_COUNT; m++)
+            st.chain_ns[u][m] = method[u] == SYNC_NONE || !(mask & (1u << m))
+                                    ? -1
+                                    : unit_chain_ns(h->cost, &h->tensor[u], (sync_method_t)m);
     sync_method_t *cand = xcalloc((size_t)n, sizeof *cand);
-    hybrid_cost_t best = cost_with(h, method, &s);
+    hybrid_cost_t best = cost_with(&st, method);
     /* one scheme for every unit: PS, SFB where a unit allows it (else PS), all-reduce */
     static const sync_method_t singles[] = {SYNC_PS, SYNC_SFB, SYNC_ALLREDUCE};
     for (size_t k = 0; k < sizeof singles / sizeof singles[0]; k++) {
         if (!(mask & (1u << singles[k]))) continue;
         for (int u = 0; u < n; u++)
-            cand[u] = method[u] == SYNC_NONE ? SYNC_NONE
-                      : h->alone_ns[u][singles[k]] >= 0 ? singles[k]
-                                                         : SYNC_PS;
-        hybrid_cost_t c = cost_with(h, cand, &s);
+            cand[u] = method[u] == SYNC_NONE            ? SYNC_NONE
+                      : st.chain_ns[u][singles[k]] >= 0 ? singles[k]
+                                                        : SYNC_PS;
+        hybrid_cost_t c = cost_with(&st, cand);
         if (hybrid_cost_less(&c, &best)) {
             best = c;
             memcpy(method, cand, (size_t)n * sizeof *method);
@@ -241,9 +266,9 @@ void hybrid_choose(const hybrid_units_t *h, unsigned mask, sync_method_t *method
             if (method[u] == SYNC_NONE) continue;
             for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
                 sync_method_t was = method[u], m = order[k];
-                if (m == was || !allowed(h, mask, u, m)) continue;
+                if (m == was || st.chain_ns[u][m] < 0) continue;
                 method[u] = m;
-                hybrid_cost_t c = cost_with(h, method, &s);
+                hybrid_cost_t c = cost_with(&st, method);
                 if (hybrid_cost_less(&c, &best)) {
                     best = c;
                     changed = 1;
@@ -255,5 +280,5 @@ void hybrid_choose(const hybrid_units_t *h, unsigned mask, sync_method_t *method
         if (!changed) break;
     }
     free(cand);
-    loads_fini(&s);
+    search_fini(&st);
 }

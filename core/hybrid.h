@@ -14,7 +14,7 @@
  * (every unit's flows together, the KV blocks placed as the plan places them) / bandwidth;
  * the busiest shard's applies; a node's SFB reconstructions; a node's local steps; the
  * slowest unit alone (latency chains: a ring pays 2(P-1) latencies). Ties go to the smaller
- * sum of the units' times alone (Poseidon's metric).
+ * of the first four, then to the smaller sum of the units alone.
  *
  * The search (hybrid_choose()) starts from the cheapest of: the per-layer choice, every unit
  * on PS, SFB wherever allowed, all-reduce everywhere (hybrid3), and flips one unit at a time
@@ -40,14 +40,13 @@ const char *hybrid_rule_name(hybrid_rule_t r);
 /* 0 and *r set, or -1 for an unknown name ("iteration", "layer"). */
 int hybrid_rule_parse(const char *name, hybrid_rule_t *r);
 
-/* What the search knows of the units: tensors (block0 is not read: blocks are numbered here,
- * in unit order, as the plan numbers them) and each method's time alone (-1: not allowed). */
+/* The units as the search sees them: tensors (block0 is not read: blocks are numbered here,
+ * in unit order, as the plan numbers them). */
 typedef struct {
     const cost_params_t *cost; /* block_shard is not read: blocks are placed here */
     kv_place_t placement;
     int n_units;
-    const cost_tensor_t *tensor;            /* [n_units]; a unit with no parameters: all 0 */
-    const int64_t (*alone_ns)[SYNC_METHOD_COUNT]; /* [n_units]: cost_layer() time, -1: no */
+    const cost_tensor_t *tensor; /* [n_units] */
 } hybrid_units_t;
 
 /* The iteration's cost of one assignment. */
@@ -58,20 +57,25 @@ typedef struct {
     int64_t server_ns;    /* the busiest shard applies P1 x shard_bytes (0: applies free) */
     int64_t update_ns;    /* a node's SFB reconstructions, one after another */
     int64_t local_ns;     /* a node's local steps (several devices, host staging) */
-    int64_t slowest_ns;   /* the slowest unit alone */
-    int64_t sum_ns;       /* the units alone, summed (the tie-break) */
-    int64_t bound_ns;     /* the largest of the five bounds above: the cost compared */
+    int64_t slowest_ns;   /* the slowest unit alone with its PS pieces spread evenly: a
+                             ring's 2(P-1) steps, a PS push, apply and pull one after another,
+                             an SFB broadcast and its reconstructions (placement-free, so the
+                             search prices it once) */
+    int64_t load_ns;      /* the largest of nic, server, update and local */
+    int64_t sum_ns;       /* the units alone as slowest_ns prices them, summed */
+    int64_t bound_ns;     /* max(load_ns, slowest_ns): the cost compared first */
 } hybrid_cost_t;
 
-/* The iteration's cost of method[u] for every unit (SYNC_NONE for units without
- * parameters). */
+/* The iteration's cost of method[u] for every unit (SYNC_NONE for units without parameters;
+ * every other method must be allowed: cost_method_allowed). */
 hybrid_cost_t hybrid_cost(const hybrid_units_t *h, const sync_method_t *method);
 
-/* Whether a costs less than b: the bound, then the sum. */
+/* Whether a costs less than b: the bound, then the load, then the sum. */
 int hybrid_cost_less(const hybrid_cost_t *a, const hybrid_cost_t *b);
 
 /* Choose method[u] for every unit among the methods in mask (bits 1 << SYNC_x) that the unit
- * allows; on entry method[] holds the per-layer choice, one of the starting candidates. */
+ * allows; on entry method[] holds the per-layer choice, one of the starting candidates, and
+ * SYNC_NONE marks the units without parameters (left so). */
 void hybrid_choose(const hybrid_units_t *h, unsigned mask, sync_method_t *method);
 
 #endif

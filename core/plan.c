@@ -233,15 +233,14 @@ static void units_assign(plan_t *p, const model_t *m, unsigned mask, const sync_
 
 /* What the iteration-wide choice (core/hybrid.h) reads of the units built so far. */
 static hybrid_units_t units_for_hybrid(const plan_t *p, cost_tensor_t *tensor,
-                                       int64_t (*alone_ns)[SYNC_METHOD_COUNT])
+                                       sync_method_t *method)
 {
     for (int u = 0; u < p->n_units; u++) {
         tensor[u] = p->units[u].tensor;
-        memcpy(alone_ns[u], p->units[u].cost_ns, sizeof alone_ns[u]);
+        method[u] = p->units[u].method;
     }
     return (hybrid_units_t){.cost = &p->cost, .placement = p->kv_placement,
-                            .n_units = p->n_units, .tensor = tensor,
-                            .alone_ns = (const int64_t (*)[SYNC_METHOD_COUNT])alone_ns};
+                            .n_units = p->n_units, .tensor = tensor};
 }
 
 /* hybrid and hybrid3: replace the per-layer choice by the cheapest assignment for the
@@ -250,16 +249,13 @@ static void units_choose_for_iteration(plan_t *p, const model_t *m, unsigned mas
 {
     int n = p->n_units;
     cost_tensor_t *tensor = xcalloc((size_t)n, sizeof *tensor);
-    int64_t (*alone)[SYNC_METHOD_COUNT] = xcalloc((size_t)n, sizeof *alone);
     sync_method_t *method = xcalloc((size_t)n, sizeof *method);
     int changed = 0;
-    hybrid_units_t h = units_for_hybrid(p, tensor, alone);
-    for (int u = 0; u < n; u++) method[u] = p->units[u].method;
+    hybrid_units_t h = units_for_hybrid(p, tensor, method);
     hybrid_choose(&h, mask, method);
     for (int u = 0; u < n; u++) changed |= method[u] != p->units[u].method;
     if (changed) units_assign(p, m, mask, method);
     free(tensor);
-    free(alone);
     free(method);
 }
 
@@ -269,13 +265,10 @@ hybrid_cost_t plan_iteration_cost(const plan_t *p)
     if (p->workers < 2) return c;
     int n = p->n_units;
     cost_tensor_t *tensor = xcalloc((size_t)n, sizeof *tensor);
-    int64_t (*alone)[SYNC_METHOD_COUNT] = xcalloc((size_t)n, sizeof *alone);
     sync_method_t *method = xcalloc((size_t)n, sizeof *method);
-    hybrid_units_t h = units_for_hybrid(p, tensor, alone);
-    for (int u = 0; u < n; u++) method[u] = p->units[u].method;
+    hybrid_units_t h = units_for_hybrid(p, tensor, method);
     c = hybrid_cost(&h, method);
     free(tensor);
-    free(alone);
     free(method);
     return c;
 }

@@ -56,14 +56,22 @@ static cluster_t cluster_of(int nodes, double gbps, int64_t lat_ns)
     return c;
 }
 
-static void build(plan_t *p, const model_t *m, const cluster_t *c, const char *scheme,
-                  int staleness, int64_t kv_block_bytes, int64_t bucket_bytes)
+/* A plan by the given hybrid rule (the per-layer one where a test needs a known mix) */
+static void build_rule(plan_t *p, const model_t *m, const cluster_t *c, const char *scheme,
+                       int staleness, int64_t kv_block_bytes, int64_t bucket_bytes,
+                       hybrid_rule_t rule)
 {
     plan_opts_t o = {.staleness = staleness, .batch = 8, .kv_block_bytes = kv_block_bytes,
-                     .allreduce_bucket_bytes = bucket_bytes};
+                     .allreduce_bucket_bytes = bucket_bytes, .hybrid_rule = rule};
     REQUIRE(scheme_parse(scheme, &o.scheme) == 0, "%s", scheme);
     char err[512];
     REQUIRE(plan_build_opts(p, m, c, &o, err, sizeof err) == 0, "%s", err);
+}
+
+static void build(plan_t *p, const model_t *m, const cluster_t *c, const char *scheme,
+                  int staleness, int64_t kv_block_bytes, int64_t bucket_bytes)
+{
+    build_rule(p, m, c, scheme, staleness, kv_block_bytes, bucket_bytes, HYBRID_RULE_ITERATION);
 }
 
 static int n_deps_on(const plan_t *p, int op, int on, dep_scope_t sc, int back)
@@ -288,8 +296,8 @@ TEST(bucket_plan_packs_units_in_backward_order)
     model_fini(&m);
 }
 
-/* c1 and c3 by all-reduce, c2 by PS between them, f1 and f2 by SFB (hybrid3 at 1 Gbit/s,
- * 32 KiB KV blocks, batch 8, on 2 and 4 nodes): a bucket skips over c2. */
+/* c1 and c3 by all-reduce, c2 by PS between them, f1 and f2 by SFB (hybrid3 by the per-layer
+ * rule at 1 Gbit/s, 32 KiB KV blocks, batch 8, on 2 and 4 nodes): a bucket skips over c2. */
 static const char *s_mix = "input data shape=1x12x12\n"
                            "conv c1 out=32 kernel=5 pad=2\nrelu r1\n"
                            "conv c2 out=64 kernel=4 bias=0\nrelu r2\n"
@@ -303,7 +311,7 @@ TEST(bucket_plan_skips_units_synced_otherwise)
     for (int nodes = 2; nodes <= 4; nodes += 2) {
         cluster_t c = cluster_of(nodes, 1, 20000);
         plan_t p;
-        build(&p, &m, &c, "hybrid3", 0, 32 << 10, MB);
+        build_rule(&p, &m, &c, "hybrid3", 0, 32 << 10, MB, HYBRID_RULE_LAYER);
         const sync_method_t want[5] = {SYNC_ALLREDUCE, SYNC_PS, SYNC_ALLREDUCE, SYNC_SFB,
                                        SYNC_SFB};
         for (int u = 0; u < 5; u++)
@@ -549,7 +557,8 @@ static void bt_case(const char *model, const char *scheme, int world, int64_t bu
     worker_config_t c;
     bt_config(&c, model, scheme, bucket_bytes, out);
     c.trace_prefix = trace;
-    if (cluster_text) { /* a fixed cost model (no probe): hybrid3's methods are known */
+    if (cluster_text) { /* a fixed cost model (no probe) and the per-layer rule: hybrid3's
+                           methods are known (see s_mix) */
         snprintf(clu, sizeof clu, "%s/bt.cluster", test_tmpdir());
         FILE *f = fopen(clu, "w");
         REQUIRE(f);
@@ -558,6 +567,7 @@ static void bt_case(const char *model, const char *scheme, int world, int64_t bu
         fixture_set(&c.job, "cluster=%s", clu);
         fixture_set(&c.job, "probe=no");
         fixture_set(&c.job, "kv_block_mb=0.03125"); /* 32 KB */
+        fixture_set(&c.job, "hybrid_rule=layer");
     }
     int rc = bsp_launch(&c, world);
     REQUIRE(rc == 0, "%s, %d workers, bucket %lld: job exited %d", scheme, world,
