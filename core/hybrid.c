@@ -130,7 +130,11 @@ static int64_t unit_ps_bytes(const cost_tensor_t *t, sync_method_t m)
     return 0;
 }
 
-static int64_t ns_of(double units, double per_s) { return per_s > 0 ? llround(units / per_s * 1e9) : 0; }
+/* Time of `units` (bytes, FLOPs) at per_s a second; 0 when the rate is 0 (free). */
+static int64_t ns_of(double units, double per_s)
+{
+    return per_s > 0 ? llround(units / per_s * 1e9) : 0;
+}
 
 /* The unit alone with its PS pieces spread evenly (no KV blocks): what no placement makes
  * faster, as cost_layer() prices it; -1 when m is not allowed. */
@@ -243,7 +247,9 @@ void hybrid_choose(const hybrid_units_t *h, unsigned mask, sync_method_t *method
                                     ? -1
                                     : unit_chain_ns(h->cost, &h->tensor[u], (sync_method_t)m);
     sync_method_t *cand = xcalloc((size_t)n, sizeof *cand);
-    hybrid_cost_t best = cost_with(&st, method);
+    sync_method_t *per_layer = xcalloc((size_t)n, sizeof *per_layer);
+    memcpy(per_layer, method, (size_t)n * sizeof *method);
+    hybrid_cost_t best = cost_with(&st, method), layer_cost = best;
     /* one scheme for every unit: PS, SFB where a unit allows it (else PS), all-reduce */
     static const sync_method_t singles[] = {SYNC_PS, SYNC_SFB, SYNC_ALLREDUCE};
     for (size_t k = 0; k < sizeof singles / sizeof singles[0]; k++) {
@@ -279,6 +285,9 @@ void hybrid_choose(const hybrid_units_t *h, unsigned mask, sync_method_t *method
         }
         if (!changed) break;
     }
+    if (best.bound_ns * (100 + HYBRID_CLEAR_GAIN_PCT) >= layer_cost.bound_ns * 100)
+        memcpy(method, per_layer, (size_t)n * sizeof *method);
+    free(per_layer);
     free(cand);
     search_fini(&st);
 }

@@ -179,8 +179,10 @@ static int64_t sim_iter_ns(const experiment_t *e, const model_t *m, int nodes, d
     return out->r.iter_ns;
 }
 
-/* hybrid's simulated iteration is no longer than the best of ps+wfbp and sfb+wfbp; hybrid3's
- * no longer than the best of those and allreduce+wfbp. Returns hybrid's result. */
+/* hybrid's simulated iteration is no longer than the best of ps+wfbp and sfb+wfbp, hybrid3's
+ * than the best of those and allreduce+wfbp, give or take 0.1%: in a near tie of the bounds
+ * (HYBRID_CLEAR_GAIN_PCT) the per-layer choice stands, and may simulate a hair slower.
+ * Returns hybrid's result. */
 static simrun_out_t check_not_slower(const experiment_t *e, const model_t *m, int nodes,
                                      double gbps, const char *what)
 {
@@ -194,10 +196,10 @@ static simrun_out_t check_not_slower(const experiment_t *e, const model_t *m, in
     printf("%s, %d nodes, %g Gb/s: ps %lld sfb %lld allreduce %lld hybrid %lld hybrid3 %lld ns\n",
            what, nodes, gbps, (long long)t[0], (long long)t[1], (long long)t[2], (long long)th,
            (long long)th3);
-    CHECK(th <= best2, "%s, %d nodes, %g Gb/s: hybrid %lld ns, ps+wfbp %lld, sfb+wfbp %lld",
-          what, nodes, gbps, (long long)th, (long long)t[0], (long long)t[1]);
-    CHECK(th3 <= best3, "%s, %d nodes, %g Gb/s: hybrid3 %lld ns, best single scheme %lld", what,
-          nodes, gbps, (long long)th3, (long long)best3);
+    CHECK(th * 1000 <= best2 * 1001, "%s, %d nodes, %g Gb/s: hybrid %lld ns, ps+wfbp %lld, "
+          "sfb+wfbp %lld", what, nodes, gbps, (long long)th, (long long)t[0], (long long)t[1]);
+    CHECK(th3 * 1000 <= best3 * 1001, "%s, %d nodes, %g Gb/s: hybrid3 %lld ns, best single "
+          "scheme %lld", what, nodes, gbps, (long long)th3, (long long)best3);
     return h;
 }
 
@@ -212,10 +214,11 @@ TEST(hybrid_gpt2_s64_is_not_slower_than_the_single_schemes)
     experiment_t e;
     model_t m;
     fixture_load_exp(&e, &m, text);
-    simrun_out_t h = check_not_slower(&e, &m, 8, 40, "GPT-2 S = 64");
+    simrun_out_t h = check_not_slower(&e, &m, 8, 40, "GPT-2 S = 64"), ps;
     /* by the iteration: PS for every matrix (each SFB layer adds 7 x 3.1 MB to every NIC,
-     * its PS tensor 1.75 x 2.4 MB spread over the shards) */
+     * its PS tensor 1.75 x 2.4 MB spread over the shards), exactly ps+wfbp's plan */
     CHECK_EQ_I64(h.n_sfb, 0);
+    CHECK_EQ_I64(h.r.iter_ns, sim_iter_ns(&e, &m, 8, 40, "ps+wfbp", &ps));
     /* Poseidon's per-layer rule chose SFB for about half of them, and was slower */
     simrun_out_t l;
     fixture_set(&e, "hybrid_rule=layer");

@@ -124,7 +124,8 @@ TEST(job_written_experiment_reads_back_the_same_job)
     fixture_load_exp(&e, &m, job_text(
                      "sweep_nodes = 3,5\nsweep_schemes = hybrid,ps+wfbp\nconsistency = ssp:2\n"
                      "kv_block_mb = 0.3\nkv_placement = round_robin\nallreduce_bucket_mb = 1.5\n"
-                     "hybrid_rule = layer\niterations = 7\nwarmup = 2\nseed = 99\ndata = synthetic\nlr = 0.123\n"
+                     "hybrid_rule = layer\n"
+                     "iterations = 7\nwarmup = 2\nseed = 99\ndata = synthetic\nlr = 0.123\n"
                      "cluster.straggler_sigma = 0.07\ncluster.speed = 1:0.8\n"
                      "cluster.speed = 4:0.6\ncluster.peak_tflops = 1.7\ncluster.core_gbps = 33.3\n"
                      "cluster.devices_per_node = 2\ncluster.intra_gbps = 97.3\n"

@@ -158,8 +158,9 @@ TEST(plan_size_does_not_grow_with_nodes)
     model_fini(&m);
 }
 
-/* hybrid's iteration cost (core/hybrid.h) is never above that of PS everywhere or SFB
- * wherever allowed: both are among its candidates, priced alike. */
+/* hybrid's iteration bound (core/hybrid.h) is never above that of PS everywhere or SFB
+ * wherever allowed by more than the margin within which the per-layer choice stands: both are
+ * among its candidates, priced alike. */
 TEST(plan_hybrid_never_predicted_slower_than_ps_or_sfb)
 {
     const char *models[] = {"models/vgg19.net", "models/vgg19-22k.net", "models/alexnet.net",
@@ -180,7 +181,8 @@ TEST(plan_hybrid_never_predicted_slower_than_ps_or_sfb)
                     t[k] = plan_iteration_cost(&p);
                     plan_fini(&p);
                 }
-                CHECK(!hybrid_cost_less(&t[1], &t[0]) && !hybrid_cost_less(&t[2], &t[0]),
+                int64_t best = t[1].bound_ns < t[2].bound_ns ? t[1].bound_ns : t[2].bound_ns;
+                CHECK(t[0].bound_ns * 100 <= best * (100 + HYBRID_CLEAR_GAIN_PCT),
                       "%s %d nodes %g Gb/s: hybrid %lld ps %lld sfb %lld", models[mi], nodes,
                       gbps, (long long)t[0].bound_ns, (long long)t[1].bound_ns,
                       (long long)t[2].bound_ns);
