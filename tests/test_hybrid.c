@@ -285,4 +285,11 @@ TEST(hybrid_layer_rule_is_each_layer_cheapest_alone)
     CHECK(hybrid_rule_parse("iteration", &r) == 0 && r == HYBRID_RULE_ITERATION);
     CHECK(hybrid_rule_parse("Layer", &r) == -1);
     model_fini(&m);
+    /* the experiment key: a bad value is one line naming it */
+    experiment_t e;
+    fixture_load_exp(&e, &m, fixture_exp_text("lenet", "hybrid_rule = layer\n"));
+    CHECK(e.hybrid_rule == HYBRID_RULE_LAYER);
+    CHECK(experiment_override(&e, "hybrid_rule=per_layer", err, sizeof err) == -1, "accepted");
+    CHECK(strstr(err, "hybrid_rule") && strstr(err, "per_layer"), "%s", err);
+    model_fini(&m);
 }
