@@ -6,8 +6,8 @@
 
 #include "check.h"
 
-/* Passes of one-unit flips; each costs at most 2 x units evaluations. A pass that changes
- * nothing ends the search, which in practice takes two or three. */
+/* Passes of one-unit flips, at most; each costs at most 2 x units evaluations, and a pass
+ * that changes nothing ends the search. */
 #define HYBRID_MAX_PASSES 8
 
 static const char *const s_rule_names[HYBRID_RULE_COUNT] = {"iteration", "layer"};
