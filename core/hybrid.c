@@ -122,6 +122,29 @@ static int64_t loads_max(const shard_loads_t *s)
     return most;
 }
 
+/* The busiest rack link's bytes of the iteration's PS traffic, t bytes in all (pushes and
+ * pulls, each rack's shards holding held_q of them): rack q's uplink carries its S workers'
+ * pieces for shards outside, S (t - held_q), and what its shards serve to the P - S workers
+ * outside, held_q (P - S); its downlink the mirror image, as much (core/cost.h). Shard i
+ * lives on node i, in rack i / S. 0 with one rack. */
+static int64_t loads_rack_max(const shard_loads_t *s, int64_t t)
+{
+    const cost_params_t *p = s->p;
+    int R = cost_racks(p);
+    if (R <= 1) return 0;
+    int64_t S = p->nodes_per_rack, P = p->workers, run = 0, most = 0;
+    for (int q = 0, i = 0; q < R; q++) {
+        int64_t held = 0;
+        for (; i < s->shards && i / S == q; i++) {
+            run += s->diff[i];
+            held += s->all + run + s->load[i];
+        }
+        int64_t b = S * (t - held) + held * (P - S);
+        if (b > most) most = b;
+    }
+    return most;
+}
+
 /* Bytes through PS of a unit synced by m: everything, the biases under SFB, none else. */
 static int64_t unit_ps_bytes(const cost_tensor_t *t, sync_method_t m)
 {
@@ -161,7 +184,9 @@ static hybrid_cost_t cost_with(search_t *st, const sync_method_t *method)
     shard_loads_t *s = &st->loads;
     hybrid_cost_t c = {0};
     int64_t spread = 0, block = 0; /* every node's bytes apart from its own shard's */
+    int64_t ps_total = 0, rack_other = 0; /* PS bytes; SFB and ring bytes per rack link */
     double update_flops = 0;
+    int64_t S = p->nodes_per_rack, P1 = p->workers;
     loads_reset(s);
     for (int u = 0; u < h->n_units; u++) {
         const cost_tensor_t *t = &h->tensor[u];
@@ -171,13 +196,18 @@ static hybrid_cost_t cost_with(search_t *st, const sync_method_t *method)
         loads_add_tensor(s, ps, block);
         block += cost_ps_blocks(p, ps);
         spread += ps; /* pushes to the other shards, pulls from them */
+        ps_total += ps;
         if (m == SYNC_SFB) {
-            int64_t k = cost_sfb_k(p, t);
-            spread += (int64_t)(p->workers - 1) * cost_sfb_peer_bytes(k, t->m, t->n);
+            int64_t k = cost_sfb_k(p, t), peer = cost_sfb_peer_bytes(k, t->m, t->n);
+            spread += (P1 - 1) * peer;
+            rack_other += S * (P1 - S) * peer; /* S workers' factors to the P1 - S outside */
             update_flops += 2.0 * (double)k * (double)t->m * (double)t->n * (p->workers - 1);
         }
-        if (m == SYNC_ALLREDUCE)
-            spread += cost_allreduce_bytes(p->workers, t->weight_bytes + t->bias_bytes);
+        if (m == SYNC_ALLREDUCE) { /* the ring leaves each rack once a step, as a NIC */
+            int64_t ring = cost_allreduce_bytes(p->workers, t->weight_bytes + t->bias_bytes);
+            spread += ring;
+            rack_other += ring;
+        }
         int64_t r, b;
         c.local_ns += cost_local(p, t, m, &r, &b);
         int64_t chain = st->chain_ns ? st->chain_ns[u][m] : unit_chain_ns(p, t, m);
@@ -192,7 +222,11 @@ static hybrid_cost_t cost_with(search_t *st, const sync_method_t *method)
     c.nic_ns = ns_of((double)c.nic_bytes, p->bw_Bps);
     c.server_ns = ns_of((double)p->workers * (double)c.shard_bytes, p->server_Bps);
     c.update_ns = ns_of(update_flops, p->gemm_flops);
-    const int64_t load[] = {c.nic_ns, c.server_ns, c.update_ns, c.local_ns};
+    if (cost_racks(p) > 1) {
+        c.rack_bytes = loads_rack_max(s, ps_total) + rack_other;
+        c.rack_ns = ns_of((double)c.rack_bytes, p->rack_Bps);
+    }
+    const int64_t load[] = {c.nic_ns, c.server_ns, c.update_ns, c.local_ns, c.rack_ns};
     for (size_t i = 0; i < sizeof load / sizeof load[0]; i++)
         if (load[i] > c.load_ns) c.load_ns = load[i];
     c.bound_ns = c.load_ns > c.slowest_ns ? c.load_ns : c.slowest_ns;

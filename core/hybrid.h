@@ -12,7 +12,8 @@
  * The iteration's cost of an assignment of methods to units (hybrid_cost()) is the tightest
  * of these lower bounds on its sync time: the busiest node's NIC bytes in one direction
  * (every unit's flows together, the KV blocks placed as the plan places them) / bandwidth;
- * the busiest shard's applies; a node's SFB reconstructions; a node's local steps; the
+ * with racks, the busiest rack link's bytes likewise / its bandwidth; the busiest shard's
+ * applies; a node's SFB reconstructions; a node's local steps; the
  * slowest unit alone (latency chains: a ring pays 2(P-1) latencies). Ties go to the smaller
  * of the first four, then to the smaller sum of the units alone.
  *
@@ -67,11 +68,13 @@ typedef struct {
     int64_t server_ns;    /* the busiest shard applies P1 x shard_bytes (0: applies free) */
     int64_t update_ns;    /* a node's SFB reconstructions, one after another */
     int64_t local_ns;     /* a node's local steps (several devices, host staging) */
+    int64_t rack_bytes;   /* the busiest rack link's bytes in one direction (0: one rack) */
+    int64_t rack_ns;      /* rack_bytes / the rack links' bandwidth */
     int64_t slowest_ns;   /* the slowest unit alone with its PS pieces spread evenly: a
                              ring's 2(P-1) steps, a PS push, apply and pull one after another,
                              an SFB broadcast and its reconstructions (placement-free, so the
                              search prices it once) */
-    int64_t load_ns;      /* the largest of nic, server, update and local */
+    int64_t load_ns;      /* the largest of nic, server, update, local and rack */
     int64_t sum_ns;       /* the units alone as slowest_ns prices them, summed */
     int64_t bound_ns;     /* max(load_ns, slowest_ns): the cost compared first */
 } hybrid_cost_t;

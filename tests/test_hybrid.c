@@ -143,6 +143,61 @@ TEST(hybrid_nic_bytes_are_the_plans_busiest_node)
     CHECK(checked > 300 && differ == checked, "%d plans checked, %d corrupted ones caught",
           checked, differ);
 }
+/* With racks, the iteration's rack term is the busiest rack link's bytes, up and down alike,
+ * exactly as the plan's transfers cross racks: every scheme and placement, racks of 2 and 4
+ * nodes, colocated shards and one shard fewer than nodes. */
+TEST(hybrid_rack_bytes_are_the_plans_busiest_rack_link)
+{
+    const char *schemes[] = {"ps+wfbp", "sfb+wfbp", "allreduce+wfbp", "hybrid", "hybrid3"};
+    model_t m;
+    char err[1024];
+    REQUIRE(model_load(&m, "models/alexnet.net", err, sizeof err) == 0, "%s", err);
+    int checked = 0;
+    for (int S = 2; S <= 4; S += 2)
+        for (int s = 0; s < 5; s++)
+            for (int k = 0; k < KV_PLACE_COUNT; k++)
+                for (int shards = 8; shards >= 7; shards--) {
+                    cluster_t c;
+                    cluster_init(&c);
+                    c.nodes = 8;
+                    c.ps_shards = shards;
+                    c.nic_Bps = 1.25e9;
+                    c.nodes_per_rack = S;
+                    c.oversubscription = 4;
+                    plan_opts_t o = {.batch = 32, .kv_block_bytes = 1 << 20,
+                                     .kv_placement = (kv_place_t)k};
+                    REQUIRE(scheme_parse(schemes[s], &o.scheme) == 0);
+                    plan_t p;
+                    REQUIRE(plan_build_opts(&p, &m, &c, &o, err, sizeof err) == 0, "%s", err);
+                    int64_t up[4] = {0}, down[4] = {0};
+                    for (int op = 0; op < p.n_ops; op++) {
+                        if (p.ops[op].res != RES_NET) continue;
+                        for (int n = 0; n < p.workers; n++) {
+                            if (!plan_has_instance(&p, op, n)) continue;
+                            for (int i = 0; i < plan_n_dests(&p, op, n); i++) {
+                                int64_t b;
+                                int d = plan_dest(&p, op, n, i, &b);
+                                if (d / S == n / S) continue;
+                                up[n / S] += b * p.ops[op].steps;
+                                down[d / S] += b * p.ops[op].steps;
+                            }
+                        }
+                    }
+                    hybrid_cost_t h = plan_iteration_cost(&p);
+                    CHECK(h.rack_bytes == max_of(up, 8 / S) && h.rack_bytes == max_of(down, 8 / S),
+                          "racks of %d, %d shards, %s, %s: cost %lld, plan up %lld, down %lld", S,
+                          shards, schemes[s], kv_place_name((kv_place_t)k),
+                          (long long)h.rack_bytes, (long long)max_of(up, 8 / S),
+                          (long long)max_of(down, 8 / S));
+                    CHECK(h.rack_ns > 0 && h.load_ns >= h.rack_ns, "rack %lld ns, load %lld ns",
+                          (long long)h.rack_ns, (long long)h.load_ns);
+                    checked++;
+                    plan_fini(&p);
+                }
+    model_fini(&m);
+    CHECK_EQ_I64(checked, 40);
+}
+
 
 /* GPT-2 (124M) at sequence length S: models/gpt2.net with seq=S, in the test folder. */
 static void gpt2_at(int seq, char *path, size_t len)
