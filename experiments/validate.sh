@@ -21,8 +21,9 @@
 #                       allreduce_bucket_mb; default 4, as all-reduce libraries fuse by
 #                       default; 0: one ring per layer, host-bound at 8 nodes on 2 cores)
 #   --batch K           per worker (per device with D > 1; default 16)
-#   --devices-per-node D  devices per node (default 1): each emulated node is one rank that
-#                       runs D device threads and reduces/broadcasts in memory over an
+#   --devices-per-node "1 2"  devices per node, one grid per value (default 1): with D > 1
+#                       each emulated node is one rank that runs D device threads and
+#                       reduces/broadcasts in memory over an
 #                       interconnect of --intra-gbps G (default 32) and --intra-latency-us U
 #                       (default 100), the experiment's cluster.intra_* keys: slower than
 #                       this host's in-memory copy (~7 GB/s and ~60 us per op, LREDUCE rows
@@ -68,9 +69,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=8 warmup=3 batch=16 compute_s=0.3 out=out/validate
-repeat=1 queue=fair bucket_mb=4 devices=1 intra_gbps=32 intra_lat_us=100
+repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100
 build=build
-usage() { sed -n '2,62p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,63p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift; continue ;;
@@ -81,7 +82,7 @@ while [ $# -gt 0 ]; do
     --models) models=$2 ;; --nodes) nodes=$2 ;; --gbps) gbps=$2 ;; --schemes) schemes=$2 ;;
     --iterations) iters=$2 ;; --warmup) warmup=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
     --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;;
-    --devices-per-node) devices=$2 ;; --intra-gbps) intra_gbps=$2 ;; --intra-latency-us) intra_lat_us=$2 ;;
+    --devices-per-node) devices_list=$2 ;; --intra-gbps) intra_gbps=$2 ;; --intra-latency-us) intra_lat_us=$2 ;;
     --out) out=$2 ;; --build) build=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     esac
@@ -94,7 +95,9 @@ if [ $quick = 1 ]; then models="googlenet" nodes="2 4" gbps="1"; fi
 [ "$iters" -ge $((warmup + 2)) ] 2>/dev/null ||
     { echo "validate: --iterations must be >= --warmup + 2 (two measured iterations at least)" >&2; exit 2; }
 [ "$repeat" -ge 1 ] 2>/dev/null || { echo "validate: --repeat must be >= 1" >&2; exit 2; }
-[ "$devices" -ge 1 ] 2>/dev/null || { echo "validate: --devices-per-node must be >= 1" >&2; exit 2; }
+for devices in $devices_list; do
+    [ "$devices" -ge 1 ] 2>/dev/null || { echo "validate: --devices-per-node must list counts >= 1" >&2; exit 2; }
+done
 case $queue in fair|fifo) ;; *) echo "validate: --queue must be fair or fifo" >&2; exit 2 ;; esac
 # busy and total CPU ticks of the whole host (all processes, the kernel's network work too)
 cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
@@ -114,7 +117,7 @@ cores=$(nproc) bound_frac=${HOST_BOUND_FRAC:-0.85}
 n_runs=0 n_failed=0
 t_start=$(date +%s)
 # progress on a terminal only: "[run k of N] point, elapsed, time left at the pace so far"
-n_total=$(( $(echo $models | wc -w) * $(echo $gbps | wc -w) * $(echo $nodes | wc -w) * $(echo $schemes | wc -w) * repeat ))
+n_total=$(( $(echo $models | wc -w) * $(echo $devices_list | wc -w) * $(echo $gbps | wc -w) * $(echo $nodes | wc -w) * $(echo $schemes | wc -w) * repeat ))
 say() { [ -t 2 ] && printf '\r\033[K' >&2; echo "$@" >&2; } # a line of its own under the progress
 progress() {
     [ -t 2 ] || return 0
@@ -127,126 +130,128 @@ for model in $models; do
     [ -f "$net" ] || { echo "validate: no $net" >&2; exit 2; }
     prof=$out/profiles/$model-b$batch.csv
     experiments/validate_profile.sh "$bin" "$net" "$batch" "$compute_s" >"$prof" || exit 1
-    for g in $gbps; do
-        cl=$out/clusters/emu-veth-${g}g.cluster
-        sed "s/^nic_gbps = .*/nic_gbps = $g/" experiments/clusters/emu-veth.cluster >"$cl"
-        dtag=""; [ "$devices" -gt 1 ] && dtag=-d$devices
-        exp=$out/sim/$model-${g}g$dtag.exp
-        {
-            echo "model = $net"
-            echo "cluster = $(cd "$(dirname "$cl")" && pwd)/$(basename "$cl")"
-            echo "profile = $(cd "$(dirname "$prof")" && pwd)/$(basename "$prof")"
-            echo "batch = $batch"
-            echo "iterations = $iters"
-            echo "warmup = $warmup"
-            echo "kv_block_mb = 4"
-            echo "allreduce_bucket_mb = $bucket_mb"
-            if [ "$devices" -gt 1 ]; then # a node of D devices: threads of its one rank
-                echo "cluster.devices_per_node = $devices"
-                echo "cluster.intra_gbps = $intra_gbps"
-                echo "cluster.intra_latency_us = $intra_lat_us"
-            fi
-            echo "sweep_nodes = $(echo $nodes | tr ' ' ,)"
-            echo "sweep_gbps = $g"
-            echo "sweep_schemes = $(echo $schemes | tr ' ' ,)"
-            # the real runs' keys (the simulator ignores them): each run is this file with
-            # one (nodes, scheme) of the sweep
-            echo "compute = emulate"
-            echo "data = synthetic"
-            echo "synthetic_n = 4096"
-            echo "probe = no"
-        } >"$exp"
-        simcsv=$out/sim/$model-${g}g$dtag.csv
-        "$bin" sim "$exp" --csv "$simcsv" >/dev/null 2>"$out/sim/$model-${g}g$dtag.log" ||
-            { echo "validate: poseidon sim $exp failed:" >&2; tail -5 "$out/sim/$model-${g}g$dtag.log" >&2; exit 1; }
-        rate="$(awk -v g="$g" 'BEGIN { printf "%dmbit", g * 1000 + 0.5 }')"
-        for n in $nodes; do
-            for s in $schemes; do
-                tag=$model-n$n$dtag-${g}g-$s
-                run=$out/runs/$tag
-                rm -rf "$run"; mkdir -p "$run"
-                pred=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $7; exit }' "$simcsv")
-                sent=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $10; exit }' "$simcsv")
-                # the simulator's per-layer methods, to check that the runtime ran the same plan
-                "$bin" plan "$exp" --csv --set sweep_nodes="$n" --set sweep_schemes="$s" 2>/dev/null |
-                    awk -F, '$1 ~ /^[0-9]+$/ { print $1, $5 }' >"$run/plan_sim.txt"
-                # one line per run of the point: measured cpu frac host_busy wall same_plan
-                : >"$run/runs.txt"
-                for k in $(seq 1 "$repeat"); do
-                    rd=$run; [ "$repeat" -gt 1 ] && rd=$run/r$k
-                    mkdir -p "$rd"
-                    progress "$n_runs" "$tag${k:+ #$k}"
-                    t0=$(date +%s.%N)
-                    # the host's CPU ticks, sampled through the run; each rank notes when it ended
-                    (while :; do echo "$(date +%s.%N) $(cpu_ticks)"; sleep 0.2; done) >"$rd/host_cpu.txt" &
-                    sampler=$!
-                    "$bin" keygen --ranks "$n" -o "$rd/keys" >/dev/null || exit 1
-                    timeout 600 experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -l "$rd/logs" -- \
-                        sh -c '"$@"; rc=$?; date +%s.%N >"$0.$RANK"; exit $rc' "$rd/logs/end" \
-                        nice -n -10 "$bin" train "$exp" --set sweep_nodes="$n" --set sweep_schemes="$s" \
-                        --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" \
-                        >"$rd/out.log" 2>&1
-                    rc=$?
-                    kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
-                    wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-                    n_runs=$((n_runs + 1))
-                    meas=""
-                    [ $rc = 0 ] && meas=$(awk -F, -v T="$iters" -v W="$warmup" 'NR > 1 && $8 > e[$2] { e[$2] = $8 }
-                        END { if (((W - 1) in e) && ((T - 1) in e)) printf "%.6f", (e[T - 1] - e[W - 1]) / (T - W) / 1e9 }' "$rd/trace.csv")
-                    rm -f "$rd"/trace-rank*.json "$rd"/trace-rank*.csv
-                    if [ -z "$meas" ] || [ -z "$pred" ]; then
-                        n_failed=$((n_failed + 1))
-                        say "validate: $tag: no result (exit $rc; see $rd/out.log)"
-                        tail -3 "$rd/out.log" >&2
-                        continue
-                    fi
-                    # the ranks' steady-state CPU (runtime/worker_exec.c logs "steady_cpu_s C wall_s W
-                    # iterations K"): per iteration, and as a fraction of the host's cores over
-                    # the ranks' mean window
-                    read -r cpu frac < <(cat "$rd"/logs/rank*.log | awk -v P="$cores" '
-                        { for (i = 1; i + 5 <= NF; i++) if ($i == "steady_cpu_s" && $(i + 2) == "wall_s") {
-                            c += $(i + 1); w += $(i + 3); k = $(i + 5); r++ } }
-                        END { if (r && k && w > 0) printf "%.3f %.3f\n", c / k, c / (w / r) / P; else print "nan nan" }')
-                    # rank 0 logs "  unit U LAYER METHOD" for the plan it built (runtime/worker.c)
-                    grep -E "^  unit [0-9]+ " "$rd/logs/rank0.log" | awk '{ print $2, $NF }' >"$rd/plan_run.txt"
-                    same=1
-                    if ! cmp -s "$run/plan_sim.txt" "$rd/plan_run.txt"; then
-                        same=0
-                        say "validate: $tag: the runtime's plan differs from the simulator's (layers: diff $run/plan_sim.txt $rd/plan_run.txt)"
-                    fi
-                    # host_busy over the ranks' steady-state window: the wall_s they logged, up
-                    # to the first rank's end (the samples nearest to both ends)
-                    w=$(cat "$rd"/logs/rank*.log | awk '{ for (i = 1; i + 1 <= NF; i++) if ($i == "wall_s") { s += $(i + 1); k++ } }
-                        END { if (k) printf "%.3f", s / k }')
-                    te=$(cat "$rd"/logs/end.* 2>/dev/null | sort -g | head -1)
-                    busy=$(awk -v w="$w" -v te="$te" '
-                        { t[NR] = $1; b[NR] = $2; a[NR] = $3 }
-                        END { if (w == "" || te == "" || NR < 2) { print "nan"; exit }
-                              i = 1; j = NR
-                              for (k = 1; k <= NR; k++) {
-                                  if ((t[k] - (te - w)) ^ 2 < (t[i] - (te - w)) ^ 2) i = k
-                                  if ((t[k] - te) ^ 2 < (t[j] - te) ^ 2) j = k }
-                              if (j <= i) { print "nan"; exit }
-                              printf "%.3f", (b[j] - b[i]) / (a[j] - a[i]) }' "$rd/host_cpu.txt")
-                    echo "$meas $cpu $frac $busy $wall $same" >>"$run/runs.txt"
+    for devices in $devices_list; do
+        for g in $gbps; do
+            cl=$out/clusters/emu-veth-${g}g.cluster
+            sed "s/^nic_gbps = .*/nic_gbps = $g/" experiments/clusters/emu-veth.cluster >"$cl"
+            dtag=""; [ "$devices" -gt 1 ] && dtag=-d$devices
+            exp=$out/sim/$model-${g}g$dtag.exp
+            {
+                echo "model = $net"
+                echo "cluster = $(cd "$(dirname "$cl")" && pwd)/$(basename "$cl")"
+                echo "profile = $(cd "$(dirname "$prof")" && pwd)/$(basename "$prof")"
+                echo "batch = $batch"
+                echo "iterations = $iters"
+                echo "warmup = $warmup"
+                echo "kv_block_mb = 4"
+                echo "allreduce_bucket_mb = $bucket_mb"
+                if [ "$devices" -gt 1 ]; then # a node of D devices: threads of its one rank
+                    echo "cluster.devices_per_node = $devices"
+                    echo "cluster.intra_gbps = $intra_gbps"
+                    echo "cluster.intra_latency_us = $intra_lat_us"
+                fi
+                echo "sweep_nodes = $(echo $nodes | tr ' ' ,)"
+                echo "sweep_gbps = $g"
+                echo "sweep_schemes = $(echo $schemes | tr ' ' ,)"
+                # the real runs' keys (the simulator ignores them): each run is this file with
+                # one (nodes, scheme) of the sweep
+                echo "compute = emulate"
+                echo "data = synthetic"
+                echo "synthetic_n = 4096"
+                echo "probe = no"
+            } >"$exp"
+            simcsv=$out/sim/$model-${g}g$dtag.csv
+            "$bin" sim "$exp" --csv "$simcsv" >/dev/null 2>"$out/sim/$model-${g}g$dtag.log" ||
+                { echo "validate: poseidon sim $exp failed:" >&2; tail -5 "$out/sim/$model-${g}g$dtag.log" >&2; exit 1; }
+            rate="$(awk -v g="$g" 'BEGIN { printf "%dmbit", g * 1000 + 0.5 }')"
+            for n in $nodes; do
+                for s in $schemes; do
+                    tag=$model-n$n$dtag-${g}g-$s
+                    run=$out/runs/$tag
+                    rm -rf "$run"; mkdir -p "$run"
+                    pred=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $7; exit }' "$simcsv")
+                    sent=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $10; exit }' "$simcsv")
+                    # the simulator's per-layer methods, to check that the runtime ran the same plan
+                    "$bin" plan "$exp" --csv --set sweep_nodes="$n" --set sweep_schemes="$s" 2>/dev/null |
+                        awk -F, '$1 ~ /^[0-9]+$/ { print $1, $5 }' >"$run/plan_sim.txt"
+                    # one line per run of the point: measured cpu frac host_busy wall same_plan
+                    : >"$run/runs.txt"
+                    for k in $(seq 1 "$repeat"); do
+                        rd=$run; [ "$repeat" -gt 1 ] && rd=$run/r$k
+                        mkdir -p "$rd"
+                        progress "$n_runs" "$tag${k:+ #$k}"
+                        t0=$(date +%s.%N)
+                        # the host's CPU ticks, sampled through the run; each rank notes when it ended
+                        (while :; do echo "$(date +%s.%N) $(cpu_ticks)"; sleep 0.2; done) >"$rd/host_cpu.txt" &
+                        sampler=$!
+                        "$bin" keygen --ranks "$n" -o "$rd/keys" >/dev/null || exit 1
+                        timeout 600 experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -l "$rd/logs" -- \
+                            sh -c '"$@"; rc=$?; date +%s.%N >"$0.$RANK"; exit $rc' "$rd/logs/end" \
+                            nice -n -10 "$bin" train "$exp" --set sweep_nodes="$n" --set sweep_schemes="$s" \
+                            --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" \
+                            >"$rd/out.log" 2>&1
+                        rc=$?
+                        kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+                        wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+                        n_runs=$((n_runs + 1))
+                        meas=""
+                        [ $rc = 0 ] && meas=$(awk -F, -v T="$iters" -v W="$warmup" 'NR > 1 && $8 > e[$2] { e[$2] = $8 }
+                            END { if (((W - 1) in e) && ((T - 1) in e)) printf "%.6f", (e[T - 1] - e[W - 1]) / (T - W) / 1e9 }' "$rd/trace.csv")
+                        rm -f "$rd"/trace-rank*.json "$rd"/trace-rank*.csv
+                        if [ -z "$meas" ] || [ -z "$pred" ]; then
+                            n_failed=$((n_failed + 1))
+                            say "validate: $tag: no result (exit $rc; see $rd/out.log)"
+                            tail -3 "$rd/out.log" >&2
+                            continue
+                        fi
+                        # the ranks' steady-state CPU (runtime/worker_exec.c logs "steady_cpu_s C wall_s W
+                        # iterations K"): per iteration, and as a fraction of the host's cores over
+                        # the ranks' mean window
+                        read -r cpu frac < <(cat "$rd"/logs/rank*.log | awk -v P="$cores" '
+                            { for (i = 1; i + 5 <= NF; i++) if ($i == "steady_cpu_s" && $(i + 2) == "wall_s") {
+                                c += $(i + 1); w += $(i + 3); k = $(i + 5); r++ } }
+                            END { if (r && k && w > 0) printf "%.3f %.3f\n", c / k, c / (w / r) / P; else print "nan nan" }')
+                        # rank 0 logs "  unit U LAYER METHOD" for the plan it built (runtime/worker.c)
+                        grep -E "^  unit [0-9]+ " "$rd/logs/rank0.log" | awk '{ print $2, $NF }' >"$rd/plan_run.txt"
+                        same=1
+                        if ! cmp -s "$run/plan_sim.txt" "$rd/plan_run.txt"; then
+                            same=0
+                            say "validate: $tag: the runtime's plan differs from the simulator's (layers: diff $run/plan_sim.txt $rd/plan_run.txt)"
+                        fi
+                        # host_busy over the ranks' steady-state window: the wall_s they logged, up
+                        # to the first rank's end (the samples nearest to both ends)
+                        w=$(cat "$rd"/logs/rank*.log | awk '{ for (i = 1; i + 1 <= NF; i++) if ($i == "wall_s") { s += $(i + 1); k++ } }
+                            END { if (k) printf "%.3f", s / k }')
+                        te=$(cat "$rd"/logs/end.* 2>/dev/null | sort -g | head -1)
+                        busy=$(awk -v w="$w" -v te="$te" '
+                            { t[NR] = $1; b[NR] = $2; a[NR] = $3 }
+                            END { if (w == "" || te == "" || NR < 2) { print "nan"; exit }
+                                  i = 1; j = NR
+                                  for (k = 1; k <= NR; k++) {
+                                      if ((t[k] - (te - w)) ^ 2 < (t[i] - (te - w)) ^ 2) i = k
+                                      if ((t[k] - te) ^ 2 < (t[j] - te) ^ 2) j = k }
+                                  if (j <= i) { print "nan"; exit }
+                                  printf "%.3f", (b[j] - b[i]) / (a[j] - a[i]) }' "$rd/host_cpu.txt")
+                        echo "$meas $cpu $frac $busy $wall $same" >>"$run/runs.txt"
+                    done
+                    [ -s "$run/runs.txt" ] || continue
+                    # the point: the median run's time (the lower middle one of an even count);
+                    # CPU and host load averaged over the runs, their wall times summed
+                    read -r meas mmin mmax cpu frac busy wall nok same < <(sort -g "$run/runs.txt" | awk '
+                        BEGIN { same = 1 }
+                        { m[NR] = $1; c += $2; f += $3; h += $4; w += $5; if ($6 != 1) same = 0 }
+                        END { printf "%s %s %s %.3f %.3f %.3f %.1f %d %d\n", m[int((NR + 1) / 2)], m[1], m[NR],
+                              c / NR, f / NR, h / NR, w, NR, same }')
+                    bound=$(awk -v f="$frac" -v h="$busy" -v b="$bound_frac" 'BEGIN { print ((f != "nan" && f + 0 >= b) || (h != "nan" && h + 0 >= b)) ? 1 : 0 }')
+                    err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%.4f", (p - m) / m }')
+                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$devices" >>"$csv"
+                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same,$devices" >>"$detail"
+                    spread=""
+                    [ "$nok" -gt 1 ] && spread=$(printf ", %d runs %.3f-%.3f s" "$nok" "$mmin" "$mmax")
+                    printf "%-14s %d nodes%s %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (cpu %s s/iter, %s of %d cores, host %s busy%s%s, %ss)\n" \
+                        "$model" "$n" "$([ "$devices" -gt 1 ] && echo " x $devices")" "$g" "$s" "$pred" "$meas" "$(awk -v e="$err" 'BEGIN { print e * 100 }')" \
+                        "$cpu" "$frac" "$cores" "$busy" "$spread" "$([ "$bound" = 1 ] && echo ": host-bound")" "$wall"
                 done
-                [ -s "$run/runs.txt" ] || continue
-                # the point: the median run's time (the lower middle one of an even count);
-                # CPU and host load averaged over the runs, their wall times summed
-                read -r meas mmin mmax cpu frac busy wall nok same < <(sort -g "$run/runs.txt" | awk '
-                    BEGIN { same = 1 }
-                    { m[NR] = $1; c += $2; f += $3; h += $4; w += $5; if ($6 != 1) same = 0 }
-                    END { printf "%s %s %s %.3f %.3f %.3f %.1f %d %d\n", m[int((NR + 1) / 2)], m[1], m[NR],
-                          c / NR, f / NR, h / NR, w, NR, same }')
-                bound=$(awk -v f="$frac" -v h="$busy" -v b="$bound_frac" 'BEGIN { print ((f != "nan" && f + 0 >= b) || (h != "nan" && h + 0 >= b)) ? 1 : 0 }')
-                err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%.4f", (p - m) / m }')
-                echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$devices" >>"$csv"
-                echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same,$devices" >>"$detail"
-                spread=""
-                [ "$nok" -gt 1 ] && spread=$(printf ", %d runs %.3f-%.3f s" "$nok" "$mmin" "$mmax")
-                printf "%-14s %d nodes%s %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (cpu %s s/iter, %s of %d cores, host %s busy%s%s, %ss)\n" \
-                    "$model" "$n" "$([ "$devices" -gt 1 ] && echo " x $devices")" "$g" "$s" "$pred" "$meas" "$(awk -v e="$err" 'BEGIN { print e * 100 }')" \
-                    "$cpu" "$frac" "$cores" "$busy" "$spread" "$([ "$bound" = 1 ] && echo ": host-bound")" "$wall"
             done
         done
     done
@@ -260,9 +265,10 @@ if command -v gnuplot >/dev/null && [ "$(wc -l <"$csv")" -gt 1 ]; then
     gnuplot -e "csv='$csv'; out='$out/validate'" reports/validate.gp &&
         echo "plot: $out/validate.png, $out/validate.svg"
 fi
-summary() { # summary LABEL KEEP: median and worst |error| of the rows whose host_bound
-    # matches KEEP ("any": all rows)
-    awk -F, -v k="$2" 'NR > 1 && (k == "any" || $8 == k) { e = $7 < 0 ? -$7 : $7; print e }' "$csv" |
+summary() { # summary LABEL KEEP [D]: median and worst |error| of the rows whose host_bound
+    # matches KEEP ("any": all rows), of D devices per node when given
+    awk -F, -v k="$2" -v d="${3:-}" 'NR > 1 && (k == "any" || $8 == k) && (d == "" || $9 == d) {
+        e = $7 < 0 ? -$7 : $7; print e }' "$csv" |
         sort -g | awk -v l="$1" '
         { v[NR] = $1 } END {
             if (NR == 0) { printf "|error| over %s: no rows\n", l; exit 1 }
@@ -271,6 +277,12 @@ summary() { # summary LABEL KEEP: median and worst |error| of the rows whose hos
 }
 summary "configurations" any || exit 1
 summary "configurations that are not host-bound" 0
+if [ "$(echo $devices_list | wc -w)" -gt 1 ]; then # each devices-per-node grid apart
+    for devices in $devices_list; do
+        summary "configurations of $devices devices per node" any "$devices"
+        summary "of them not host-bound" 0 "$devices"
+    done
+fi
 # how far the runs of one configuration lie apart: an error within this is within the noise
 # of the measurement itself
 awk -F, 'NR > 1 && $14 > 1 && $6 > 0 { print ($16 - $15) / $6 }' "$detail" | sort -g | awk '

@@ -3,7 +3,8 @@
 # ps and hybrid, 4 iterations): both runs give a result row, the predicted and measured times
 # are within 50% of each other (a loose bound: this checks the pipeline, not the accuracy,
 # which the full grid reports), the steady-state CPU and host_bound columns are filled, the
-# plot is written, and no namespace is left behind.
+# plot is written, and no namespace is left behind; a grid over two devices-per-node counts
+# gives a row and a summary per count.
 # Exit 77 (skip) when not root or without network namespaces.
 set -u
 build=${1:-build}
@@ -31,6 +32,15 @@ if command -v gnuplot >/dev/null; then [ -s "$tmp/v/validate.png" ] || fail "no 
 for s in ps hybrid; do
     j=$tmp/v/runs/lenet-n2-1g-$s/job.exp
     grep -q "^scheme = $s$" "$j" && grep -q "^cluster.nodes = 2$" "$j" || fail "no job written for $s ($j)"
+done
+# one grid per devices-per-node count, each summarised apart
+timeout 120 experiments/validate.sh --build "$build" --out "$tmp/d" --models lenet --nodes 2 --gbps 1 \
+    --schemes ps --iterations 4 --warmup 1 --devices-per-node "1 2" >"$tmp/dlog" 2>&1 ||
+    { tail -20 "$tmp/dlog"; fail "validate.sh --devices-per-node \"1 2\" failed"; }
+[ "$(awk -F, 'NR > 1 { print $9 }' "$tmp/d/validate.csv" | sort | tr '\n' ' ')" = "1 2 " ] ||
+    fail "expected one row of 1 and one of 2 devices per node: $(cat "$tmp/d/validate.csv")"
+for d in 1 2; do
+    grep -q "over 1 configurations of $d devices per node: median" "$tmp/dlog" || fail "no summary for D = $d"
 done
 [ "$(ip netns list | grep -c "^pns$EMU_ID-")" -eq "$before" ] || fail "namespaces left behind"
 # the summary over the rows the host could run at speed: none when the host was busy
