@@ -82,6 +82,25 @@ double bsp_worst_error(const float *a, const float *b, int64_t n, int64_t *at)
     return worst;
 }
 
+float *bsp_read_node_replicas(const char *prefix, int nodes, int devices, int64_t n,
+                              const char *what)
+{
+    float *r0 = bsp_read_params(prefix, 0, n);
+    REQUIRE(r0, "%s: no parameters from rank 0", what);
+    for (int r = 0; r < nodes; r++)
+        for (int d = 0; d < devices; d++) {
+            if (r == 0 && d == 0) continue;
+            char pre[700];
+            snprintf(pre, sizeof pre, "%s.%d", prefix, r);
+            float *p = d == 0 ? bsp_read_params(prefix, r, n) : bsp_read_params(pre, d, n);
+            REQUIRE(p, "%s: no parameters of rank %d device %d", what, r, d);
+            CHECK(memcmp(p, r0, (size_t)n * sizeof *p) == 0,
+                  "%s: rank %d device %d differs from rank 0", what, r, d);
+            free(p);
+        }
+    return r0;
+}
+
 double bsp_check_run(const worker_config_t *c, const char *prefix, int world, int64_t steps,
                      const char *what)
 {

@@ -24,6 +24,12 @@ float *bsp_reference(const worker_config_t *c, int world, int64_t steps, int64_t
 /* The n parameters rank wrote to PREFIX.RANK, or NULL (missing or short file). */
 float *bsp_read_params(const char *prefix, int rank, int64_t n);
 
+/* Rank 0's n parameters (malloc'ed) from a run of `nodes` ranks of `devices` replicas each
+ * (device 0 of rank r writes PREFIX.r, device d > 0 PREFIX.r.d), after checking that every
+ * replica of every node is bit-identical to them; `what` names the run in messages. */
+float *bsp_read_node_replicas(const char *prefix, int nodes, int devices, int64_t n,
+                              const char *what);
+
 /* Worst |a - b| / (2e-6 + 1e-4 |b|) over n values and where (NaN counts as worst); <= 1 is
  * the tolerance of the BSP equivalence tests. */
 double bsp_worst_error(const float *a, const float *b, int64_t n, int64_t *at);

@@ -37,19 +37,7 @@ static void dv_check(const worker_config_t *c, const char *out, int nodes, int d
 {
     int64_t n, n0, at = 0;
     float *ref = bsp_reference(c, nodes * devices, c->job.iterations, &n);
-    float *r0 = bsp_read_params(out, 0, n);
-    REQUIRE(r0, "%s: no parameters from rank 0", what);
-    for (int r = 0; r < nodes; r++)
-        for (int d = 0; d < devices; d++) {
-            if (r == 0 && d == 0) continue;
-            char pre[700];
-            snprintf(pre, sizeof pre, "%s.%d", out, r);
-            float *p = d == 0 ? bsp_read_params(out, r, n) : bsp_read_params(pre, d, n);
-            REQUIRE(p, "%s: no parameters of rank %d device %d", what, r, d);
-            CHECK(memcmp(p, r0, (size_t)n * sizeof *p) == 0,
-                  "%s: rank %d device %d differs from rank 0", what, r, d);
-            free(p);
-        }
+    float *r0 = bsp_read_node_replicas(out, nodes, devices, n, what);
     double worst = bsp_worst_error(r0, ref, n, &at);
     CHECK(worst <= 1.0, "%s: parameter %lld is %.9g, one worker %.9g (%.2f x tol)", what,
           (long long)at, r0[at], ref[at], worst);

@@ -68,19 +68,7 @@ static void gw_run_and_check(const char *scheme, int nodes, int devices, compute
     REQUIRE(rc == 0, "%s: job exited %d", what, rc);
     int64_t n, n0, at = 0;
     float *ref = bsp_reference(&c, nodes * devices, c.job.iterations, &n);
-    float *r0 = bsp_read_params(out, 0, n);
-    REQUIRE(r0, "%s: no parameters from rank 0", what);
-    for (int r = 0; r < nodes; r++)
-        for (int d = 0; d < devices; d++) {
-            if (r == 0 && d == 0) continue;
-            char pre[700];
-            snprintf(pre, sizeof pre, "%s.%d", out, r);
-            float *p = d == 0 ? bsp_read_params(out, r, n) : bsp_read_params(pre, d, n);
-            REQUIRE(p, "%s: no parameters of rank %d device %d", what, r, d);
-            CHECK(memcmp(p, r0, (size_t)n * sizeof *p) == 0,
-                  "%s: rank %d device %d differs from rank 0", what, r, d);
-            free(p);
-        }
+    float *r0 = bsp_read_node_replicas(out, nodes, devices, n, what);
     double (*err_of)(const float *, const float *, int64_t, int64_t *) =
         kind == COMPUTE_CPU ? bsp_worst_error : gpu_worst_error;
     double worst = err_of(r0, ref, n, &at);
