@@ -151,8 +151,31 @@ struct net {
                         entities split off since are reached through ov) */
     char *in_level;  /* resources saturating at the current level */
     int *level;
-    int64_t gen;     /* computations started: frozen[i] == gen when i froze in this one */
-    int64_t *frozen;
+    /* The levels of the computations so far, kept so that the next one starts at the first
+     * level a change can alter (net_recompute): level L of the current chain has epoch
+     * lv_ep[L] (0: not valid, unique otherwise); entity i froze at level fz_lv[i] in the
+     * epoch fz_ep[i], so it is frozen while lv_ep[fz_lv[i]] == fz_ep[i]. At each level's
+     * start the global terms are kept; a resource's terms are logged in hist the first time
+     * a level changes them, as its deficit base - cnt (which the entities frozen before stay
+     * the only part of, whatever starts or ends later) and its used. */
+    int64_t nlv, lv_cap;
+    int64_t *lv_ep, *lv_frozen, *lv_core_def, *lv_mu_def; /* lv_mu_def, lv_fm: [lv_cap x 2R] */
+    double *lv_core_used, *lv_fm;
+    int64_t epoch, cur_ep;
+    int32_t cur_lv;
+    int64_t *fz_ep;
+    int32_t *fz_lv;
+    int64_t *hstamp; /* [2N + L] the epoch of the level that last logged the resource */
+    struct hist {
+        int64_t def;
+        double used;
+        int32_t r, lv;
+    } *hist;
+    int64_t nhist, hist_cap;
+    int64_t *dfin;   /* [2N + L] base - cnt at the end of the last computation */
+    int64_t redo;    /* the first level a change since the last computation can alter */
+    int from_scratch; /* net_set_from_scratch */
+    int64_t restarts; /* computations that kept some levels */
     int64_t *ml;     /* unfrozen multis (lazily compacted) */
     int64_t nml;
     /* entities split off during this computation that are still rising, listed at each of
@@ -167,7 +190,7 @@ struct net {
     int32_t *exin;   /* [entity]: its excluded resources in the current level */
     char *mark2;     /* [resource] scratch of freeze_level and split_off */
     int *leafbuf;    /* [node] scratch: the leaves being split off */
-    int64_t ent_cap; /* capacity of frozen, ml, exin and seen */
+    int64_t ent_cap; /* capacity of fz_ep, fz_lv, ml, exin and seen */
     rheap_t *heap;
     int64_t heap_cap;
     /* global terms of the current computation, per rack q and side s at 2q + s */
@@ -237,6 +260,7 @@ net_t *net_new_racks(int nodes, double nic_Bps, double core_Bps, int nodes_per_r
     n->nic_Bps = nic_Bps;
     n->core_Bps = core_Bps > 0 ? core_Bps : 0;
     n->next_ns = INT64_MAX;
+    n->redo = 0;
     n->racks = 1;
     n->rack_size = nodes;
     if (nodes_per_rack > 0 && nodes_per_rack < nodes) {
@@ -278,6 +302,15 @@ net_t *net_new_racks(int nodes, double nic_Bps, double core_Bps, int nodes_per_r
     for (size_t r = 0; r < R; r++) n->ovhead[r] = -1;
     n->heap_cap = (int64_t)R;
     n->heap = xcalloc(R, sizeof *n->heap);
+    n->hstamp = xcalloc(K, sizeof *n->hstamp);
+    n->dfin = xcalloc(K, sizeof *n->dfin);
+    n->lv_cap = 16;
+    n->lv_ep = xcalloc((size_t)n->lv_cap, sizeof *n->lv_ep);
+    n->lv_frozen = xcalloc((size_t)n->lv_cap, sizeof *n->lv_frozen);
+    n->lv_core_def = xcalloc((size_t)n->lv_cap, sizeof *n->lv_core_def);
+    n->lv_core_used = xcalloc((size_t)n->lv_cap, sizeof *n->lv_core_used);
+    n->lv_mu_def = xcalloc((size_t)n->lv_cap * C, sizeof *n->lv_mu_def);
+    n->lv_fm = xcalloc((size_t)n->lv_cap * C, sizeof *n->lv_fm);
     return n;
 }
 
@@ -313,7 +346,17 @@ void net_destroy(net_t **np)
     free(n->lcnt);
     free(n->in_level);
     free(n->level);
-    free(n->frozen);
+    free(n->fz_ep);
+    free(n->fz_lv);
+    free(n->hstamp);
+    free(n->hist);
+    free(n->dfin);
+    free(n->lv_ep);
+    free(n->lv_frozen);
+    free(n->lv_core_def);
+    free(n->lv_core_used);
+    free(n->lv_mu_def);
+    free(n->lv_fm);
     free(n->ml);
     free(n->ovhead);
     free(n->ov);
@@ -600,7 +643,8 @@ static void grow_ent_scratch(net_t *n)
 {
     if (n->ent_cap >= n->cap) return;
     n->ent_cap = n->cap;
-    n->frozen = xrealloc(n->frozen, (size_t)n->ent_cap * sizeof *n->frozen);
+    n->fz_ep = xrealloc(n->fz_ep, (size_t)n->ent_cap * sizeof *n->fz_ep);
+    n->fz_lv = xrealloc(n->fz_lv, (size_t)n->ent_cap * sizeof *n->fz_lv);
     n->ml = xrealloc(n->ml, (size_t)n->ent_cap * sizeof *n->ml);
     n->seen = xrealloc(n->seen, (size_t)n->ent_cap * sizeof *n->seen);
     n->exin = xrealloc(n->exin, (size_t)n->ent_cap * sizeof *n->exin);
@@ -623,10 +667,17 @@ static int64_t new_slot(net_t *n)
     }
     ASSERT(i <= INT32_MAX, "%lld entity slots", (long long)i);
     grow_ent_scratch(n);
-    n->frozen[i] = 0;
+    n->fz_ep[i] = -1; /* no level's epoch: unfrozen */
+    n->fz_lv[i] = 0;
     n->seen[i] = 0;
     n->exin[i] = 0;
     return i;
+}
+
+/* A change since the last computation (an entity started, ended) alters no level below k. */
+static void redo_from(net_t *n, int64_t k)
+{
+    if (k < n->redo) n->redo = k;
 }
 
 static void push_ent(net_t *n, int64_t now, ent_t e, int64_t bytes, int64_t tag)
@@ -641,6 +692,7 @@ static void push_ent(net_t *n, int64_t now, ent_t e, int64_t bytes, int64_t tag)
     n->cold[i] = (ent_cold_t){bytes, tag};
     n->f[i] = e;
     register_ent(n, i);
+    redo_from(n, 0);
     n->dirty = 1;
 }
 
@@ -713,12 +765,18 @@ void net_set_node_nic(net_t *n, int node, double nic_Bps)
     }
 }
 
-void net_set_whole(net_t *n, int whole) { n->whole = whole != 0; }
+void net_set_whole(net_t *n, int whole)
+{
+    n->whole = whole != 0;
+    redo_from(n, 0);
+}
 
 int net_dirty(const net_t *n) { return n->dirty; }
 int64_t net_next_ns(const net_t *n) { return n->next_ns; }
 int64_t net_active(const net_t *n) { return n->live; }
 int64_t net_recomputes(const net_t *n) { return n->recomputes; }
+int64_t net_restarts(const net_t *n) { return n->restarts; }
+void net_set_from_scratch(net_t *n, int on) { n->from_scratch = on != 0; }
 
 static void heap_push(net_t *n, int64_t *hn, double share, int r)
 {
@@ -799,6 +857,28 @@ static double share_of(const net_t *n, int r)
     return (rem > 0 ? rem : 0) / (double)c;
 }
 
+/* Entity j froze in the current chain of levels (at a level kept from an earlier computation
+ * or in this one). */
+static inline int is_frozen(const net_t *n, int64_t j) { return n->lv_ep[n->fz_lv[j]] == n->fz_ep[j]; }
+
+static inline void mark_frozen(net_t *n, int64_t j)
+{
+    n->fz_lv[j] = n->cur_lv;
+    n->fz_ep[j] = n->cur_ep;
+}
+
+/* Kept resource r's terms are about to change at this level: log them the first time. */
+static inline void hist(net_t *n, int r)
+{
+    if (n->hstamp[r] == n->cur_ep) return;
+    n->hstamp[r] = n->cur_ep;
+    if (n->nhist == n->hist_cap) {
+        n->hist_cap = n->hist_cap ? 2 * n->hist_cap : 1024;
+        n->hist = xrealloc(n->hist, (size_t)n->hist_cap * sizeof *n->hist);
+    }
+    n->hist[n->nhist++] = (struct hist){n->base[r] - n->cnt[r], n->used[r], r, n->cur_lv};
+}
+
 /* llround(x) for 0 <= x < 2^62, without the library call (a tenth of a recomputation went
  * there): x - trunc(x) is exact, so halves round up exactly as llround rounds them. */
 static inline int64_t round_ns(double x)
@@ -837,6 +917,7 @@ static void freeze_links(net_t *n, const ent_t *e, double x)
 {
     int lk[2], nlk = ent_links(n, e, lk);
     for (int a = 0; a < nlk; a++) {
+        hist(n, lk[a]);
         n->cnt[lk[a]] -= e->mult;
         n->used[lk[a]] += x * e->mult;
     }
@@ -846,20 +927,24 @@ static void freeze(net_t *n, int64_t i, double x)
 {
     int N = n->nodes;
     ent_t *e = &n->f[i];
-    n->frozen[i] = n->gen;
+    mark_frozen(n, i);
     n->left--;
     set_rate(n, i, x);
     if (n->racks > 1) freeze_links(n, e, x);
     if (is_single(e)) {
+        hist(n, e->src);
+        hist(n, N + e->dst);
         n->cnt[e->src]--;
         n->used[e->src] += x;
         n->cnt[N + e->dst]--;
         n->used[N + e->dst] += x;
     } else if (is_fan(e)) {
         int off = leaf_side(e) * N, h = hub_res(n, e);
+        hist(n, h);
         n->cnt[h] -= e->mult;
         n->used[h] += x * e->mult;
         for (int k = 0; k < e->nset; k++) {
+            hist(n, off + e->set[k]);
             n->cnt[off + e->set[k]]--;
             n->used[off + e->set[k]] += x;
         }
@@ -872,15 +957,18 @@ static void freeze(net_t *n, int64_t i, double x)
             cls = 2 * q + side;
             hub_in = rack_of(n, hub_node(e)) == q;
         }
+        hist(n, h);
         n->cnt[h] -= e->mult;
         n->used[h] += x * e->mult;
         n->mu[cls]--;
         n->fm[cls] += x;
         if (hub_in) {
+            hist(n, off + hub_node(e));
             n->cnt[off + hub_node(e)]++;
             n->used[off + hub_node(e)] -= x;
         }
         for (int k = 0; k < e->nset; k++) {
+            hist(n, off + e->set[k]);
             n->cnt[off + e->set[k]]++;
             n->used[off + e->set[k]] -= x;
         }
@@ -910,13 +998,14 @@ static inline int whole_in_level(const net_t *n, const ent_t *e)
  * through memory otherwise. The list is read by index: a split made on the way may move it. */
 static void freeze_list(net_t *n, int r, double x)
 {
+    hist(n, r);
     double ur = n->used[r];
-    int64_t cr = n->cnt[r], nf = 0, gen = n->gen;
+    int64_t cr = n->cnt[r], nf = 0;
     const rlist_t *L = &n->list[r];
     for (int64_t a = 0, len = n->lcnt[r]; a < len; a++) {
         lent_t l = L->v[a];
         int64_t j = l.slot;
-        if (l.other == LIST_DEAD || n->frozen[j] == gen) continue;
+        if (l.other == LIST_DEAD || is_frozen(n, j)) continue;
         if (l.other < 0) {
             n->used[r] = ur;
             n->cnt[r] = cr;
@@ -926,10 +1015,11 @@ static void freeze_list(net_t *n, int r, double x)
             cr = n->cnt[r];
             continue;
         }
-        n->frozen[j] = gen;
+        mark_frozen(n, j);
         nf++;
         set_rate(n, j, x);
         int other = l.other;
+        hist(n, other);
         cr--;
         ur += x;
         n->cnt[other]--;
@@ -1040,7 +1130,7 @@ static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int risi
  * rising. Met once per level (it is listed at each of its leaves). */
 static void fan_level(net_t *n, int64_t j, double x)
 {
-    if (n->frozen[j] == n->gen || n->seen[j] == n->levels) return;
+    if (is_frozen(n, j) || n->seen[j] == n->levels) return;
     n->seen[j] = n->levels;
     const ent_t *e = &n->f[j];
     if (whole_in_level(n, e)) {
@@ -1096,7 +1186,7 @@ static void freeze_level(net_t *n, int nl, double x)
         /* every entity, in creation order (those split off on the way included) */
         for (int64_t a = 0; a < n->order.len; a++) {
             lent_t o = n->order.v[a];
-            if (o.other != LIST_DEAD && n->frozen[o.slot] != n->gen) freeze(n, o.slot, x);
+            if (o.other != LIST_DEAD && !is_frozen(n, o.slot)) freeze(n, o.slot, x);
         }
         n->nml = 0;
     }
@@ -1106,7 +1196,7 @@ static void freeze_level(net_t *n, int nl, double x)
         freeze_list(n, r, x);
         for (int64_t a = n->ovhead[r]; a >= 0; a = n->ov[a].next) {
             int64_t j = n->ov[a].j;
-            if (n->frozen[j] == n->gen) continue;
+            if (is_frozen(n, j)) continue;
             if (is_fan(&n->f[j])) fan_level(n, j, x);
             else freeze(n, j, x);
         }
@@ -1117,7 +1207,7 @@ static void freeze_level(net_t *n, int nl, double x)
     if (nml > 0) level_exclusions(n, nl, 1); /* only the unfrozen multis read them */
     for (int64_t k = 0; k < nml; k++) {
         int64_t i = n->ml[k];
-        if (n->frozen[i] == n->gen) continue;
+        if (is_frozen(n, i)) continue;
         const ent_t *g = &n->f[i];
         int side = leaf_side(g), off = side * N, hub = hub_node(g), q = scope_of(n, g);
         int cls = 2 * q + side, hub_in = rack_of(n, hub) == q;
@@ -1179,35 +1269,110 @@ static void freeze_level(net_t *n, int nl, double x)
     }
 }
 
+/* Level L of the chain starts: a new epoch, and the global terms as they stand. */
+static void level_begin(net_t *n)
+{
+    int64_t L = n->nlv, C = 2 * n->racks;
+    if (L == n->lv_cap) {
+        int64_t cap = 2 * n->lv_cap;
+        n->lv_ep = xrealloc(n->lv_ep, (size_t)cap * sizeof *n->lv_ep);
+        memset(n->lv_ep + n->lv_cap, 0, (size_t)(cap - n->lv_cap) * sizeof *n->lv_ep);
+        n->lv_frozen = xrealloc(n->lv_frozen, (size_t)cap * sizeof *n->lv_frozen);
+        n->lv_core_def = xrealloc(n->lv_core_def, (size_t)cap * sizeof *n->lv_core_def);
+        n->lv_core_used = xrealloc(n->lv_core_used, (size_t)cap * sizeof *n->lv_core_used);
+        n->lv_mu_def = xrealloc(n->lv_mu_def, (size_t)(cap * C) * sizeof *n->lv_mu_def);
+        n->lv_fm = xrealloc(n->lv_fm, (size_t)(cap * C) * sizeof *n->lv_fm);
+        n->lv_cap = cap;
+    }
+    ASSERT(L <= INT32_MAX, "%lld levels", (long long)L);
+    n->lv_ep[L] = n->cur_ep = ++n->epoch;
+    n->cur_lv = (int32_t)L;
+    n->lv_frozen[L] = n->live - n->left;
+    n->lv_core_def[L] = n->core_base - n->core_cnt;
+    n->lv_core_used[L] = n->core_used;
+    for (int64_t c = 0; c < C; c++) {
+        n->lv_mu_def[L * C + c] = n->mu_base[c] - n->mu[c];
+        n->lv_fm[L * C + c] = n->fm[c];
+    }
+    n->nlv = L + 1;
+}
+
+/* Where the computation starts: level k of the chain, with every level below it as it was.
+ * Every entity that froze below k is still there, unchanged (a change since starts at or
+ * above its level), so what those entities take of each resource (used, and base - cnt) is
+ * what the level logged; the rest of cnt is the current base. k = 0: from scratch. */
+static void start_at_level(net_t *n, int64_t k)
+{
+    int nt = n->ntouched, C = 2 * n->racks;
+    for (int64_t L = k; L < n->nlv; L++) n->lv_ep[L] = 0;
+    if (k == 0) {
+        for (int a = 0; a < nt; a++) {
+            int r = n->touched[a];
+            n->cnt[r] = n->base[r];
+            n->used[r] = 0;
+        }
+        for (int c = 0; c < C; c++) {
+            n->mu[c] = n->mu_base[c];
+            n->fm[c] = 0;
+        }
+        n->core_cnt = n->core_base;
+        n->core_used = 0;
+        n->left = n->live;
+        n->nhist = 0;
+    } else {
+        /* a resource no level from k on changed ended the last computation as it stood at k;
+         * the others as first logged at or above k (the log is in level order) */
+        for (int a = 0; a < nt; a++) {
+            int r = n->touched[a];
+            n->cnt[r] = n->base[r] - n->dfin[r];
+        }
+        while (n->nhist > 0 && n->hist[n->nhist - 1].lv >= k) {
+            struct hist h = n->hist[--n->nhist];
+            n->cnt[h.r] = n->base[h.r] - h.def;
+            n->used[h.r] = h.used;
+        }
+        for (int c = 0; c < C; c++) {
+            n->mu[c] = n->mu_base[c] - n->lv_mu_def[k * C + c];
+            n->fm[c] = n->lv_fm[k * C + c];
+        }
+        n->core_cnt = n->core_base - n->lv_core_def[k];
+        n->core_used = n->lv_core_used[k];
+        n->left = n->live - n->lv_frozen[k];
+    }
+    n->nlv = k;
+    for (int a = 0; a < nt; a++) {
+        int r = n->touched[a];
+        n->lcnt[r] = n->list[r].len;
+        n->ovhead[r] = -1;
+    }
+    n->nml = 0;
+    for (int64_t a = 0; a < n->multis.len; a++) {
+        lent_t m = n->multis.v[a];
+        if (m.other != LIST_DEAD && !is_frozen(n, m.slot)) n->ml[n->nml++] = m.slot;
+    }
+    n->nov = 0;
+}
+
 void net_recompute(net_t *n, int64_t now)
 {
     advance(n, now);
     n->dirty = 0;
     n->recomputes++;
     n->next_ns = INT64_MAX;
-    if (n->live == 0) return;
+    if (n->live == 0) {
+        start_at_level(n, 0);
+        n->redo = INT64_MAX;
+        return;
+    }
     n->computing = 1;
-    n->gen++;
-    /* the loads kept since the last computation are where this one starts */
+    /* Levels below the lowest one a change touched stand: a flow that ended froze at its
+     * level, so no resource it crossed saturated below it, and without it those resources
+     * saturate no sooner; an arrival may lower any level (redo 0). */
+    int64_t k = n->redo < n->nlv && !n->from_scratch ? n->redo : 0;
+    n->restarts += k > 0;
+    start_at_level(n, k);
+    n->redo = INT64_MAX;
     int nt = n->ntouched;
-    for (int k = 0; k < nt; k++) {
-        int r = n->touched[k];
-        n->cnt[r] = n->base[r];
-        n->used[r] = 0;
-        n->lcnt[r] = n->list[r].len;
-        n->ovhead[r] = -1;
-    }
-    for (int c = 0; c < 2 * n->racks; c++) {
-        n->mu[c] = n->mu_base[c];
-        n->fm[c] = 0;
-    }
-    n->core_cnt = n->core_base;
-    n->core_used = 0;
-    n->nml = 0;
-    for (int64_t a = 0; a < n->multis.len; a++)
-        if (n->multis.v[a].other != LIST_DEAD) n->ml[n->nml++] = n->multis.v[a].slot;
-    n->nov = 0;
-    n->left = n->live;
 
     /* Progressive filling: the resource with the smallest fair share freezes its flows at
      * that share. Shares only grow as flows freeze, so stale heap entries are re-pushed. */
@@ -1245,10 +1410,15 @@ void net_recompute(net_t *n, int64_t now)
             if (s2 > lim) heap_push(n, &hn, s2, t2.r);
             else n->level[nl++] = t2.r;
         }
+        level_begin(n);
         freeze_level(n, nl, share);
     }
     n->computing = 0;
     ASSERT(n->left == 0, "%lld entities got no rate", (long long)n->left);
+    for (int a = 0; a < nt; a++) {
+        int r = n->touched[a];
+        n->dfin[r] = n->base[r] - n->cnt[r];
+    }
     n->next_ns = fh_next(n);
 }
 
@@ -1296,6 +1466,7 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
                c->bytes, e->set, e->nset);
         }
         e = &n->f[i]; /* the callback may have added entities */
+        redo_from(n, is_frozen(n, i) ? n->fz_lv[i] : 0);
         unregister_ent(n, i);
         int was_multi = !is_single(e) && !is_fan(e);
         e->seq = -1;

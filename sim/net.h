@@ -6,6 +6,12 @@
  * (progressive filling over the resources send side, receive side, rack links and core).
  * Rates are recomputed only when the set of flows changed and virtual time is about to
  * advance, so flows that start or end at the same instant cost one recomputation.
+ * A computation keeps its levels (the shares at which resources saturate, lowest first, and
+ * what the flows frozen at each took of every resource), and the next one starts at the
+ * lowest level a change can alter: a flow that ended froze at its level and crossed no
+ * resource that saturated below it, so without it those levels stand, bit for bit; a flow
+ * that starts may lower any level (the computation starts from scratch). Most events end
+ * flows, so most computations redo only the levels above the lowest one that changed.
  *
  * Three kinds of entity carry flows:
  *   a single flow  src -> dst (net_add);
@@ -144,5 +150,11 @@ int net_check_kept(const net_t *n, char *err, size_t errlen);
 
 int64_t net_active(const net_t *n);     /* active entities */
 int64_t net_recomputes(const net_t *n);
+/* Computations that kept the levels below the first one a change could alter. */
+int64_t net_restarts(const net_t *n);
+
+/* Test aid: start every rate computation from its first level (on = 1), as a reference for
+ * the computations that keep the levels no change can alter (default). */
+void net_set_from_scratch(net_t *n, int on);
 
 #endif
