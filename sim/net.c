@@ -72,11 +72,17 @@ typedef struct {
     int r;
 } rheap_t;
 
-/* A finish time in the heap of finish times; stale once its entity's fin_ns or seq moved. */
+/* A level's index in its tag (struct net's lv_tag). */
+#define LV_MASK ((int64_t)0xffffff)
+
+/* An entity's finish time in the heap of finish times. */
 typedef struct {
-    int64_t fin_ns, seq;
-    int64_t slot;
+    int64_t fin_ns, slot;
 } fheap_t;
+/* An entity due to finish (net_finish). */
+typedef struct {
+    int64_t seq, slot;
+} due_t;
 
 /* `other` of a list entry: a single flow's resource on the other side, or one of these. */
 enum { LIST_WHOLE = -1, LIST_FAN_LEAF = -2, LIST_DEAD = -3 };
@@ -138,9 +144,10 @@ struct net {
     int *tpos;       /* [2N + L] place in touched, -1 when not touched */
     int ntouched;
     int64_t *special; /* [2R]: touched NIC sides of rack q and side s, at 2q + s */
-    fheap_t *fheap;  /* finish times, earliest first, with stale entries */
+    fheap_t *fheap;  /* finish times of the live entities that have one, earliest first */
     int64_t nfheap, fheap_cap;
-    fheap_t *due;    /* scratch of net_finish */
+    int64_t *hpos;   /* [cap] each entity's place in fheap, -1: none */
+    due_t *due;      /* scratch of net_finish */
     int64_t due_cap;
     /* scratch for the rate computation, indexed by resource */
     int64_t *cnt;    /* unfrozen flows crossing it, counted locally: singles, hub weights,
@@ -153,19 +160,19 @@ struct net {
     int *level;
     /* The levels of the computations so far, kept so that the next one starts at the first
      * level a change can alter (net_recompute): level L of the current chain has epoch
-     * lv_ep[L] (0: not valid, unique otherwise); entity i froze at level fz_lv[i] in the
-     * epoch fz_ep[i], so it is frozen while lv_ep[fz_lv[i]] == fz_ep[i]. At each level's
+     * lv_tag[L] = epoch << 24 | L (-1: not valid; epochs are unique); entity i froze with
+     * the tag fz[i] (0: never), so it is frozen while lv_tag[fz[i] & LV_MASK] == fz[i]
+     * (one load per entity). At each level's
      * start the global terms are kept; a resource's terms are logged in hist the first time
      * a level changes them, as its deficit base - cnt (which the entities frozen before stay
      * the only part of, whatever starts or ends later) and its used. */
     int64_t nlv, lv_cap;
-    int64_t *lv_ep, *lv_frozen, *lv_core_def, *lv_mu_def; /* lv_mu_def, lv_fm: [lv_cap x 2R] */
+    int64_t *lv_tag, *lv_frozen, *lv_core_def, *lv_mu_def; /* lv_mu_def, lv_fm: [lv_cap x 2R] */
     double *lv_core_used, *lv_fm;
-    int64_t epoch, cur_ep;
+    int64_t epoch, cur_tag;
     int32_t cur_lv;
-    int64_t *fz_ep;
-    int32_t *fz_lv;
-    int64_t *hstamp; /* [2N + L] the epoch of the level that last logged the resource */
+    int64_t *fz;
+    int64_t *hstamp; /* [2N + L] the tag of the level that last logged the resource */
     struct hist {
         int64_t def;
         double used;
@@ -190,7 +197,7 @@ struct net {
     int32_t *exin;   /* [entity]: its excluded resources in the current level */
     char *mark2;     /* [resource] scratch of freeze_level and split_off */
     int *leafbuf;    /* [node] scratch: the leaves being split off */
-    int64_t ent_cap; /* capacity of fz_ep, fz_lv, ml, exin and seen */
+    int64_t ent_cap; /* capacity of fz, ml, exin and seen */
     rheap_t *heap;
     int64_t heap_cap;
     /* global terms of the current computation, per rack q and side s at 2q + s */
@@ -305,7 +312,8 @@ net_t *net_new_racks(int nodes, double nic_Bps, double core_Bps, int nodes_per_r
     n->hstamp = xcalloc(K, sizeof *n->hstamp);
     n->dfin = xcalloc(K, sizeof *n->dfin);
     n->lv_cap = 16;
-    n->lv_ep = xcalloc((size_t)n->lv_cap, sizeof *n->lv_ep);
+    n->lv_tag = xcalloc((size_t)n->lv_cap, sizeof *n->lv_tag);
+    memset(n->lv_tag, 0xff, (size_t)n->lv_cap * sizeof *n->lv_tag);
     n->lv_frozen = xcalloc((size_t)n->lv_cap, sizeof *n->lv_frozen);
     n->lv_core_def = xcalloc((size_t)n->lv_cap, sizeof *n->lv_core_def);
     n->lv_core_used = xcalloc((size_t)n->lv_cap, sizeof *n->lv_core_used);
@@ -338,6 +346,7 @@ void net_destroy(net_t **np)
     free(n->touched);
     free(n->tpos);
     free(n->fheap);
+    free(n->hpos);
     free(n->due);
     free(n->free_slots);
     free(n->f);
@@ -346,12 +355,11 @@ void net_destroy(net_t **np)
     free(n->lcnt);
     free(n->in_level);
     free(n->level);
-    free(n->fz_ep);
-    free(n->fz_lv);
+    free(n->fz);
     free(n->hstamp);
     free(n->hist);
     free(n->dfin);
-    free(n->lv_ep);
+    free(n->lv_tag);
     free(n->lv_frozen);
     free(n->lv_core_def);
     free(n->lv_core_used);
@@ -562,80 +570,70 @@ static void squeeze_exl(net_t *n, const int *set, int nset, int off)
 
 /* ---- finish times ---- */
 
-static int fh_less(fheap_t a, fheap_t b)
+/* A binary heap of the live entities' finish times, each entity's place in hpos: a new
+ * finish time moves the entity's own entry, so the heap holds the live entities alone. */
+static inline void fh_place(net_t *n, int64_t k, fheap_t x)
 {
-    return a.fin_ns < b.fin_ns || (a.fin_ns == b.fin_ns && a.seq < b.seq);
+    n->fheap[k] = x;
+    n->hpos[x.slot] = k;
 }
 
-static int fh_valid(const net_t *n, fheap_t x)
+static void fh_up(net_t *n, int64_t k, fheap_t x)
 {
-    const ent_t *e = &n->f[x.slot];
-    return e->seq == x.seq && e->fin_ns == x.fin_ns;
+    while (k > 0) {
+        int64_t p = (k - 1) / 2;
+        if (n->fheap[p].fin_ns <= x.fin_ns) break;
+        fh_place(n, k, n->fheap[p]);
+        k = p;
+    }
+    fh_place(n, k, x);
 }
 
-static void fh_sift_down(net_t *n, int64_t i)
+static void fh_down(net_t *n, int64_t k, fheap_t x)
 {
-    fheap_t x = n->fheap[i];
     for (;;) {
-        int64_t l = 2 * i + 1, m = l;
+        int64_t l = 2 * k + 1, m = l;
         if (l >= n->nfheap) break;
-        if (l + 1 < n->nfheap && fh_less(n->fheap[l + 1], n->fheap[l])) m = l + 1;
-        if (!fh_less(n->fheap[m], x)) break;
-        n->fheap[i] = n->fheap[m];
-        i = m;
+        if (l + 1 < n->nfheap && n->fheap[l + 1].fin_ns < n->fheap[l].fin_ns) m = l + 1;
+        if (n->fheap[m].fin_ns >= x.fin_ns) break;
+        fh_place(n, k, n->fheap[m]);
+        k = m;
     }
-    n->fheap[i] = x;
+    fh_place(n, k, x);
 }
 
-static void fh_pop(net_t *n)
+/* Entry x at place k, from where it moves up or down. */
+static void fh_fix(net_t *n, int64_t k, fheap_t x)
 {
-    n->fheap[0] = n->fheap[--n->nfheap];
-    if (n->nfheap > 0) fh_sift_down(n, 0);
+    if (k > 0 && x.fin_ns < n->fheap[(k - 1) / 2].fin_ns) fh_up(n, k, x);
+    else fh_down(n, k, x);
 }
 
-/* Rebuild the heap from the live entities alone, dropping the stale entries. */
-static void fh_rebuild(net_t *n)
+/* Entity i finishes at fin from now on. */
+static void fh_set(net_t *n, int64_t i, int64_t fin)
 {
-    int64_t k = 0;
-    for (int64_t a = 0; a < n->order.len; a++) {
-        lent_t x = n->order.v[a];
-        const ent_t *e = &n->f[x.slot];
-        if (x.other == LIST_DEAD || e->fin_ns == INT64_MAX) continue;
-        n->fheap[k++] = (fheap_t){e->fin_ns, e->seq, x.slot};
+    fheap_t x = {fin, i};
+    int64_t k = n->hpos[i];
+    if (k >= 0) {
+        fh_fix(n, k, x);
+        return;
     }
-    n->nfheap = k;
-    for (int64_t i = k / 2 - 1; i >= 0; i--) fh_sift_down(n, i);
-}
-
-/* Entity i (seq) has a new finish time fin (passed by value: read back from the entity
- * just written, a 16-byte load over an 8-byte store stalls). */
-static void fh_push(net_t *n, int64_t i, int64_t fin, int64_t seq)
-{
     if (n->nfheap == n->fheap_cap) {
-        if (n->nfheap > 2 * n->live + 1024) {
-            fh_rebuild(n); /* i's own entry is made there */
-            return;
-        }
         n->fheap_cap = n->fheap_cap ? 2 * n->fheap_cap : 1024;
         n->fheap = xrealloc(n->fheap, (size_t)n->fheap_cap * sizeof *n->fheap);
     }
-    int64_t k = n->nfheap++;
-    fheap_t x = {fin, seq, i};
-    while (k > 0) {
-        int64_t p = (k - 1) / 2;
-        if (!fh_less(x, n->fheap[p])) break;
-        n->fheap[k] = n->fheap[p];
-        k = p;
-    }
-    n->fheap[k] = x;
+    fh_up(n, n->nfheap++, x);
 }
 
-/* The earliest finish time of a live entity; stale entries met on the way are dropped. */
-static int64_t fh_next(net_t *n)
+static void fh_remove(net_t *n, int64_t i)
 {
-    while (n->nfheap > 0 && !fh_valid(n, n->fheap[0])) fh_pop(n);
-    return n->nfheap > 0 ? n->fheap[0].fin_ns : INT64_MAX;
+    int64_t k = n->hpos[i];
+    n->hpos[i] = -1;
+    fheap_t last = n->fheap[--n->nfheap];
+    if (k < n->nfheap) fh_fix(n, k, last);
 }
+
+static int64_t fh_next(const net_t *n) { return n->nfheap > 0 ? n->fheap[0].fin_ns : INT64_MAX; }
 
 /* ---- entities ---- */
 
@@ -643,8 +641,7 @@ static void grow_ent_scratch(net_t *n)
 {
     if (n->ent_cap >= n->cap) return;
     n->ent_cap = n->cap;
-    n->fz_ep = xrealloc(n->fz_ep, (size_t)n->ent_cap * sizeof *n->fz_ep);
-    n->fz_lv = xrealloc(n->fz_lv, (size_t)n->ent_cap * sizeof *n->fz_lv);
+    n->fz = xrealloc(n->fz, (size_t)n->ent_cap * sizeof *n->fz);
     n->ml = xrealloc(n->ml, (size_t)n->ent_cap * sizeof *n->ml);
     n->seen = xrealloc(n->seen, (size_t)n->ent_cap * sizeof *n->seen);
     n->exin = xrealloc(n->exin, (size_t)n->ent_cap * sizeof *n->exin);
@@ -662,13 +659,14 @@ static int64_t new_slot(net_t *n)
             n->f = xrealloc(n->f, (size_t)n->cap * sizeof *n->f);
             n->cold = xrealloc(n->cold, (size_t)n->cap * sizeof *n->cold);
             n->free_slots = xrealloc(n->free_slots, (size_t)n->cap * sizeof *n->free_slots);
+            n->hpos = xrealloc(n->hpos, (size_t)n->cap * sizeof *n->hpos);
         }
         i = n->used_slots++;
     }
     ASSERT(i <= INT32_MAX, "%lld entity slots", (long long)i);
     grow_ent_scratch(n);
-    n->fz_ep[i] = -1; /* no level's epoch: unfrozen */
-    n->fz_lv[i] = 0;
+    n->fz[i] = 0; /* no level's tag: unfrozen */
+    n->hpos[i] = -1;
     n->seen[i] = 0;
     n->exin[i] = 0;
     return i;
@@ -859,19 +857,18 @@ static double share_of(const net_t *n, int r)
 
 /* Entity j froze in the current chain of levels (at a level kept from an earlier computation
  * or in this one). */
-static inline int is_frozen(const net_t *n, int64_t j) { return n->lv_ep[n->fz_lv[j]] == n->fz_ep[j]; }
-
-static inline void mark_frozen(net_t *n, int64_t j)
+static inline int is_frozen(const net_t *n, int64_t j)
 {
-    n->fz_lv[j] = n->cur_lv;
-    n->fz_ep[j] = n->cur_ep;
+    return n->lv_tag[n->fz[j] & LV_MASK] == n->fz[j];
 }
+
+static inline void mark_frozen(net_t *n, int64_t j) { n->fz[j] = n->cur_tag; }
 
 /* Kept resource r's terms are about to change at this level: log them the first time. */
 static inline void hist(net_t *n, int r)
 {
-    if (n->hstamp[r] == n->cur_ep) return;
-    n->hstamp[r] = n->cur_ep;
+    if (n->hstamp[r] == n->cur_tag) return;
+    n->hstamp[r] = n->cur_tag;
     if (n->nhist == n->hist_cap) {
         n->hist_cap = n->hist_cap ? 2 * n->hist_cap : 1024;
         n->hist = xrealloc(n->hist, (size_t)n->hist_cap * sizeof *n->hist);
@@ -907,7 +904,7 @@ static inline void set_rate(net_t *n, int64_t i, double x)
         int64_t fin = n->last_ns + (d > 0 ? d : 0);
         if (fin != e->fin_ns) {
             e->fin_ns = fin;
-            fh_push(n, i, fin, e->seq);
+            fh_set(n, i, fin);
         }
     }
 }
@@ -1083,7 +1080,7 @@ static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int risi
     n->cold[j] = n->cold[i];
     /* the new entity enters first, so no resource is left untouched on the way */
     register_ent(n, j);
-    if (e.fin_ns != INT64_MAX) fh_push(n, j, e.fin_ns, e.seq);
+    if (e.fin_ns != INT64_MAX) fh_set(n, j, e.fin_ns);
     if (is_fan(g)) {
         for (int a = 0; a < k; a++) n->mark2[off + leaves[a]] = 1;
         int w = 0;
@@ -1275,8 +1272,8 @@ static void level_begin(net_t *n)
     int64_t L = n->nlv, C = 2 * n->racks;
     if (L == n->lv_cap) {
         int64_t cap = 2 * n->lv_cap;
-        n->lv_ep = xrealloc(n->lv_ep, (size_t)cap * sizeof *n->lv_ep);
-        memset(n->lv_ep + n->lv_cap, 0, (size_t)(cap - n->lv_cap) * sizeof *n->lv_ep);
+        n->lv_tag = xrealloc(n->lv_tag, (size_t)cap * sizeof *n->lv_tag);
+        memset(n->lv_tag + n->lv_cap, 0xff, (size_t)(cap - n->lv_cap) * sizeof *n->lv_tag);
         n->lv_frozen = xrealloc(n->lv_frozen, (size_t)cap * sizeof *n->lv_frozen);
         n->lv_core_def = xrealloc(n->lv_core_def, (size_t)cap * sizeof *n->lv_core_def);
         n->lv_core_used = xrealloc(n->lv_core_used, (size_t)cap * sizeof *n->lv_core_used);
@@ -1284,8 +1281,8 @@ static void level_begin(net_t *n)
         n->lv_fm = xrealloc(n->lv_fm, (size_t)(cap * C) * sizeof *n->lv_fm);
         n->lv_cap = cap;
     }
-    ASSERT(L <= INT32_MAX, "%lld levels", (long long)L);
-    n->lv_ep[L] = n->cur_ep = ++n->epoch;
+    ASSERT(L <= LV_MASK, "%lld levels", (long long)L);
+    n->lv_tag[L] = n->cur_tag = ++n->epoch << 24 | L;
     n->cur_lv = (int32_t)L;
     n->lv_frozen[L] = n->live - n->left;
     n->lv_core_def[L] = n->core_base - n->core_cnt;
@@ -1304,7 +1301,7 @@ static void level_begin(net_t *n)
 static void start_at_level(net_t *n, int64_t k)
 {
     int nt = n->ntouched, C = 2 * n->racks;
-    for (int64_t L = k; L < n->nlv; L++) n->lv_ep[L] = 0;
+    for (int64_t L = k; L < n->nlv; L++) n->lv_tag[L] = -1;
     if (k == 0) {
         for (int a = 0; a < nt; a++) {
             int r = n->touched[a];
@@ -1424,7 +1421,7 @@ void net_recompute(net_t *n, int64_t now)
 
 static int cmp_seq(const void *a, const void *b)
 {
-    int64_t x = ((const fheap_t *)a)->seq, y = ((const fheap_t *)b)->seq;
+    int64_t x = ((const due_t *)a)->seq, y = ((const due_t *)b)->seq;
     return (x > y) - (x < y);
 }
 
@@ -1434,17 +1431,15 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
     /* the entities due, taken off the heap, then called back in creation order */
     int64_t done = 0;
     while (n->nfheap > 0 && n->fheap[0].fin_ns <= now) {
-        fheap_t x = n->fheap[0];
-        fh_pop(n);
-        if (!fh_valid(n, x)) continue;
+        int64_t i = n->fheap[0].slot;
+        fh_remove(n, i);
         if (done == n->due_cap) {
             n->due_cap = n->due_cap ? 2 * n->due_cap : 16;
             n->due = xrealloc(n->due, (size_t)n->due_cap * sizeof *n->due);
         }
-        n->due[done++] = x;
-        n->f[x.slot].fin_ns = INT64_MIN; /* a second entry of it reads stale */
+        n->due[done++] = (due_t){n->f[i].seq, i};
     }
-    fheap_t *due = n->due;
+    due_t *due = n->due;
     if (done > 1) qsort(due, (size_t)done, sizeof *due, cmp_seq);
     for (int64_t k = 0; k < done; k++) {
         int64_t i = due[k].slot;
@@ -1466,7 +1461,7 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
                c->bytes, e->set, e->nset);
         }
         e = &n->f[i]; /* the callback may have added entities */
-        redo_from(n, is_frozen(n, i) ? n->fz_lv[i] : 0);
+        redo_from(n, is_frozen(n, i) ? n->fz[i] & LV_MASK : 0);
         unregister_ent(n, i);
         int was_multi = !is_single(e) && !is_fan(e);
         e->seq = -1;
@@ -1754,12 +1749,17 @@ int net_check_kept(const net_t *n, char *err, size_t errlen)
     /* every finish time in the heap, and the earliest one is next_ns */
     for (int64_t k = 0; k < n->nfheap; k++) {
         fheap_t x = n->fheap[k];
-        if (k > 0 && fh_less(x, n->fheap[(k - 1) / 2])) KEPT_FAIL("finish heap out of order");
-        if (fh_valid(n, x)) covered[x.slot] = 1;
+        if (k > 0 && x.fin_ns < n->fheap[(k - 1) / 2].fin_ns)
+            KEPT_FAIL("finish heap out of order");
+        if (x.slot < 0 || x.slot >= n->used_slots || n->f[x.slot].seq < 0 ||
+            n->f[x.slot].fin_ns != x.fin_ns || n->hpos[x.slot] != k || covered[x.slot])
+            KEPT_FAIL("finish heap entry %lld stale or misplaced", (long long)k);
+        covered[x.slot] = 1;
     }
     for (int64_t i = 0; i < n->used_slots; i++)
-        if (n->f[i].seq >= 0 && n->f[i].fin_ns != INT64_MAX && !covered[i])
-            KEPT_FAIL("entity %lld: finish time not in the heap", (long long)n->f[i].seq);
+        if ((n->f[i].seq >= 0 && n->f[i].fin_ns != INT64_MAX) != covered[i])
+            KEPT_FAIL("slot %lld: finish time in the heap %d, entity live %d", (long long)i,
+                      covered[i], n->f[i].seq >= 0);
     if (!n->dirty && n->next_ns != fmin)
         KEPT_FAIL("next finish %lld, earliest entity %lld", (long long)n->next_ns,
                   (long long)fmin);
