@@ -25,7 +25,9 @@
  * starts, ends or splits: each resource's list of entities (in creation order), the loads,
  * which resources anything crosses, the multis excluding each resource, and a heap of finish
  * times. A computation then costs the progressive filling alone, not a rebuild over every
- * entity and every excluded node. */
+ * entity and every excluded node; and the filling itself starts at the lowest level an end
+ * since the last one can alter, from what each level logged (start_at_level), so it redoes
+ * the levels above that one only. */
 #define FAN (-2)
 /* A multi's field for its leaves: SCOPE(q) = -3 - q, the leaves being the nodes of rack q
  * (every node when there is one rack). */
