@@ -161,13 +161,13 @@ struct net {
     char *in_level;  /* resources saturating at the current level */
     int *level;
     /* The levels of the computations so far, kept so that the next one starts at the first
-     * level a change can alter (net_recompute): level L of the current chain has epoch
+     * level a change can alter (net_recompute): level L of the current chain has the tag
      * lv_tag[L] = epoch << 24 | L (-1: not valid; epochs are unique); entity i froze with
      * the tag fz[i] (0: never), so it is frozen while lv_tag[fz[i] & LV_MASK] == fz[i]
-     * (one load per entity). At each level's
-     * start the global terms are kept; a resource's terms are logged in hist the first time
-     * a level changes them, as its deficit base - cnt (which the entities frozen before stay
-     * the only part of, whatever starts or ends later) and its used. */
+     * (one load per entity). At each level's start the global terms are kept; a resource's
+     * terms are logged in hist the first time a level changes them, as its deficit
+     * base - cnt (which the entities frozen before stay the only part of, whatever starts
+     * or ends later) and its used. */
     int64_t nlv, lv_cap;
     int64_t *lv_tag, *lv_frozen, *lv_core_def, *lv_mu_def; /* lv_mu_def, lv_fm: [lv_cap x 2R] */
     double *lv_core_used, *lv_fm;
