@@ -56,8 +56,8 @@ const char *net_model_name(net_model_t m)
 
 net_model_t net_model_for(net_model_t m, int nodes)
 {
-    if (m != NET_MODEL_AUTO) return m;
-    return nodes <= NET_MODEL_AUTO_EXACT_NODES ? NET_MODEL_EXACT : NET_MODEL_WHOLE;
+    (void)nodes; /* exact max-min is fast enough at every size (README, Simulator speed) */
+    return m == NET_MODEL_AUTO ? NET_MODEL_EXACT : m;
 }
 
 const char *experiment_keys_help(void)
@@ -85,7 +85,7 @@ const char *experiment_keys_help(void)
            "                            of >= B MB, one ring each; 0 = one per layer (0)\n"
            "  net_model = M             simulated bandwidth sharing: exact (per-flow max-min),\n"
            "                            whole (broadcasts/gathers move as one, faster), or\n"
-           "                            auto (exact up to 512 nodes) (auto)\n"
+           "                            auto (exact at every size) (auto)\n"
            "  cluster.KEY = VALUE       one key of the cluster, after `cluster =` (which may\n"
            "                            be `defaults`: every cluster key at its default)\n"
            "training keys (poseidon train; the simulator ignores them):\n"

@@ -40,10 +40,9 @@
 #define KV_BLOCK_WHOLE_TENSOR ((int64_t)1 << 50)
 
 /* How the simulator's network shares bandwidth (sim/net.h): exact per-flow max-min, or with
- * broadcasts and gathers kept whole (faster on thousands of nodes); auto picks exact up to
- * NET_MODEL_AUTO_EXACT_NODES nodes. */
+ * broadcasts and gathers kept whole (the grouped model, an option); auto, the default, is
+ * exact at every size. */
 typedef enum { NET_MODEL_AUTO, NET_MODEL_EXACT, NET_MODEL_WHOLE } net_model_t;
-#define NET_MODEL_AUTO_EXACT_NODES 512
 const char *net_model_name(net_model_t m);
 /* The model that runs on a cluster of `nodes` (auto resolved). */
 net_model_t net_model_for(net_model_t m, int nodes);

@@ -1,6 +1,7 @@
 # Simulator time and memory per iteration against nodes, one line per network, scheme
-# and bandwidth, from scripts/bench_sim.sh's CSV (default network model rows: net_model
-# starting with "auto"; exact-model rows above 512 nodes as points).
+# and bandwidth, from scripts/bench_sim.sh's CSV (default network model rows, exact max-min:
+# net_model starting with "auto"; the grouped model's rows at 1,024 and 10,000 nodes as
+# points).
 # usage: gnuplot -e "csv='out/bench/sim.csv'; out='out/reports/sim-scaling'" reports/sim_scaling.gp
 # Columns used: 1 model, 2 nodes, 3 gbps, 4 scheme, 5 net_model, 6 status, 12 sim_rss_MB,
 # 13 cpu_s (CPU time of the run: on a machine shared with other jobs the wall time of a
@@ -20,13 +21,13 @@ mem(m, c, nm) = is(m, c, nm) ? column(12) : 1/0
 do for [fmt in "pngcairo svg"] {
     if (fmt eq "svg") { set terminal svg size 1100,900 dynamic; set output out.".svg" } \
     else { set terminal pngcairo size 1100,900; set output out.".png" }
-    set multiplot layout 2,1 title "poseidon sim, one iteration, one core (lines: default model; points: exact max-min)"
+    set multiplot layout 2,1 title "poseidon sim, one iteration, one core (lines: exact max-min, the default; points: grouped model)"
     set ylabel "CPU time per iteration (s)"
     plot for [i=1:words(nets)] for [j=1:words(confs)] csv \
              using 2:(cpu(word(nets,i), word(confs,j), "auto")) with linespoints lc i dt j pt 7 \
              title word(nets,i)." ".word(confs,j), \
          for [i=1:words(nets)] for [j=1:words(confs)] csv \
-             using 2:(cpu(word(nets,i), word(confs,j), "exact")) with points lc i pt 6 ps 1.5 \
+             using 2:(cpu(word(nets,i), word(confs,j), "whole")) with points lc i pt 6 ps 1.5 \
              notitle, \
          1 with lines lc rgb "gray" dt 2 title "1 s", 60 with lines lc rgb "gray" dt 3 title "60 s"
     set ylabel "memory beyond the bare binary (MB)"

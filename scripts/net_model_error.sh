@@ -4,8 +4,7 @@
 # measured) of VGG19, ResNet-152, GoogLeNet and Inception-V3, hybrid and ps, 10 and 40 GbE,
 # at 64, 256 and 1,024 nodes, with both models. Writes out/net_model_error.csv
 # (model,nodes,gbps,scheme,exact_s,whole_s,rel_err; rel_err = whole / exact - 1) and prints
-# the median and the worst |rel_err|. Takes well over half an hour on one core: exact max-min
-# on the hybrid runs of ResNet-152 and Inception-V3 at 1,024 nodes takes minutes each.
+# the median and the worst |rel_err|. Takes about 20 s on one core.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
