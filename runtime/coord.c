@@ -376,17 +376,22 @@ static void where(coord_client_t *c, char *out, size_t len)
     pthread_mutex_unlock(&c->lock);
 }
 
-void coord_client_fail(coord_client_t *c, const char *fmt, ...)
+/* "poseidon: WHERE: LEAD<message>" on stderr, then the abort exit. */
+static _Noreturn void fail_with(coord_client_t *c, const char *lead, const char *fmt, va_list ap)
 {
     char w[700], msg[512];
     where(c, w, sizeof w);
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "poseidon: %s: %s\n", w, msg);
+    fprintf(stderr, "poseidon: %s: %s%s\n", w, lead, msg);
     fflush(NULL);
     _exit(COORD_EXIT_ABORT);
+}
+
+void coord_client_fail(coord_client_t *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_with(c, "", fmt, ap);
 }
 
 /* This rank's last line when rank 0's coordinator is gone, then the abort exit. */
@@ -394,16 +399,12 @@ static _Noreturn void coordinator_gone(coord_client_t *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static _Noreturn void coordinator_gone(coord_client_t *c, const char *fmt, ...)
 {
-    char w[700], why[256];
-    where(c, w, sizeof w);
+    char lead[320];
+    snprintf(lead, sizeof lead, "job aborted: the coordinator (node %s, rank 0) ",
+             c->env.master_addr);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "poseidon: %s: job aborted: the coordinator (node %s, rank 0) %s\n", w,
-            c->env.master_addr, why);
-    fflush(NULL);
-    _exit(COORD_EXIT_ABORT);
+    fail_with(c, lead, fmt, ap);
 }
 
 static void *client_beat(void *arg)
