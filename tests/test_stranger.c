@@ -23,22 +23,27 @@
     "--no-eval --batch 16 --iterations 80 --scheme hybrid --no-probe --job-out none "        \
     "--timeout-ms 30000 --kv-block-mb tensor"
 
-/* The port after `marker` in file path ("...tcp://127.0.0.1:PORT" or "master 127.0.0.1:PORT"),
- * or 0 while it is not there. */
-static int port_after(const char *path, const char *marker)
+/* The number after the last `key` on the first line of path that holds marker, or 0 (no such
+ * line yet). */
+static int number_after(const char *path, const char *marker, const char *key)
 {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     char line[1024];
-    int port = 0;
-    while (!port && fgets(line, sizeof line, f)) {
-        char *m = strstr(line, marker);
-        if (!m) continue;
-        char *colon = strrchr(m, ':');
-        if (colon) port = atoi(colon + 1);
+    int v = 0;
+    while (!v && fgets(line, sizeof line, f)) {
+        char *m = strstr(line, marker), *at = NULL;
+        for (char *k = m; k && (k = strstr(k, key)); k++) at = k;
+        if (at) v = atoi(at + strlen(key));
     }
     fclose(f);
-    return port;
+    return v;
+}
+
+/* The port after `marker` ("...tcp://127.0.0.1:PORT" or "master 127.0.0.1:PORT"), or 0. */
+static int port_after(const char *path, const char *marker)
+{
+    return number_after(path, marker, ":");
 }
 
 static void *stranger_socket(int port, const char *server_pub, const keyring_t *own)
@@ -156,16 +161,7 @@ TEST(job_refuses_strangers)
 /* The pid after "pid " on the first line of path that holds marker, or 0. */
 static int pid_after(const char *path, const char *marker)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[1024];
-    int pid = 0;
-    while (!pid && fgets(line, sizeof line, f)) {
-        char *p = strstr(line, marker) ? strstr(line, "pid ") : NULL;
-        if (p) pid = atoi(p + 4);
-    }
-    fclose(f);
-    return pid;
+    return number_after(path, marker, "pid ");
 }
 
 /* The n-th integer after marker on its line in path (0: the first), or -1. */
