@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "rates.h"
 
 /* One entity: a single flow src -> dst; a "multi" of `mult` flows between a hub node and
  * its leaves (every node of one rack, every node with one rack, but the hub and the nodes in
@@ -27,7 +28,9 @@
  * times. A computation then costs the progressive filling alone, not a rebuild over every
  * entity and every excluded node; and the filling itself starts at the lowest level an end
  * since the last one can alter, from what each level logged (start_at_level), so it redoes
- * the levels above that one only. */
+ * the levels above that one only. An entity's rate, remaining bytes and finish time are
+ * its level's (sim/rates.h): freezing it notes its level, and the computation ends by giving
+ * each level its rate. */
 #define FAN (-2)
 /* A multi's field for its leaves: SCOPE(q) = -3 - q, the leaves being the nodes of rack q
  * (every node when there is one rack). */
@@ -41,11 +44,6 @@ typedef struct {
     int nset;
     int *set;        /* owned; room for ex_room(nset): multi: the nodes it excludes; fan: its
                         leaves */
-    double rem;      /* bytes left per flow at t0_ns */
-    double rate;     /* bytes/s per flow, since t0_ns (0: not computed yet) */
-    int64_t t0_ns;   /* when its rate last changed: an entity whose rate a computation
-                        leaves as it was is not touched again (rem, fin_ns stay) */
-    int64_t fin_ns;
     int64_t seq;     /* creation order; -1: a free slot */
 } ent_t;
 /* What only the finish callback reads, in an array beside the entities. */
@@ -77,10 +75,6 @@ typedef struct {
 /* A level's index in its tag (struct net's lv_tag). */
 #define LV_MASK ((int64_t)0xffffff)
 
-/* An entity's finish time in the heap of finish times. */
-typedef struct {
-    int64_t fin_ns, slot;
-} fheap_t;
 /* An entity due to finish (net_finish). */
 typedef struct {
     int64_t seq, slot;
@@ -146,9 +140,8 @@ struct net {
     int *tpos;       /* [2N + L] place in touched, -1 when not touched */
     int ntouched;
     int64_t *special; /* [2R]: touched NIC sides of rack q and side s, at 2q + s */
-    fheap_t *fheap;  /* finish times of the live entities that have one, earliest first */
-    int64_t nfheap, fheap_cap;
-    int64_t *hpos;   /* [cap] each entity's place in fheap, -1: none */
+    rates_t *rt;     /* each entity's rate, bytes left and finish time, one per level of
+                        the last computation that gave it a rate (sim/rates.h) */
     due_t *due;      /* scratch of net_finish */
     int64_t due_cap;
     /* scratch for the rate computation, indexed by resource */
@@ -265,6 +258,7 @@ net_t *net_new_racks(int nodes, double nic_Bps, double core_Bps, int nodes_per_r
     ASSERT(nodes >= 1 && nic_Bps > 0, "nodes %d, nic %g", nodes, nic_Bps);
     ASSERT(nodes_per_rack >= 0, "%d nodes per rack", nodes_per_rack);
     net_t *n = xcalloc(1, sizeof *n);
+    n->rt = rates_new();
     n->nodes = nodes;
     n->nic_Bps = nic_Bps;
     n->core_Bps = core_Bps > 0 ? core_Bps : 0;
@@ -347,8 +341,7 @@ void net_destroy(net_t **np)
     free(n->ref);
     free(n->touched);
     free(n->tpos);
-    free(n->fheap);
-    free(n->hpos);
+    rates_destroy(&n->rt);
     free(n->due);
     free(n->free_slots);
     free(n->f);
@@ -570,73 +563,6 @@ static void squeeze_exl(net_t *n, const int *set, int nset, int off)
     }
 }
 
-/* ---- finish times ---- */
-
-/* A binary heap of the live entities' finish times, each entity's place in hpos: a new
- * finish time moves the entity's own entry, so the heap holds the live entities alone. */
-static inline void fh_place(net_t *n, int64_t k, fheap_t x)
-{
-    n->fheap[k] = x;
-    n->hpos[x.slot] = k;
-}
-
-static void fh_up(net_t *n, int64_t k, fheap_t x)
-{
-    while (k > 0) {
-        int64_t p = (k - 1) / 2;
-        if (n->fheap[p].fin_ns <= x.fin_ns) break;
-        fh_place(n, k, n->fheap[p]);
-        k = p;
-    }
-    fh_place(n, k, x);
-}
-
-static void fh_down(net_t *n, int64_t k, fheap_t x)
-{
-    for (;;) {
-        int64_t l = 2 * k + 1, m = l;
-        if (l >= n->nfheap) break;
-        if (l + 1 < n->nfheap && n->fheap[l + 1].fin_ns < n->fheap[l].fin_ns) m = l + 1;
-        if (n->fheap[m].fin_ns >= x.fin_ns) break;
-        fh_place(n, k, n->fheap[m]);
-        k = m;
-    }
-    fh_place(n, k, x);
-}
-
-/* Entry x at place k, from where it moves up or down. */
-static void fh_fix(net_t *n, int64_t k, fheap_t x)
-{
-    if (k > 0 && x.fin_ns < n->fheap[(k - 1) / 2].fin_ns) fh_up(n, k, x);
-    else fh_down(n, k, x);
-}
-
-/* Entity i finishes at fin from now on. */
-static void fh_set(net_t *n, int64_t i, int64_t fin)
-{
-    fheap_t x = {fin, i};
-    int64_t k = n->hpos[i];
-    if (k >= 0) {
-        fh_fix(n, k, x);
-        return;
-    }
-    if (n->nfheap == n->fheap_cap) {
-        n->fheap_cap = n->fheap_cap ? 2 * n->fheap_cap : 1024;
-        n->fheap = xrealloc(n->fheap, (size_t)n->fheap_cap * sizeof *n->fheap);
-    }
-    fh_up(n, n->nfheap++, x);
-}
-
-static void fh_remove(net_t *n, int64_t i)
-{
-    int64_t k = n->hpos[i];
-    n->hpos[i] = -1;
-    fheap_t last = n->fheap[--n->nfheap];
-    if (k < n->nfheap) fh_fix(n, k, last);
-}
-
-static int64_t fh_next(const net_t *n) { return n->nfheap > 0 ? n->fheap[0].fin_ns : INT64_MAX; }
-
 /* ---- entities ---- */
 
 static void grow_ent_scratch(net_t *n)
@@ -661,14 +587,13 @@ static int64_t new_slot(net_t *n)
             n->f = xrealloc(n->f, (size_t)n->cap * sizeof *n->f);
             n->cold = xrealloc(n->cold, (size_t)n->cap * sizeof *n->cold);
             n->free_slots = xrealloc(n->free_slots, (size_t)n->cap * sizeof *n->free_slots);
-            n->hpos = xrealloc(n->hpos, (size_t)n->cap * sizeof *n->hpos);
+            rates_reserve(n->rt, n->cap);
         }
         i = n->used_slots++;
     }
     ASSERT(i <= INT32_MAX, "%lld entity slots", (long long)i);
     grow_ent_scratch(n);
     n->fz[i] = 0; /* no level's tag: unfrozen */
-    n->hpos[i] = -1;
     n->seen[i] = 0;
     n->exin[i] = 0;
     return i;
@@ -684,11 +609,8 @@ static void push_ent(net_t *n, int64_t now, ent_t e, int64_t bytes, int64_t tag)
 {
     advance(n, now);
     int64_t i = new_slot(n);
-    e.rem = (double)bytes;
-    e.rate = 0;
-    e.t0_ns = now;
-    e.fin_ns = INT64_MAX;
     e.seq = n->next_seq++;
+    rates_start(n->rt, i, (double)bytes);
     n->cold[i] = (ent_cold_t){bytes, tag};
     n->f[i] = e;
     register_ent(n, i);
@@ -878,38 +800,9 @@ static inline void hist(net_t *n, int r)
     n->hist[n->nhist++] = (struct hist){n->base[r] - n->cnt[r], n->used[r], r, n->cur_lv};
 }
 
-/* llround(x) for 0 <= x < 2^62, without the library call (a tenth of a recomputation went
- * there): x - trunc(x) is exact, so halves round up exactly as llround rounds them. */
-static inline int64_t round_ns(double x)
-{
-    if (!(x < 4.6e18)) return llround(x);
-    int64_t i = (int64_t)x;
-    return x - (double)i >= 0.5 ? i + 1 : i;
-}
-
-/* Give entity i its rate x at this computation (time n->last_ns). Where x is the rate it
- * had, nothing changes: its remaining bytes and finish time stay as computed when that rate
- * was set (so they carry no rounding from the events in between). Otherwise its bytes are
- * drained to now at the old rate and its finish time follows from the new one. */
-static inline void set_rate(net_t *n, int64_t i, double x)
-{
-    ent_t *e = &n->f[i];
-    if (x != e->rate) {
-        ASSERT(x > 0, "flow %d -> %d got no bandwidth", e->src, e->dst);
-        if (e->rate > 0) {
-            e->rem -= e->rate * ((double)(n->last_ns - e->t0_ns) * 1e-9);
-            if (e->rem < 0) e->rem = 0;
-        }
-        e->t0_ns = n->last_ns;
-        e->rate = x;
-        int64_t d = round_ns(e->rem / x * 1e9);
-        int64_t fin = n->last_ns + (d > 0 ? d : 0);
-        if (fin != e->fin_ns) {
-            e->fin_ns = fin;
-            fh_set(n, i, fin);
-        }
-    }
-}
+/* Entity i froze at the current level: its rate is the level's (rates_apply gives it at the
+ * end of the computation, as one change per level). */
+static inline void note_level(net_t *n, int64_t i) { rates_note(n->rt, i, n->cur_lv); }
 
 /* freeze()'s terms of the rack links entity e crosses. */
 static void freeze_links(net_t *n, const ent_t *e, double x)
@@ -928,7 +821,7 @@ static void freeze(net_t *n, int64_t i, double x)
     ent_t *e = &n->f[i];
     mark_frozen(n, i);
     n->left--;
-    set_rate(n, i, x);
+    note_level(n, i);
     if (n->racks > 1) freeze_links(n, e, x);
     if (is_single(e)) {
         hist(n, e->src);
@@ -1016,7 +909,7 @@ static void freeze_list(net_t *n, int r, double x)
         }
         mark_frozen(n, j);
         nf++;
-        set_rate(n, j, x);
+        note_level(n, j);
         int other = l.other;
         hist(n, other);
         cr--;
@@ -1066,8 +959,7 @@ static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int risi
     int off = leaf_side(g) * N, hres = hub_res(n, g);
     int hub = hub_node(g), sends = hub_sends(g);
     /* the same state as i's: remaining bytes, rate (until this computation sets it) */
-    ent_t e = {.mult = k, .rem = g->rem, .rate = g->rate, .t0_ns = g->t0_ns,
-               .fin_ns = g->fin_ns, .seq = n->next_seq++};
+    ent_t e = {.mult = k, .seq = n->next_seq++};
     if (k == 1) {
         e.src = sends ? hub : leaves[0];
         e.dst = sends ? leaves[0] : hub;
@@ -1082,7 +974,7 @@ static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int risi
     n->cold[j] = n->cold[i];
     /* the new entity enters first, so no resource is left untouched on the way */
     register_ent(n, j);
-    if (e.fin_ns != INT64_MAX) fh_set(n, j, e.fin_ns);
+    rates_copy(n->rt, j, i, n->last_ns);
     if (is_fan(g)) {
         for (int a = 0; a < k; a++) n->mark2[off + leaves[a]] = 1;
         int w = 0;
@@ -1269,7 +1161,7 @@ static void freeze_level(net_t *n, int nl, double x)
 }
 
 /* Level L of the chain starts: a new epoch, and the global terms as they stand. */
-static void level_begin(net_t *n)
+static void level_begin(net_t *n, double share)
 {
     int64_t L = n->nlv, C = 2 * n->racks;
     if (L == n->lv_cap) {
@@ -1294,6 +1186,7 @@ static void level_begin(net_t *n)
         n->lv_fm[L * C + c] = n->fm[c];
     }
     n->nlv = L + 1;
+    rates_level(n->rt, (int32_t)L, share);
 }
 
 /* Where the computation starts: level k of the chain, with every level below it as it was.
@@ -1409,7 +1302,7 @@ void net_recompute(net_t *n, int64_t now)
             if (s2 > lim) heap_push(n, &hn, s2, t2.r);
             else n->level[nl++] = t2.r;
         }
-        level_begin(n);
+        level_begin(n, share);
         freeze_level(n, nl, share);
     }
     n->computing = 0;
@@ -1418,7 +1311,8 @@ void net_recompute(net_t *n, int64_t now)
         int r = n->touched[a];
         n->dfin[r] = n->base[r] - n->cnt[r];
     }
-    n->next_ns = fh_next(n);
+    rates_apply(n->rt, now);
+    n->next_ns = rates_next(n->rt);
 }
 
 static int cmp_seq(const void *a, const void *b)
@@ -1432,9 +1326,7 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
     advance(n, now);
     /* the entities due, taken off the heap, then called back in creation order */
     int64_t done = 0;
-    while (n->nfheap > 0 && n->fheap[0].fin_ns <= now) {
-        int64_t i = n->fheap[0].slot;
-        fh_remove(n, i);
+    for (int64_t i; (i = rates_due(n->rt, now)) >= 0;) {
         if (done == n->due_cap) {
             n->due_cap = n->due_cap ? 2 * n->due_cap : 16;
             n->due = xrealloc(n->due, (size_t)n->due_cap * sizeof *n->due);
@@ -1577,7 +1469,7 @@ int net_verify_maxmin(const net_t *n, double rel_tol, char *err, size_t errlen)
         }
     }
     for (int64_t f = 0; rc == 0 && f < F; f++) {
-        double got = n->f[fe[f]].rate;
+        double got = rates_rate(n->rt, fe[f]);
         if (fabs(got - rate[f]) > rel_tol * rate[f]) {
             snprintf(err, errlen, "flow %d -> %d gets %.9g B/s, per-flow max-min gives %.9g",
                      fs[f], fd[f], got, rate[f]);
@@ -1603,13 +1495,14 @@ int net_verify_feasible(const net_t *n, double rel_tol, char *err, size_t errlen
         const ent_t *e = &n->f[i];
         if (e->seq < 0) continue;
         int64_t m = list_flows(n, e, fs, fd, seen);
-        if (m != e->mult || !(e->rate > 0)) {
+        double rate = rates_rate(n->rt, i);
+        if (m != e->mult || !(rate > 0)) {
             snprintf(err, errlen, "entity %lld (%d -> %d): %lld flows of %d, rate %g",
-                     (long long)i, e->src, e->dst, (long long)m, e->mult, e->rate);
+                     (long long)i, e->src, e->dst, (long long)m, e->mult, rate);
             rc = -1;
         }
         for (int64_t f = 0; rc == 0 && f < m; f++)
-            for (int a = 0, k = flow_res(n, fs[f], fd[f], fr); a < k; a++) load[fr[a]] += e->rate;
+            for (int a = 0, k = flow_res(n, fs[f], fd[f], fr); a < k; a++) load[fr[a]] += rate;
     }
     for (int r = 0; rc == 0 && r < R; r++)
         if (load[r] > cap[r] * (1 + rel_tol)) {
@@ -1628,10 +1521,11 @@ int net_check_kept(const net_t *n, char *err, size_t errlen)
     int64_t *nex = xcalloc((size_t)R, sizeof *nex);
     int32_t *ref = xcalloc((size_t)R, sizeof *ref);
     int64_t *mu = xcalloc((size_t)C, sizeof *mu), *special = xcalloc((size_t)C, sizeof *special);
-    int64_t core = 0, live = 0, last_seq = -1, mpos = 0, fmin = INT64_MAX;
+    int64_t core = 0, live = 0, last_seq = -1, mpos = 0;
     for (int v = 0; v < N; v++)
         if (n->pinned[v]) ref[v]++, ref[N + v]++;
-    char *covered = xcalloc((size_t)n->used_slots + 1, 1);
+    char *covered = xcalloc((size_t)n->used_slots + 1, 1); /* the live slots */
+    char *unrated = xcalloc((size_t)n->used_slots + 1, 1); /* none must have a rate */
     int rc = 0;
 #define KEPT_FAIL(...)                                                                     \
     do {                                                                                   \
@@ -1660,7 +1554,6 @@ int net_check_kept(const net_t *n, char *err, size_t errlen)
         last_seq = e->seq;
         live++;
         core += e->mult;
-        if (e->fin_ns < fmin) fmin = e->fin_ns;
         int lk[2], nlk = ent_links(n, e, lk);
         for (int a = 0; a < nlk; a++) {
             base[lk[a]] += e->mult, ref[lk[a]]++;
@@ -1748,26 +1641,20 @@ int net_check_kept(const net_t *n, char *err, size_t errlen)
         if (special[c] != n->special[c])
             KEPT_FAIL("class %d: %lld touched NIC sides, kept %lld", c, (long long)special[c],
                       (long long)n->special[c]);
-    /* every finish time in the heap, and the earliest one is next_ns */
-    for (int64_t k = 0; k < n->nfheap; k++) {
-        fheap_t x = n->fheap[k];
-        if (k > 0 && x.fin_ns < n->fheap[(k - 1) / 2].fin_ns)
-            KEPT_FAIL("finish heap out of order");
-        if (x.slot < 0 || x.slot >= n->used_slots || n->f[x.slot].seq < 0 ||
-            n->f[x.slot].fin_ns != x.fin_ns || n->hpos[x.slot] != k || covered[x.slot])
-            KEPT_FAIL("finish heap entry %lld stale or misplaced", (long long)k);
-        covered[x.slot] = 1;
+    /* every live entity's rate and finish time (after a computation, every one has a
+     * rate), and the earliest is next_ns */
+    for (int64_t i = 0; i < n->used_slots; i++) covered[i] = n->f[i].seq >= 0;
+    if (rates_check(n->rt, covered, n->dirty ? unrated : covered, n->used_slots, err, errlen) <
+        0) {
+        rc = -1;
+        goto out;
     }
-    for (int64_t i = 0; i < n->used_slots; i++)
-        if ((n->f[i].seq >= 0 && n->f[i].fin_ns != INT64_MAX) != covered[i])
-            KEPT_FAIL("slot %lld: finish time in the heap %d, entity live %d", (long long)i,
-                      covered[i], n->f[i].seq >= 0);
-    if (!n->dirty && n->next_ns != fmin)
+    if (!n->dirty && n->next_ns != rates_next(n->rt))
         KEPT_FAIL("next finish %lld, earliest entity %lld", (long long)n->next_ns,
-                  (long long)fmin);
+                  (long long)rates_next(n->rt));
 out:
 #undef KEPT_FAIL
 #undef KEPT_NEXT
-    free(base), free(cur), free(nex), free(ref), free(covered), free(mu), free(special);
+    free(base), free(cur), free(nex), free(ref), free(covered), free(unrated), free(mu), free(special);
     return rc;
 }

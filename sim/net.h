@@ -48,6 +48,10 @@
  *
  * A flow's bytes drain at its rate; net_next_ns() is the earliest finish. Latency is not
  * modelled here: the caller delivers a finished flow after the message latency.
+ * The entities that froze at one level of a computation share one rate and one clock
+ * (sim/rates.h), so a level whose rate changes while it keeps its entities costs one
+ * change, not one per entity: when a flow ends, every flow of its bottleneck and of the
+ * levels above gets a new rate, thousands of entities at thousands of nodes.
  * Finish times are rounded to whole nanoseconds: one flow alone takes exactly
  * llround(bytes / nic_Bps * 1e9) ns, and a flow whose rate changes ends within half a
  * nanosecond (plus floating-point rounding, ~1e-6 ns over 10 s) of the instant its bytes
