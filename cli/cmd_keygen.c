@@ -22,7 +22,8 @@ int cmd_keygen(int argc, char **argv)
 {
     int ranks = 0;
     const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
+    /* every option takes a value: the loop steps over both */
+    for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
@@ -39,7 +40,6 @@ int cmd_keygen(int argc, char **argv)
             fprintf(stderr, "poseidon keygen: unknown option '%s'\n", argv[i]);
             return 2;
         }
-        i++;
     }
     if (!ranks || !dir) {
         usage(stderr);
