@@ -23,6 +23,7 @@ typedef struct {
     int64_t hpos;    /* place in the heap of groups, -1: none */
     int64_t stamp;   /* the computation that last counted its votes */
     int32_t cand, votes; /* the level most of its noted members froze at (majority vote) */
+    int64_t noted;   /* its members noted in this computation */
     int32_t in_use;
 } group_t;
 
@@ -239,6 +240,7 @@ static int32_t group_new(rates_t *r, double x, int64_t now)
         g = r->ng++;
         r->g[g] = (group_t){.h = NULL, .cap = 0};
     }
+    ASSERT(x > 0, "a level of rate %g", x);
     group_t *G = &r->g[g];
     G->rate = x;
     G->clock = 0;
@@ -414,6 +416,7 @@ void rates_apply(rates_t *r, int64_t now)
             G->stamp = stamp;
             G->cand = u->level;
             G->votes = c;
+            G->noted = 0;
             if (r->nvoted == r->voted_cap) {
                 r->voted_cap = r->voted_cap ? 2 * r->voted_cap : 64;
                 r->voted = xrealloc(r->voted, (size_t)r->voted_cap * sizeof *r->voted);
@@ -427,10 +430,14 @@ void rates_apply(rates_t *r, int64_t now)
             G->cand = u->level;
             G->votes = c - G->votes;
         }
+        G->noted += c;
     }
     /* a level takes the first group that chose it, with the level's rate */
     for (int64_t a = 0; a < r->nvoted; a++) {
         int32_t g = r->voted[a], L = r->g[g].cand;
+        /* a group is one level of an earlier computation: redone, all of it froze again */
+        ASSERT(r->g[g].noted == r->g[g].n, "group %d: %lld of its %lld members froze", g,
+               (long long)r->g[g].noted, (long long)r->g[g].n);
         if (r->lv_grp[L] >= 0) continue;
         r->lv_grp[L] = g;
         set_rate(r, g, r->lv_x[L], now);
