@@ -189,10 +189,12 @@ struct net {
     int64_t nov, ov_cap;
     int64_t *seen;   /* [entity]: the last level that split it (a fan is met once per leaf) */
     int64_t levels;  /* levels of every computation so far */
-    int32_t *exin;   /* [entity]: its excluded resources in the current level */
+    int32_t *exin;   /* [entity]: its excluded resources in the level exin_at (a count of
+                        another level reads as 0, so none is cleared) */
+    int64_t *exin_at;
     char *mark2;     /* [resource] scratch of freeze_level and split_off */
     int *leafbuf;    /* [node] scratch: the leaves being split off */
-    int64_t ent_cap; /* capacity of fz, ml, exin and seen */
+    int64_t ent_cap; /* capacity of fz, ml, exin, exin_at and seen */
     rheap_t *heap;
     int64_t heap_cap;
     /* global terms of the current computation, per rack q and side s at 2q + s */
@@ -365,6 +367,7 @@ void net_destroy(net_t **np)
     free(n->ov);
     free(n->seen);
     free(n->exin);
+    free(n->exin_at);
     free(n->mark2);
     free(n->leafbuf);
     free(n->heap);
@@ -573,6 +576,7 @@ static void grow_ent_scratch(net_t *n)
     n->ml = xrealloc(n->ml, (size_t)n->ent_cap * sizeof *n->ml);
     n->seen = xrealloc(n->seen, (size_t)n->ent_cap * sizeof *n->seen);
     n->exin = xrealloc(n->exin, (size_t)n->ent_cap * sizeof *n->exin);
+    n->exin_at = xrealloc(n->exin_at, (size_t)n->ent_cap * sizeof *n->exin_at);
 }
 
 /* A slot for a new entity (its fields are the caller's to fill). */
@@ -596,6 +600,7 @@ static int64_t new_slot(net_t *n)
     n->fz[i] = 0; /* no level's tag: unfrozen */
     n->seen[i] = 0;
     n->exin[i] = 0;
+    n->exin_at[i] = 0;
     return i;
 }
 
@@ -1041,9 +1046,8 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Count (d = 1) or clear (d = 0) in exin the excluded resources of the live multis at the
- * level's NIC sides. */
-static void level_exclusions(net_t *n, int nl, int d)
+/* Count in exin the excluded resources of the live multis at the level's NIC sides. */
+static void level_exclusions(net_t *n, int nl)
 {
     int N = n->nodes;
     for (int k = 0; k < nl; k++) {
@@ -1053,8 +1057,11 @@ static void level_exclusions(net_t *n, int nl, int d)
         for (int64_t a = 0; a < l->len; a++) {
             lent_t x = l->v[a];
             if (n->f[x.slot].seq != x.seq) continue;
-            if (d) n->exin[x.slot]++;
-            else n->exin[x.slot] = 0;
+            if (n->exin_at[x.slot] != n->levels) {
+                n->exin_at[x.slot] = n->levels;
+                n->exin[x.slot] = 0;
+            }
+            n->exin[x.slot]++;
         }
     }
 }
@@ -1095,7 +1102,7 @@ static void freeze_level(net_t *n, int nl, double x)
     /* a multi's excluded resources in the level (a split made in this computation only
      * excludes a resource that saturated with it, or the multi froze) */
     int64_t w = 0, nml = n->nml;
-    if (nml > 0) level_exclusions(n, nl, 1); /* only the unfrozen multis read them */
+    if (nml > 0) level_exclusions(n, nl); /* only the unfrozen multis read them */
     for (int64_t k = 0; k < nml; k++) {
         int64_t i = n->ml[k];
         if (is_frozen(n, i)) continue;
@@ -1110,7 +1117,8 @@ static void freeze_level(net_t *n, int nl, double x)
         /* special leaf-side resources of its rack it crosses: all touched ones but its hub
          * node's and those excluded */
         int64_t crossed = n->special[cls] - hub_in - g->nset;
-        int64_t crossed_in = level_side[cls] - (hub_in && n->in_level[off + hub]) - n->exin[i];
+        int64_t exin = n->exin_at[i] == n->levels ? n->exin[i] : 0;
+        int64_t crossed_in = level_side[cls] - (hub_in && n->in_level[off + hub]) - exin;
         if (crossed_in == 0 && !(plain_cross && plain_in)) {
             n->ml[w++] = i; /* untouched by this level */
             continue;
@@ -1153,7 +1161,6 @@ static void freeze_level(net_t *n, int nl, double x)
         }
     }
     n->nml = w;
-    if (nml > 0) level_exclusions(n, nl, 0);
     for (int k = 0; k < nl; k++) {
         n->in_level[n->level[k]] = 0;
         if (n->level[k] < 2 * N) level_side[side_class(n, n->level[k])] = 0;
