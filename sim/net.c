@@ -979,7 +979,7 @@ static int64_t split_off(net_t *n, int64_t i, const int *leaves, int k, int risi
     n->cold[j] = n->cold[i];
     /* the new entity enters first, so no resource is left untouched on the way */
     register_ent(n, j);
-    rates_copy(n->rt, j, i, n->last_ns);
+    rates_copy(n->rt, j, i);
     if (is_fan(g)) {
         for (int a = 0; a < k; a++) n->mark2[off + leaves[a]] = 1;
         int w = 0;

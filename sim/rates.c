@@ -3,7 +3,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "check.h"
 
@@ -313,14 +312,13 @@ void rates_start(rates_t *r, int64_t i, double bytes)
     r->t0[i] = 0;
 }
 
-void rates_copy(rates_t *r, int64_t j, int64_t i, int64_t now)
+void rates_copy(rates_t *r, int64_t j, int64_t i)
 {
     int32_t g = r->grp[i];
     if (g < 0) {
         rates_start(r, j, r->rem0[i]);
         return;
     }
-    (void)now;
     group_t *G = &r->g[g];
     if (G->n == G->cap) {
         G->cap = 2 * G->cap;

@@ -42,7 +42,7 @@ void rates_reserve(rates_t *r, int64_t cap);
 void rates_start(rates_t *r, int64_t i, double bytes);
 
 /* Member j (new) takes i's remaining bytes and rate: it joins i's group where i has one. */
-void rates_copy(rates_t *r, int64_t j, int64_t i, int64_t now_ns);
+void rates_copy(rates_t *r, int64_t j, int64_t i);
 
 /* Member i is gone (finished). */
 void rates_drop(rates_t *r, int64_t i);
