@@ -1662,6 +1662,7 @@ int net_check_kept(const net_t *n, char *err, size_t errlen)
 out:
 #undef KEPT_FAIL
 #undef KEPT_NEXT
-    free(base), free(cur), free(nex), free(ref), free(covered), free(unrated), free(mu), free(special);
+    free(base), free(cur), free(nex), free(ref), free(covered), free(unrated), free(mu),
+        free(special);
     return rc;
 }

@@ -146,7 +146,10 @@ static void gh_fix(rates_t *r, int64_t k, gkey_t x)
 
 /* ---- a group's heap of members ---- */
 
-static inline int mk_before(mkey_t a, mkey_t b) { return a.key < b.key || (a.key == b.key && a.m < b.m); }
+static inline int mk_before(mkey_t a, mkey_t b)
+{
+    return a.key < b.key || (a.key == b.key && a.m < b.m);
+}
 
 static inline void mh_place(rates_t *r, group_t *G, int64_t k, mkey_t x)
 {
@@ -462,7 +465,7 @@ void rates_apply(rates_t *r, int64_t now)
 int rates_check(const rates_t *r, const char *live, const char *rated, int64_t n, char *err,
                 size_t errlen)
 {
-    int64_t members = 0, groups = 0;
+    int64_t groups = 0;
     for (int64_t i = 0; i < n; i++) {
         int32_t g = r->grp[i];
         if (!live[i]) continue;
@@ -473,7 +476,6 @@ int rates_check(const rates_t *r, const char *live, const char *rated, int64_t n
             }
             continue;
         }
-        members++;
         const group_t *G = &r->g[g];
         if (g >= r->ng || !G->in_use || r->pos[i] < 0 || r->pos[i] >= G->n ||
             G->h[r->pos[i]].m != i) {
@@ -521,6 +523,5 @@ int rates_check(const rates_t *r, const char *live, const char *rated, int64_t n
                  (long long)r->nheap, r->live_groups);
         return -1;
     }
-    (void)members;
     return 0;
 }
