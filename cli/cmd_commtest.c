@@ -20,12 +20,12 @@
 #include "cli/flags.h"
 #include "core/check.h"
 #include "core/log.h"
-#include "runtime/allreduce.h"
-#include "runtime/comm.h"
-#include "runtime/coord.h"
-#include "runtime/launch.h"
-#include "runtime/transport_security.h"
-#include "runtime/ps.h"
+#include "runtime/sync/allreduce.h"
+#include "runtime/transport/comm.h"
+#include "runtime/transport/coord.h"
+#include "runtime/transport/launch.h"
+#include "runtime/transport/transport_security.h"
+#include "runtime/sync/ps.h"
 
 typedef struct {
     int workers, iters, victim, kill_at, staleness, timeout_ms;

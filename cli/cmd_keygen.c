@@ -1,4 +1,4 @@
-/* poseidon keygen --ranks N -o DIR: the CURVE keys of a job across machines (runtime/keyring.h).
+/* poseidon keygen --ranks N -o DIR: the CURVE keys of a job across machines (runtime/transport/keyring.h).
  * Copy DIR/public.keys to every machine and DIR/rank-R.secret to the machine of rank R only
  * (or share DIR on a file system only the job's user can read). */
 #include <stdio.h>
@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "runtime/keyring.h"
+#include "runtime/transport/keyring.h"
 
 static void usage(FILE *f)
 {

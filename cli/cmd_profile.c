@@ -1,5 +1,5 @@
 /* poseidon profile: per-layer forward/backward time on this machine -> the CSV the simulator
- * reads (runtime/profile.h). */
+ * reads (runtime/exec/profile.h). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,8 +11,8 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/model.h"
-#include "runtime/compute.h"
-#include "runtime/profile.h"
+#include "runtime/compute/compute.h"
+#include "runtime/exec/profile.h"
 #include "core/outfile.h"
 
 static void profile_usage(FILE *f)

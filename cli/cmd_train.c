@@ -1,6 +1,6 @@
 /* poseidon train: single-worker training of a network on Fashion-MNIST or synthetic data,
  * with per-epoch loss, accuracies and images/s, a CSV log, atomic checkpoints and resume.
- * The step loop lives in runtime/train.c, shared with distributed workers. */
+ * The step loop lives in runtime/exec/train.c, shared with distributed workers. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,13 +16,13 @@
 #include "core/job.h"
 #include "core/log.h"
 #include "core/model.h"
-#include "runtime/checkpoint.h"
-#include "runtime/compute.h"
-#include "runtime/data.h"
-#include "runtime/nnet.h"
-#include "runtime/solver.h"
-#include "runtime/textgen.h"
-#include "runtime/train.h"
+#include "runtime/exec/checkpoint.h"
+#include "runtime/compute/compute.h"
+#include "runtime/exec/data.h"
+#include "runtime/compute/nnet.h"
+#include "runtime/compute/solver.h"
+#include "runtime/exec/textgen.h"
+#include "runtime/exec/train.h"
 #include "core/outfile.h"
 
 static void train_usage(FILE *f)

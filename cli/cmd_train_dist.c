@@ -1,7 +1,7 @@
 /* poseidon train EXPERIMENT | --workers N ...: distributed training. The job is an experiment
  * (core/experiment.h): a file, `--set KEY=VALUE` overrides, and the shorthand flags below,
  * each of which sets one experiment key in the key's own units. Each rank runs
- * runtime/worker (the plan built by core/, executed for real over ZeroMQ). --workers N, or
+ * runtime/exec/worker (the plan built by core/, executed for real over ZeroMQ). --workers N, or
  * an experiment file outside a launcher, forks a local job; otherwise the rank comes from the
  * launcher's environment (mpirun, srun, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT by hand).
  * Rank 0 prints the report rows on stdout and writes the experiment it ran. */
@@ -17,10 +17,10 @@
 #include "core/check.h"
 #include "core/kvfile.h"
 #include "core/log.h"
-#include "runtime/data.h"
-#include "runtime/job_checkpoint.h"
-#include "runtime/launch.h"
-#include "runtime/worker.h"
+#include "runtime/exec/data.h"
+#include "runtime/exec/job_checkpoint.h"
+#include "runtime/transport/launch.h"
+#include "runtime/exec/worker.h"
 
 static void usage(FILE *f)
 {

@@ -251,7 +251,7 @@ cost_t cost_allreduce(const cost_params_t *p, int64_t bytes)
     c.worker_sent = c.worker_recv = c.node_sent = c.node_recv = b;
     /* 2(P-1) dependent steps: a node forwards a chunk only after the chunk of the previous
      * step has arrived from its predecessor, so every step pays a latency (the runtime's ring,
-     * runtime/allreduce.c, as the simulator executes it) */
+     * runtime/sync/allreduce.c, as the simulator executes it) */
     int64_t chunk = cost_allreduce_chunk_bytes(P, bytes);
     int64_t step_ns = p->lat_ns + max64(xfer_ns(p, chunk), rack_ns(p, chunk));
     c.time_ns = cost_allreduce_steps(P) * step_ns;

@@ -1,6 +1,6 @@
 /* job: the one place where a configuration of an experiment becomes what an executor runs —
  * the cluster and the plan options — for the simulator (sim/simrun, `poseidon plan`) and the
- * runtime (runtime/worker) alike. A real run adds what it measured at start-up (the link
+ * runtime (runtime/exec/worker) alike. A real run adds what it measured at start-up (the link
  * probe), and writes the experiment it executed (experiment_write with the cluster returned
  * here), so `poseidon sim` on that file builds the same plan and predicts that run.
  *
@@ -19,7 +19,7 @@
 #include "experiment.h"
 #include "plan.h"
 
-/* What a real run measured between two of its nodes (runtime/probe). */
+/* What a real run measured between two of its nodes (runtime/transport/probe). */
 typedef struct {
     double bw_Bps;  /* goodput per direction, bytes/s; 0: nothing measured */
     int64_t lat_ns; /* one-way latency */

@@ -36,7 +36,7 @@
  *             chunk: ceil(tensor/P), the tensor of the op's bucket, below) per step. Step
  *             k > 0 of node r starts when r's own step k-1 has been delivered and the
  *             predecessor's step k-1 has been delivered to r (a node forwards a chunk only
- *             once the previous one has arrived, as runtime/allreduce.c does). The
+ *             once the previous one has arrived, as runtime/sync/allreduce.c does). The
  *             instance completes when its last step has been delivered and it has received
  *             the predecessor's last step. For DEP_RECV the
  *             predecessor's steps count as ONE flow (plan_n_sources() is 1), delivered with

@@ -42,7 +42,7 @@
 # different plans), DIR/validate.png and .svg (reports/validate.gp), and prints the
 # median and worst |error| over all rows and over the rows that are not host-bound.
 # Steady-state CPU: each rank logs the CPU seconds of its process (all threads) from the
-# start of iteration 1 to its end (runtime/worker_exec.c), so start-up and the warm-up iteration
+# start of iteration 1 to its end (runtime/exec/worker_exec.c), so start-up and the warm-up iteration
 # are not in it. host_busy: the fraction of the host's cores busy over the same window
 # (all processes and the kernel's network work: /proc/stat sampled every 0.2 s through the
 # run, the window ending when the first rank ended): other work on a shared host shows
@@ -204,14 +204,14 @@ for model in $models; do
                             tail -3 "$rd/out.log" >&2
                             continue
                         fi
-                        # the ranks' steady-state CPU (runtime/worker_exec.c logs "steady_cpu_s C wall_s W
+                        # the ranks' steady-state CPU (runtime/exec/worker_exec.c logs "steady_cpu_s C wall_s W
                         # iterations K"): per iteration, and as a fraction of the host's cores over
                         # the ranks' mean window
                         read -r cpu frac < <(cat "$rd"/logs/rank*.log | awk -v P="$cores" '
                             { for (i = 1; i + 5 <= NF; i++) if ($i == "steady_cpu_s" && $(i + 2) == "wall_s") {
                                 c += $(i + 1); w += $(i + 3); k = $(i + 5); r++ } }
                             END { if (r && k && w > 0) printf "%.3f %.3f\n", c / k, c / (w / r) / P; else print "nan nan" }')
-                        # rank 0 logs "  unit U LAYER METHOD" for the plan it built (runtime/worker.c)
+                        # rank 0 logs "  unit U LAYER METHOD" for the plan it built (runtime/exec/worker.c)
                         grep -E "^  unit [0-9]+ " "$rd/logs/rank0.log" | awk '{ print $2, $NF }' >"$rd/plan_run.txt"
                         same=1
                         if ! cmp -s "$run/plan_sim.txt" "$rd/plan_run.txt"; then

@@ -6,11 +6,11 @@
 #include <string.h>
 
 #include "core/model.h"
-#include "runtime/compute.h"
-#include "runtime/data.h"
-#include "runtime/nnet.h"
-#include "runtime/launch.h"
-#include "runtime/solver.h"
+#include "runtime/compute/compute.h"
+#include "runtime/exec/data.h"
+#include "runtime/compute/nnet.h"
+#include "runtime/transport/launch.h"
+#include "runtime/compute/solver.h"
 #include "tests/exp_fixture.h"
 #include "tests/test.h"
 

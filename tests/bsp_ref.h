@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "runtime/worker.h"
+#include "runtime/exec/worker.h"
 
 /* The job the equivalence tests run: models/mlp.net on n synthetic samples, batch 8, 5
  * steps, 64 KB KV blocks (several blocks per layer, on every shard), lr 0.05, no evaluation,

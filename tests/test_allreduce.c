@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/allreduce.h"
+#include "runtime/sync/allreduce.h"
 #include "test.h"
 
 typedef struct {

@@ -1,4 +1,4 @@
-/* Coordinated checkpoints of distributed jobs (runtime/job_checkpoint.h), through the command
+/* Coordinated checkpoints of distributed jobs (runtime/exec/job_checkpoint.h), through the command
  * line: for each scheme, a job that checkpoints, stops after its checkpoint and is resumed
  * ends with the parameters of the job that never stopped, bit for bit, and its --csv holds
  * the same rows; the newest two checkpoints stay and no .tmp does; a resume refuses another
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/job_checkpoint.h"
+#include "runtime/exec/job_checkpoint.h"
 #include "tests/test.h"
 
 #define CD_OUT 65536

@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "runtime/comm.h"
+#include "runtime/transport/comm.h"
 #include "test.h"
 
 static int port_of(const char *endpoint) { return atoi(strrchr(endpoint, ':') + 1); }

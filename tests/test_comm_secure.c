@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/comm.h"
-#include "runtime/keyring.h"
-#include "runtime/zap.h"
+#include "runtime/transport/comm.h"
+#include "runtime/transport/keyring.h"
+#include "runtime/transport/zap.h"
 #include "test.h"
 
 static void write_text(const char *path, const char *text, mode_t mode)

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/sfb.h"
+#include "runtime/sync/sfb.h"
 #include "test.h"
 
 enum { W = 3, M = 5, N = 7 };

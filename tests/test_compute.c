@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "runtime/compute.h"
-#include "runtime/vec.h"
+#include "runtime/compute/compute.h"
+#include "runtime/compute/vec.h"
 #include "test.h"
 
 static float *rnd(rng_t *r, int64_t n)

@@ -1,4 +1,4 @@
-/* The connection cap of a listening comm (runtime/conn_cap.h): a host that opens many TCP
+/* The connection cap of a listening comm (runtime/transport/conn_cap.h): a host that opens many TCP
  * connections keeps the cap's number open and no more, whatever order they come in; another
  * host's connections are not affected; a closed connection frees its place. The stranger's
  * connections come from 127.0.0.2 (loopback: another host as far as the cap can tell). */
@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "runtime/comm.h"
+#include "runtime/transport/comm.h"
 #include "tests/conn_flood.h"
 #include "tests/test.h"
 

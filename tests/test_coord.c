@@ -6,8 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/coord.h"
-#include "runtime/launch.h"
+#include "runtime/transport/coord.h"
+#include "runtime/transport/launch.h"
 #include "test.h"
 
 static int rank_main(int rank, void *arg)

@@ -13,9 +13,9 @@
 
 #include "core/model.h"
 #include "core/rng.h"
-#include "runtime/compute.h"
-#include "runtime/nnet.h"
-#include "runtime/solver.h"
+#include "runtime/compute/compute.h"
+#include "runtime/compute/nnet.h"
+#include "runtime/compute/solver.h"
 #include "test.h"
 
 static const double s_atol = 1e-4, s_rtol = 1e-3;

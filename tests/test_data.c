@@ -5,7 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "runtime/data.h"
+#include "runtime/exec/data.h"
 #include "test.h"
 
 TEST(test_data_fashion_mnist_loads)

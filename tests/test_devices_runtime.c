@@ -13,7 +13,7 @@
 #include "core/model.h"
 #include "core/plan.h"
 #include "core/trace.h"
-#include "runtime/worker.h"
+#include "runtime/exec/worker.h"
 #include "tests/bsp_ref.h"
 #include "tests/exp_fixture.h"
 #include "tests/test.h"

@@ -11,7 +11,7 @@
 #include "core/model.h"
 #include "core/plan.h"
 #include "core/unit_times.h"
-#include "runtime/keyring.h"
+#include "runtime/transport/keyring.h"
 #include "test.h"
 #include "tests/fuzz/fuzz.h"
 

@@ -13,11 +13,11 @@
 #include <string.h>
 
 #include "core/model.h"
-#include "runtime/checkpoint.h"
-#include "runtime/compute.h"
-#include "runtime/nnet.h"
-#include "runtime/solver.h"
-#include "runtime/worker.h"
+#include "runtime/exec/checkpoint.h"
+#include "runtime/compute/compute.h"
+#include "runtime/compute/nnet.h"
+#include "runtime/compute/solver.h"
+#include "runtime/exec/worker.h"
 #include "tests/bsp_ref.h"
 #include "tests/exp_fixture.h"
 #include "tests/test.h"

@@ -1,5 +1,5 @@
 /* The element-wise bodies shared by the CPU loops and the CUDA kernels
- * (runtime/kernels_elementwise.h) against naive double references, and the CPU backend's
+ * (runtime/compute/kernels_elementwise.h) against naive double references, and the CPU backend's
  * layer operations that are pure data movement against plain loops. These run everywhere, so
  * the arithmetic a GPU executes is checked on every machine. */
 #include <float.h>
@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "runtime/compute.h"
-#include "runtime/kernels_elementwise.h"
-#include "runtime/vec.h"
+#include "runtime/compute/compute.h"
+#include "runtime/compute/kernels_elementwise.h"
+#include "runtime/compute/vec.h"
 #include "test.h"
 
 static float *rnd(rng_t *r, int64_t n, double scale)

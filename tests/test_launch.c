@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/launch.h"
+#include "runtime/transport/launch.h"
 #include "test.h"
 
 /* A fake environment: "NAME=value" strings, NULL-terminated. */

@@ -14,8 +14,8 @@
 #include "core/check.h"
 #include "core/model.h"
 #include "core/rng.h"
-#include "runtime/compute.h"
-#include "runtime/nnet.h"
+#include "runtime/compute/compute.h"
+#include "runtime/compute/nnet.h"
 #include "test.h"
 
 /* ---- comparison ------------------------------------------------------------------------ */

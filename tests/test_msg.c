@@ -1,7 +1,7 @@
 /* msg: header round trip, and every single-byte corruption of a valid header rejected. */
 #include <string.h>
 
-#include "runtime/msg.h"
+#include "runtime/transport/msg.h"
 #include "test.h"
 
 static msg_header_t sample(void)

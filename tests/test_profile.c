@@ -10,7 +10,7 @@
 #include "core/cluster.h"
 #include "core/model.h"
 #include "core/plan.h"
-#include "runtime/profile.h"
+#include "runtime/exec/profile.h"
 #include "core/unit_times.h"
 #include "test.h"
 

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/comm.h"
-#include "runtime/ps.h"
+#include "runtime/transport/comm.h"
+#include "runtime/sync/ps.h"
 #include "test.h"
 
 /* The shard's rejection count once it reaches `want` or after 5 s: messages from different

@@ -5,9 +5,9 @@
 
 #include "core/check.h"
 #include "core/model.h"
-#include "runtime/arena.h"
-#include "runtime/compute.h"
-#include "runtime/solver.h"
+#include "runtime/compute/arena.h"
+#include "runtime/compute/compute.h"
+#include "runtime/compute/solver.h"
 #include "test.h"
 
 TEST(test_solver_lr_policies)

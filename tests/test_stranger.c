@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/comm.h"
-#include "runtime/keyring.h"
+#include "runtime/transport/comm.h"
+#include "runtime/transport/keyring.h"
 #include "tests/conn_flood.h"
 #include "test.h"
 
@@ -291,7 +291,7 @@ TEST(job_caps_a_strangers_connections)
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the flooded job failed: %s", tail);
     test_run(out, sizeof out, "grep -c 'refused a connection from 127.0.0.2: .* at most' %s",
              log);
-    /* one line per host per interval (runtime/reject_log.h), whichever socket it was */
+    /* one line per host per interval (runtime/transport/reject_log.h), whichever socket it was */
     CHECK(atoi(out) >= 1, "no refusal logged: %s", tail);
     for (int r = 0; r < 2; r++) {
         char a[700], b[700];

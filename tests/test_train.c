@@ -9,11 +9,11 @@
 
 #include "core/check.h"
 #include "core/model.h"
-#include "runtime/checkpoint.h"
-#include "runtime/worker.h"
+#include "runtime/exec/checkpoint.h"
+#include "runtime/exec/worker.h"
 #include "tests/bsp_ref.h"
 #include "tests/exp_fixture.h"
-#include "runtime/train.h"
+#include "runtime/exec/train.h"
 #include "test.h"
 
 static const char *s_mlp = "input data shape=1x28x28\nfc fc1 out=64\nrelu r1\nfc fc2 out=10\n"

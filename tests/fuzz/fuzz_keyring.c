@@ -1,4 +1,4 @@
-/* Fuzz the key file readers (runtime/keyring.c). Input: byte 0 picks the world size (1-4),
+/* Fuzz the key file readers (runtime/transport/keyring.c). Input: byte 0 picks the world size (1-4),
  * byte 1 the rank (low bits) and the secret file's mode (top bit: 0644, to be refused, else
  * 0600); the rest is public.keys up to the first NUL byte, then rank-R.secret. The files go
  * into a temporary folder of this process and keyring_load() reads them as a rank would.
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/keyring.h"
+#include "runtime/transport/keyring.h"
 
 static char s_dir[64];
 static char s_public[128], s_secret[128];

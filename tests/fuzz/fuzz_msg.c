@@ -1,4 +1,4 @@
-/* Fuzz the message header decoder (runtime/msg.c). The checksum would stop almost every
+/* Fuzz the message header decoder (runtime/transport/msg.c). The checksum would stop almost every
  * mutation at the first check, so each input is decoded twice: as it came, and with its
  * crc field rewritten to match (what a forger who knows the format sends). A header the
  * decoder accepts must satisfy msg.h's invariant and encode back to the same bytes. */
@@ -6,7 +6,7 @@
 
 #include <zlib.h>
 
-#include "runtime/msg.h"
+#include "runtime/transport/msg.h"
 
 static void check_accepted(const uint8_t *wire, const msg_header_t *h)
 {

@@ -1,0 +1,427 @@
+/* compute_cpu_layers: the CPU backend's layer operations (compute_layer_ops_t) on host
+ * arrays. Each element is computed by the shared bodies of kernels_elementwise.h; the loops
+ * around them keep the order that makes the inner loop contiguous (pooling and LRN walk a
+ * plane at a time, batch norm a channel at a time). ReLU, dropout and the adds run on
+ * runtime/compute/vec.h's short vectors, whose results equal the scalar bodies bit for bit (tests:
+ * test_kernels_*).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "runtime/compute/compute.h"
+#include "runtime/compute/kernels_elementwise.h"
+#include "runtime/compute/vec.h"
+
+static void cpu_fill(void *ctx, int64_t n, float v, float *x)
+{
+    (void)ctx;
+    for (int64_t i = 0; i < n; i++) x[i] = v;
+}
+
+static void cpu_copy_rows(void *ctx, int64_t rows, int64_t count, float *dst, int64_t dst_stride,
+                          const float *src, int64_t src_stride)
+{
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++)
+        memmove(dst + r * dst_stride, src + r * src_stride, (size_t)count * sizeof(float));
+}
+
+static void cpu_add_rows(void *ctx, int64_t rows, int64_t count, float *dst, int64_t dst_stride,
+                         const float *src, int64_t src_stride)
+{
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++) vec_add(dst + r * dst_stride, src + r * src_stride, count);
+}
+
+static void cpu_sum_rows(void *ctx, int64_t rows, int64_t m, const float *x, int64_t stride,
+                         float *y)
+{
+    (void)ctx;
+    memset(y, 0, (size_t)m * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) vec_add(y, x + r * stride, m);
+}
+
+static void cpu_bias_planes(void *ctx, int batch, int c, int64_t p, const float *b, float *y)
+{
+    (void)ctx;
+    for (int i = 0; i < batch; i++)
+        for (int ch = 0; ch < c; ch++) vec_add_scalar(y + ((int64_t)i * c + ch) * p, b[ch], p);
+}
+
+static void cpu_bias_planes_grad(void *ctx, int batch, int c, int64_t p, const float *dy,
+                                 float *db)
+{
+    (void)ctx;
+    for (int i = 0; i < batch; i++)
+        for (int ch = 0; ch < c; ch++) db[ch] += vec_sum(dy + ((int64_t)i * c + ch) * p, p);
+}
+
+static void cpu_relu(void *ctx, int64_t n, const float *x, float *y)
+{
+    (void)ctx;
+    vec_relu(y, x, n);
+}
+
+static void cpu_relu_grad_add(void *ctx, int64_t n, const float *x, const float *dy, float *dx)
+{
+    (void)ctx;
+    vec_relu_grad_add(dx, x, dy, n);
+}
+
+static void cpu_mul(void *ctx, int64_t n, const float *x, const float *m, float *y)
+{
+    (void)ctx;
+    vec_mul(y, x, m, n);
+}
+
+static void cpu_mul_add(void *ctx, int64_t n, const float *x, const float *m, float *y)
+{
+    (void)ctx;
+    vec_mul_add(y, x, m, n);
+}
+
+static void cpu_add(void *ctx, int64_t n, const float *x, float *y)
+{
+    (void)ctx;
+    vec_add(y, x, n);
+}
+
+/* ---- pooling -------------------------------------------------------------------------- */
+
+static void cpu_pool_forward(void *ctx, const ke_window_t *k, int64_t planes, bool avg,
+                             const float *x, float *y, int *argmax)
+{
+    (void)ctx;
+    /* a local copy: as far as the compiler knows, the stores to argmax could alias *k, so it
+     * would reload the window for every output */
+    const ke_window_t kw = *k;
+    const int64_t in_plane = (int64_t)kw.h * kw.w, out_plane = (int64_t)kw.oh * kw.ow;
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const float *xp = x + pl * in_plane;
+        int64_t obase = pl * out_plane;
+        for (int oy = 0; oy < kw.oh; oy++)
+            for (int ox = 0; ox < kw.ow; ox++) {
+                int64_t o = obase + (int64_t)oy * kw.ow + ox;
+                if (avg) y[o] = ke_pool_avg_at(xp, &kw, oy, ox);
+                else y[o] = ke_pool_max_at(xp, &kw, oy, ox, &argmax[o]);
+            }
+    }
+}
+
+/* Scatter: each output adds its gradient to the inputs it read. */
+static void cpu_pool_backward(void *ctx, const ke_window_t *k, int64_t planes, bool avg,
+                              const float *dy, const int *argmax, float *dx)
+{
+    (void)ctx;
+    const ke_window_t kw = *k;
+    const int64_t in_plane = (int64_t)kw.h * kw.w, out_plane = (int64_t)kw.oh * kw.ow;
+    for (int64_t pl = 0; pl < planes; pl++) {
+        float *dxp = dx + pl * in_plane;
+        int64_t obase = pl * out_plane;
+        for (int oy = 0; oy < kw.oh; oy++)
+            for (int ox = 0; ox < kw.ow; ox++) {
+                int64_t o = obase + (int64_t)oy * kw.ow + ox;
+                if (!avg) {
+                    if (argmax[o] >= 0) dxp[argmax[o]] += dy[o];
+                    continue;
+                }
+                int y0, y1, x0, x1;
+                int size = ke_pool_window(&kw, oy, ox, &y0, &y1, &x0, &x1);
+                if (size <= 0) continue;
+                float g = dy[o] / (float)size;
+                for (int yy = y0; yy < y1; yy++)
+                    for (int xx = x0; xx < x1; xx++) dxp[yy * kw.w + xx] += g;
+            }
+    }
+}
+
+/* ---- LRN across channels -------------------------------------------------------------- */
+
+static void cpu_lrn_forward(void *ctx, int batch, int C, int64_t P, int size, double alpha,
+                            double beta_d, double k_d, const float *x, float *scale, float *y)
+{
+    (void)ctx;
+    int pre = (size - 1) / 2;
+    float a = (float)(alpha / size), k = (float)k_d, beta = (float)beta_d;
+    for (int b = 0; b < batch; b++) {
+        const float *xb = x + (int64_t)b * C * P;
+        float *sc = scale + (int64_t)b * C * P, *yb = y + (int64_t)b * C * P;
+        for (int c = 0; c < C; c++) {
+            float *scp = sc + (int64_t)c * P;
+            for (int64_t p = 0; p < P; p++) scp[p] = 0.0f;
+            int lo = c - pre < 0 ? 0 : c - pre, hi = c - pre + size - 1;
+            if (hi > C - 1) hi = C - 1;
+            for (int cc = lo; cc <= hi; cc++) {
+                const float *xp = xb + (int64_t)cc * P;
+                for (int64_t p = 0; p < P; p++) scp[p] += xp[p] * xp[p];
+            }
+            const float *xp = xb + (int64_t)c * P;
+            float *yp = yb + (int64_t)c * P;
+            for (int64_t p = 0; p < P; p++) {
+                scp[p] = ke_lrn_scale(scp[p], a, k);
+                yp[p] = ke_lrn_out(xp[p], scp[p], beta);
+            }
+        }
+    }
+}
+
+static void cpu_lrn_backward(void *ctx, int batch, int C, int64_t P, int size, double alpha,
+                             double beta_d, const float *x, const float *scale, const float *y,
+                             const float *dy, float *ratio, float *dx)
+{
+    (void)ctx;
+    int pre = (size - 1) / 2;
+    float beta = (float)beta_d, coef = (float)(2.0 * alpha * beta_d / size);
+    for (int b = 0; b < batch; b++) {
+        const float *xb = x + (int64_t)b * C * P, *sc = scale + (int64_t)b * C * P;
+        const float *yb = y + (int64_t)b * C * P, *dyb = dy + (int64_t)b * C * P;
+        float *dxb = dx + (int64_t)b * C * P;
+        for (int64_t i = 0; i < (int64_t)C * P; i++) ratio[i] = ke_lrn_ratio(dyb[i], yb[i], sc[i]);
+        for (int c = 0; c < C; c++) {
+            /* channels c' whose window holds c: c' - pre <= c <= c' - pre + size - 1 */
+            int lo = c + pre - size + 1 < 0 ? 0 : c + pre - size + 1;
+            int hi = c + pre > C - 1 ? C - 1 : c + pre;
+            const float *xp = xb + (int64_t)c * P, *scp = sc + (int64_t)c * P;
+            const float *dyp = dyb + (int64_t)c * P;
+            float *dxp = dxb + (int64_t)c * P;
+            for (int64_t p = 0; p < P; p++) {
+                float acc = 0.0f;
+                for (int cc = lo; cc <= hi; cc++) acc += ratio[(int64_t)cc * P + p];
+                dxp[p] += ke_lrn_dx(dyp[p], xp[p], scp[p], beta, coef, acc);
+            }
+        }
+    }
+}
+
+/* ---- batch norm ----------------------------------------------------------------------- */
+
+static void cpu_bn_forward(void *ctx, int N, int C, int64_t P, bool train, double eps,
+                           float mom, const float *x, const float *g, const float *shift,
+                           float *run_mean, float *run_var, float *mean_out, float *invstd_out,
+                           float *xhat, float *y)
+{
+    (void)ctx;
+    double cnt = (double)N * P;
+    for (int c = 0; c < C; c++) {
+        float mean, invstd;
+        if (train) {
+            double sum = 0.0, sq = 0.0;
+            for (int b = 0; b < N; b++) {
+                const float *xp = x + ((int64_t)b * C + c) * P;
+                for (int64_t p = 0; p < P; p++) sum += xp[p], sq += (double)xp[p] * xp[p];
+            }
+            ke_bn_stats(sum, sq, cnt, eps, mom, &mean, &invstd, &run_mean[c], &run_var[c]);
+            mean_out[c] = mean;
+            invstd_out[c] = invstd;
+        } else {
+            mean = run_mean[c];
+            invstd = ke_bn_invstd_eval(run_var[c], eps);
+        }
+        float gc = g[c], sh = shift ? shift[c] : 0.0f;
+        for (int b = 0; b < N; b++) {
+            int64_t base = ((int64_t)b * C + c) * P;
+            for (int64_t p = 0; p < P; p++) {
+                float xh = ke_bn_xhat(x[base + p], mean, invstd);
+                xhat[base + p] = xh;
+                y[base + p] = ke_bn_out(gc, xh, sh);
+            }
+        }
+    }
+}
+
+static void cpu_bn_backward(void *ctx, int N, int C, int64_t P, bool train, double eps,
+                            const float *g, const float *run_var, const float *invstd,
+                            const float *xhat, const float *dy, float *dg, float *db, float *dx)
+{
+    (void)ctx;
+    double cnt = (double)N * P;
+    for (int c = 0; c < C; c++) {
+        double sdg = 0.0, sdb = 0.0;
+        for (int b = 0; b < N; b++) {
+            int64_t base = ((int64_t)b * C + c) * P;
+            for (int64_t p = 0; p < P; p++) {
+                sdg += (double)dy[base + p] * xhat[base + p];
+                sdb += dy[base + p];
+            }
+        }
+        dg[c] = (float)sdg;
+        if (db) db[c] = (float)sdb;
+        if (!dx) continue;
+        if (train) {
+            float k = (float)(g[c] * invstd[c] / cnt);
+            for (int b = 0; b < N; b++) {
+                int64_t base = ((int64_t)b * C + c) * P;
+                for (int64_t p = 0; p < P; p++)
+                    dx[base + p] += ke_bn_dx_train(k, (float)cnt, dy[base + p], (float)sdb,
+                                                   xhat[base + p], (float)sdg);
+            }
+        } else {
+            float k = (float)(g[c] / sqrt((double)run_var[c] + eps));
+            for (int b = 0; b < N; b++) {
+                int64_t base = ((int64_t)b * C + c) * P;
+                for (int64_t p = 0; p < P; p++) dx[base + p] += k * dy[base + p];
+            }
+        }
+    }
+}
+
+/* ---- softmax with cross-entropy ------------------------------------------------------- */
+
+static double cpu_softmax_xent_forward(void *ctx, int64_t rows, int k, const float *x,
+                                       const int *labels, float *prob)
+{
+    (void)ctx;
+    double total = 0.0;
+    for (int64_t r = 0; r < rows; r++)
+        total += ke_softmax_xent_row(x + r * k, k, labels[r], prob + r * k);
+    return total;
+}
+
+static void cpu_softmax_xent_backward(void *ctx, int64_t rows, int k, const float *prob,
+                                      const int *labels, float scale, float *dx)
+{
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++)
+        ke_softmax_xent_grad_row(prob + r * k, k, labels[r], scale, dx + r * k);
+}
+
+static void cpu_softmax_rows(void *ctx, int64_t rows, int s, bool causal, float *p)
+{
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++)
+        ke_softmax_row_masked(p + r * s, s, causal ? (int)(r % s) : s - 1);
+}
+
+static void cpu_dsoftmax_rows(void *ctx, int64_t rows, int s, const float *p, float *d)
+{
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++) ke_dsoftmax_row(p + r * s, d + r * s, s);
+}
+
+/* ---- sequences ------------------------------------------------------------------------ */
+
+static int64_t cpu_embed_forward(void *ctx, int64_t tokens, const float *ids, const float *w,
+                                 int vocab, int dim, float *out)
+{
+    (void)ctx;
+    int64_t bad = 0;
+    for (int64_t t = 0; t < tokens; t++) {
+        int id = (int)ids[t];
+        if (!((float)id == ids[t] && id >= 0 && id < vocab)) {
+            bad++;
+            continue;
+        }
+        memcpy(out + t * dim, w + (int64_t)id * dim, (size_t)dim * sizeof(float));
+    }
+    return bad;
+}
+
+static void cpu_embed_backward(void *ctx, int64_t tokens, const float *ids, const float *dout,
+                               int dim, float *dw)
+{
+    (void)ctx;
+    for (int64_t t = 0; t < tokens; t++) {
+        float *row = dw + (int64_t)ids[t] * dim;
+        const float *g = dout + t * dim;
+        for (int d = 0; d < dim; d++) row[d] += g[d];
+    }
+}
+
+static void cpu_transpose(void *ctx, int batch, int rows, int cols, const float *x, float *y,
+                          bool add)
+{
+    (void)ctx;
+    int64_t n = (int64_t)rows * cols;
+    for (int b = 0; b < batch; b++)
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++) {
+                float v = x[b * n + (int64_t)r * cols + c];
+                float *o = &y[b * n + (int64_t)c * rows + r];
+                *o = add ? *o + v : v;
+            }
+}
+
+static void cpu_layernorm_forward(void *ctx, int64_t tokens, int dim, double eps, const float *x,
+                                  const float *g, const float *b, float *out, float *xhat,
+                                  float *invstd)
+{
+    (void)ctx;
+    for (int64_t t = 0; t < tokens; t++)
+        ke_layernorm_row(x + t * dim, dim, eps, g, b, out + t * dim, xhat + t * dim, &invstd[t]);
+}
+
+static void cpu_layernorm_backward(void *ctx, int64_t tokens, int dim, const float *dout,
+                                   const float *g, const float *xhat, const float *invstd,
+                                   float *dg, float *db, float *dx)
+{
+    (void)ctx;
+    memset(dg, 0, (size_t)dim * sizeof(float));
+    memset(db, 0, (size_t)dim * sizeof(float));
+    for (int64_t t = 0; t < tokens; t++) {
+        const float *dy = dout + t * dim, *h = xhat + t * dim;
+        for (int d = 0; d < dim; d++) {
+            dg[d] += dy[d] * h[d];
+            db[d] += dy[d];
+        }
+        if (dx) ke_layernorm_dx_row(dy, h, g, invstd[t], dim, dx + t * dim);
+    }
+}
+
+static void cpu_gelu_forward(void *ctx, int64_t n, bool tanh_approx, const float *x, float *y)
+{
+    (void)ctx;
+    for (int64_t i = 0; i < n; i++) y[i] = ke_gelu(x[i], tanh_approx);
+}
+
+static void cpu_gelu_backward(void *ctx, int64_t n, bool tanh_approx, const float *x,
+                              const float *dy, float *dx)
+{
+    (void)ctx;
+    for (int64_t i = 0; i < n; i++) dx[i] += ke_gelu_grad(x[i], dy[i], tanh_approx);
+}
+
+static void cpu_tanh_forward(void *ctx, int64_t n, const float *x, float *y)
+{
+    (void)ctx;
+    for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
+}
+
+static void cpu_tanh_backward(void *ctx, int64_t n, const float *y, const float *dy, float *dx)
+{
+    (void)ctx;
+    for (int64_t i = 0; i < n; i++) dx[i] += ke_tanh_grad(y[i], dy[i]);
+}
+
+const compute_layer_ops_t compute_cpu_layer_ops = {
+    .fill = cpu_fill,
+    .copy_rows = cpu_copy_rows,
+    .add_rows = cpu_add_rows,
+    .sum_rows = cpu_sum_rows,
+    .bias_planes = cpu_bias_planes,
+    .bias_planes_grad = cpu_bias_planes_grad,
+    .relu = cpu_relu,
+    .relu_grad_add = cpu_relu_grad_add,
+    .mul = cpu_mul,
+    .mul_add = cpu_mul_add,
+    .add = cpu_add,
+    .pool_forward = cpu_pool_forward,
+    .pool_backward = cpu_pool_backward,
+    .lrn_forward = cpu_lrn_forward,
+    .lrn_backward = cpu_lrn_backward,
+    .bn_forward = cpu_bn_forward,
+    .bn_backward = cpu_bn_backward,
+    .softmax_xent_forward = cpu_softmax_xent_forward,
+    .softmax_xent_backward = cpu_softmax_xent_backward,
+    .softmax_rows = cpu_softmax_rows,
+    .dsoftmax_rows = cpu_dsoftmax_rows,
+    .embed_forward = cpu_embed_forward,
+    .embed_backward = cpu_embed_backward,
+    .transpose = cpu_transpose,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .tanh_forward = cpu_tanh_forward,
+    .tanh_backward = cpu_tanh_backward,
+};

@@ -1,0 +1,65 @@
+/* checkpoint: training state in files that are whole or absent.
+ *
+ * A checkpoint file is a sequence of parts (a header first) closed by a checksum (FNV-1a 64
+ * over every byte before it). Writes are atomic: the file is written beside the target as
+ * PATH.tmp, fsync'ed, renamed over PATH and the directory fsync'ed, so a crash leaves the old
+ * file or the new one, never a torn one. A reader rejects a file that is shorter than its
+ * parts, longer (any trailing byte), or whose checksum differs.
+ *
+ * On top of it, one replica's state (the single-worker `poseidon train`): parameters,
+ * momentum history, layer state (BN running statistics), the dropout layers' random state,
+ * epoch, iteration and seed, tagged with the model's name and sizes. The distributed job's
+ * checkpoints are in runtime/exec/job_checkpoint.h.
+ */
+#ifndef POSEIDON_CHECKPOINT_H
+#define POSEIDON_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/model.h"
+#include "runtime/compute/arena.h"
+
+typedef struct {
+    const void *data;
+    size_t bytes;
+} ckpt_part_t;
+
+/* Writes the parts and their checksum to path atomically (parent directories made). 0, or
+ * -1 with "PATH: reason" in err; no PATH.tmp is left behind either way. */
+int ckpt_write(const char *path, const ckpt_part_t *parts, int n, char *err, size_t errlen);
+
+/* Removes PATH.tmp left by a write that never finished (the process was killed mid-write),
+ * logging it. */
+void ckpt_remove_stale(const char *path);
+
+typedef struct ckpt_reader ckpt_reader_t;
+/* NULL with "PATH: reason" in err. */
+ckpt_reader_t *ckpt_open(const char *path, char *err, size_t errlen);
+/* The next bytes of the file; -1 when it ends before them (ckpt_close then says so). */
+int ckpt_read(ckpt_reader_t *r, void *out, size_t bytes);
+/* Checks the checksum and that nothing follows it, and closes. 0, or -1 with "PATH: reason"
+ * in err (truncated, trailing bytes, checksum mismatch). */
+int ckpt_close(ckpt_reader_t **rp, char *err, size_t errlen);
+
+typedef struct {
+    int64_t epoch;   /* epochs completed */
+    int64_t iter;    /* iterations completed */
+    uint64_t seed;
+} checkpoint_meta_t;
+
+/* A replica: rng (rng_bytes, possibly 0) is the net's dropout state (nnet_rng_state_save);
+ * history (the solver's) and the arena are the arena's backend memory, a GPU's included
+ * (copied to the host to be written, and back once a file has been read whole). 0, or -1
+ * with "PATH: reason" in err. */
+int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const float *history,
+                    const void *rng, size_t rng_bytes, const checkpoint_meta_t *meta, char *err,
+                    size_t errlen);
+
+/* Loads into a, history (arena->count floats) and rng (rng_bytes); the file must be for a
+ * model of the same name and sizes. 0, or -1 with "PATH: reason" in err (then a, history and
+ * rng may hold part of the file). */
+int checkpoint_load(const char *path, const model_t *m, arena_t *a, float *history, void *rng,
+                    size_t rng_bytes, checkpoint_meta_t *meta, char *err, size_t errlen);
+
+#endif

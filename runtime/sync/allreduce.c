@@ -1,0 +1,102 @@
+#include "runtime/sync/allreduce.h"
+
+#include <string.h>
+
+#include "core/check.h"
+#include "core/log.h"
+
+/* Segment s of W: [seg_lo(s), seg_lo(s+1)). */
+static size_t seg_lo(size_t count, int w, int s) { return count * (size_t)s / (size_t)w; }
+
+static int send_seg(comm_t *c, int type, int step, int64_t it, int layer, const float *buf,
+                    size_t lo, size_t hi, size_t chunk, comm_tracker_t *tr)
+{
+    int right = (comm_rank(c) + 1) % comm_n_peers(c);
+    for (size_t o = lo; o < hi || o == lo; o += chunk) {
+        size_t n = hi - o < chunk ? hi - o : chunk;
+        msg_header_t h = {.type = (uint16_t)type, .layer = layer, .shard = (uint32_t)step,
+                          .iteration = it, .offset = o};
+        if (comm_send(c, right, h, buf + o, n * sizeof(float), tr) != 0) return -1;
+        if (hi == lo) break;
+    }
+    return 0;
+}
+
+/* Receives segment [lo, hi) of step from the left neighbour; adds (reduce) or copies. */
+static int recv_seg(comm_t *c, int type, int step, int64_t it, int layer, float *buf, size_t lo,
+                    size_t hi, int add, int timeout_ms)
+{
+    int left = (comm_rank(c) + comm_n_peers(c) - 1) % comm_n_peers(c);
+    size_t got = 0, want = hi - lo;
+    int msgs = 0;
+    while (got < want || (want == 0 && msgs == 0)) {
+        comm_match_t m = COMM_MATCH_ANY;
+        m.type = type;
+        m.peer = left;
+        m.iteration = it;
+        m.layer = layer;
+        m.shard = step;
+        comm_msg_t g;
+        if (comm_recv(c, &m, &g, timeout_ms) != 1) {
+            log_error("allreduce: rank %d waited %d ms for %s step %d of iteration %lld layer "
+                      "%d from rank %d",
+                      comm_rank(c), timeout_ms, msg_type_name(type), step, (long long)it, layer,
+                      left);
+            return -1;
+        }
+        msgs++;
+        size_t n = comm_msg_bytes(&g) / sizeof(float);
+        if (g.hdr.offset < lo || g.hdr.offset + n > hi) {
+            log_warn("allreduce: rank %d dropped a chunk [%llu, +%zu) outside [%zu, %zu)",
+                     comm_rank(c), (unsigned long long)g.hdr.offset, n, lo, hi);
+            comm_msg_close(&g);
+            continue;
+        }
+        const float *src = comm_msg_data(&g);
+        float *dst = buf + g.hdr.offset;
+        if (add)
+            for (size_t i = 0; i < n; i++) dst[i] += src[i];
+        else if (n) memcpy(dst, src, n * sizeof(float));
+        got += n;
+        comm_msg_close(&g);
+    }
+    return 0;
+}
+
+int allreduce_sum(comm_t *c, int64_t iteration, int layer, float *buf, size_t count,
+                  size_t chunk_floats, int timeout_ms)
+{
+    int w = comm_n_peers(c), r = comm_rank(c);
+    if (w == 1) return 0;
+    ASSERT(chunk_floats > 0, "chunk of 0 floats");
+    comm_tracker_t tr;
+    comm_tracker_init(&tr);
+    int rc = 0;
+    /* reduce-scatter: after step k, segment (r - k - 1) mod w holds k + 2 contributions */
+    for (int k = 0; k < w - 1 && !rc; k++) {
+        int s_send = ((r - k) % w + w) % w, s_recv = ((r - k - 1) % w + w) % w;
+        if (send_seg(c, MSG_AR_REDUCE, k, iteration, layer, buf, seg_lo(count, w, s_send),
+                     seg_lo(count, w, s_send + 1), chunk_floats, &tr))
+            rc = -1;
+        else
+            rc = recv_seg(c, MSG_AR_REDUCE, k, iteration, layer, buf, seg_lo(count, w, s_recv),
+                          seg_lo(count, w, s_recv + 1), 1, timeout_ms);
+    }
+    /* the all-gather overwrites segments sent above without a copy: wait for their release */
+    if (!rc && comm_tracker_wait(&tr, timeout_ms)) rc = -1;
+    /* all-gather: rank r owns the complete segment (r + 1) mod w */
+    for (int k = 0; k < w - 1 && !rc; k++) {
+        int s_send = ((r + 1 - k) % w + w) % w, s_recv = ((r - k) % w + w) % w;
+        if (send_seg(c, MSG_AR_GATHER, k, iteration, layer, buf, seg_lo(count, w, s_send),
+                     seg_lo(count, w, s_send + 1), chunk_floats, &tr))
+            rc = -1;
+        else
+            rc = recv_seg(c, MSG_AR_GATHER, k, iteration, layer, buf, seg_lo(count, w, s_recv),
+                          seg_lo(count, w, s_recv + 1), 0, timeout_ms);
+    }
+    if (comm_tracker_wait(&tr, timeout_ms)) {
+        /* ZeroMQ still owns a pointer into buf: returning would let the caller free it */
+        die("allreduce: rank %d: a sent chunk was not released within %d ms", r, timeout_ms);
+    }
+    return rc;
+}

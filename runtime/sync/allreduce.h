@@ -1,0 +1,27 @@
+/* allreduce: ring all-reduce (sum) of a float buffer over comm: reduce-scatter then
+ * all-gather, 2 (W-1) steps, each moving one W-th of the buffer to the right neighbour
+ * (Patarasuk & Yuan 2009; the bandwidth-optimal ring that Horovod/NCCL use).
+ *
+ * The comm's peers must be the ranks 0..W-1 with a DEALER connected to the right neighbour
+ * (rank + 1) % W and a bound ROUTER the left one reaches. Segments are sent in chunks of at
+ * most chunk_floats so that one huge layer does not become one huge message. Every rank ends
+ * with bit-identical values: each segment is summed on one rank, in ring order, and then
+ * copied around. Messages carry (iteration, layer, step), so rings of different layers may
+ * share a comm in order.
+ */
+#ifndef POSEIDON_ALLREDUCE_H
+#define POSEIDON_ALLREDUCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/transport/comm.h"
+
+#define ALLREDUCE_CHUNK_FLOATS_DEFAULT (1u << 20) /* 4 MB, the PS block size */
+
+/* Sums buf (count floats) over all ranks of c in place. Returns 0, or -1 if a step waited
+ * longer than timeout_ms (logged with the step and the neighbour). */
+int allreduce_sum(comm_t *c, int64_t iteration, int layer, float *buf, size_t count,
+                  size_t chunk_floats, int timeout_ms);
+
+#endif

@@ -1,0 +1,512 @@
+#include "runtime/sync/ps.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/check.h"
+#include "core/cost.h"
+#include "core/log.h"
+#include "runtime/transport/comm.h"
+
+/* ---------------------------------------------------------------- layout */
+
+static int cmp_block(const void *a, const void *b)
+{
+    const ps_block_t *x = a, *y = b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+int ps_layout_build(ps_layout_t *l, const ps_range_t *ranges, int n_ranges, size_t block_floats,
+                    int n_shards)
+{
+    memset(l, 0, sizeof *l);
+    if (block_floats == 0 || block_floats > UINT32_MAX || n_shards < 1) {
+        log_error("ps layout: block of %zu floats over %d shards", block_floats, n_shards);
+        return -1;
+    }
+    int cap = 0;
+    for (int i = 0; i < n_ranges; i++) cap += (int)((ranges[i].count + block_floats - 1) / block_floats);
+    l->blocks = xcalloc((size_t)cap + 1, sizeof *l->blocks);
+    int64_t *load = xcalloc((size_t)n_shards, sizeof *load);
+    for (int i = 0; i < n_ranges; i++)
+        for (uint64_t o = 0; o < ranges[i].count; o += block_floats) {
+            uint64_t n = ranges[i].count - o < block_floats ? ranges[i].count - o : block_floats;
+            int best = cost_kv_next_shard(KV_PLACE_LEAST_LOADED, load, n_shards, l->n_blocks);
+            load[best] += (int64_t)n;
+            l->blocks[l->n_blocks++] =
+                (ps_block_t){.offset = ranges[i].offset + o, .count = (uint32_t)n,
+                             .shard = best, .range = i};
+        }
+    free(load);
+    qsort(l->blocks, (size_t)l->n_blocks, sizeof *l->blocks, cmp_block);
+    for (int b = 1; b < l->n_blocks; b++)
+        if (l->blocks[b - 1].offset + l->blocks[b - 1].count > l->blocks[b].offset) {
+            log_error("ps layout: ranges overlap at float offset %llu",
+                      (unsigned long long)l->blocks[b].offset);
+            ps_layout_fini(l);
+            return -1;
+        }
+    l->n_shards = n_shards;
+    return 0;
+}
+
+void ps_layout_fini(ps_layout_t *l)
+{
+    free(l->blocks);
+    memset(l, 0, sizeof *l);
+}
+
+int ps_layout_find(const ps_layout_t *l, uint64_t offset)
+{
+    int lo = 0, hi = l->n_blocks - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (l->blocks[mid].offset == offset) return mid;
+        if (l->blocks[mid].offset < offset) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------- server */
+
+typedef struct pull_req {
+    int peer;
+    unsigned char rid[32]; /* the asking connection: a rank may have several clients */
+    size_t rid_len;
+    int64_t t;
+    int32_t layer;
+    struct pull_req *next;
+} pull_req_t;
+
+typedef struct {
+    const ps_block_t *b;
+    comm_buf_t *values;     /* count floats; answers to pulls send it without a copy */
+    comm_msg_t *held;       /* (staleness + 1) slots x world, slot = t % (s + 1): each rank's
+                             * push of iteration t, held (no copy) until every worker's is
+                             * in, then summed in rank order into the lowest rank's payload:
+                             * the sum, and so a whole run, does not depend on the order in
+                             * which pushes arrive; held iff pushed[] is set */
+    int *n_push;            /* per slot */
+    unsigned char *pushed;  /* per slot x world */
+    int64_t version;        /* iterations applied */
+    pull_req_t *pulls;
+} sblock_t;
+
+struct ps_server {
+    ps_server_config_t cfg;
+    comm_t *comm;
+    int n;                  /* blocks of this shard */
+    sblock_t *blk;          /* sorted by offset */
+    pthread_mutex_t lock;
+    pthread_cond_t applied;     /* broadcast after each round of applies (lock held) */
+    pthread_t thread;
+    atomic_int stop;
+    atomic_ullong n_rejected;
+    atomic_llong trace_zero_ns; /* 0: answers carry no stamp */
+};
+
+static sblock_t *server_block(ps_server_t *s, uint64_t offset)
+{
+    int lo = 0, hi = s->n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (s->blk[mid].b->offset == offset) return &s->blk[mid];
+        if (s->blk[mid].b->offset < offset) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return NULL;
+}
+
+static void reject(ps_server_t *s, const comm_msg_t *m, const char *why)
+{
+    atomic_fetch_add(&s->n_rejected, 1);
+    log_warn("ps shard %d: rejected %s from rank %d (iteration %lld, layer %d, offset %llu): %s",
+             s->cfg.shard, msg_type_name(m->hdr.type), m->peer, (long long)m->hdr.iteration,
+             m->hdr.layer, (unsigned long long)m->hdr.offset, why);
+}
+
+static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *rid,
+                   size_t rid_len, int32_t layer)
+{
+    msg_header_t h = {.type = MSG_PS_VALUES, .layer = layer, .shard = (uint32_t)s->cfg.shard,
+                      .iteration = k->version - 1, .offset = k->b->offset};
+    int64_t zero = atomic_load(&s->trace_zero_ns);
+    if (zero) { /* when these values start towards the worker: the start of its PULL row */
+        h.stamp_ns = comm_now_ns() - zero;
+        if (h.stamp_ns < 1) h.stamp_ns = 1;
+    }
+    int rc = comm_send_buf(s->comm, peer, rid, rid_len, h, k->values);
+    if (rc != 0)
+        log_warn("ps shard %d: could not answer rank %d's pull of offset %llu", s->cfg.shard,
+                 peer, (unsigned long long)k->b->offset);
+}
+
+static int pull_ready(const ps_server_t *s, const sblock_t *k, int64_t t)
+{
+    return k->version >= t + 1 - s->cfg.staleness;
+}
+
+static void serve_pulls(ps_server_t *s, sblock_t *k)
+{
+    pull_req_t **pp = &k->pulls;
+    while (*pp) {
+        pull_req_t *r = *pp;
+        if (pull_ready(s, k, r->t)) {
+            answer(s, k, r->peer, r->rid, r->rid_len, r->layer);
+            *pp = r->next;
+            free(r);
+        } else {
+            pp = &r->next;
+        }
+    }
+}
+
+/* recv_ns: when comm_recv returned m (comm_now_ns clock). */
+static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
+{
+    sblock_t *k = server_block(s, m->hdr.offset);
+    if (!k) return reject(s, m, "offset is not the start of a block of this shard");
+    int slots = s->cfg.staleness + 1;
+    int64_t t = m->hdr.iteration;
+    if (m->hdr.type == MSG_PS_PULL) {
+        if (m->hdr.length) return reject(s, m, "pull with a payload");
+        if (pull_ready(s, k, t)) return answer(s, k, m->peer, m->rid, m->rid_len, m->hdr.layer);
+        pull_req_t *r = xcalloc(1, sizeof *r);
+        *r = (pull_req_t){.peer = m->peer, .t = t, .layer = m->hdr.layer, .next = k->pulls};
+        memcpy(r->rid, m->rid, m->rid_len);
+        r->rid_len = m->rid_len;
+        k->pulls = r;
+        return;
+    }
+    if (m->hdr.type != MSG_PS_PUSH) return reject(s, m, "not a PS message");
+    if (m->hdr.length != (uint64_t)k->b->count * sizeof(float))
+        return reject(s, m, "length is not the block's");
+    if (t < k->version) return reject(s, m, "iteration already applied");
+    if (t > k->version + s->cfg.staleness) return reject(s, m, "beyond the staleness bound");
+    int slot = (int)(t % slots);
+    unsigned char *pushed = &k->pushed[(size_t)slot * s->cfg.world + m->peer];
+    if (*pushed) return reject(s, m, "second push of this block for this iteration");
+    *pushed = 1;
+    if (s->cfg.on_push)
+        s->cfg.on_push(s->cfg.on_push_arg, m->peer, k->b->offset, t, recv_ns);
+    comm_msg_move(&k->held[(size_t)slot * s->cfg.world + m->peer], m);
+    k->n_push[slot]++;
+    pthread_mutex_lock(&s->lock);
+    for (;;) { /* apply every complete iteration, in order */
+        int sl = (int)(k->version % slots);
+        if (k->n_push[sl] < s->cfg.n_workers) break;
+        comm_msg_t *held = &k->held[(size_t)sl * s->cfg.world];
+        const unsigned char *in = &k->pushed[(size_t)sl * s->cfg.world];
+        float *acc = NULL;
+        int first = -1;
+        for (int r = 0; r < s->cfg.world; r++) {
+            if (!in[r]) continue;
+            if (first < 0) {
+                first = r;
+                acc = comm_msg_data_writable(&held[r]);
+                continue;
+            }
+            const float *g = comm_msg_data(&held[r]);
+            for (uint32_t i = 0; i < k->b->count; i++) acc[i] += g[i];
+            comm_msg_close(&held[r]);
+        }
+        const float *a = acc;
+        if (comm_buf_in_flight(k->values)) {
+            /* ZeroMQ is still sending these values to a puller: update a copy and let the
+             * old buffer go when that send is done */
+            comm_buf_t *fresh = comm_buf_new(comm_buf_bytes(k->values));
+            memcpy(comm_buf_data(fresh), comm_buf_data(k->values), comm_buf_bytes(k->values));
+            comm_buf_release(&k->values);
+            k->values = fresh;
+        }
+        s->cfg.update(s->cfg.update_arg, comm_buf_data(k->values), a, k->b->count,
+                      k->b->offset, k->version);
+        comm_msg_close(&held[first]);
+        memset(&k->pushed[(size_t)sl * s->cfg.world], 0, (size_t)s->cfg.world);
+        k->n_push[sl] = 0;
+        k->version++;
+    }
+    pthread_cond_broadcast(&s->applied);
+    pthread_mutex_unlock(&s->lock);
+    serve_pulls(s, k);
+}
+
+static void *server_main(void *arg)
+{
+    ps_server_t *s = arg;
+    while (!atomic_load(&s->stop)) {
+        comm_msg_t m;
+        int rc = comm_recv(s->comm, NULL, &m, 50);
+        if (rc < 0) break;
+        if (rc == 0) continue;
+        server_handle(s, &m, comm_now_ns());
+        comm_msg_close(&m);
+    }
+    return NULL;
+}
+
+ps_server_t *ps_server_new(const ps_server_config_t *cfg)
+{
+    ASSERT(cfg->update && cfg->layout && cfg->init, "ps server config incomplete");
+    ASSERT(cfg->staleness >= 0 && cfg->n_workers >= 1 && cfg->n_workers <= cfg->world,
+           "staleness %d, %d workers of %d", cfg->staleness, cfg->n_workers, cfg->world);
+    comm_t *c = comm_new("ps", cfg->shard, cfg->world, cfg->bind, 5000);
+    if (!c) return NULL;
+    if (cfg->conn_cap > 0) comm_set_connection_cap(c, cfg->conn_cap);
+    ps_server_t *s = xcalloc(1, sizeof *s);
+    s->cfg = *cfg;
+    s->comm = c;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->applied, NULL);
+    const ps_layout_t *l = cfg->layout;
+    for (int b = 0; b < l->n_blocks; b++) s->n += l->blocks[b].shard == cfg->shard;
+    s->blk = xcalloc((size_t)s->n + 1, sizeof *s->blk);
+    int slots = cfg->staleness + 1, i = 0;
+    for (int b = 0; b < l->n_blocks; b++) {
+        const ps_block_t *pb = &l->blocks[b];
+        if (pb->shard != cfg->shard) continue;
+        sblock_t *k = &s->blk[i++];
+        k->b = pb;
+        k->version = cfg->start_version;
+        k->values = comm_buf_new((size_t)pb->count * sizeof(float));
+        memcpy(comm_buf_data(k->values), cfg->init + pb->offset, (size_t)pb->count * sizeof(float));
+        k->held = xcalloc((size_t)slots * cfg->world, sizeof *k->held);
+        k->n_push = xcalloc((size_t)slots, sizeof(int));
+        k->pushed = xcalloc((size_t)slots * cfg->world, 1);
+    }
+    if (pthread_create(&s->thread, NULL, server_main, s) != 0) die("pthread_create");
+    return s;
+}
+
+void ps_server_destroy(ps_server_t **sp)
+{
+    if (!sp || !*sp) return;
+    ps_server_t *s = *sp;
+    atomic_store(&s->stop, 1);
+    pthread_join(s->thread, NULL);
+    comm_destroy(&s->comm);
+    for (int i = 0; i < s->n; i++) {
+        sblock_t *k = &s->blk[i];
+        while (k->pulls) {
+            pull_req_t *r = k->pulls;
+            k->pulls = r->next;
+            free(r);
+        }
+        comm_buf_release(&k->values);
+        for (int sl = 0; sl < s->cfg.staleness + 1; sl++)
+            for (int r = 0; r < s->cfg.world; r++)
+                if (k->pushed[(size_t)sl * s->cfg.world + r])
+                    comm_msg_close(&k->held[(size_t)sl * s->cfg.world + r]);
+        free(k->held);
+        free(k->n_push);
+        free(k->pushed);
+    }
+    free(s->blk);
+    pthread_cond_destroy(&s->applied);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    *sp = NULL;
+}
+
+const char *ps_server_endpoint(const ps_server_t *s) { return comm_endpoint(s->comm); }
+void ps_server_set_trace_zero(ps_server_t *s, int64_t zero_ns)
+{
+    atomic_store(&s->trace_zero_ns, zero_ns);
+}
+uint64_t ps_server_n_rejected(ps_server_t *s) { return atomic_load(&s->n_rejected); }
+
+void ps_server_copy_values(ps_server_t *s, float *arena)
+{
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->n; i++)
+        memcpy(arena + s->blk[i].b->offset, comm_buf_data(s->blk[i].values),
+               (size_t)s->blk[i].b->count * sizeof(float));
+    pthread_mutex_unlock(&s->lock);
+}
+
+int ps_server_snapshot(ps_server_t *s, int64_t version, float *arena, int timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (deadline.tv_nsec >= 1000000000) deadline.tv_sec++, deadline.tv_nsec -= 1000000000;
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    for (int i = 0; i < s->n && rc == 0; i++) {
+        while (s->blk[i].version < version && rc == 0)
+            if (pthread_cond_timedwait(&s->applied, &s->lock, &deadline) == ETIMEDOUT &&
+                s->blk[i].version < version) {
+                log_error("ps shard %d: block at float offset %llu applied %lld iterations, "
+                          "not %lld, within %d ms", s->cfg.shard,
+                          (unsigned long long)s->blk[i].b->offset,
+                          (long long)s->blk[i].version, (long long)version, timeout_ms);
+                rc = -1;
+            }
+        if (rc == 0 && s->blk[i].version > version) {
+            log_error("ps shard %d: block at float offset %llu is at version %lld, past the "
+                      "snapshot's %lld", s->cfg.shard, (unsigned long long)s->blk[i].b->offset,
+                      (long long)s->blk[i].version, (long long)version);
+            rc = -1;
+        }
+    }
+    for (int i = 0; i < s->n && rc == 0; i++)
+        memcpy(arena + s->blk[i].b->offset, comm_buf_data(s->blk[i].values),
+               (size_t)s->blk[i].b->count * sizeof(float));
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- client */
+
+struct ps_client {
+    comm_t *comm;
+    const ps_layout_t *layout;
+    int timeout_ms;
+    comm_tracker_t tracker;
+    pthread_mutex_t *arena_lock; /* NULL: none */
+};
+
+void ps_client_set_arena_lock(ps_client_t *c, pthread_mutex_t *lock) { c->arena_lock = lock; }
+
+ps_client_t *ps_client_new(int rank, int world, const ps_layout_t *layout,
+                           const char *const *endpoints, int timeout_ms)
+{
+    ASSERT(layout->n_shards <= world, "%d shards for %d ranks", layout->n_shards, world);
+    /* a distinct channel per client, so that several syncer threads of one rank each have
+     * their own connection (routing id "ps<k>:<rank>") to every shard */
+    static atomic_int s_n_clients;
+    char name[16];
+    snprintf(name, sizeof name, "ps%d", atomic_fetch_add(&s_n_clients, 1) % 100000);
+    ps_client_t *c = xcalloc(1, sizeof *c);
+    c->comm = comm_new(name, rank, world, NULL, timeout_ms);
+    c->layout = layout;
+    c->timeout_ms = timeout_ms;
+    comm_tracker_init(&c->tracker);
+    for (int s = 0; s < layout->n_shards; s++)
+        if (comm_connect(c->comm, s, endpoints[s]) != 0) {
+            comm_destroy(&c->comm);
+            free(c);
+            return NULL;
+        }
+    return c;
+}
+
+void ps_client_destroy(ps_client_t **cp)
+{
+    if (!cp || !*cp) return;
+    ps_client_t *c = *cp;
+    if (comm_tracker_wait(&c->tracker, c->timeout_ms) != 0)
+        die("ps client: ZeroMQ still holds pushed buffers after %d ms", c->timeout_ms);
+    comm_destroy(&c->comm);
+    free(c);
+    *cp = NULL;
+}
+
+uint64_t ps_client_bytes(const ps_client_t *c)
+{
+    return comm_bytes_sent(c->comm) + comm_bytes_received(c->comm);
+}
+
+/* Block indices covering exactly [offset, offset + count). */
+static int span(const ps_client_t *c, uint64_t offset, uint64_t count, int *first, int *last)
+{
+    int b = ps_layout_find(c->layout, offset);
+    ASSERT(b >= 0, "float offset %llu is not a block start", (unsigned long long)offset);
+    *first = b;
+    uint64_t end = offset + count;
+    while (b < c->layout->n_blocks && c->layout->blocks[b].offset + c->layout->blocks[b].count < end)
+        b++;
+    ASSERT(b < c->layout->n_blocks &&
+               c->layout->blocks[b].offset + c->layout->blocks[b].count == end,
+           "range [%llu, %llu) does not end on a block boundary", (unsigned long long)offset,
+           (unsigned long long)end);
+    *last = b;
+    return 0;
+}
+
+int ps_client_push(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
+                   const float *grads)
+{
+    int first, last;
+    span(c, offset, count, &first, &last);
+    for (int b = first; b <= last; b++) {
+        const ps_block_t *pb = &c->layout->blocks[b];
+        msg_header_t h = {.type = MSG_PS_PUSH, .layer = layer, .shard = (uint32_t)pb->shard,
+                          .iteration = t, .offset = pb->offset};
+        if (comm_send(c->comm, pb->shard, h, grads + (pb->offset - offset),
+                      (size_t)pb->count * sizeof(float), &c->tracker) != 0) {
+            log_error("ps client: push of iteration %lld layer %d to shard %d timed out",
+                      (long long)t, layer, pb->shard);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int ps_client_pull(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
+                   float *arena)
+{
+    return ps_client_pull_from(c, t, layer, offset, count, arena, NULL);
+}
+
+int ps_client_pull_from(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64_t count,
+                        float *arena, ps_pull_times_t *per_shard)
+{
+    if (per_shard)
+        for (int s = 0; s < c->layout->n_shards; s++)
+            per_shard[s] = (ps_pull_times_t){0, 0, 0};
+    int first, last;
+    span(c, offset, count, &first, &last);
+    for (int b = first; b <= last; b++) {
+        const ps_block_t *pb = &c->layout->blocks[b];
+        msg_header_t h = {.type = MSG_PS_PULL, .layer = layer, .shard = (uint32_t)pb->shard,
+                          .iteration = t, .offset = pb->offset};
+        if (comm_send(c->comm, pb->shard, h, NULL, 0, NULL) != 0) return -1;
+    }
+    int64_t deadline = comm_now_ns() + (int64_t)c->timeout_ms * 1000000;
+    for (int got = 0; got < last - first + 1;) {
+        int left_ms = (int)((deadline - comm_now_ns()) / 1000000);
+        comm_match_t m = COMM_MATCH_ANY;
+        m.type = MSG_PS_VALUES;
+        m.layer = layer;
+        comm_msg_t g;
+        if (left_ms <= 0 || comm_recv(c->comm, &m, &g, left_ms) != 1) {
+            log_error("ps client: pull of iteration %lld layer %d: %d of %d blocks after %d ms",
+                      (long long)t, layer, got, last - first + 1, c->timeout_ms);
+            return -1;
+        }
+        int b = ps_layout_find(c->layout, g.hdr.offset);
+        if (b < first || b > last || g.peer != c->layout->blocks[b].shard ||
+            comm_msg_bytes(&g) != c->layout->blocks[b].count * sizeof(float)) {
+            log_warn("ps client: dropped values for offset %llu from rank %d: not asked",
+                     (unsigned long long)g.hdr.offset, g.peer);
+            comm_msg_close(&g);
+            continue;
+        }
+        if (c->arena_lock) pthread_mutex_lock(c->arena_lock);
+        memcpy(arena + g.hdr.offset, comm_msg_data(&g), comm_msg_bytes(&g));
+        if (c->arena_lock) pthread_mutex_unlock(c->arena_lock);
+        if (per_shard) {
+            ps_pull_times_t *ps = &per_shard[g.peer];
+            ps->bytes += (int64_t)comm_msg_bytes(&g);
+            if (g.hdr.stamp_ns && (!ps->first_stamp_ns || g.hdr.stamp_ns < ps->first_stamp_ns))
+                ps->first_stamp_ns = g.hdr.stamp_ns;
+            if (g.recv_ns > ps->last_recv_ns) ps->last_recv_ns = g.recv_ns;
+        }
+        comm_msg_close(&g);
+        got++;
+    }
+    return ps_client_wait_sent(c);
+}
+
+int ps_client_wait_sent(ps_client_t *c)
+{
+    return comm_tracker_wait(&c->tracker, c->timeout_ms);
+}
