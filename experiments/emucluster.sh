@@ -5,13 +5,22 @@
 # runs one command per namespace with the launcher environment set, and removes everything
 # afterwards - also on failure, Ctrl-C or TERM.
 #
-#   experiments/emucluster.sh -n N [-r RATE] [-q QUEUE] [-d DELAY] [-p PORT] [-l LOGDIR] -- CMD [ARGS...]
+#   experiments/emucluster.sh -n N [-r RATE] [-q QUEUE] [-d DELAY] [-k K] [-R PER_RACK -U UPLINK]
+#                             [-p PORT] [-l LOGDIR] -- CMD [ARGS...]
 #     RATE   tc rate, e.g. 1gbit, 500mbit (default 1gbit); "none" for no limit
 #     QUEUE  how a link queues what waits for it: "fair" (default) or "fifo" (see below)
 #     DELAY  one-way netem delay per host, e.g. 1ms (default: none)
+#     K      time dilation: the cluster stands for one K times faster, so every link runs at
+#            RATE / K (and UPLINK / K) with DELAY x K (default 1); the command is told K in
+#            EMU_TIME_DILATION and must stretch its own clocks to match (poseidon train
+#            --set time_dilation=K)
+#     PER_RACK, UPLINK  racks: hosts 0..PER_RACK-1 share rack 0's bridge, and so on (N a
+#            multiple of PER_RACK); each rack bridge reaches one core bridge through a link of
+#            UPLINK each way (a tc rate, e.g. 2gbit: PER_RACK x RATE / oversubscription),
+#            queued as the hosts' links are
 #   Each command gets RANK, WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR (host 0's address),
-#   MASTER_PORT and EMU_ADDR (its own address). Its output goes to LOGDIR/rank<i>.log
-#   (default: a temporary folder) and is printed, prefixed, at the end.
+#   MASTER_PORT, EMU_ADDR (its own address) and EMU_TIME_DILATION (K). Its output goes to
+#   LOGDIR/rank<i>.log (default: a temporary folder) and is printed, prefixed, at the end.
 #   Exit status: 0 if every command exited 0, else the first non-zero status.
 #   A node of D devices is still one namespace and one command: poseidon train runs one rank
 #   per node and a thread per device (--devices-per-node D, or the experiment's
@@ -44,12 +53,12 @@
 # the values it changed, the last one to leave (holders whose process is gone do not count)
 # puts them back. EMU_BRIDGE_NF=keep leaves the settings alone.
 set -u
-n=0 rate=1gbit queue=fair delay="" port=29500 logdir=""
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
-while getopts "n:r:q:d:p:l:h" o; do
+n=0 rate=1gbit queue=fair delay="" port=29500 logdir="" dilation=1 per_rack=0 uplink=""
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+while getopts "n:r:q:d:k:R:U:p:l:h" o; do
     case $o in
     n) n=$OPTARG ;; r) rate=$OPTARG ;; q) queue=$OPTARG ;; d) delay=$OPTARG ;; p) port=$OPTARG ;;
-    l) logdir=$OPTARG ;;
+    l) logdir=$OPTARG ;; k) dilation=$OPTARG ;; R) per_rack=$OPTARG ;; U) uplink=$OPTARG ;;
     h) usage; exit 0 ;; *) usage >&2; exit 2 ;;
     esac
 done
@@ -58,6 +67,37 @@ shift $((OPTIND - 1))
 [ "$n" -ge 1 ] 2>/dev/null && [ "$n" -le 64 ] || { echo "emucluster: -n must be 1..64" >&2; exit 2; }
 [ $# -ge 1 ] || { echo "emucluster: no command (after --)" >&2; exit 2; }
 case $queue in fair|fifo) ;; *) echo "emucluster: -q must be fair or fifo" >&2; exit 2 ;; esac
+[[ "$dilation" =~ ^[1-9][0-9]{0,3}$ ]] || { echo "emucluster: -k must be an integer 1..9999" >&2; exit 2; }
+# dilate_rate RATE: RATE / K as a tc rate in bit/s (tc's units; a bare number is bit/s)
+dilate_rate() {
+    local v u m
+    [[ "$1" =~ ^([0-9]+([.][0-9]+)?)(bit|kbit|mbit|gbit|tbit)?$ ]] ||
+        { echo "emucluster: a rate is a number with bit, kbit, mbit, gbit or tbit, got '$1'" >&2; return 1; }
+    v=${BASH_REMATCH[1]} u=${BASH_REMATCH[3]:-bit}
+    case $u in bit) m=1 ;; kbit) m=1e3 ;; mbit) m=1e6 ;; gbit) m=1e9 ;; tbit) m=1e12 ;; esac
+    awk -v v="$v" -v m="$m" -v k="$dilation" 'BEGIN { r = v * m / k; if (r < 8) exit 1; printf "%.0fbit\n", r }' ||
+        { echo "emucluster: $1 / $dilation is below 8 bit/s" >&2; return 1; }
+}
+# dilate_delay DELAY: DELAY x K in microseconds
+dilate_delay() {
+    local v u m
+    [[ "$1" =~ ^([0-9]+([.][0-9]+)?)(us|ms|s)$ ]] ||
+        { echo "emucluster: a delay is a number with us, ms or s, got '$1'" >&2; return 1; }
+    v=${BASH_REMATCH[1]} u=${BASH_REMATCH[3]}
+    case $u in us) m=1 ;; ms) m=1000 ;; s) m=1000000 ;; esac
+    awk -v v="$v" -v m="$m" -v k="$dilation" 'BEGIN { printf "%.0fus\n", v * m * k }'
+}
+[ "$rate" = none ] || rate=$(dilate_rate "$rate") || exit 2
+[ -z "$delay" ] || delay=$(dilate_delay "$delay") || exit 2
+if [ "$per_rack" != 0 ]; then
+    [[ "$per_rack" =~ ^[1-9][0-9]*$ ]] && [ $((n % per_rack)) -eq 0 ] ||
+        { echo "emucluster: -R must be a positive divisor of -n ($n), got '$per_rack'" >&2; exit 2; }
+    [ -n "$uplink" ] || { echo "emucluster: -R needs -U, the racks' uplink rate" >&2; exit 2; }
+    uplink=$(dilate_rate "$uplink") || exit 2
+elif [ -n "$uplink" ]; then
+    echo "emucluster: -U needs -R, the hosts per rack" >&2; exit 2
+fi
+racks=$(( per_rack > 0 ? n / per_rack : 0 ))
 [ "$(id -u)" = 0 ] || { echo "emucluster: needs root (network namespaces)" >&2; exit 2; }
 
 # EMU_ID (1-5 hex digits) names the run's objects, so a caller can find exactly its own.
@@ -123,6 +163,10 @@ cleanup() {
         ip netns del "$ns" 2>/dev/null   # removes its veth pair too
         ip link del "pv${id}h$i" 2>/dev/null
     done
+    for k in $(seq 0 $((racks - 1))); do
+        ip link del "pu${id}r$k" 2>/dev/null   # removes its peer on the core bridge too
+        ip link del "${br}r$k" 2>/dev/null
+    done
     ip link del "$br" 2>/dev/null
     nf_release
     [ -n "${tmplog:-}" ] && rm -rf "$tmplog"
@@ -168,9 +212,9 @@ fair_queue() {
     done
     echo "filter add dev $d parent 3: prio 2 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask 0x001e0000 at 20 link 1:"
 }
-shape() { # shape NETNS-OR-EMPTY DEV
+shape() { # shape NETNS-OR-EMPTY DEV [RATE [DELAY]]: RATE and DELAY default to the hosts'
     local pre=() ; [ -n "$1" ] && pre=(ip netns exec "$1")
-    local parent="root"
+    local parent="root" rate=${3:-$rate} delay=${4-$delay} burst
     # the queue of each htb class (a pfifo) holds txqueuelen packets
     "${pre[@]}" ip link set dev "$2" txqueuelen 10000 || return 1
     if [ -n "$delay" ]; then
@@ -179,19 +223,33 @@ shape() { # shape NETNS-OR-EMPTY DEV
         parent="parent 1:"
     fi
     if [ "$rate" != none ]; then
-        # burst 256 KB: > rate/HZ (a 1 Gbit/s tbf needs >= 125 KB at HZ=1000); the fifo
-        # holds 100 ms at the rate
-        "${pre[@]}" tc qdisc add dev "$2" $parent handle 2: tbf rate "$rate" burst 256kb latency 100ms || return 1
+        # burst: > rate/HZ (a 1 Gbit/s tbf needs >= 125 KB at HZ=1000), 256 KB up to
+        # 1 Gbit/s and 2 / HZ of the rate above; the fifo holds 100 ms at the rate
+        burst=$(awk -v r="${rate%bit}" 'BEGIN { b = r / 8 / 500; printf "%.0f\n", (b > 262144 ? b : 262144) }')
+        "${pre[@]}" tc qdisc add dev "$2" $parent handle 2: tbf rate "$rate" burst "$burst" latency 100ms || return 1
         if [ "$queue" = fair ]; then
             fair_queue "$2" | "${pre[@]}" tc -batch - || return 1
         fi
     fi
 }
+# Racks: a bridge per rack, joined to the core bridge by a veth pair shaped at the uplink
+# rate on both ends (the rack's end sends up, the core's end sends down).
+for k in $(seq 0 $((racks - 1))); do
+    rb="${br}r$k" up="pu${id}r$k" down="pc${id}r$k"
+    ip link add "$rb" type bridge || die "cannot create bridge $rb"
+    ip link set "$rb" up
+    ip link add "$up" type veth peer name "$down" || die "cannot create veth $up"
+    ip link set "$up" master "$rb" up
+    ip link set "$down" master "$br" up
+    shape "" "$up" "$uplink" "" || die "tc on $up failed"       # rack k's uplink
+    shape "" "$down" "$uplink" "" || die "tc on $down failed"   # rack k's downlink
+done
+host_bridge() { if [ "$racks" -gt 0 ]; then echo "${br}r$(($1 / per_rack))"; else echo "$br"; fi; }
 for i in $(seq 0 $((n - 1))); do
     ns=$(ns_of "$i") h="pv${id}h$i"
     ip netns add "$ns" || die "cannot create namespace $ns"
     ip link add "$h" type veth peer name eth0 netns "$ns" || die "cannot create veth $h"
-    ip link set "$h" master "$br" up
+    ip link set "$h" master "$(host_bridge "$i")" up
     ip -n "$ns" link set lo up
     ip -n "$ns" addr add "10.$a.$b.$((i + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
@@ -203,7 +261,7 @@ mkdir -p "$logdir"
 master="10.$a.$b.1"
 for i in $(seq 0 $((n - 1))); do
     ip netns exec "$(ns_of "$i")" env RANK=$i WORLD_SIZE=$n LOCAL_RANK=0 MASTER_ADDR=$master \
-        MASTER_PORT=$port EMU_ADDR="10.$a.$b.$((i + 1))" "$@" >"$logdir/rank$i.log" 2>&1 &
+        MASTER_PORT=$port EMU_ADDR="10.$a.$b.$((i + 1))" EMU_TIME_DILATION=$dilation "$@" >"$logdir/rank$i.log" 2>&1 &
     pids+=($!)
 done
 rc=0
