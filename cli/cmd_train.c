@@ -23,6 +23,9 @@
 #include "runtime/exec/train_one.h"
 #include "runtime/transport/launch.h"
 
+/* The help's second half: the options of how the job runs. */
+static void usage_run(FILE *f);
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -92,6 +95,11 @@ static void usage(FILE *f)
             "  --kv-placement P    least_loaded or round_robin [kv_placement]\n"
             "  --bucket-mb X       fuse the all-reduce layers into buckets of >= X MB\n"
             "                      [allreduce_bucket_mb] (0: one ring per layer)\n\n");
+    usage_run(f);
+}
+
+static void usage_run(FILE *f)
+{
     fprintf(f,
             "how this process runs it:\n"
             "  --device D          cpu (default) or cuda: one GPU per device thread (GPU\n"
@@ -334,7 +342,10 @@ static int build_job(train_args_t *a, job_sets_t *s)
     char err[2048];
     experiment_t *job = &a->cfg.job;
     launch_env_t env;
-    a->launched = launch_env_detect(&env, err, sizeof err) == 0 && env.source != LAUNCH_NONE;
+    /* a launcher's environment that does not read well is still a launcher's: the workers
+     * say what is wrong with it */
+    int bad_env = launch_env_detect(&env, err, sizeof err);
+    a->launched = bad_env || env.source != LAUNCH_NONE;
     if (a->exp_path) {
         if (experiment_load(job, a->exp_path, err, sizeof err)) {
             fprintf(stderr, "poseidon train: %s\n", err);
@@ -346,7 +357,8 @@ static int build_job(train_args_t *a, job_sets_t *s)
         /* under a launcher without a file, the job has the launcher's ranks */
         char n[32];
         snprintf(n, sizeof n, "cluster.nodes=%d", env.world);
-        if (a->workers == 0 && a->launched && add_set(s, "the launcher", n, NULL)) return -1;
+        if (a->workers == 0 && a->launched && !bad_env && add_set(s, "the launcher", n, NULL))
+            return -1;
     }
     for (int i = 0; i < s->n; i++)
         if (experiment_override_as(job, s->set[i].kv, s->set[i].flag, err, sizeof err)) {
