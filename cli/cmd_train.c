@@ -355,10 +355,11 @@ static int build_job(train_args_t *a, job_sets_t *s)
         experiment_defaults(job);
         if (!s->counts_given) job->train.epochs = 1;
         /* under a launcher without a file, the job has the launcher's ranks */
-        char n[32];
-        snprintf(n, sizeof n, "cluster.nodes=%d", env.world);
-        if (a->workers == 0 && a->launched && !bad_env && add_set(s, "the launcher", n, NULL))
-            return -1;
+        if (a->workers == 0 && a->launched && !bad_env) {
+            char n[32];
+            snprintf(n, sizeof n, "cluster.nodes=%d", env.world);
+            if (add_set(s, "the launcher", n, NULL)) return -1;
+        }
     }
     for (int i = 0; i < s->n; i++)
         if (experiment_override_as(job, s->set[i].kv, s->set[i].flag, err, sizeof err)) {
