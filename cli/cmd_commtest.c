@@ -58,159 +58,236 @@ static void ct_ps_add(void *arg, float *p, const float *g, size_t n, uint64_t of
     for (size_t i = 0; i < n; i++) p[i] += g[i];
 }
 
-static int run_rank(int rank_hint, void *arg)
-{
-    (void)rank_hint;
-    const ct_opts_t *o = arg;
+/* One rank's state: the job's identity, its coordinator, shard, ring and PS client, and the
+ * arena of 1 (bench) or 3 "layers". */
+typedef struct {
+    const ct_opts_t *o;
     launch_env_t env;
+    bool bench;
+    coord_config_t cc;
+    coord_server_t *srv;
+    coord_client_t *cl;
+    char bind[128];
+    size_t total;
+    ps_range_t ranges[3];
+    int n_ranges;
+    ps_layout_t layout;
+    bool have_layout;
+    float *init, *arena, *grad;
+    ps_server_t *shard;
+    comm_t *ar;
+    const char **ps_eps;
+    char (*ps_buf)[300];
+    ps_client_t *pcl;
+} ct_rank_t;
+
+/* The identity, the coordinator, the layout and the arrays. 0, or the exit code. */
+static int ct_setup(ct_rank_t *k)
+{
+    const ct_opts_t *o = k->o;
     char err[256];
-    if (launch_env_detect(&env, err, sizeof err) != 0) {
+    if (launch_env_detect(&k->env, err, sizeof err) != 0) {
         fprintf(stderr, "poseidon comm-test: %s\n", err);
         return 2;
     }
-    if (transport_security_install(&o->security, &env, err, sizeof err) != 0) {
-        fprintf(stderr, "poseidon comm-test: rank %d: %s\n", env.rank, err);
+    if (transport_security_install(&o->security, &k->env, err, sizeof err) != 0) {
+        fprintf(stderr, "poseidon comm-test: rank %d: %s\n", k->env.rank, err);
         return 2;
     }
-    int bench = !strcmp(o->mode, "bench");
-    if (bench && env.world != 2) {
-        fprintf(stderr, "poseidon comm-test: bench needs exactly 2 ranks (has %d)\n", env.world);
+    k->bench = !strcmp(o->mode, "bench");
+    if (k->bench && k->env.world != 2) {
+        fprintf(stderr, "poseidon comm-test: bench needs exactly 2 ranks (has %d)\n",
+                k->env.world);
         return 2;
     }
-    coord_config_t cc = coord_config_default();
-    coord_server_t *srv = NULL;
-    if (env.rank == 0 && !(srv = coord_server_new(&env, cc))) return 1;
-    coord_client_t *cl = coord_client_new(&env, cc, NULL);
-    if (!cl) return 1;
+    k->cc = coord_config_default();
+    if (k->env.rank == 0 && !(k->srv = coord_server_new(&k->env, k->cc))) return 1;
+    if (!(k->cl = coord_client_new(&k->env, k->cc, NULL))) return 1;
     char addr[64];
-    if (launch_local_addr(env.master_addr, addr, sizeof addr) != 0) return 1;
-    char bind[128];
-    snprintf(bind, sizeof bind, "tcp://%s:*", addr);
+    if (launch_local_addr(k->env.master_addr, addr, sizeof addr) != 0) return 1;
+    snprintf(k->bind, sizeof k->bind, "tcp://%s:*", addr);
 
     /* the parameter arena: 3 layers, the middle one the largest */
-    size_t total = bench ? (size_t)(o->total_bytes / 4) : (size_t)o->floats;
-    ps_range_t ranges[3] = {{0, total / 10}, {total / 10, total - total / 10 - 3}, {total - 3, 3}};
-    int n_ranges = bench ? 1 : 3;
-    if (bench) ranges[0] = (ps_range_t){0, total};
-    ps_layout_t layout;
-    if (ps_layout_build(&layout, ranges, n_ranges, (size_t)(o->block_bytes / 4), env.world) != 0)
+    size_t total = k->bench ? (size_t)(o->total_bytes / 4) : (size_t)o->floats;
+    k->total = total;
+    k->ranges[0] = (ps_range_t){0, total / 10};
+    k->ranges[1] = (ps_range_t){total / 10, total - total / 10 - 3};
+    k->ranges[2] = (ps_range_t){total - 3, 3};
+    k->n_ranges = k->bench ? 1 : 3;
+    if (k->bench) k->ranges[0] = (ps_range_t){0, total};
+    if (ps_layout_build(&k->layout, k->ranges, k->n_ranges, (size_t)(o->block_bytes / 4),
+                        k->env.world) != 0)
         return 2;
-    if (bench) /* every block on rank 1: all traffic crosses the link */
-        for (int b = 0; b < layout.n_blocks; b++) layout.blocks[b].shard = 1;
-    float *init = xmalloc(total * sizeof(float)), *arena = xcalloc(total, sizeof(float));
-    float *grad = xmalloc(total * sizeof(float));
-    for (size_t i = 0; i < total; i++) init[i] = (float)(i % 100);
-    ps_server_config_t pc = {.shard = env.rank, .n_workers = bench ? 1 : env.world,
-                             .world = env.world, .bind = bind, .layout = &layout, .init = init,
-                             .staleness = o->staleness, .update = NULL};
-    pc.update = ct_ps_add;
-    ps_server_t *shard = ps_server_new(&pc);
-    comm_t *ar = comm_new("ar", env.rank, env.world, bind, o->timeout_ms);
-    if (!shard || !ar) return 1;
+    k->have_layout = true;
+    if (k->bench) /* every block on rank 1: all traffic crosses the link */
+        for (int b = 0; b < k->layout.n_blocks; b++) k->layout.blocks[b].shard = 1;
+    k->init = xmalloc(total * sizeof(float));
+    k->arena = xcalloc(total, sizeof(float));
+    k->grad = xmalloc(total * sizeof(float));
+    for (size_t i = 0; i < total; i++) k->init[i] = (float)(i % 100);
+    return 0;
+}
+
+/* The shard, the ring, the rendezvous, rank 0's configuration and the start barrier. 0, or
+ * the exit code. */
+static int ct_connect(ct_rank_t *k)
+{
+    const ct_opts_t *o = k->o;
+    ps_server_config_t pc = {.shard = k->env.rank, .n_workers = k->bench ? 1 : k->env.world,
+                             .world = k->env.world, .bind = k->bind, .layout = &k->layout,
+                             .init = k->init, .staleness = o->staleness, .update = ct_ps_add};
+    k->shard = ps_server_new(&pc);
+    k->ar = comm_new("ar", k->env.rank, k->env.world, k->bind, o->timeout_ms);
+    if (!k->shard || !k->ar) return 1;
     char line[600];
-    snprintf(line, sizeof line, "%s %s", ps_server_endpoint(shard), comm_endpoint(ar));
-    char **table = coord_client_rendezvous(cl, line);
-    if (!table) coord_client_fail(cl, "rendezvous failed");
-    const char **ps_eps = xcalloc((size_t)env.world, sizeof *ps_eps);
-    char (*ps_buf)[300] = xcalloc((size_t)env.world, sizeof *ps_buf);
-    for (int r = 0; r < env.world; r++) {
+    snprintf(line, sizeof line, "%s %s", ps_server_endpoint(k->shard), comm_endpoint(k->ar));
+    char **table = coord_client_rendezvous(k->cl, line);
+    if (!table) coord_client_fail(k->cl, "rendezvous failed");
+    k->ps_eps = xcalloc((size_t)k->env.world, sizeof *k->ps_eps);
+    k->ps_buf = xcalloc((size_t)k->env.world, sizeof *k->ps_buf);
+    for (int r = 0; r < k->env.world; r++) {
         char ar_ep[300];
-        if (sscanf(table[r], "%299s %299s", ps_buf[r], ar_ep) != 2)
-            coord_client_fail(cl, "bad rendezvous line of rank %d: '%s'", r, table[r]);
-        ps_eps[r] = ps_buf[r];
-        if (r == (env.rank + 1) % env.world && env.world > 1) comm_connect(ar, r, ar_ep);
+        if (sscanf(table[r], "%299s %299s", k->ps_buf[r], ar_ep) != 2)
+            coord_client_fail(k->cl, "bad rendezvous line of rank %d: '%s'", r, table[r]);
+        k->ps_eps[r] = k->ps_buf[r];
+        if (r == (k->env.rank + 1) % k->env.world && k->env.world > 1)
+            comm_connect(k->ar, r, ar_ep);
     }
     /* the run's configuration, as the plan will travel: a blob from rank 0 */
     char cfg[200];
-    snprintf(cfg, sizeof cfg, "iters=%d floats=%zu block=%lld staleness=%d", o->iters, total,
+    snprintf(cfg, sizeof cfg, "iters=%d floats=%zu block=%lld staleness=%d", o->iters, k->total,
              o->block_bytes, o->staleness);
     void *blob = cfg;
     size_t blob_n = strlen(cfg) + 1;
-    if (coord_client_bcast(cl, 0, 0, &blob, &blob_n, cc.join_ms) != 0)
-        coord_client_fail(cl, "no configuration from rank 0");
-    if (env.rank != 0) {
-        if (strcmp(blob, cfg)) coord_client_fail(cl, "rank 0 runs '%s', this rank '%s'", (char *)blob, cfg);
+    if (coord_client_bcast(k->cl, 0, 0, &blob, &blob_n, k->cc.join_ms) != 0)
+        coord_client_fail(k->cl, "no configuration from rank 0");
+    if (k->env.rank != 0) {
+        if (strcmp(blob, cfg))
+            coord_client_fail(k->cl, "rank 0 runs '%s', this rank '%s'", (char *)blob, cfg);
         free(blob);
     }
-    ps_client_t *pcl = ps_client_new(env.rank, env.world, &layout, ps_eps, o->timeout_ms);
-    if (!pcl) coord_client_fail(cl, "cannot connect to the PS shards");
-    if (coord_client_barrier(cl, 0, cc.join_ms) != 0) coord_client_fail(cl, "start barrier");
-    log_info("rank %d/%d (%s): %s, %d blocks", env.rank, env.world, launch_source_name(env.source),
-             cfg, layout.n_blocks);
+    k->pcl = ps_client_new(k->env.rank, k->env.world, &k->layout, k->ps_eps, o->timeout_ms);
+    if (!k->pcl) coord_client_fail(k->cl, "cannot connect to the PS shards");
+    if (coord_client_barrier(k->cl, 0, k->cc.join_ms) != 0)
+        coord_client_fail(k->cl, "start barrier");
+    log_info("rank %d/%d (%s): %s, %d blocks", k->env.rank, k->env.world,
+             launch_source_name(k->env.source), cfg, k->layout.n_blocks);
+    return 0;
+}
 
+/* Iteration t of the check: push and pull each layer in backward order (the victim dies
+ * where asked), then the ring all-reduce, compared with the exact sums. Returns bad, the
+ * wrong values found so far, with this iteration's (at most 5 in all reported). */
+static int ct_check_iteration(ct_rank_t *k, int64_t t, int bad)
+{
+    const ct_opts_t *o = k->o;
+    for (size_t i = 0; i < k->total; i++) k->grad[i] = grad_of(k->env.rank, t, i);
+    for (int l = k->n_ranges - 1; l >= 0; l--) { /* backward order */
+        if (k->env.rank == o->victim && t == o->kill_at && l == 1) {
+            log_info("rank %d: killing itself at iteration %lld layer %d (as asked)",
+                     k->env.rank, (long long)t, l);
+            fflush(NULL);
+            raise(SIGKILL);
+        }
+        const ps_range_t *r = &k->ranges[l];
+        char what[160];
+        snprintf(what, sizeof what, "PS push/pull of layer %d (%llu floats)", l,
+                 (unsigned long long)r->count);
+        coord_client_progress(k->cl, t, l, what);
+        if (ps_client_push(k->pcl, t, l, r->offset, r->count, k->grad + r->offset) ||
+            ps_client_pull(k->pcl, t, l, r->offset, r->count, k->arena))
+            coord_client_fail(k->cl, "PS sync of layer %d timed out after %d ms", l,
+                              o->timeout_ms);
+    }
+    /* all-reduce of the same gradients: the sum over ranks */
+    coord_client_progress(k->cl, t, 0, "ring all-reduce of the gradient buffer");
+    for (size_t i = 0; i < k->total; i++) k->grad[i] = grad_of(k->env.rank, t, i);
+    if (allreduce_sum(k->ar, t, 0, k->grad, k->total, ALLREDUCE_CHUNK_FLOATS_DEFAULT / 4,
+                      o->timeout_ms))
+        coord_client_fail(k->cl, "all-reduce timed out after %d ms", o->timeout_ms);
+    for (size_t i = 0; i < k->total && bad < 5; i++) {
+        double want = 0;
+        for (int r = 0; r < k->env.world; r++) want += grad_of(r, t, i);
+        if (k->grad[i] != (float)want) {
+            log_error("rank %d: all-reduce [%zu] = %g, want %g", k->env.rank, i, k->grad[i],
+                      want);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+/* The iterations, then (bench) rank 0's CSV row or (check, BSP) the PS values against the
+ * exact sums. Returns the wrong values found. */
+static int ct_run(ct_rank_t *k)
+{
+    const ct_opts_t *o = k->o;
     int bad = 0;
     int64_t t0 = comm_now_ns();
     for (int64_t t = 0; t < o->iters; t++) {
-        if (bench) {
-            if (env.rank != 0) break; /* rank 1 only serves */
-            coord_client_progress(cl, t, 0, "PS push/pull of the benchmark range");
-            if (ps_client_push(pcl, t, 0, 0, total, init) || ps_client_pull(pcl, t, 0, 0, total, arena))
-                coord_client_fail(cl, "PS push/pull timed out after %d ms", o->timeout_ms);
+        if (!k->bench) {
+            bad = ct_check_iteration(k, t, bad);
             continue;
         }
-        for (size_t i = 0; i < total; i++) grad[i] = grad_of(env.rank, t, i);
-        for (int l = n_ranges - 1; l >= 0; l--) { /* backward order */
-            if (env.rank == o->victim && t == o->kill_at && l == 1) {
-                log_info("rank %d: killing itself at iteration %lld layer %d (as asked)", env.rank,
-                         (long long)t, l);
-                fflush(NULL);
-                raise(SIGKILL);
-            }
-            char what[160];
-            snprintf(what, sizeof what, "PS push/pull of layer %d (%llu floats)", l,
-                     (unsigned long long)ranges[l].count);
-            coord_client_progress(cl, t, l, what);
-            if (ps_client_push(pcl, t, l, ranges[l].offset, ranges[l].count, grad + ranges[l].offset) ||
-                ps_client_pull(pcl, t, l, ranges[l].offset, ranges[l].count, arena))
-                coord_client_fail(cl, "PS sync of layer %d timed out after %d ms", l, o->timeout_ms);
-        }
-        /* all-reduce of the same gradients: the sum over ranks */
-        coord_client_progress(cl, t, 0, "ring all-reduce of the gradient buffer");
-        for (size_t i = 0; i < total; i++) grad[i] = grad_of(env.rank, t, i);
-        if (allreduce_sum(ar, t, 0, grad, total, ALLREDUCE_CHUNK_FLOATS_DEFAULT / 4, o->timeout_ms))
-            coord_client_fail(cl, "all-reduce timed out after %d ms", o->timeout_ms);
-        for (size_t i = 0; i < total && bad < 5; i++) {
-            double want = 0;
-            for (int r = 0; r < env.world; r++) want += grad_of(r, t, i);
-            if (grad[i] != (float)want) {
-                log_error("rank %d: all-reduce [%zu] = %g, want %g", env.rank, i, grad[i], want);
-                bad++;
-            }
-        }
+        if (k->env.rank != 0) break; /* rank 1 only serves */
+        coord_client_progress(k->cl, t, 0, "PS push/pull of the benchmark range");
+        if (ps_client_push(k->pcl, t, 0, 0, k->total, k->init) ||
+            ps_client_pull(k->pcl, t, 0, 0, k->total, k->arena))
+            coord_client_fail(k->cl, "PS push/pull timed out after %d ms", o->timeout_ms);
     }
     double dt = (double)(comm_now_ns() - t0) * 1e-9;
-    if (bench && env.rank == 0) {
-        double moved = 2.0 * (double)total * 4 * o->iters;
-        printf("%lld,%zu,%d,%.6f,%.0f\n", o->block_bytes, total * 4, o->iters, dt, moved / dt);
-    } else if (!bench && o->staleness == 0) {
-        for (size_t i = 0; i < total && bad < 10; i++) {
-            double want = init[i];
+    if (k->bench && k->env.rank == 0) {
+        double moved = 2.0 * (double)k->total * 4 * o->iters;
+        printf("%lld,%zu,%d,%.6f,%.0f\n", o->block_bytes, k->total * 4, o->iters, dt,
+               moved / dt);
+    } else if (!k->bench && o->staleness == 0) {
+        for (size_t i = 0; i < k->total && bad < 10; i++) {
+            double want = k->init[i];
             for (int t = 0; t < o->iters; t++)
-                for (int r = 0; r < env.world; r++) want += grad_of(r, t, i);
-            if (arena[i] != (float)want) {
-                log_error("rank %d: PS value [%zu] = %g, want %g", env.rank, i, arena[i], want);
+                for (int r = 0; r < k->env.world; r++) want += grad_of(r, t, i);
+            if (k->arena[i] != (float)want) {
+                log_error("rank %d: PS value [%zu] = %g, want %g", k->env.rank, i, k->arena[i],
+                          want);
                 bad++;
             }
         }
     }
-    coord_client_progress(cl, o->iters, -1, "the final barrier");
-    ps_client_destroy(&pcl);
-    coord_client_destroy(&cl); /* final barrier: shards stay up until everyone is done */
-    ps_server_destroy(&shard);
-    comm_destroy(&ar);
-    coord_server_destroy(&srv);
-    if (!bench) {
-        if (bad) printf("rank %d: FAILED (%d wrong values)\n", env.rank, bad);
+    return bad;
+}
+
+/* Frees what the rank holds; the final barrier first (shards stay up until everyone is
+ * done). */
+static void ct_fini(ct_rank_t *k)
+{
+    coord_client_progress(k->cl, k->o->iters, -1, "the final barrier");
+    ps_client_destroy(&k->pcl);
+    coord_client_destroy(&k->cl);
+    ps_server_destroy(&k->shard);
+    comm_destroy(&k->ar);
+    coord_server_destroy(&k->srv);
+    free(k->ps_eps);
+    free(k->ps_buf);
+    free(k->init);
+    free(k->arena);
+    free(k->grad);
+    if (k->have_layout) ps_layout_fini(&k->layout);
+}
+
+static int run_rank(int rank_hint, void *arg)
+{
+    (void)rank_hint;
+    ct_rank_t k = {.o = arg};
+    int rc = ct_setup(&k);
+    if (rc == 0) rc = ct_connect(&k);
+    if (rc) return rc; /* no final barrier: the other ranks may never come to it */
+    int bad = ct_run(&k);
+    ct_fini(&k);
+    if (!k.bench) {
+        if (bad) printf("rank %d: FAILED (%d wrong values)\n", k.env.rank, bad);
         else printf("rank %d/%d: ok: %d iterations of PS and all-reduce exact over %zu floats\n",
-                    env.rank, env.world, o->iters, total);
+                    k.env.rank, k.env.world, k.o->iters, k.total);
     }
     fflush(stdout);
-    free(ps_eps);
-    free(ps_buf);
-    free(init);
-    free(arena);
-    free(grad);
-    ps_layout_fini(&layout);
     return bad ? 1 : 0;
 }
 
@@ -230,31 +307,35 @@ int cmd_commtest(int argc, char **argv)
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     int ch, rc = 0;
     long long v = 0;
-    optind = 1;
-    while (rc == 0 && (ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    flag_parser_t p;
+    flag_begin(&p, "comm-test", argc, argv, "h", opts);
+    while (rc == 0 && (ch = flag_next(&p)) != FLAG_END) {
+        const char *a = p.opt;
+        const char *val = p.arg;
         switch (ch) {
-        case 'w': rc = flag_int32("comm-test", "--workers", optarg, 0, 4096, &o.workers); break;
-        case 'm': o.mode = optarg; break;
-        case 'i': rc = flag_int32("comm-test", "--iters", optarg, 1, 1 << 30, &o.iters); break;
-        case 'f': rc = flag_int("comm-test", "--floats", optarg, 16, 1LL << 34, &v); o.floats = v; break;
+        case 'w': rc = flag_int32("comm-test", a, val, 0, 4096, &o.workers); break;
+        case 'm': o.mode = val; break;
+        case 'i': rc = flag_int32("comm-test", a, val, 1, 1 << 30, &o.iters); break;
+        case 'f': rc = flag_int("comm-test", a, val, 16, 1LL << 34, &v); o.floats = v; break;
         case 'b':
-            rc = flag_int("comm-test", "--block-bytes", optarg, 4, 1LL << 34, &v);
+            rc = flag_int("comm-test", a, val, 4, 1LL << 34, &v);
             o.block_bytes = v;
             break;
         case 't':
-            rc = flag_int("comm-test", "--total-bytes", optarg, 4, 1LL << 40, &v);
+            rc = flag_int("comm-test", a, val, 4, 1LL << 40, &v);
             o.total_bytes = v;
             break;
-        case 's': rc = flag_int32("comm-test", "--staleness", optarg, 0, 999, &o.staleness); break;
-        case 'k': rc = flag_int32("comm-test", "--kill-rank", optarg, -1, 4096, &o.victim); break;
-        case 'a': rc = flag_int32("comm-test", "--kill-at", optarg, -1, 1 << 30, &o.kill_at); break;
-        case 'o':
-            rc = flag_int32("comm-test", "--timeout-ms", optarg, 100, 1 << 30, &o.timeout_ms);
-            break;
-        case 'K': o.security.keys_dir = optarg; break;
+        case 's': rc = flag_int32("comm-test", a, val, 0, 999, &o.staleness); break;
+        case 'k': rc = flag_int32("comm-test", a, val, -1, 4096, &o.victim); break;
+        case 'a': rc = flag_int32("comm-test", a, val, -1, 1 << 30, &o.kill_at); break;
+        case 'o': rc = flag_int32("comm-test", a, val, 100, 1 << 30, &o.timeout_ms); break;
+        case 'K': o.security.keys_dir = val; break;
         case 'I': o.security.insecure = true; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case FLAG_ARG:
+            fprintf(stderr, "poseidon comm-test: unexpected argument '%s'\n", val);
+            return 2;
+        default: return 2;
         }
     }
     if (rc) return 2;

@@ -22,23 +22,22 @@ int cmd_keygen(int argc, char **argv)
 {
     int ranks = 0;
     const char *dir = NULL;
-    /* every option takes a value: the loop steps over both */
-    for (int i = 1; i < argc; i += 2) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "poseidon keygen: unknown option or missing value: '%s'\n", argv[i]);
+    static const struct option opts[] = {{"ranks", required_argument, NULL, 'r'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
+    flag_parser_t p;
+    flag_begin(&p, "keygen", argc, argv, "ho:", opts);
+    for (int c; (c = flag_next(&p)) != FLAG_END;) {
+        switch (c) {
+        case 'h': usage(stdout); return 0;
+        case 'r':
+            if (flag_int32("keygen", p.opt, p.arg, 1, 1 << 20, &ranks)) return 2;
+            break;
+        case 'o': dir = p.arg; break;
+        case FLAG_ARG:
+            fprintf(stderr, "poseidon keygen: unexpected argument '%s'\n", p.arg);
             return 2;
-        }
-        if (!strcmp(argv[i], "--ranks")) {
-            if (flag_int32("keygen", argv[i], argv[i + 1], 1, 1 << 20, &ranks)) return 2;
-        } else if (!strcmp(argv[i], "-o")) {
-            dir = argv[i + 1];
-        } else {
-            fprintf(stderr, "poseidon keygen: unknown option '%s'\n", argv[i]);
-            return 2;
+        default: return 2;
         }
     }
     if (!ranks || !dir) {

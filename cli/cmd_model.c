@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "core/log.h"
 #include "core/model.h"
 #include "core/outfile.h"
@@ -49,31 +50,41 @@ int cmd_model(int argc, char **argv)
     int csv = 0;
     onnx_import_opts_t opts = {0};
     char err[2048];
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--csv") && !import) csv = 1;
-        else if (!strcmp(argv[i], "-o") && import && i + 1 < argc) out_path = argv[++i];
-        else if (!strcmp(argv[i], "--input-shape") && i + 1 < argc) {
+    static const struct option lo[] = {{"csv", no_argument, NULL, 'c'},
+                                       {"input-shape", required_argument, NULL, 's'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {0}};
+    char cmd[32];
+    snprintf(cmd, sizeof cmd, "model %s", argv[1]);
+    flag_parser_t p;
+    /* the action's own options: --csv shows, -o imports */
+    flag_begin(&p, cmd, argc - 1, argv + 1, import ? "ho:" : "h", import ? lo + 1 : lo);
+    for (int c; (c = flag_next(&p)) != FLAG_END;) {
+        switch (c) {
+        case 'h': model_usage(stdout); return 0;
+        case 'c': csv = 1; break;
+        case 'o': out_path = p.arg; break;
+        case 's':
             if (opts.n_shapes == ONNX_SHAPE_ARGS_MAX) {
-                fprintf(stderr, "poseidon model %s: at most %d --input-shape\n", argv[1],
+                fprintf(stderr, "poseidon %s: at most %d --input-shape\n", cmd,
                         ONNX_SHAPE_ARGS_MAX);
                 return 2;
             }
-            if (onnx_shape_arg_parse(argv[++i], &opts.shapes[opts.n_shapes++], err, sizeof err)) {
-                fprintf(stderr, "poseidon model %s: %s\n", argv[1], err);
+            if (onnx_shape_arg_parse(p.arg, &opts.shapes[opts.n_shapes++], err, sizeof err)) {
+                fprintf(stderr, "poseidon %s: %s\n", cmd, err);
                 return 2;
             }
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            model_usage(stdout);
-            return 0;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "poseidon model %s: unknown or incomplete option '%s'\n", argv[1],
-                    argv[i]);
-            return 2;
-        } else if (path) {
-            fprintf(stderr, "poseidon model %s: one FILE expected, got '%s' and '%s'\n", argv[1],
-                    path, argv[i]);
-            return 2;
-        } else path = argv[i];
+            break;
+        case FLAG_ARG:
+            if (path) {
+                fprintf(stderr, "poseidon %s: one FILE expected, got '%s' and '%s'\n", cmd,
+                        path, p.arg);
+                return 2;
+            }
+            path = p.arg;
+            break;
+        default: return 2;
+        }
     }
     if (!path) {
         model_usage(stderr);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/experiment_open.h"
 #include "core/experiment.h"
 #include "core/job.h"
@@ -36,19 +37,30 @@ int cmd_plan(int argc, char **argv)
     int csv = 0;
     const char *sets[64];
     int n_sets = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+    static const struct option opts[] = {{"csv", no_argument, NULL, 'c'},
+                                         {"set", required_argument, NULL, 's'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
+    flag_parser_t p;
+    flag_begin(&p, "plan", argc, argv, "h", opts);
+    for (int ch; (ch = flag_next(&p)) != FLAG_END;) {
+        if (ch == 'h') {
             plan_usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--csv")) csv = 1;
-        else if (!strcmp(argv[i], "--set") && i + 1 < argc && n_sets < 64) sets[n_sets++] = argv[++i];
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "poseidon plan: unknown option '%s'\n", argv[i]);
+        } else if (ch == 'c') {
+            csv = 1;
+        } else if (ch == 's') {
+            if (n_sets == 64) {
+                fprintf(stderr, "poseidon plan: at most 64 --set\n");
+                return 2;
+            }
+            sets[n_sets++] = p.arg;
+        } else if (ch == FLAG_ARG && !path) {
+            path = p.arg;
+        } else {
+            if (ch == FLAG_ARG) fprintf(stderr, "poseidon plan: one EXPERIMENT expected\n");
             return 2;
-        } else if (path) {
-            fprintf(stderr, "poseidon plan: one EXPERIMENT expected\n");
-            return 2;
-        } else path = argv[i];
+        }
     }
     if (!path) {
         plan_usage(stderr);

@@ -45,33 +45,34 @@ int cmd_profile(int argc, char **argv)
      * took 7.9 ms with 2 threads and 0.30 ms with 1. */
     int batch = 0, repeats = 10, warmup = 2, threads = 1, seed = 1;
     bool detail = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            profile_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--detail")) {
-            detail = true;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "poseidon profile: unknown option or missing value: '%s'\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'},   {"out", required_argument, NULL, 'o'},
+        {"device", required_argument, NULL, 'd'},  {"batch", required_argument, NULL, 'b'},
+        {"repeats", required_argument, NULL, 'r'}, {"warmup", required_argument, NULL, 'w'},
+        {"threads", required_argument, NULL, 't'}, {"seed", required_argument, NULL, 's'},
+        {"detail", no_argument, NULL, 'D'},        {"help", no_argument, NULL, 'h'},
+        {0}};
+    flag_parser_t p;
+    flag_begin(&p, "profile", argc, argv, "h", opts);
+    for (int c; (c = flag_next(&p)) != FLAG_END;) {
+        const char *a = p.opt, *v = p.arg;
         int rc = 0;
-        if (!strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--out")) out_path = v;
-        else if (!strcmp(a, "--device")) device = v;
-        else if (!strcmp(a, "--batch")) rc = flag_int32("profile", a, v, 1, 1 << 30, &batch);
-        else if (!strcmp(a, "--repeats")) rc = flag_int32("profile", a, v, 1, 1 << 30, &repeats);
-        else if (!strcmp(a, "--warmup")) rc = flag_int32("profile", a, v, 0, 1 << 30, &warmup);
-        else if (!strcmp(a, "--threads")) rc = flag_int32("profile", a, v, 0, 1 << 30, &threads);
-        else if (!strcmp(a, "--seed")) rc = flag_int32("profile", a, v, 0, 1 << 30, &seed);
-        else {
-            fprintf(stderr, "poseidon profile: unknown option '%s' (--help lists them)\n", a);
+        switch (c) {
+        case 'h': profile_usage(stdout); return 0;
+        case 'D': detail = true; break;
+        case 'm': model_path = v; break;
+        case 'o': out_path = v; break;
+        case 'd': device = v; break;
+        case 'b': rc = flag_int32("profile", a, v, 1, 1 << 30, &batch); break;
+        case 'r': rc = flag_int32("profile", a, v, 1, 1 << 30, &repeats); break;
+        case 'w': rc = flag_int32("profile", a, v, 0, 1 << 30, &warmup); break;
+        case 't': rc = flag_int32("profile", a, v, 0, 1 << 30, &threads); break;
+        case 's': rc = flag_int32("profile", a, v, 0, 1 << 30, &seed); break;
+        case FLAG_ARG:
+            fprintf(stderr, "poseidon profile: unexpected argument '%s' (--help lists the "
+                            "options)\n", v);
             return 2;
+        default: return 2;
         }
         if (rc) return 2;
     }

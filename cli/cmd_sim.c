@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/experiment_open.h"
 #include "core/check.h"
 #include "core/experiment.h"
@@ -36,41 +37,114 @@ static void sim_usage(FILE *f)
             experiment_keys_help(), cluster_keys_help());
 }
 
-int cmd_sim(int argc, char **argv)
-{
-    const char *path = NULL, *csv_path = NULL, *trace_prefix = NULL;
+typedef struct {
+    const char *path, *csv_path, *trace_prefix;
     const char *sets[64];
-    int n_sets = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            sim_usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-        else if (!strcmp(argv[i], "--trace") && i + 1 < argc) trace_prefix = argv[++i];
-        else if (!strcmp(argv[i], "--set") && i + 1 < argc && n_sets < 64) sets[n_sets++] = argv[++i];
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "poseidon sim: unknown or incomplete option '%s'\n", argv[i]);
-            return 2;
-        } else if (path) {
-            fprintf(stderr, "poseidon sim: one EXPERIMENT expected\n");
-            return 2;
-        } else path = argv[i];
+    int n_sets;
+} sim_args_t;
+
+/* Returns -1 to go on, or the exit code (0 after --help). */
+static int sim_parse(sim_args_t *a, int argc, char **argv)
+{
+    static const struct option opts[] = {{"csv", required_argument, NULL, 'c'},
+                                         {"trace", required_argument, NULL, 't'},
+                                         {"set", required_argument, NULL, 's'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
+    flag_parser_t p;
+    flag_begin(&p, "sim", argc, argv, "h", opts);
+    for (int c; (c = flag_next(&p)) != FLAG_END;) {
+        switch (c) {
+        case 'h': sim_usage(stdout); return 0;
+        case 'c': a->csv_path = p.arg; break;
+        case 't': a->trace_prefix = p.arg; break;
+        case 's':
+            if (a->n_sets == 64) {
+                fprintf(stderr, "poseidon sim: at most 64 --set\n");
+                return 2;
+            }
+            a->sets[a->n_sets++] = p.arg;
+            break;
+        case FLAG_ARG:
+            if (a->path) {
+                fprintf(stderr, "poseidon sim: one EXPERIMENT expected\n");
+                return 2;
+            }
+            a->path = p.arg;
+            break;
+        default: return 2;
+        }
     }
-    if (!path) {
+    if (!a->path) {
         sim_usage(stderr);
         return 2;
     }
+    return -1;
+}
+
+/* Simulates configuration i of e and prints its row (table and/or CSV). 0, or -1 (printed). */
+static int sim_one(const experiment_t *e, const model_t *m, int i, const sim_args_t *a,
+                   FILE *csv, bool table, const simrun_out_t *base)
+{
+    char err[2048];
+    int n = experiment_config_count(e);
+    cluster_t c;
+    scheme_t s;
+    experiment_config(e, i, &c, &s);
+    char sb[64];
+    scheme_name(s, sb, sizeof sb);
+    trace_t *tr = NULL;
+    if (a->trace_prefix) {
+        char pre[1024];
+        if (n == 1) snprintf(pre, sizeof pre, "%s", a->trace_prefix);
+        else snprintf(pre, sizeof pre, "%s-%dn-%gg-%s", a->trace_prefix, c.nodes,
+                      c.nic_Bps * 8 / 1e9, sb);
+        if (!(tr = trace_open(pre, err, sizeof err))) {
+            fprintf(stderr, "%s\n", err);
+            return -1;
+        }
+    }
+    /* on a terminal, what runs now (a configuration of thousands of nodes takes a while);
+     * erased before its row */
+    bool tty = log_is_tty();
+    if (tty)
+        fprintf(stderr, "\r\033[K  simulating %d of %d: %s on %d nodes at %g Gbit/s ...", i + 1,
+                n, sb, c.nodes, c.nic_Bps * 8 / 1e9);
+    simrun_out_t o;
+    int failed = simrun_config(e, m, i, &c, tr, &o, err, sizeof err);
+    if (tty) fprintf(stderr, "\r\033[K");
+    trace_close(&tr);
+    if (failed) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    double speedup = base->r.images_per_s > 0 ? o.r.images_per_s / base->r.images_per_s : 0;
+    if (csv) simrun_csv_row(csv, e, m, &c, s, &o, speedup);
+    if (table)
+        printf("%-14s %6d %6g %-15s %10.2f %10.1f %8.2f %10.1f %7.3f %7.3f\n", m->name, c.nodes,
+               c.nic_Bps * 8 / 1e9, sb, o.r.iter_ns / 1e6, o.r.images_per_s, speedup,
+               (o.r.sent_bytes_per_node + o.r.recv_bytes_per_node) / 1e6, o.r.compute_idle_frac,
+               o.r.comm_hidden_frac);
+    fflush(stdout);
+    return 0;
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    sim_args_t a = {0};
+    int rc = sim_parse(&a, argc, argv);
+    if (rc >= 0) return rc;
     experiment_t e;
     model_t m;
-    if (experiment_open(argc, argv, path, sets, n_sets, &e, &m)) return 1;
+    if (experiment_open(argc, argv, a.path, a.sets, a.n_sets, &e, &m)) return 1;
     char err[2048];
     FILE *csv = NULL;
-    int table = 1;
-    if (csv_path && !strcmp(csv_path, "-")) {
+    bool table = true;
+    if (a.csv_path && !strcmp(a.csv_path, "-")) {
         csv = stdout;
-        table = 0;
-    } else if (csv_path && !(csv = outfile_open(csv_path, "w"))) {
-        fprintf(stderr, "%s: cannot write\n", csv_path);
+        table = false;
+    } else if (a.csv_path && !(csv = outfile_open(a.csv_path, "w"))) {
+        fprintf(stderr, "%s: cannot write\n", a.csv_path);
         model_fini(&m);
         return 1;
     }
@@ -80,7 +154,6 @@ int cmd_sim(int argc, char **argv)
                "scheme", "iter_ms", "images/s", "speedup", "MB/node", "idle", "hidden");
 
     /* The one-node baseline (no communication, so one run serves every scheme/bandwidth). */
-    int rc = 0;
     simrun_out_t base;
     experiment_t *e1 = xmalloc(sizeof *e1);
     experiment_baseline(&e, e1);
@@ -91,50 +164,8 @@ int cmd_sim(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         rc = 1;
     }
-    int n = experiment_config_count(&e);
-    for (int i = 0; i < n && rc == 0; i++) {
-        cluster_t c;
-        scheme_t s;
-        experiment_config(&e, i, &c, &s);
-        char sb[64];
-        scheme_name(s, sb, sizeof sb);
-        trace_t *tr = NULL;
-        if (trace_prefix) {
-            char pre[1024];
-            if (n == 1) snprintf(pre, sizeof pre, "%s", trace_prefix);
-            else snprintf(pre, sizeof pre, "%s-%dn-%gg-%s", trace_prefix, c.nodes,
-                          c.nic_Bps * 8 / 1e9, sb);
-            if (!(tr = trace_open(pre, err, sizeof err))) {
-                fprintf(stderr, "%s\n", err);
-                rc = 1;
-                break;
-            }
-        }
-        /* on a terminal, what runs now (a configuration of thousands of nodes takes a
-         * while); erased before its row */
-        bool tty = log_is_tty();
-        if (tty)
-            fprintf(stderr, "\r\033[K  simulating %d of %d: %s on %d nodes at %g Gbit/s ...", i + 1,
-                    n, sb, c.nodes, c.nic_Bps * 8 / 1e9);
-        simrun_out_t o;
-        int failed = simrun_config(&e, &m, i, &c, tr, &o, err, sizeof err);
-        if (tty) fprintf(stderr, "\r\033[K");
-        if (failed) {
-            fprintf(stderr, "%s\n", err);
-            trace_close(&tr);
-            rc = 1;
-            break;
-        }
-        trace_close(&tr);
-        double speedup = base.r.images_per_s > 0 ? o.r.images_per_s / base.r.images_per_s : 0;
-        if (csv) simrun_csv_row(csv, &e, &m, &c, s, &o, speedup);
-        if (table)
-            printf("%-14s %6d %6g %-15s %10.2f %10.1f %8.2f %10.1f %7.3f %7.3f\n", m.name, c.nodes,
-                   c.nic_Bps * 8 / 1e9, sb, o.r.iter_ns / 1e6, o.r.images_per_s, speedup,
-                   (o.r.sent_bytes_per_node + o.r.recv_bytes_per_node) / 1e6,
-                   o.r.compute_idle_frac, o.r.comm_hidden_frac);
-        fflush(stdout);
-    }
+    for (int i = 0; i < experiment_config_count(&e) && rc == 0; i++)
+        if (sim_one(&e, &m, i, &a, csv, table, &base)) rc = 1;
     if (csv && csv != stdout && fclose(csv)) rc = 1;
     model_fini(&m);
     return rc;

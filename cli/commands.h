@@ -9,9 +9,8 @@ int cmd_commtest(int argc, char **argv);
 /* the CURVE keys of a job across machines (cli/cmd_keygen.c) */
 int cmd_keygen(int argc, char **argv);
 
+/* training on one worker or a cluster (cli/cmd_train.c) */
 int cmd_train(int argc, char **argv);
-/* distributed training (cli/cmd_train_dist.c): --workers N, or a launcher's environment */
-int cmd_train_distributed(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 
 int cmd_plan(int argc, char **argv);

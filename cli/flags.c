@@ -1,6 +1,7 @@
 #include "cli/flags.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "core/kvfile.h"
 
@@ -36,4 +37,54 @@ int flag_int32(const char *cmd, const char *opt, const char *val, int lo, int hi
     if (flag_int(cmd, opt, val, lo, hi, &v)) return -1;
     *out = (int)v;
     return 0;
+}
+
+void flag_begin(flag_parser_t *p, const char *cmd, int argc, char **argv, const char *shortopts,
+                const struct option *longopts)
+{
+    *p = (flag_parser_t){.cmd = cmd, .argc = argc, .argv = argv, .shortopts = shortopts,
+                         .longopts = longopts};
+    optind = 0; /* glibc: a full reset, for a second walk in one process (the tests) */
+    opterr = 0; /* the messages are ours */
+}
+
+/* The option getopt stopped at, as typed (without "=VALUE"). */
+static void bad_name(const flag_parser_t *p, char *out, size_t len)
+{
+    const char *a = optind > 0 && optind <= p->argc ? p->argv[optind - 1] : "";
+    if (!strncmp(a, "--", 2) || !optopt || optopt > 127)
+        snprintf(out, len, "%.*s", (int)strcspn(a, "="), a);
+    else
+        snprintf(out, len, "-%c", optopt);
+}
+
+int flag_next(flag_parser_t *p)
+{
+    char spec[128];
+    /* '-': positional arguments in their place (argv stays as typed, for the banner);
+     * ':': a missing value is told apart from an unknown option */
+    snprintf(spec, sizeof spec, "-:%s", p->shortopts);
+    int index = -1;
+    optopt = 0;
+    int c = getopt_long(p->argc, p->argv, spec, p->longopts, &index);
+    p->arg = optarg;
+    if (c == -1) { /* after "--": the rest are positional */
+        if (optind >= p->argc) return FLAG_END;
+        p->arg = p->argv[optind++];
+        return FLAG_ARG;
+    }
+    if (c == 1) return FLAG_ARG;
+    if (c == '?' || c == ':') {
+        char name[72];
+        bad_name(p, name, sizeof name);
+        if (c == ':')
+            fprintf(stderr, "poseidon %s: %s needs a value\n", p->cmd, name);
+        else
+            fprintf(stderr, "poseidon %s: unknown option '%s' (--help lists them)\n", p->cmd,
+                    name);
+        return FLAG_BAD;
+    }
+    if (index >= 0) snprintf(p->opt, sizeof p->opt, "--%s", p->longopts[index].name);
+    else snprintf(p->opt, sizeof p->opt, "-%c", c);
+    return c;
 }

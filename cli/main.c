@@ -16,7 +16,7 @@ static const command_t s_commands[] = {
     {"plan", cmd_plan, "per-layer sync scheme chosen and the cost of each alternative"},
     {"sim", cmd_sim, "simulate an experiment's configurations in virtual time"},
     {"comm-test", cmd_commtest, "check the PS / all-reduce / coordinator substrate across processes"},
-    {"train", cmd_train, "train a network on one worker (CPU): loss, accuracy, images/s"},
+    {"train", cmd_train, "train a network on one worker or a cluster, CPU or GPU"},
     {"profile", cmd_profile, "per-layer forward/backward time -> the CSV the simulator reads"},
     {"keygen", cmd_keygen, "the keys of a job across machines (every socket speaks CURVE)"},
     {"report", cmd_report, "plots and sim-versus-real tables from the CSVs"},

@@ -29,6 +29,10 @@ void experiment_init(experiment_t *e)
     t->lr = 0.01;
     t->momentum = 0.9;
     t->weight_decay = 5e-4;
+    t->lr_policy = EXP_LR_FIXED;
+    t->lr_gamma = 0.1;
+    t->lr_power = 1.0;
+    t->init = EXP_INIT_AUTO;
     t->probe = PROBE_AUTO;
     t->probe_bytes = 4 << 20;
 }
@@ -92,13 +96,23 @@ const char *experiment_keys_help(void)
            "  epochs = E                epochs over the training data instead of iterations\n"
            "                            (0: run `iterations`) (0)\n"
            "  data = D                  fashion-mnist | fortunes | synthetic (fashion-mnist)\n"
-           "  data_dir = DIR            IDX files (the Debian package's folder)\n"
+           "  data_dir = DIR            IDX files, or the text's folder (the Debian\n"
+           "                            packages' folders)\n"
            "  synthetic_n = N           synthetic training samples, all workers (1024)\n"
            "  limit = N                 only the first N training samples, 0 = all (0)\n"
            "  shuffle = yes | no        reshuffle each worker's partition per epoch (yes)\n"
            "  compute = real | emulate  emulate: forward/backward sleep for the profile's\n"
            "                            times, communication stays real (real)\n"
            "  lr, momentum, weight_decay  SGD (0.01, 0.9, 0.0005)\n"
+           "  lr_policy = P             fixed | step | poly (fixed; step and poly: one worker)\n"
+           "  lr_gamma = X              step: the rate's factor per lr_step iterations (0.1)\n"
+           "  lr_step = N               step: iterations per decay, 0 = two epochs (0)\n"
+           "  lr_power = X              poly: exponent; the rate reaches 0 at the last\n"
+           "                            iteration (1)\n"
+           "  init = I                  auto (He before a ReLU, else Xavier) | xavier | he\n"
+           "                            (auto)\n"
+           "  sample = N                after training, print N characters the model writes\n"
+           "                            (a text model, one worker) (0)\n"
            "  probe = auto | yes | no   measure the links at start-up and plan with the\n"
            "                            result (auto: only when the ranks span hosts)\n"
            "  probe_bytes = B           bulk bytes of the probe (4194304)\n"
@@ -226,6 +240,31 @@ static int train_set(experiment_train_t *t, const experiment_t *e, const char *k
         if (!strcmp(key, "lr")) t->lr = d;
         else if (!strcmp(key, "momentum")) t->momentum = d;
         else t->weight_decay = d;
+    } else if (!strcmp(key, "lr_gamma") || !strcmp(key, "lr_power")) {
+        if (kv_double(val, &d) || !(d >= 0 && d <= 1e6))
+            return kv_error(err, errlen, where, "expected %s = a number from 0 to 1e6, got '%s'",
+                            key, val);
+        if (!strcmp(key, "lr_gamma")) t->lr_gamma = d;
+        else t->lr_power = d;
+    } else if (!strcmp(key, "lr_step") || !strcmp(key, "sample")) {
+        long long hi = strcmp(key, "sample") ? 1LL << 40 : 1 << 20;
+        if (kv_int(val, &i) || i < 0 || i > hi)
+            return kv_error(err, errlen, where, "expected %s = an integer from 0 to %lld, got '%s'",
+                            key, hi, val);
+        if (!strcmp(key, "lr_step")) t->lr_step = i;
+        else t->sample = (int)i;
+    } else if (!strcmp(key, "lr_policy")) {
+        if (!strcmp(val, "fixed")) t->lr_policy = EXP_LR_FIXED;
+        else if (!strcmp(val, "step")) t->lr_policy = EXP_LR_STEP;
+        else if (!strcmp(val, "poly")) t->lr_policy = EXP_LR_POLY;
+        else return kv_error(err, errlen, where,
+                             "expected lr_policy = fixed | step | poly, got '%s'", val);
+    } else if (!strcmp(key, "init")) {
+        if (!strcmp(val, "auto")) t->init = EXP_INIT_AUTO;
+        else if (!strcmp(val, "xavier")) t->init = EXP_INIT_XAVIER;
+        else if (!strcmp(val, "he")) t->init = EXP_INIT_HE;
+        else return kv_error(err, errlen, where, "expected init = auto | xavier | he, got '%s'",
+                             val);
     } else if (!strcmp(key, "probe_bytes")) {
         if (kv_int(val, &i) || i < 4 || i > (1LL << 30))
             return kv_error(err, errlen, where,
@@ -538,6 +577,14 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     fprintf(f, "lr = %s\n", kv_format_double(t->lr, num));
     fprintf(f, "momentum = %s\n", kv_format_double(t->momentum, num));
     fprintf(f, "weight_decay = %s\n", kv_format_double(t->weight_decay, num));
+    static const char *const policies[] = {"fixed", "step", "poly"};
+    static const char *const inits[] = {"auto", "xavier", "he"};
+    fprintf(f, "lr_policy = %s\n", policies[t->lr_policy]);
+    fprintf(f, "lr_gamma = %s\n", kv_format_double(t->lr_gamma, num));
+    fprintf(f, "lr_step = %lld\n", (long long)t->lr_step);
+    fprintf(f, "lr_power = %s\n", kv_format_double(t->lr_power, num));
+    fprintf(f, "init = %s\n", inits[t->init]);
+    fprintf(f, "sample = %d\n", t->sample);
     fprintf(f, "probe = %s\n", t->probe == PROBE_AUTO ? "auto" : t->probe == PROBE_YES ? "yes" : "no");
     fprintf(f, "probe_bytes = %lld\n", (long long)t->probe_bytes);
     fprintf(f, "cluster = defaults\n");

@@ -57,15 +57,28 @@ typedef enum { COMPUTE_MODE_REAL, COMPUTE_MODE_EMULATE } compute_mode_t;
  * 3x between runs and a hybrid plan with it, and says nothing of a cluster. */
 typedef enum { PROBE_AUTO, PROBE_YES, PROBE_NO } probe_mode_t;
 
+/* The learning-rate policy (runtime/compute/solver.h): fixed; step, lr x gamma^floor(t /
+ * step); poly, lr x (1 - t / T)^power, reaching 0 at the last iteration T. */
+typedef enum { EXP_LR_FIXED, EXP_LR_STEP, EXP_LR_POLY } exp_lr_policy_t;
+/* The weights' initialisation: auto (He before a ReLU, else Xavier), Xavier or He. */
+typedef enum { EXP_INIT_AUTO, EXP_INIT_XAVIER, EXP_INIT_HE } exp_init_t;
+
 typedef struct {
     int epochs;                /* > 0: epochs over the training data instead of `iterations` */
-    char data[32];             /* "fashion-mnist" or "synthetic" */
+    char data[32];             /* "fashion-mnist", "fortunes" or "synthetic" */
     char data_dir[512];        /* IDX files; empty: the Debian package's folder */
     int synthetic_n;           /* synthetic training samples, all ranks together */
     int limit;                 /* > 0: only the first `limit` training samples */
     bool shuffle;              /* reshuffle each rank's partition every epoch */
     compute_mode_t compute;
     double lr, momentum, weight_decay; /* SGD; weight decay on weights, not biases */
+    exp_lr_policy_t lr_policy;
+    double lr_gamma;           /* step: the rate's factor every lr_step iterations */
+    int64_t lr_step;           /* step: iterations per decay; 0: two epochs */
+    double lr_power;           /* poly: the exponent */
+    exp_init_t init;
+    int sample;                /* after training, characters the model writes (a text
+                                  model on one worker); 0: none */
     probe_mode_t probe;        /* measure the links at start-up; the plan uses the result */
     int64_t probe_bytes;       /* bulk bytes of the probe */
 } experiment_train_t;
@@ -104,7 +117,8 @@ typedef struct {
 /* Defaults: scheme hybrid, BSP, batch 32, 5 iterations (1 of them warm-up), seed 1, 4 MB KV blocks
  * (Poseidon-TF's default, POSEIDON.md §4), no all-reduce fusion, network model auto;
  * training: Fashion-MNIST, shuffled, real compute, SGD lr 0.01, momentum 0.9, weight decay
- * 5e-4, the link probe on with 4 MB. No model and no cluster yet. */
+ * 5e-4, a fixed rate (step: gamma 0.1 every two epochs; poly: power 1), auto initialisation,
+ * no sample, the link probe on with 4 MB. No model and no cluster yet. */
 void experiment_init(experiment_t *e);
 
 /* An experiment without a file: experiment_init() on the default cluster (cluster_init), its

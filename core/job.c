@@ -43,3 +43,11 @@ void job_config(const experiment_t *e, int config, const job_link_t *link, clust
                         .kv_placement = e->kv_placement,
                         .hybrid_rule = e->hybrid_rule};
 }
+
+void job_host_memory_link(cluster_t *c)
+{
+    if (c->intra_Bps > 0) return;
+    c->intra_Bps = JOB_HOST_MEMORY_GBPS * 1e9 / 8;
+    c->intra_lat_ns = llround(JOB_HOST_MEMORY_LAT_US * 1e3);
+    c->interconnect[0] = 0;
+}

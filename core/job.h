@@ -19,6 +19,12 @@
 #include "experiment.h"
 #include "plan.h"
 
+/* One core's memcpy on a DDR4 server, of the order of 10 GB/s (an assumption, not a
+ * measurement: the 2-core dev machine under load copied 1.7 to 3.6 GB/s), and a latency of
+ * the order of a thread hand-off. */
+#define JOB_HOST_MEMORY_GBPS 80.0
+#define JOB_HOST_MEMORY_LAT_US 1.0
+
 /* What a real run measured between two of its nodes (runtime/transport/probe). */
 typedef struct {
     double bw_Bps;  /* goodput per direction, bytes/s; 0: nothing measured */
@@ -38,5 +44,12 @@ job_link_t job_link_settle(const cluster_t *described, job_link_t measured);
  * and the plan options. */
 void job_config(const experiment_t *e, int config, const job_link_t *link, cluster_t *c,
                 plan_opts_t *po);
+
+/* A CPU node's devices are threads that share the host's memory: their "interconnect" is a
+ * copy within that memory, JOB_HOST_MEMORY_GBPS per direction and JOB_HOST_MEMORY_LAT_US per
+ * transfer. Sets c's intra link (intra_Bps, intra_lat_ns; no preset name, so a written job
+ * carries intra_gbps and intra_latency_us and the simulator plans on the same link) when c
+ * has none; a given interconnect stands. */
+void job_host_memory_link(cluster_t *c);
 
 #endif

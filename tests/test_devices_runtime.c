@@ -235,16 +235,24 @@ TEST(devices_runtime_bad_input_is_one_line)
                       "--synthetic-n 512 --iterations 2 --set cluster.interconnect=pcie4");
     CHECK(rc == 2 && lines == 1 && strstr(out, "devices_per_node = 64"), "rc %d, %d lines: %s",
           rc, lines, out);
-    /* no interconnect for 2 devices */
-    rc = dv_train(out, sizeof out, &lines, "--workers 2 --devices-per-node 2 --iterations 2");
-    CHECK(rc == 2 && lines == 1 && strstr(out, "interconnect"), "rc %d, %d lines: %s", rc, lines,
-          out);
-    /* a launcher that started one rank per device: 2 nodes x 2 devices, 4 ranks */
+    /* no interconnect for 2 devices in a file (on the command line, CPU devices take the
+     * host's memory for one) */
     char exp[700];
     snprintf(exp, sizeof exp, "%s/job.exp", test_tmpdir());
     char model[PATH_MAX];
     REQUIRE(realpath("models/mlp.net", model));
     char text[PATH_MAX + 256];
+    snprintf(text, sizeof text, "model = %s\ndata = synthetic\nbatch = 8\niterations = 2\n"
+                                "cluster = defaults\ncluster.nodes = 2\n"
+                                "cluster.devices_per_node = 2\n", model);
+    fixture_write_file(exp, text);
+    rc = test_run(out, sizeof out, "%s/poseidon train %s --insecure --job-out none 2>&1",
+                  test_build_dir(), exp);
+    lines = 0;
+    for (const char *s = out; (s = strstr(s, "poseidon train:")); s++) lines++;
+    CHECK(rc == 2 && lines == 1 && strstr(out, "interconnect"), "rc %d, %d lines: %s", rc, lines,
+          out);
+    /* a launcher that started one rank per device: 2 nodes x 2 devices, 4 ranks */
     snprintf(text, sizeof text, "model = %s\ndata = synthetic\nbatch = 8\niterations = 2\n"
                                 "cluster = defaults\ncluster.nodes = 2\n"
                                 "cluster.devices_per_node = 2\n"

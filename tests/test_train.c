@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/job.h"
 #include "core/model.h"
 #include "runtime/exec/checkpoint.h"
 #include "runtime/exec/worker.h"
@@ -191,6 +192,132 @@ TEST(test_train_cli_resume_is_bit_exact)
     rc = test_run(out, sizeof out, "printf x >>%s/b.ck && %s/poseidon %s --epochs 3 --resume %s/b.ck",
                   d, bin, job, d);
     CHECK(rc != 0 && strstr(out, "bytes after the checksum"), "appended byte: exit %d: %s", rc, out);
+}
+
+/* ---- one door: the single worker's knobs are job keys --------------------------------- */
+
+/* The single worker's keys round-trip through a written job, and a bad value is refused
+ * naming the key. */
+TEST(test_train_job_keys_round_trip)
+{
+    experiment_t *e = xmalloc(sizeof *e), *back = xmalloc(sizeof *back);
+    experiment_defaults(e);
+    fixture_set(e, "model=models/mlp.net");
+    fixture_set(e, "lr_policy=poly");
+    fixture_set(e, "lr_gamma=0.25");
+    fixture_set(e, "lr_step=17");
+    fixture_set(e, "lr_power=2.5");
+    fixture_set(e, "init=he");
+    fixture_set(e, "sample=40");
+    fixture_set(e, "data=fortunes");
+    char path[600], err[2048];
+    snprintf(path, sizeof path, "%s/keys.exp", test_tmpdir());
+    cluster_t c;
+    plan_opts_t po;
+    job_config(e, 0, NULL, &c, &po);
+    FILE *f = fopen(path, "w");
+    REQUIRE(f && experiment_write(e, 0, &c, NULL, f) == 0 && fclose(f) == 0);
+    REQUIRE(experiment_load(back, path, err, sizeof err) == 0, "%s", err);
+    const experiment_train_t *t = &back->train;
+    CHECK(t->lr_policy == EXP_LR_POLY && t->lr_gamma == 0.25 && t->lr_step == 17 &&
+              t->lr_power == 2.5 && t->init == EXP_INIT_HE && t->sample == 40 &&
+              !strcmp(t->data, "fortunes"),
+          "the keys read back differ");
+    solver_config_t sc = train_solver_config(back, 10, 30);
+    CHECK(sc.policy == LR_POLY && sc.gamma == 0.25 && sc.step_iters == 17 && sc.power == 2.5 &&
+              sc.max_iters == 30, "the solver of the job");
+    CHECK(train_init_kind(back) == INIT_HE);
+    static const char *const bad[] = {"lr_policy=exp", "init=zeros", "lr_step=-1",
+                                      "sample=x", "lr_gamma=-0.1"};
+    for (int i = 0; i < 5; i++) {
+        int rc = experiment_override_as(back, bad[i], "--flag", err, sizeof err);
+        char key[32];
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(bad[i], "="), bad[i]);
+        CHECK(rc == -1 && strstr(err, key) && !strncmp(err, "--flag", 6), "%s: %s", bad[i], err);
+    }
+    free(e);
+    free(back);
+}
+
+/* A single-worker run writes its job with every knob, and `poseidon train` on that file runs
+ * the same thing again: the same rows and the same job. */
+TEST(test_train_cli_written_job_runs_again)
+{
+    const char *d = test_tmpdir(), *bin = test_build_dir();
+    char out[8192], cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/poseidon train --model models/mlp.net --data synthetic "
+             "--limit 256 --batch 32 --epochs 2 --lr-policy step --lr-step 3 --lr-gamma 0.5 "
+             "--init xavier --seed 7", bin);
+    int rc = test_run(out, sizeof out, "%s --job-out %s/a.exp 2>/dev/null | cut -d, -f1-4 "
+                      ">%s/a.rows", cmd, d, d);
+    REQUIRE(rc == 0, "first run: %s", out);
+    rc = test_run(out, sizeof out, "grep -q '^lr_policy = step$' %s/a.exp && grep -q "
+                  "'^lr_step = 3$' %s/a.exp && grep -q '^init = xavier$' %s/a.exp && grep -q "
+                  "'^iterations = 16$' %s/a.exp", d, d, d, d);
+    CHECK(rc == 0, "the written job lacks a knob");
+    rc = test_run(out, sizeof out, "%s/poseidon train %s/a.exp --job-out %s/b.exp 2>/dev/null | "
+                  "cut -d, -f1-4 >%s/b.rows && cmp %s/a.rows %s/b.rows && cmp %s/a.exp %s/b.exp",
+                  bin, d, d, d, d, d, d, d);
+    CHECK(rc == 0, "the written job ran differently: %s", out);
+    /* the comparison can fail: another policy gives other rows */
+    rc = test_run(out, sizeof out, "%s/poseidon train %s/a.exp --set lr_policy=fixed --job-out "
+                  "none 2>/dev/null | cut -d, -f1-4 | cmp -s - %s/a.rows", bin, d, d);
+    CHECK(rc != 0, "a fixed rate gave the step policy's rows");
+}
+
+/* The options: every subcommand answers --help with 0, an unknown option or a missing
+ * value is one line naming it and exit 2, an option only the workers have is refused on one
+ * worker, and a step policy on several workers is refused. */
+TEST(test_train_cli_options)
+{
+    const char *bin = test_build_dir();
+    char out[8192];
+    static const char *const cmds[] = {"train", "sim", "plan", "model", "model show", "profile",
+                                       "keygen", "comm-test", "report"};
+    for (int i = 0; i < 9; i++) {
+        int rc = test_run(out, sizeof out, "%s/poseidon %s --help >/dev/null && %s/poseidon %s "
+                          "-h >/dev/null", bin, cmds[i], bin, cmds[i]);
+        CHECK(rc == 0, "%s --help: exit %d: %s", cmds[i], rc, out);
+    }
+    int rc = test_run(out, sizeof out, "%s/poseidon train --model models/mlp.net --bogus 1",
+                      bin);
+    int lines = 0;
+    for (const char *c = out; *c; c++) lines += *c == '\n';
+    CHECK(rc == 2 && strstr(out, "unknown option '--bogus'") && lines == 1, "%d: %s", rc, out);
+    rc = test_run(out, sizeof out, "%s/poseidon sim x.exp --csv", bin);
+    CHECK(rc == 2 && strstr(out, "--csv needs a value"), "%d: %s", rc, out);
+    rc = test_run(out, sizeof out, "%s/poseidon train --model models/mlp.net --batch", bin);
+    CHECK(rc == 2 && strstr(out, "--batch needs a value"), "%d: %s", rc, out);
+    rc = test_run(out, sizeof out, "%s/poseidon train --model models/mlp.net --trace t", bin);
+    CHECK(rc == 2 && strstr(out, "--trace is for the distributed workers"), "%d: %s", rc, out);
+    rc = test_run(out, sizeof out, "%s/poseidon train --workers 2 --model models/mlp.net "
+                  "--lr-policy step --data synthetic --iterations 1", bin);
+    CHECK(rc == 2 && strstr(out, "runs on one worker"), "%d: %s", rc, out);
+    rc = test_run(out, sizeof out, "%s/poseidon train --model models/mlp.net --init zeros", bin);
+    CHECK(rc == 2 && strstr(out, "--init: expected init = auto | xavier | he"), "%d: %s", rc,
+          out);
+}
+
+/* CPU devices of a node share the host's memory: two per node need no interconnect key, and
+ * the job written plans on the host-memory link, which poseidon sim reads. */
+TEST(test_train_cli_cpu_devices_need_no_interconnect)
+{
+    const char *d = test_tmpdir(), *bin = test_build_dir();
+    char out[16384];
+    int rc = test_run(out, sizeof out, "%s/poseidon train --workers 1 --model models/mlp.net "
+                      "--devices-per-node 2 --data synthetic --iterations 2 --no-eval "
+                      "--job-out %s/d.exp", bin, d);
+    REQUIRE(rc == 0, "exit %d: %s", rc, out);
+    rc = test_run(out, sizeof out, "grep -q '^cluster.intra_gbps = 80$' %s/d.exp && "
+                  "%s/poseidon sim %s/d.exp --csv - 2>/dev/null | grep -q '^mlp,1,'", d, bin, d);
+    CHECK(rc == 0, "the written job: %s", out);
+    /* elsewhere the interconnect stays required: the check is still there */
+    char path[600];
+    snprintf(path, sizeof path, "%s/e.exp", d);
+    fixture_write_file(path, fixture_exp_text("mlp", ""));
+    rc = test_run(out, sizeof out, "%s/poseidon plan %s --set cluster.devices_per_node=2", bin,
+                  path);
+    CHECK(rc != 0 && strstr(out, "expected an interconnect"), "%d: %s", rc, out);
 }
 
 /* ---- a character-level transformer on text -------------------------------------------- */

@@ -1,7 +1,9 @@
 #include "runtime/exec/train.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/check.h"
@@ -66,7 +68,15 @@ void train_epoch(nnet_t *n, solver_t *s, const dataset_t *d, int begin, int end,
                  uint64_t seed, int64_t *iter, train_epoch_stats_t *st,
                  train_progress_fn progress, void *arg)
 {
+    train_epoch_steps(n, s, d, begin, end, epoch, seed, INT_MAX, iter, st, progress, arg);
+}
+
+void train_epoch_steps(nnet_t *n, solver_t *s, const dataset_t *d, int begin, int end,
+                       int epoch, uint64_t seed, int max_steps, int64_t *iter,
+                       train_epoch_stats_t *st, train_progress_fn progress, void *arg)
+{
     int k = nnet_batch(n), steps = (end - begin) / k;
+    if (steps > max_steps) steps = max_steps;
     int *order = xmalloc((size_t)(end - begin > 0 ? end - begin : 1) * sizeof *order);
     rng_t *r = rng_new(seed, 100 + (uint64_t)epoch);
     data_order(order, begin, end, r);
@@ -110,4 +120,47 @@ double train_evaluate(nnet_t *n, const dataset_t *d)
     nnet_set_train(n, true);
     free(order);
     return d->n ? (double)correct / d->n : 0;
+}
+
+int train_data_load(const experiment_t *job, const model_t *m, dataset_t *train, dataset_t *test,
+                    char *err, size_t errlen)
+{
+    const experiment_train_t *t = &job->train;
+    const char *dir = t->data_dir[0] ? t->data_dir : NULL;
+    if (!strcmp(t->data, "fashion-mnist")) {
+        if (data_load_fashion_mnist(dir, train, test, err, errlen)) return -1;
+    } else if (!strcmp(t->data, "fortunes")) {
+        if (data_load_text(dir, m->layers[0].out_shape.w, train, test, err, errlen)) return -1;
+    } else if (!strcmp(t->data, "synthetic")) {
+        int classes = 1;
+        for (int i = 0; i < m->n_layers; i++)
+            if (m->layers[i].type == LAYER_SOFTMAX_LOSS)
+                classes = (int)shape_count(m->layers[m->layers[i].inputs[0]].out_shape);
+        data_synthetic(train, m->layers[0].out_shape, classes, t->synthetic_n, job->seed);
+        data_synthetic(test, m->layers[0].out_shape, classes, 256, job->seed + 1);
+    } else {
+        snprintf(err, errlen, "data is fashion-mnist, fortunes or synthetic, not '%s'", t->data);
+        return -1;
+    }
+    if (t->limit > 0 && t->limit < train->n) data_truncate(train, t->limit);
+    return 0;
+}
+
+solver_config_t train_solver_config(const experiment_t *job, int64_t steps_per_epoch,
+                                    int64_t iterations)
+{
+    const experiment_train_t *t = &job->train;
+    lr_policy_t p = t->lr_policy == EXP_LR_STEP ? LR_STEP
+                    : t->lr_policy == EXP_LR_POLY ? LR_POLY : LR_FIXED;
+    return (solver_config_t){.lr = t->lr, .momentum = t->momentum,
+                             .weight_decay = t->weight_decay, .policy = p, .gamma = t->lr_gamma,
+                             .step_iters = t->lr_step > 0 ? t->lr_step : 2 * steps_per_epoch,
+                             .power = t->lr_power, .max_iters = iterations};
+}
+
+init_kind_t train_init_kind(const experiment_t *job)
+{
+    return job->train.init == EXP_INIT_XAVIER ? INIT_XAVIER
+           : job->train.init == EXP_INIT_HE   ? INIT_HE
+                                              : INIT_AUTO;
 }

@@ -352,29 +352,9 @@ static void units_free(worker_t *w)
 static int data_setup(worker_t *w, char *err, size_t errlen)
 {
     const experiment_t *j = w->job;
-    const experiment_train_t *c = &j->train;
     const model_t *m = &w->model;
-    if (!strcmp(c->data, "fashion-mnist")) {
-        if (data_load_fashion_mnist(c->data_dir[0] ? c->data_dir : NULL, &w->train, &w->test,
-                                    err, errlen))
-            return -1;
-    } else if (!strcmp(c->data, "fortunes")) {
-        if (data_load_text(c->data_dir[0] ? c->data_dir : NULL, m->layers[0].out_shape.w,
-                           &w->train, &w->test, err, errlen))
-            return -1;
-    } else if (!strcmp(c->data, "synthetic")) {
-        int classes = 1;
-        for (int i = 0; i < m->n_layers; i++)
-            if (m->layers[i].type == LAYER_SOFTMAX_LOSS)
-                classes = (int)shape_count(m->layers[m->layers[i].inputs[0]].out_shape);
-        data_synthetic(&w->train, m->layers[0].out_shape, classes, c->synthetic_n, j->seed);
-        data_synthetic(&w->test, m->layers[0].out_shape, classes, 256, j->seed + 1);
-    } else {
-        snprintf(err, errlen, "data is fashion-mnist, fortunes or synthetic, not '%s'", c->data);
-        return -1;
-    }
+    if (train_data_load(j, m, &w->train, &w->test, err, errlen)) return -1;
     w->have_data = true;
-    if (c->limit > 0 && c->limit < w->train.n) data_truncate(&w->train, c->limit);
     if (train_check_model(m, &w->train, err, errlen)) return -1;
     if (w->train.n / w->replicas < j->batch) {
         if (w->devices > 1)
