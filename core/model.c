@@ -558,32 +558,58 @@ static int args_check_unused(args_t *a, const char *expected)
     return 0;
 }
 
-/* Reads the type's keys from kv into l; "in" has been consumed already. */
-static int parse_layer_keys(args_t *a, layer_t *l)
+/* parse_layer_keys()'s steps: each reads its types' keys from kv into l and returns 0, or
+ * reports the first bad key and returns -1. */
+
+/* input: shape = CxHxW */
+static int parse_input_keys(args_t *a, layer_t *l)
+{
+    const char *v = attrs_get(a->kv, "shape");
+    if (!v)
+        return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'shape'",
+                          a->what);
+    long d[3];
+    int nd = 0;
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *s = buf, *tok; nd < 4 && (tok = strsep(&s, "x")) != NULL; nd++)
+        if (nd == 3 || parse_long(tok, &d[nd]) || d[nd] < 1 || d[nd] > INT_MAX) {
+            nd = -1;
+            break;
+        }
+    if (nd != 3)
+        return perr_scope(a->p, a->sc, a->lineno,
+                          "%s: bad value '%s' for shape: expected CxHxW, integers >= 1",
+                          a->what, v);
+    l->out_shape = (shape_t){(int)d[0], (int)d[1], (int)d[2]};
+    return args_check_unused(a, "shape, in");
+}
+
+/* pool: op = max | avg, then its window (none when global) */
+static int parse_pool_keys(args_t *a, layer_t *l)
+{
+    int rc = 0;
+    const char *op = attrs_get(a->kv, "op");
+    if (!op)
+        return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'op'", a->what);
+    if (!strcmp(op, "max")) l->pool = POOL_MAX;
+    else if (!strcmp(op, "avg") || !strcmp(op, "ave")) l->pool = POOL_AVG;
+    else
+        return perr_scope(a->p, a->sc, a->lineno,
+                          "%s: bad value '%s' for op: expected max or avg", a->what, op);
+    rc |= arg_bool(a, "global", false, &l->global);
+    if (!rc) rc |= arg_pair(a, "kernel", !l->global, 1, 1, &l->kernel_h, &l->kernel_w);
+    if (!rc) rc |= arg_pair(a, "stride", false, 1, 1, &l->stride_h, &l->stride_w);
+    if (!rc) rc |= arg_pair(a, "pad", false, 0, 0, &l->pad_h, &l->pad_w);
+    if (!rc) rc |= arg_bool(a, "ceil", false, &l->ceil_mode);
+    return rc ? -1 : args_check_unused(a, "op, kernel, stride, pad, ceil, global, in");
+}
+
+/* The image layers: conv, fc, pool, lrn, dropout, batchnorm, softmax loss. */
+static int parse_cnn_keys(args_t *a, layer_t *l)
 {
     int rc = 0;
     switch (l->type) {
-    case LAYER_INPUT: {
-        const char *v = attrs_get(a->kv, "shape");
-        if (!v)
-            return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'shape'",
-                              a->what);
-        long d[3];
-        int nd = 0;
-        char buf[96];
-        snprintf(buf, sizeof buf, "%s", v);
-        for (char *s = buf, *tok; nd < 4 && (tok = strsep(&s, "x")) != NULL; nd++)
-            if (nd == 3 || parse_long(tok, &d[nd]) || d[nd] < 1 || d[nd] > INT_MAX) {
-                nd = -1;
-                break;
-            }
-        if (nd != 3)
-            return perr_scope(a->p, a->sc, a->lineno,
-                              "%s: bad value '%s' for shape: expected CxHxW, integers >= 1",
-                              a->what, v);
-        l->out_shape = (shape_t){(int)d[0], (int)d[1], (int)d[2]};
-        return args_check_unused(a, "shape, in");
-    }
     case LAYER_CONV:
         rc |= arg_int(a, "out", true, 0, 1, &l->out);
         if (!rc) rc |= arg_pair(a, "kernel", true, 0, 1, &l->kernel_h, &l->kernel_w);
@@ -596,22 +622,8 @@ static int parse_layer_keys(args_t *a, layer_t *l)
         rc |= arg_int(a, "out", true, 0, 1, &l->out);
         if (!rc) rc |= arg_bool(a, "bias", true, &l->bias);
         return rc ? -1 : args_check_unused(a, "out, bias, in");
-    case LAYER_POOL: {
-        const char *op = attrs_get(a->kv, "op");
-        if (!op)
-            return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'op'", a->what);
-        if (!strcmp(op, "max")) l->pool = POOL_MAX;
-        else if (!strcmp(op, "avg") || !strcmp(op, "ave")) l->pool = POOL_AVG;
-        else
-            return perr_scope(a->p, a->sc, a->lineno,
-                              "%s: bad value '%s' for op: expected max or avg", a->what, op);
-        rc |= arg_bool(a, "global", false, &l->global);
-        if (!rc) rc |= arg_pair(a, "kernel", !l->global, 1, 1, &l->kernel_h, &l->kernel_w);
-        if (!rc) rc |= arg_pair(a, "stride", false, 1, 1, &l->stride_h, &l->stride_w);
-        if (!rc) rc |= arg_pair(a, "pad", false, 0, 0, &l->pad_h, &l->pad_w);
-        if (!rc) rc |= arg_bool(a, "ceil", false, &l->ceil_mode);
-        return rc ? -1 : args_check_unused(a, "op, kernel, stride, pad, ceil, global, in");
-    }
+    case LAYER_POOL:
+        return parse_pool_keys(a, l);
     case LAYER_LRN:
         rc |= arg_int(a, "size", false, 5, 1, &l->lrn_size);
         if (!rc) rc |= arg_double(a, "alpha", 1e-4, 0, 1e9, false, &l->lrn_alpha);
@@ -631,13 +643,19 @@ static int parse_layer_keys(args_t *a, layer_t *l)
     case LAYER_SOFTMAX_LOSS:
         rc |= arg_double(a, "weight", 1.0, 0, 1e9, false, &l->loss_weight);
         return rc ? -1 : args_check_unused(a, "weight, in");
-    case LAYER_RELU:
-    case LAYER_CONCAT:
-    case LAYER_ADD:
-    case LAYER_TANH:
-    case LAYER_CLSTOKEN:
-    case LAYER_TO_SEQ:
-        return args_check_unused(a, "in");
+    default:
+        break;
+    }
+    ASSERT(0, "not an image layer: type %d", l->type);
+    return -1;
+}
+
+/* The sequence layers: tokens, embeddings, linear, attention, layernorm, gelu, select,
+ * sequence loss. */
+static int parse_seq_keys(args_t *a, layer_t *l)
+{
+    int rc = 0;
+    switch (l->type) {
     case LAYER_TOKENS:
         rc |= arg_int(a, "seq", true, 0, 1, &l->seq_len);
         if (!rc) rc |= arg_int(a, "vocab", true, 0, 1, &l->vocab);
@@ -678,6 +696,44 @@ static int parse_layer_keys(args_t *a, layer_t *l)
     case LAYER_SEQ_LOSS:
         rc |= arg_double(a, "weight", 1.0, 0, 1e9, false, &l->loss_weight);
         return rc ? -1 : args_check_unused(a, "weight, in");
+    default:
+        break;
+    }
+    ASSERT(0, "not a sequence layer: type %d", l->type);
+    return -1;
+}
+
+/* Reads the type's keys from kv into l; "in" has been consumed already. */
+static int parse_layer_keys(args_t *a, layer_t *l)
+{
+    switch (l->type) {
+    case LAYER_INPUT:
+        return parse_input_keys(a, l);
+    case LAYER_CONV:
+    case LAYER_FC:
+    case LAYER_POOL:
+    case LAYER_LRN:
+    case LAYER_DROPOUT:
+    case LAYER_BATCHNORM:
+    case LAYER_SOFTMAX_LOSS:
+        return parse_cnn_keys(a, l);
+    case LAYER_RELU:
+    case LAYER_CONCAT:
+    case LAYER_ADD:
+    case LAYER_TANH:
+    case LAYER_CLSTOKEN:
+    case LAYER_TO_SEQ:
+        return args_check_unused(a, "in");
+    case LAYER_TOKENS:
+    case LAYER_EMBED:
+    case LAYER_POSEMBED:
+    case LAYER_LINEAR:
+    case LAYER_ATTENTION:
+    case LAYER_LAYERNORM:
+    case LAYER_GELU:
+    case LAYER_SELECT:
+    case LAYER_SEQ_LOSS:
+        return parse_seq_keys(a, l);
     case LAYER_TYPE_COUNT:
         break;
     }
