@@ -13,10 +13,12 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "infile.h"
 
 #define TOKENS_MAX 64
 #define BLOCK_DEPTH_MAX 16
@@ -1235,24 +1237,9 @@ int model_parse(model_t *m, const char *path, const char *text, size_t len, char
 int model_load(model_t *m, const char *path, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t cap = 1 << 16, n = 0, r;
-    char *buf = xmalloc(cap);
-    while ((r = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += r;
-        if (n == cap) buf = xrealloc(buf, cap *= 2);
-    }
-    int ioerr = ferror(f);
-    fclose(f);
-    if (ioerr) {
-        free(buf);
-        snprintf(err, errlen, "%s: read error", path);
-        return -1;
-    }
+    char *buf;
+    size_t n;
+    if (infile_read(path, SIZE_MAX, &buf, &n, err, errlen)) return -1;
     int rc = model_parse(m, path, buf, n, err, errlen);
     free(buf);
     return rc;

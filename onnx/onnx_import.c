@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/infile.h"
 
 #define FILE_BYTES_MAX ((size_t)1 << 31) /* protobuf's own limit on a message */
 #define DIM_MAX ONNX_DIM_MAX
@@ -1547,33 +1548,10 @@ int onnx_import_buffer(const char *path, const uint8_t *buf, size_t len,
 /* Reads the whole file; returns NULL with the error set. */
 static uint8_t *file_read(const char *path, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0, r;
-    uint8_t *buf = xmalloc(cap);
-    while ((r = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += r;
-        if (n > FILE_BYTES_MAX) {
-            fclose(f);
-            free(buf);
-            snprintf(err, errlen, "%s: larger than 2 GiB, the most a protobuf message holds",
-                     path);
-            return NULL;
-        }
-        if (n == cap) buf = xrealloc(buf, cap *= 2);
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        snprintf(err, errlen, "%s: read error", path);
-        return NULL;
-    }
-    *len = n;
-    return buf;
+    char *buf;
+    if (infile_read(path, FILE_BYTES_MAX, &buf, len, err, errlen) == INFILE_BIG)
+        snprintf(err, errlen, "%s: larger than 2 GiB, the most a protobuf message holds", path);
+    return (uint8_t *)buf;
 }
 
 int onnx_import_file(const char *path, const onnx_import_opts_t *opts, char **net_text,
