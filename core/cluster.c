@@ -119,24 +119,34 @@ static int get_in(const char *key, const char *val, double lo, double hi, bool z
 /* cluster_set()'s groups of keys: each returns 0 when set, -1 (err filled) on a bad value,
  * 1 when the key is not one of its own. */
 
+/* A node line's value "NODE:X" (or, when range, "FIRST-LAST:X"; *last = *first without a
+ * dash): nodes from 0 below 10^7, FIRST <= LAST, X in [lo, hi]. Returns 0; -1 without a
+ * colon; -2 when a part is not a number in its bounds. */
+static int node_line_parse(const char *val, bool range, double lo, double hi, long long *first,
+                           long long *last, double *x)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", val);
+    char *colon = strchr(buf, ':'), *dash = NULL;
+    if (!colon) return -1;
+    *colon = 0;
+    if (range) dash = strchr(buf, '-');
+    if (dash) *dash = 0;
+    if (kv_int(buf, first) || *first < 0 || *first >= 10000000 ||
+        (dash ? kv_int(dash + 1, last) || *last < *first || *last >= 10000000
+              : (*last = *first, 0)) ||
+        kv_double(colon + 1, x) || *x < lo || *x > hi)
+        return -2;
+    return 0;
+}
+
 /* nic_gbps_node = NODE:GBPS or FIRST-LAST:GBPS, one line per node range */
 static int set_nic_node(cluster_t *c, const char *val, const char *where, char *err,
                         size_t errlen)
 {
     double d;
-    long long i;
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", val);
-    char *colon = strchr(buf, ':'), *dash = NULL;
-    long long last;
-    if (colon) {
-        *colon = 0;
-        dash = strchr(buf, '-');
-        if (dash) *dash = 0;
-    }
-    if (!colon || kv_int(buf, &i) || i < 0 || i >= 10000000 ||
-        (dash ? kv_int(dash + 1, &last) || last < i || last >= 10000000 : (last = i, 0)) ||
-        kv_double(colon + 1, &d) || d < 1e-3 || d > 1e6)
+    long long i, last;
+    if (node_line_parse(val, true, 1e-3, 1e6, &i, &last, &d))
         return kv_error(err, errlen, where,
                         "expected nic_gbps_node = NODE:GBPS or FIRST-LAST:GBPS (nodes from 0, "
                         "FIRST <= LAST, Gbit/s from 0.001 to 1e+06), got '%s'", val);
@@ -154,17 +164,14 @@ static int set_speed(cluster_t *c, const char *val, const char *where, char *err
                      size_t errlen)
 {
     double d;
-    long long i;
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", val);
-    char *colon = strchr(buf, ':');
-    if (!colon) return kv_error(err, errlen, where, "expected speed = NODE:FACTOR, got '%s'", val);
-    *colon = 0;
-    if (kv_int(buf, &i) || i < 0 || i >= 10000000 || kv_double(colon + 1, &d) || d < 1e-3 ||
-        d > 1e3)
+    long long i, last;
+    int rc = node_line_parse(val, false, 1e-3, 1e3, &i, &last, &d);
+    if (rc == -1)
+        return kv_error(err, errlen, where, "expected speed = NODE:FACTOR, got '%s'", val);
+    if (rc)
         return kv_error(err, errlen, where,
-                   "expected speed = NODE:FACTOR (node >= 0, factor from 0.001 to 1000), "
-                   "got '%s'", val);
+                        "expected speed = NODE:FACTOR (node >= 0, factor from 0.001 to 1000), "
+                        "got '%s'", val);
     if (c->n_speed == CLUSTER_MAX_SPEED)
         return kv_error(err, errlen, where, "expected at most %d speed lines", CLUSTER_MAX_SPEED);
     c->speed_node[c->n_speed] = (int)i;

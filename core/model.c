@@ -607,7 +607,14 @@ static int parse_pool_keys(args_t *a, layer_t *l)
     return rc ? -1 : args_check_unused(a, "op, kernel, stride, pad, ceil, global, in");
 }
 
-/* The image layers: conv, fc, pool, lrn, dropout, batchnorm, softmax loss. */
+/* The losses, softmax over classes and over a sequence's positions: their weight. */
+static int parse_loss_keys(args_t *a, layer_t *l)
+{
+    if (arg_double(a, "weight", 1.0, 0, 1e9, false, &l->loss_weight)) return -1;
+    return args_check_unused(a, "weight, in");
+}
+
+/* The image layers: conv, fc, pool, lrn, dropout, batchnorm. */
 static int parse_cnn_keys(args_t *a, layer_t *l)
 {
     int rc = 0;
@@ -642,9 +649,6 @@ static int parse_cnn_keys(args_t *a, layer_t *l)
         rc |= arg_double(a, "eps", 1e-5, 0, 1, false, &l->bn_eps);
         if (!rc) rc |= arg_double(a, "momentum", 0.1, 0, 1, false, &l->bn_momentum);
         return rc ? -1 : args_check_unused(a, "eps, momentum, in");
-    case LAYER_SOFTMAX_LOSS:
-        rc |= arg_double(a, "weight", 1.0, 0, 1e9, false, &l->loss_weight);
-        return rc ? -1 : args_check_unused(a, "weight, in");
     default:
         break;
     }
@@ -652,8 +656,7 @@ static int parse_cnn_keys(args_t *a, layer_t *l)
     return -1;
 }
 
-/* The sequence layers: tokens, embeddings, linear, attention, layernorm, gelu, select,
- * sequence loss. */
+/* The sequence layers: tokens, embeddings, linear, attention, layernorm, gelu, select. */
 static int parse_seq_keys(args_t *a, layer_t *l)
 {
     int rc = 0;
@@ -695,9 +698,6 @@ static int parse_seq_keys(args_t *a, layer_t *l)
     case LAYER_SELECT:
         rc |= arg_int(a, "pos", false, 0, 0, &l->select_pos);
         return rc ? -1 : args_check_unused(a, "pos, in");
-    case LAYER_SEQ_LOSS:
-        rc |= arg_double(a, "weight", 1.0, 0, 1e9, false, &l->loss_weight);
-        return rc ? -1 : args_check_unused(a, "weight, in");
     default:
         break;
     }
@@ -717,8 +717,10 @@ static int parse_layer_keys(args_t *a, layer_t *l)
     case LAYER_LRN:
     case LAYER_DROPOUT:
     case LAYER_BATCHNORM:
-    case LAYER_SOFTMAX_LOSS:
         return parse_cnn_keys(a, l);
+    case LAYER_SOFTMAX_LOSS:
+    case LAYER_SEQ_LOSS:
+        return parse_loss_keys(a, l);
     case LAYER_RELU:
     case LAYER_CONCAT:
     case LAYER_ADD:
@@ -734,7 +736,6 @@ static int parse_layer_keys(args_t *a, layer_t *l)
     case LAYER_LAYERNORM:
     case LAYER_GELU:
     case LAYER_SELECT:
-    case LAYER_SEQ_LOSS:
         return parse_seq_keys(a, l);
     case LAYER_TYPE_COUNT:
         break;
@@ -1458,6 +1459,17 @@ static int infer_add(infer_t *x)
     return 0;
 }
 
+/* batchnorm (per channel) and layernorm (per feature): a scale and a shift per channel */
+static int infer_norm(infer_t *x)
+{
+    layer_t *l = x->l;
+    l->weights = x->in.c;
+    l->biases = x->in.c;
+    l->fwd_flops = 5 * x->in_count; /* mean, variance, normalise, scale, shift */
+    l->bwd_flops = 8 * x->in_count;
+    return 0;
+}
+
 /* The image layers and those that read either kind (relu, dropout, tanh, gelu, add). */
 static int infer_image(infer_t *x)
 {
@@ -1496,11 +1508,7 @@ static int infer_image(infer_t *x)
         l->bwd_flops = 2 * l->fwd_flops;
         return 0;
     case LAYER_BATCHNORM:
-        l->weights = x->in.c;
-        l->biases = x->in.c;
-        l->fwd_flops = 5 * in_count; /* mean, variance, normalise, scale, shift */
-        l->bwd_flops = 8 * in_count;
-        return 0;
+        return infer_norm(x);
     case LAYER_CONCAT:
         return infer_concat(x);
     case LAYER_ADD:
@@ -1623,11 +1631,7 @@ static int infer_seq(infer_t *x)
     case LAYER_ATTENTION:
         return infer_attention(x);
     case LAYER_LAYERNORM:
-        l->weights = D;
-        l->biases = D;
-        l->fwd_flops = 5 * in_count;
-        l->bwd_flops = 8 * in_count;
-        return 0;
+        return infer_norm(x);
     case LAYER_SELECT:
         if (l->select_pos >= S)
             return ierr(x->m, l, x->err, x->errlen, "pos=%d of a sequence of %lld positions",
