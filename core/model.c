@@ -560,6 +560,13 @@ static int args_check_unused(args_t *a, const char *expected)
     return 0;
 }
 
+/* A type the key parsers do not know: a bug. */
+static int keys_unhandled(const layer_t *l)
+{
+    ASSERT(0, "unhandled layer type %d", l->type);
+    return -1;
+}
+
 /* parse_layer_keys()'s steps: each reads its types' keys from kv into l and returns 0, or
  * reports the first bad key and returns -1. */
 
@@ -650,10 +657,8 @@ static int parse_cnn_keys(args_t *a, layer_t *l)
         if (!rc) rc |= arg_double(a, "momentum", 0.1, 0, 1, false, &l->bn_momentum);
         return rc ? -1 : args_check_unused(a, "eps, momentum, in");
     default:
-        break;
+        return keys_unhandled(l);
     }
-    ASSERT(0, "not an image layer: type %d", l->type);
-    return -1;
 }
 
 /* The sequence layers: tokens, embeddings, linear, attention, layernorm, gelu, select. */
@@ -699,10 +704,8 @@ static int parse_seq_keys(args_t *a, layer_t *l)
         rc |= arg_int(a, "pos", false, 0, 0, &l->select_pos);
         return rc ? -1 : args_check_unused(a, "pos, in");
     default:
-        break;
+        return keys_unhandled(l);
     }
-    ASSERT(0, "not a sequence layer: type %d", l->type);
-    return -1;
 }
 
 /* Reads the type's keys from kv into l; "in" has been consumed already. */
@@ -740,8 +743,7 @@ static int parse_layer_keys(args_t *a, layer_t *l)
     case LAYER_TYPE_COUNT:
         break;
     }
-    ASSERT(0, "unhandled layer type %d", l->type);
-    return -1;
+    return keys_unhandled(l);
 }
 
 /* ---- expansion ------------------------------------------------------------------------- */
