@@ -116,8 +116,72 @@ static int get_in(const char *key, const char *val, double lo, double hi, bool z
     return 0;
 }
 
-int cluster_set(cluster_t *c, const char *key, const char *val, const char *where, char *err,
-                size_t errlen)
+/* cluster_set()'s groups of keys: each returns 0 when set, -1 (err filled) on a bad value,
+ * 1 when the key is not one of its own. */
+
+/* A node line's value "NODE:X" (or, when range, "FIRST-LAST:X"; *last = *first without a
+ * dash): nodes from 0 below 10^7, FIRST <= LAST, X in [lo, hi]. Returns 0; -1 without a
+ * colon; -2 when a part is not a number in its bounds. */
+static int node_line_parse(const char *val, bool range, double lo, double hi, long long *first,
+                           long long *last, double *x)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", val);
+    char *colon = strchr(buf, ':'), *dash = NULL;
+    if (!colon) return -1;
+    *colon = 0;
+    if (range) dash = strchr(buf, '-');
+    if (dash) *dash = 0;
+    if (kv_int(buf, first) || *first < 0 || *first >= 10000000 ||
+        (dash ? kv_int(dash + 1, last) || *last < *first || *last >= 10000000
+              : (*last = *first, 0)) ||
+        kv_double(colon + 1, x) || *x < lo || *x > hi)
+        return -2;
+    return 0;
+}
+
+/* nic_gbps_node = NODE:GBPS or FIRST-LAST:GBPS, one line per node range */
+static int set_nic_node(cluster_t *c, const char *val, const char *where, char *err,
+                        size_t errlen)
+{
+    double d;
+    long long i, last;
+    if (node_line_parse(val, true, 1e-3, 1e6, &i, &last, &d))
+        return kv_error(err, errlen, where,
+                        "expected nic_gbps_node = NODE:GBPS or FIRST-LAST:GBPS (nodes from 0, "
+                        "FIRST <= LAST, Gbit/s from 0.001 to 1e+06), got '%s'", val);
+    if (c->n_nic == CLUSTER_MAX_NIC)
+        return kv_error(err, errlen, where, "expected at most %d nic_gbps_node lines",
+                        CLUSTER_MAX_NIC);
+    c->nic_first[c->n_nic] = (int)i;
+    c->nic_last[c->n_nic] = (int)last;
+    c->nic_line_Bps[c->n_nic++] = d * 1e9 / 8;
+    return 0;
+}
+
+/* speed = NODE:FACTOR, one line per node */
+static int set_speed(cluster_t *c, const char *val, const char *where, char *err,
+                     size_t errlen)
+{
+    double d;
+    long long i, last;
+    int rc = node_line_parse(val, false, 1e-3, 1e3, &i, &last, &d);
+    if (rc == -1)
+        return kv_error(err, errlen, where, "expected speed = NODE:FACTOR, got '%s'", val);
+    if (rc)
+        return kv_error(err, errlen, where,
+                        "expected speed = NODE:FACTOR (node >= 0, factor from 0.001 to 1000), "
+                        "got '%s'", val);
+    if (c->n_speed == CLUSTER_MAX_SPEED)
+        return kv_error(err, errlen, where, "expected at most %d speed lines", CLUSTER_MAX_SPEED);
+    c->speed_node[c->n_speed] = (int)i;
+    c->speed_factor[c->n_speed++] = d;
+    return 0;
+}
+
+/* The network: node counts, NICs, latency, core and rack uplinks, servers. */
+static int set_network_key(cluster_t *c, const char *key, const char *val, const char *where,
+                           char *err, size_t errlen)
 {
     double d;
     long long i;
@@ -162,31 +226,22 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
         if (uplink) c->rack_uplink_Bps = d * 1e9 / 8;
         else c->oversubscription = d;
     } else if (!strcmp(key, "nic_gbps_node")) {
-        char buf[128];
-        snprintf(buf, sizeof buf, "%s", val);
-        char *colon = strchr(buf, ':'), *dash = NULL;
-        long long last;
-        if (colon) {
-            *colon = 0;
-            dash = strchr(buf, '-');
-            if (dash) *dash = 0;
-        }
-        if (!colon || kv_int(buf, &i) || i < 0 || i >= 10000000 ||
-            (dash ? kv_int(dash + 1, &last) || last < i || last >= 10000000 : (last = i, 0)) ||
-            kv_double(colon + 1, &d) || d < 1e-3 || d > 1e6)
-            return kv_error(err, errlen, where,
-                            "expected nic_gbps_node = NODE:GBPS or FIRST-LAST:GBPS (nodes from 0, "
-                            "FIRST <= LAST, Gbit/s from 0.001 to 1e+06), got '%s'", val);
-        if (c->n_nic == CLUSTER_MAX_NIC)
-            return kv_error(err, errlen, where, "expected at most %d nic_gbps_node lines",
-                            CLUSTER_MAX_NIC);
-        c->nic_first[c->n_nic] = (int)i;
-        c->nic_last[c->n_nic] = (int)last;
-        c->nic_line_Bps[c->n_nic++] = d * 1e9 / 8;
+        return set_nic_node(c, val, where, err, errlen);
     } else if (!strcmp(key, "server_gbps")) {
         if (get_in(key, val, 1e-3, 1e9, true, &d, where, err, errlen)) return -1;
         c->server_Bps = d * 1e9 / 8;
-    } else if (!strcmp(key, "interconnect")) {
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+/* Inside a node: the devices' interconnect, the device model, stragglers and jitter. */
+static int set_node_key(cluster_t *c, const char *key, const char *val, const char *where,
+                        char *err, size_t errlen)
+{
+    double d;
+    if (!strcmp(key, "interconnect")) {
         if (interconnect_preset(c, val))
             return kv_error(err, errlen, where,
                             "expected interconnect = pcie3 | pcie4 | pcie5 | nvlink4, got '%s'",
@@ -227,25 +282,22 @@ int cluster_set(cluster_t *c, const char *key, const char *val, const char *wher
         if (!strcmp(key, "straggler_sigma")) c->straggler_sigma = d;
         else c->jitter_sigma = d;
     } else if (!strcmp(key, "speed")) {
-        char buf[128];
-        snprintf(buf, sizeof buf, "%s", val);
-        char *colon = strchr(buf, ':');
-        if (!colon) return kv_error(err, errlen, where, "expected speed = NODE:FACTOR, got '%s'", val);
-        *colon = 0;
-        if (kv_int(buf, &i) || i < 0 || i >= 10000000 || kv_double(colon + 1, &d) || d < 1e-3 ||
-            d > 1e3)
-            return kv_error(err, errlen, where,
-                       "expected speed = NODE:FACTOR (node >= 0, factor from 0.001 to 1000), "
-                       "got '%s'", val);
-        if (c->n_speed == CLUSTER_MAX_SPEED)
-            return kv_error(err, errlen, where, "expected at most %d speed lines", CLUSTER_MAX_SPEED);
-        c->speed_node[c->n_speed] = (int)i;
-        c->speed_factor[c->n_speed++] = d;
+        return set_speed(c, val, where, err, errlen);
     } else {
-        return kv_error(err, errlen, where, "expected a cluster key (nodes, nic_gbps, latency_us, ...), "
-                                       "got unknown key '%s'", key);
+        return 1;
     }
     return 0;
+}
+
+int cluster_set(cluster_t *c, const char *key, const char *val, const char *where, char *err,
+                size_t errlen)
+{
+    int rc = set_network_key(c, key, val, where, err, errlen);
+    if (rc == 1) rc = set_node_key(c, key, val, where, err, errlen);
+    if (rc == 1)
+        return kv_error(err, errlen, where, "expected a cluster key (nodes, nic_gbps, latency_us, ...), "
+                                       "got unknown key '%s'", key);
+    return rc;
 }
 
 int cluster_check_devices(const cluster_t *c, const char *where, char *err, size_t errlen)

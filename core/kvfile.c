@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "infile.h"
 
 static char *trim(char *s)
 {
@@ -73,23 +74,9 @@ const char *kv_format_double(double v, char *buf)
 
 char *kv_read_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = xmalloc(cap);
-    size_t r;
-    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (n > KV_FILE_MAX_BYTES) { /* a device such as /dev/zero would never end */
-            fclose(f);
-            free(buf);
-            errno = EFBIG;
-            return NULL;
-        }
-        if (cap - n - 1 == 0) buf = xrealloc(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[n] = 0;
+    char *buf;
+    size_t len;
+    infile_read(path, KV_FILE_MAX_BYTES, &buf, &len, NULL, 0);
     return buf;
 }
 

@@ -19,8 +19,9 @@ int kv_double(const char *s, double *out);
  * 32 bytes). Returns buf. */
 const char *kv_format_double(double v, char *buf);
 
-/* Read a whole file into a NUL-terminated heap buffer; NULL (errno set) on failure, EFBIG
- * for a file over KV_FILE_MAX_BYTES (no cluster or experiment is near it). */
+/* Read a whole file into a NUL-terminated heap buffer (core/infile.h); NULL (errno set) on
+ * failure: EIO for a read error, EFBIG for a file over KV_FILE_MAX_BYTES (no cluster or
+ * experiment is near it). */
 #define KV_FILE_MAX_BYTES (16u << 20)
 char *kv_read_file(const char *path);
 

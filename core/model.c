@@ -13,10 +13,12 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "infile.h"
 
 #define TOKENS_MAX 64
 #define BLOCK_DEPTH_MAX 16
@@ -558,32 +560,72 @@ static int args_check_unused(args_t *a, const char *expected)
     return 0;
 }
 
-/* Reads the type's keys from kv into l; "in" has been consumed already. */
-static int parse_layer_keys(args_t *a, layer_t *l)
+/* A type the key parsers do not know: a bug. */
+static int keys_unhandled(const layer_t *l)
+{
+    ASSERT(0, "unhandled layer type %d", l->type);
+    return -1;
+}
+
+/* parse_layer_keys()'s steps: each reads its types' keys from kv into l and returns 0, or
+ * reports the first bad key and returns -1. */
+
+/* input: shape = CxHxW */
+static int parse_input_keys(args_t *a, layer_t *l)
+{
+    const char *v = attrs_get(a->kv, "shape");
+    if (!v)
+        return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'shape'",
+                          a->what);
+    long d[3];
+    int nd = 0;
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *s = buf, *tok; nd < 4 && (tok = strsep(&s, "x")) != NULL; nd++)
+        if (nd == 3 || parse_long(tok, &d[nd]) || d[nd] < 1 || d[nd] > INT_MAX) {
+            nd = -1;
+            break;
+        }
+    if (nd != 3)
+        return perr_scope(a->p, a->sc, a->lineno,
+                          "%s: bad value '%s' for shape: expected CxHxW, integers >= 1",
+                          a->what, v);
+    l->out_shape = (shape_t){(int)d[0], (int)d[1], (int)d[2]};
+    return args_check_unused(a, "shape, in");
+}
+
+/* pool: op = max | avg, then its window (none when global) */
+static int parse_pool_keys(args_t *a, layer_t *l)
+{
+    int rc = 0;
+    const char *op = attrs_get(a->kv, "op");
+    if (!op)
+        return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'op'", a->what);
+    if (!strcmp(op, "max")) l->pool = POOL_MAX;
+    else if (!strcmp(op, "avg") || !strcmp(op, "ave")) l->pool = POOL_AVG;
+    else
+        return perr_scope(a->p, a->sc, a->lineno,
+                          "%s: bad value '%s' for op: expected max or avg", a->what, op);
+    rc |= arg_bool(a, "global", false, &l->global);
+    if (!rc) rc |= arg_pair(a, "kernel", !l->global, 1, 1, &l->kernel_h, &l->kernel_w);
+    if (!rc) rc |= arg_pair(a, "stride", false, 1, 1, &l->stride_h, &l->stride_w);
+    if (!rc) rc |= arg_pair(a, "pad", false, 0, 0, &l->pad_h, &l->pad_w);
+    if (!rc) rc |= arg_bool(a, "ceil", false, &l->ceil_mode);
+    return rc ? -1 : args_check_unused(a, "op, kernel, stride, pad, ceil, global, in");
+}
+
+/* The losses, softmax over classes and over a sequence's positions: their weight. */
+static int parse_loss_keys(args_t *a, layer_t *l)
+{
+    if (arg_double(a, "weight", 1.0, 0, 1e9, false, &l->loss_weight)) return -1;
+    return args_check_unused(a, "weight, in");
+}
+
+/* The image layers: conv, fc, pool, lrn, dropout, batchnorm. */
+static int parse_cnn_keys(args_t *a, layer_t *l)
 {
     int rc = 0;
     switch (l->type) {
-    case LAYER_INPUT: {
-        const char *v = attrs_get(a->kv, "shape");
-        if (!v)
-            return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'shape'",
-                              a->what);
-        long d[3];
-        int nd = 0;
-        char buf[96];
-        snprintf(buf, sizeof buf, "%s", v);
-        for (char *s = buf, *tok; nd < 4 && (tok = strsep(&s, "x")) != NULL; nd++)
-            if (nd == 3 || parse_long(tok, &d[nd]) || d[nd] < 1 || d[nd] > INT_MAX) {
-                nd = -1;
-                break;
-            }
-        if (nd != 3)
-            return perr_scope(a->p, a->sc, a->lineno,
-                              "%s: bad value '%s' for shape: expected CxHxW, integers >= 1",
-                              a->what, v);
-        l->out_shape = (shape_t){(int)d[0], (int)d[1], (int)d[2]};
-        return args_check_unused(a, "shape, in");
-    }
     case LAYER_CONV:
         rc |= arg_int(a, "out", true, 0, 1, &l->out);
         if (!rc) rc |= arg_pair(a, "kernel", true, 0, 1, &l->kernel_h, &l->kernel_w);
@@ -596,22 +638,8 @@ static int parse_layer_keys(args_t *a, layer_t *l)
         rc |= arg_int(a, "out", true, 0, 1, &l->out);
         if (!rc) rc |= arg_bool(a, "bias", true, &l->bias);
         return rc ? -1 : args_check_unused(a, "out, bias, in");
-    case LAYER_POOL: {
-        const char *op = attrs_get(a->kv, "op");
-        if (!op)
-            return perr_scope(a->p, a->sc, a->lineno, "%s: missing required key 'op'", a->what);
-        if (!strcmp(op, "max")) l->pool = POOL_MAX;
-        else if (!strcmp(op, "avg") || !strcmp(op, "ave")) l->pool = POOL_AVG;
-        else
-            return perr_scope(a->p, a->sc, a->lineno,
-                              "%s: bad value '%s' for op: expected max or avg", a->what, op);
-        rc |= arg_bool(a, "global", false, &l->global);
-        if (!rc) rc |= arg_pair(a, "kernel", !l->global, 1, 1, &l->kernel_h, &l->kernel_w);
-        if (!rc) rc |= arg_pair(a, "stride", false, 1, 1, &l->stride_h, &l->stride_w);
-        if (!rc) rc |= arg_pair(a, "pad", false, 0, 0, &l->pad_h, &l->pad_w);
-        if (!rc) rc |= arg_bool(a, "ceil", false, &l->ceil_mode);
-        return rc ? -1 : args_check_unused(a, "op, kernel, stride, pad, ceil, global, in");
-    }
+    case LAYER_POOL:
+        return parse_pool_keys(a, l);
     case LAYER_LRN:
         rc |= arg_int(a, "size", false, 5, 1, &l->lrn_size);
         if (!rc) rc |= arg_double(a, "alpha", 1e-4, 0, 1e9, false, &l->lrn_alpha);
@@ -628,16 +656,16 @@ static int parse_layer_keys(args_t *a, layer_t *l)
         rc |= arg_double(a, "eps", 1e-5, 0, 1, false, &l->bn_eps);
         if (!rc) rc |= arg_double(a, "momentum", 0.1, 0, 1, false, &l->bn_momentum);
         return rc ? -1 : args_check_unused(a, "eps, momentum, in");
-    case LAYER_SOFTMAX_LOSS:
-        rc |= arg_double(a, "weight", 1.0, 0, 1e9, false, &l->loss_weight);
-        return rc ? -1 : args_check_unused(a, "weight, in");
-    case LAYER_RELU:
-    case LAYER_CONCAT:
-    case LAYER_ADD:
-    case LAYER_TANH:
-    case LAYER_CLSTOKEN:
-    case LAYER_TO_SEQ:
-        return args_check_unused(a, "in");
+    default:
+        return keys_unhandled(l);
+    }
+}
+
+/* The sequence layers: tokens, embeddings, linear, attention, layernorm, gelu, select. */
+static int parse_seq_keys(args_t *a, layer_t *l)
+{
+    int rc = 0;
+    switch (l->type) {
     case LAYER_TOKENS:
         rc |= arg_int(a, "seq", true, 0, 1, &l->seq_len);
         if (!rc) rc |= arg_int(a, "vocab", true, 0, 1, &l->vocab);
@@ -675,14 +703,47 @@ static int parse_layer_keys(args_t *a, layer_t *l)
     case LAYER_SELECT:
         rc |= arg_int(a, "pos", false, 0, 0, &l->select_pos);
         return rc ? -1 : args_check_unused(a, "pos, in");
+    default:
+        return keys_unhandled(l);
+    }
+}
+
+/* Reads the type's keys from kv into l; "in" has been consumed already. */
+static int parse_layer_keys(args_t *a, layer_t *l)
+{
+    switch (l->type) {
+    case LAYER_INPUT:
+        return parse_input_keys(a, l);
+    case LAYER_CONV:
+    case LAYER_FC:
+    case LAYER_POOL:
+    case LAYER_LRN:
+    case LAYER_DROPOUT:
+    case LAYER_BATCHNORM:
+        return parse_cnn_keys(a, l);
+    case LAYER_SOFTMAX_LOSS:
     case LAYER_SEQ_LOSS:
-        rc |= arg_double(a, "weight", 1.0, 0, 1e9, false, &l->loss_weight);
-        return rc ? -1 : args_check_unused(a, "weight, in");
+        return parse_loss_keys(a, l);
+    case LAYER_RELU:
+    case LAYER_CONCAT:
+    case LAYER_ADD:
+    case LAYER_TANH:
+    case LAYER_CLSTOKEN:
+    case LAYER_TO_SEQ:
+        return args_check_unused(a, "in");
+    case LAYER_TOKENS:
+    case LAYER_EMBED:
+    case LAYER_POSEMBED:
+    case LAYER_LINEAR:
+    case LAYER_ATTENTION:
+    case LAYER_LAYERNORM:
+    case LAYER_GELU:
+    case LAYER_SELECT:
+        return parse_seq_keys(a, l);
     case LAYER_TYPE_COUNT:
         break;
     }
-    ASSERT(0, "unhandled layer type %d", l->type);
-    return -1;
+    return keys_unhandled(l);
 }
 
 /* ---- expansion ------------------------------------------------------------------------- */
@@ -1179,24 +1240,9 @@ int model_parse(model_t *m, const char *path, const char *text, size_t len, char
 int model_load(model_t *m, const char *path, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t cap = 1 << 16, n = 0, r;
-    char *buf = xmalloc(cap);
-    while ((r = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += r;
-        if (n == cap) buf = xrealloc(buf, cap *= 2);
-    }
-    int ioerr = ferror(f);
-    fclose(f);
-    if (ioerr) {
-        free(buf);
-        snprintf(err, errlen, "%s: read error", path);
-        return -1;
-    }
+    char *buf;
+    size_t n;
+    if (infile_read(path, SIZE_MAX, &buf, &n, err, errlen)) return -1;
     int rc = model_parse(m, path, buf, n, err, errlen);
     free(buf);
     return rc;
@@ -1298,265 +1344,378 @@ static int seq_check(const model_t *m, const layer_t *l, const layer_t *src, cha
     }
 }
 
+/* One layer's inference under way: its input (the first one's shape; as a sequence, S
+ * positions of D features), the output shape and the activation bytes kept besides it. */
+typedef struct {
+    model_t *m;
+    layer_t *l;
+    const layer_t *src; /* the first input, NULL for an input layer */
+    shape_t in, out;
+    int64_t in_count, S, D;
+    int64_t extra_act;
+    bool in_seq;
+    char *err;
+    size_t errlen;
+} infer_t;
+
+static int infer_conv(infer_t *x)
+{
+    layer_t *l = x->l;
+    shape_t in = x->in;
+    if (in.c % l->groups || l->out % l->groups)
+        return ierr(x->m, l, x->err, x->errlen,
+                    "shape mismatch: %d input and %d output channels must both divide "
+                    "into groups=%d",
+                    in.c, l->out, l->groups);
+    int64_t ph = in.h + 2 * (int64_t)l->pad_h, pw = in.w + 2 * (int64_t)l->pad_w;
+    if (l->kernel_h > ph || l->kernel_w > pw)
+        return ierr(x->m, l, x->err, x->errlen,
+                    "shape mismatch: kernel %dx%d larger than the padded input %lldx%lld",
+                    l->kernel_h, l->kernel_w, (long long)ph, (long long)pw);
+    int64_t oh = (ph - l->kernel_h) / l->stride_h + 1;
+    int64_t ow = (pw - l->kernel_w) / l->stride_w + 1;
+    if (oh > INT_MAX || ow > INT_MAX)
+        return ierr(x->m, l, x->err, x->errlen, "an output plane over %d values a side", INT_MAX);
+    x->out = (shape_t){l->out, (int)oh, (int)ow};
+    int64_t k_size = cost_mul(cost_mul(in.c / l->groups, l->kernel_h), l->kernel_w);
+    l->weights = cost_mul(l->out, k_size);
+    l->biases = l->bias ? l->out : 0;
+    int64_t macs = cost_mul(shape_elems(x->out), k_size);
+    l->fwd_flops = 2 * macs + (l->bias ? shape_elems(x->out) : 0);
+    l->bwd_flops = 4 * macs + (l->bias ? shape_elems(x->out) : 0);
+    return 0;
+}
+
+static int infer_pool(infer_t *x)
+{
+    layer_t *l = x->l;
+    shape_t in = x->in;
+    if (l->global) {
+        l->kernel_h = in.h;
+        l->kernel_w = in.w;
+        l->stride_h = l->stride_w = 1;
+        l->pad_h = l->pad_w = 0;
+    }
+    if (l->pad_h >= l->kernel_h || l->pad_w >= l->kernel_w)
+        return ierr(x->m, l, x->err, x->errlen, "pad %dx%d must be smaller than the kernel %dx%d",
+                    l->pad_h, l->pad_w, l->kernel_h, l->kernel_w);
+    int64_t oh = pool_out(in.h, l->kernel_h, l->stride_h, l->pad_h, l->ceil_mode);
+    int64_t ow = pool_out(in.w, l->kernel_w, l->stride_w, l->pad_w, l->ceil_mode);
+    if (oh < 1 || ow < 1)
+        return ierr(x->m, l, x->err, x->errlen,
+                    "shape mismatch: kernel %dx%d larger than the padded input %lldx%lld",
+                    l->kernel_h, l->kernel_w, in.h + 2 * (long long)l->pad_h,
+                    in.w + 2 * (long long)l->pad_w);
+    if (oh > INT_MAX || ow > INT_MAX)
+        return ierr(x->m, l, x->err, x->errlen, "an output plane over %d values a side", INT_MAX);
+    x->out = (shape_t){in.c, (int)oh, (int)ow};
+    l->fwd_flops = cost_mul(cost_mul(shape_elems(x->out), l->kernel_h), l->kernel_w);
+    l->bwd_flops = l->fwd_flops;
+    return 0;
+}
+
+/* concat: planes must agree; the channels add up */
+static int infer_concat(infer_t *x)
+{
+    model_t *m = x->m;
+    layer_t *l = x->l;
+    shape_t in = x->in;
+    char b1[48], b2[48];
+    int64_t c = 0;
+    l->seq = false;
+    for (int k = 0; k < l->n_inputs; k++) {
+        const layer_t *src = &m->layers[l->inputs[k]];
+        shape_t s = src->out_shape;
+        if (s.h != in.h || s.w != in.w)
+            return ierr(m, l, x->err, x->errlen,
+                        "shape mismatch: input '%s' is %s but '%s' is %s (planes must agree)",
+                        src->name, shape_str(s, b1, sizeof b1),
+                        m->layers[l->inputs[0]].name, shape_str(in, b2, sizeof b2));
+        c += s.c;
+    }
+    if (c > INT_MAX) return ierr(m, l, x->err, x->errlen, "more than %d channels", INT_MAX);
+    x->out.c = (int)c;
+    return 0;
+}
+
+/* add: every input the first's shape (and, as sequences of more than one position, kind) */
+static int infer_add(infer_t *x)
+{
+    model_t *m = x->m;
+    layer_t *l = x->l;
+    shape_t in = x->in;
+    bool in_seq = x->in_seq;
+    char b1[48], b2[48];
+    for (int k = 1; k < l->n_inputs; k++) {
+        const layer_t *src = &m->layers[l->inputs[k]];
+        shape_t s = src->out_shape;
+        if (s.c != in.c || s.h != in.h || s.w != in.w || (x->S > 1 && src->seq != in_seq))
+            return ierr(m, l, x->err, x->errlen,
+                        "shape mismatch: input '%s' is %s%s but '%s' is %s",
+                        src->name, shape_str(s, b1, sizeof b1),
+                        src->seq != in_seq ? (src->seq ? " (a sequence)" : " (an image)") : "",
+                        m->layers[l->inputs[0]].name, shape_str(in, b2, sizeof b2));
+    }
+    l->fwd_flops = x->in_count * (l->n_inputs - 1);
+    l->bwd_flops = x->in_count;
+    return 0;
+}
+
+/* batchnorm (per channel) and layernorm (per feature): a scale and a shift per channel */
+static int infer_norm(infer_t *x)
+{
+    layer_t *l = x->l;
+    l->weights = x->in.c;
+    l->biases = x->in.c;
+    l->fwd_flops = 5 * x->in_count; /* mean, variance, normalise, scale, shift */
+    l->bwd_flops = 8 * x->in_count;
+    return 0;
+}
+
+/* The image layers and those that read either kind (relu, dropout, tanh, gelu, add). */
+static int infer_image(infer_t *x)
+{
+    layer_t *l = x->l;
+    int64_t in_count = x->in_count;
+    switch (l->type) {
+    case LAYER_INPUT:
+        x->out = l->out_shape;
+        return 0;
+    case LAYER_CONV:
+        return infer_conv(x);
+    case LAYER_FC:
+        x->out = (shape_t){l->out, 1, 1};
+        l->weights = cost_mul(l->out, in_count);
+        l->biases = l->bias ? l->out : 0;
+        l->fwd_flops = 2 * l->weights + l->biases;
+        l->bwd_flops = 4 * l->weights + l->biases;
+        return 0;
+    case LAYER_RELU:
+    case LAYER_DROPOUT:
+        l->fwd_flops = l->bwd_flops = in_count;
+        return 0;
+    case LAYER_TANH:
+        l->fwd_flops = 4 * in_count;
+        l->bwd_flops = 2 * in_count;
+        return 0;
+    case LAYER_GELU:
+        l->fwd_flops = 8 * in_count;
+        l->bwd_flops = 12 * in_count;
+        return 0;
+    case LAYER_POOL:
+        return infer_pool(x);
+    case LAYER_LRN:
+        /* square, window sum, scale, power, divide: ~(size + 4) per element */
+        l->fwd_flops = cost_mul(in_count, (int64_t)l->lrn_size + 4);
+        l->bwd_flops = 2 * l->fwd_flops;
+        return 0;
+    case LAYER_BATCHNORM:
+        return infer_norm(x);
+    case LAYER_CONCAT:
+        return infer_concat(x);
+    case LAYER_ADD:
+        return infer_add(x);
+    case LAYER_SOFTMAX_LOSS:
+        x->out = (shape_t){1, 1, 1};
+        l->fwd_flops = 4 * in_count; /* max, exp, sum, divide */
+        l->bwd_flops = in_count;
+        return 0;
+    default:
+        break;
+    }
+    ASSERT(0, "bad layer type");
+    return -1;
+}
+
+static int infer_embed(infer_t *x)
+{
+    layer_t *l = x->l;
+    const layer_t *src = x->src;
+    if (src->type != LAYER_TOKENS)
+        return ierr(x->m, l, x->err, x->errlen, "input '%s' is a %s: expected tokens", src->name,
+                    layer_type_name(src->type));
+    if (l->vocab < src->vocab)
+        return ierr(x->m, l, x->err, x->errlen, "vocab=%d is smaller than the vocab=%d of '%s'",
+                    l->vocab, src->vocab, src->name);
+    x->out = (shape_t){l->out, 1, (int)x->S};
+    l->weights = cost_mul(l->vocab, l->out);
+    l->bwd_flops = cost_mul(l->out, x->S);
+    l->seq = true;
+    return 0;
+}
+
+/* linear: per position; tied, it shares the embedding's (vocab, dim) weights */
+static int infer_linear(infer_t *x)
+{
+    layer_t *l = x->l;
+    int64_t S = x->S, D = x->D;
+    if (S > INT_MAX) return ierr(x->m, l, x->err, x->errlen, "too many positions");
+    x->out = (shape_t){l->out, 1, (int)S};
+    if (l->tied) {
+        const layer_t *e = &x->m->layers[l->tie_layer];
+        if (l->out != e->vocab || D != e->out || l->bias)
+            return ierr(x->m, l, x->err, x->errlen,
+                        "tie=%s: expected out=%d (its vocab), %d input features (its "
+                        "dim) and bias=0; got out=%d, %lld features, bias=%d",
+                        e->name, e->vocab, e->out, l->out, (long long)D, l->bias);
+    } else {
+        l->weights = cost_mul(l->out, D);
+    }
+    l->biases = l->bias ? l->out : 0;
+    l->fwd_flops = cost_mul(cost_mul(2 * S, D), l->out) + cost_mul(S, l->biases);
+    l->bwd_flops = cost_mul(cost_mul(4 * S, D), l->out) + cost_mul(S, l->biases);
+    return 0;
+}
+
+/* attention: Q, K and V alike; the heads split the features */
+static int infer_attention(infer_t *x)
+{
+    model_t *m = x->m;
+    layer_t *l = x->l;
+    shape_t in = x->in;
+    int64_t S = x->S, D = x->D;
+    char b1[48], b2[48];
+    for (int k = 1; k < l->n_inputs; k++) {
+        const layer_t *o = &m->layers[l->inputs[k]];
+        if (o->out_shape.c != in.c || o->out_shape.h != in.h || o->out_shape.w != in.w ||
+            o->seq != x->in_seq)
+            return ierr(m, l, x->err, x->errlen,
+                        "shape mismatch: input '%s' is %s but '%s' is %s (Q, K and V "
+                        "must agree)",
+                        o->name, shape_str(o->out_shape, b1, sizeof b1), x->src->name,
+                        shape_str(in, b2, sizeof b2));
+    }
+    if (D % l->heads)
+        return ierr(m, l, x->err, x->errlen, "%lld features do not divide into heads=%d",
+                    (long long)D, l->heads);
+    l->fwd_flops = cost_mul(cost_mul(4 * S, S), D) +
+                   cost_mul(cost_mul(5 * (int64_t)l->heads, S), S);
+    l->bwd_flops = cost_mul(cost_mul(8 * S, S), D) +
+                   cost_mul(cost_mul(3 * (int64_t)l->heads, S), S);
+    x->extra_act = cost_mul(cost_mul(4 * (int64_t)l->heads, S), S);
+    return 0;
+}
+
+/* The sequence layers; every other type goes on to infer_image(). */
+static int infer_seq(infer_t *x)
+{
+    layer_t *l = x->l;
+    int64_t S = x->S, D = x->D, in_count = x->in_count;
+    switch (l->type) {
+    case LAYER_TOKENS:
+        x->out = l->out_shape;
+        l->seq = true;
+        return 0;
+    case LAYER_EMBED:
+        return infer_embed(x);
+    case LAYER_POSEMBED:
+        if (l->pos_max == 0) l->pos_max = (int)S;
+        if (S > l->pos_max)
+            return ierr(x->m, l, x->err, x->errlen, "%lld positions but max=%d", (long long)S,
+                        l->pos_max);
+        l->weights = cost_mul(l->pos_max, D);
+        l->fwd_flops = l->bwd_flops = D * S;
+        return 0;
+    case LAYER_CLSTOKEN:
+        if (S + 1 > INT_MAX) return ierr(x->m, l, x->err, x->errlen, "too many positions");
+        x->out = (shape_t){(int)D, 1, (int)S + 1};
+        l->weights = D;
+        l->bwd_flops = D;
+        l->seq = true;
+        return 0;
+    case LAYER_TO_SEQ:
+        if (S > INT_MAX) return ierr(x->m, l, x->err, x->errlen, "too many positions");
+        x->out = (shape_t){(int)D, 1, (int)S};
+        l->seq = true;
+        return 0;
+    case LAYER_LINEAR:
+        return infer_linear(x);
+    case LAYER_ATTENTION:
+        return infer_attention(x);
+    case LAYER_LAYERNORM:
+        return infer_norm(x);
+    case LAYER_SELECT:
+        if (l->select_pos >= S)
+            return ierr(x->m, l, x->err, x->errlen, "pos=%d of a sequence of %lld positions",
+                        l->select_pos, (long long)S);
+        x->out = (shape_t){(int)D, 1, 1};
+        l->bwd_flops = D;
+        l->seq = false;
+        return 0;
+    case LAYER_SEQ_LOSS:
+        x->out = (shape_t){1, 1, 1};
+        l->fwd_flops = 4 * in_count;
+        l->bwd_flops = in_count;
+        l->seq = false;
+        return 0;
+    default:
+        return infer_image(x);
+    }
+}
+
+/* Layer i's input: it has one (unless an input layer), within the per-sample bound, of the
+ * kind it reads; its cost fields cleared. */
+static int infer_begin(infer_t *x, model_t *m, int i, char *err, size_t errlen)
+{
+    layer_t *l = &m->layers[i];
+    char b1[48];
+    for (int k = 0; k < l->n_inputs; k++)
+        ASSERT(l->inputs[k] >= 0 && l->inputs[k] < i, "layer %s: input %d not before it",
+               l->name, l->inputs[k]);
+    if (!layer_is_input(l) && l->n_inputs == 0)
+        return ierr(m, l, err, errlen, "missing input");
+    if (l->type == LAYER_TOKENS) l->out_shape = (shape_t){1, 1, l->seq_len};
+    shape_t in = l->n_inputs ? m->layers[l->inputs[0]].out_shape : l->out_shape;
+    int64_t in_count = shape_elems(in);
+    if (in_count > MODEL_COST_MAX)
+        return ierr(m, l, err, errlen, "%s: more than 2^50 values per sample",
+                    shape_str(in, b1, sizeof b1));
+    l->in_shape = in;
+    l->weights = l->biases = 0;
+    l->fwd_flops = l->bwd_flops = 0;
+    const layer_t *src = l->n_inputs ? &m->layers[l->inputs[0]] : NULL;
+    *x = (infer_t){.m = m, .l = l, .src = src, .in = in, .out = in, .in_count = in_count,
+                   .S = (int64_t)in.h * in.w, .D = in.c, .in_seq = src && src->seq,
+                   .err = err, .errlen = errlen};
+    l->seq = x->in_seq;
+    return seq_check(m, l, src, err, errlen) ? -1 : 0;
+}
+
+/* The layer's output, parameters and activation bytes, within the per-sample bounds, added
+ * to the model's totals. */
+static int infer_end(const infer_t *x)
+{
+    model_t *m = x->m;
+    layer_t *l = x->l;
+    char b1[48];
+    l->out_shape = x->out;
+    int64_t out_count = shape_elems(x->out);
+    if (out_count > MODEL_COST_MAX || l->weights > MODEL_COST_MAX ||
+        l->fwd_flops > MODEL_COST_MAX || l->bwd_flops > MODEL_COST_MAX ||
+        x->extra_act > MODEL_COST_MAX)
+        return ierr(m, l, x->err, x->errlen, "more than 2^50 values, parameters or FLOPs per "
+                                             "sample (output %s)",
+                    shape_str(x->out, b1, sizeof b1));
+    l->params = l->weights + l->biases;
+    l->param_bytes = 4 * l->params;
+    l->act_bytes = 4 * out_count + x->extra_act;
+    m->total_params += l->params;
+    m->total_fwd_flops += l->fwd_flops;
+    m->total_bwd_flops += l->bwd_flops;
+    m->total_act_bytes += l->act_bytes;
+    if (m->total_params > MODEL_TOTAL_MAX || m->total_fwd_flops > MODEL_TOTAL_MAX ||
+        m->total_bwd_flops > MODEL_TOTAL_MAX || m->total_act_bytes > MODEL_TOTAL_MAX)
+        return ierr(m, l, x->err, x->errlen, "the model's totals pass 2^60 parameters, FLOPs or "
+                                             "bytes per sample");
+    return 0;
+}
+
 int model_infer(model_t *m, char *err, size_t errlen)
 {
     m->total_params = m->total_fwd_flops = m->total_bwd_flops = m->total_act_bytes = 0;
     for (int i = 0; i < m->n_layers; i++) {
-        layer_t *l = &m->layers[i];
-        char b1[48], b2[48];
-        for (int k = 0; k < l->n_inputs; k++)
-            ASSERT(l->inputs[k] >= 0 && l->inputs[k] < i, "layer %s: input %d not before it",
-                   l->name, l->inputs[k]);
-        if (!layer_is_input(l) && l->n_inputs == 0)
-            return ierr(m, l, err, errlen, "missing input");
-        if (l->type == LAYER_TOKENS) l->out_shape = (shape_t){1, 1, l->seq_len};
-        shape_t in = l->n_inputs ? m->layers[l->inputs[0]].out_shape : l->out_shape;
-        int64_t in_count = shape_elems(in);
-        if (in_count > MODEL_COST_MAX)
-            return ierr(m, l, err, errlen, "%s: more than 2^50 values per sample",
-                        shape_str(in, b1, sizeof b1));
-        l->in_shape = in;
-        l->weights = l->biases = 0;
-        l->fwd_flops = l->bwd_flops = 0;
-        shape_t out = in;
-        int64_t extra_act = 0; /* activation bytes kept besides the output */
-        const layer_t *src = l->n_inputs ? &m->layers[l->inputs[0]] : NULL;
-        bool in_seq = src && src->seq;
-        int64_t S = (int64_t)in.h * in.w, D = in.c; /* as a sequence: positions, features */
-        l->seq = in_seq;
-        if (seq_check(m, l, src, err, errlen)) return -1;
-        switch (l->type) {
-        case LAYER_INPUT:
-            out = l->out_shape;
-            break;
-        case LAYER_CONV: {
-            if (in.c % l->groups || l->out % l->groups)
-                return ierr(m, l, err, errlen,
-                            "shape mismatch: %d input and %d output channels must both divide "
-                            "into groups=%d",
-                            in.c, l->out, l->groups);
-            int64_t ph = in.h + 2 * (int64_t)l->pad_h, pw = in.w + 2 * (int64_t)l->pad_w;
-            if (l->kernel_h > ph || l->kernel_w > pw)
-                return ierr(m, l, err, errlen,
-                            "shape mismatch: kernel %dx%d larger than the padded input %lldx%lld",
-                            l->kernel_h, l->kernel_w, (long long)ph, (long long)pw);
-            int64_t oh = (ph - l->kernel_h) / l->stride_h + 1;
-            int64_t ow = (pw - l->kernel_w) / l->stride_w + 1;
-            if (oh > INT_MAX || ow > INT_MAX)
-                return ierr(m, l, err, errlen, "an output plane over %d values a side", INT_MAX);
-            out = (shape_t){l->out, (int)oh, (int)ow};
-            int64_t k_size = cost_mul(cost_mul(in.c / l->groups, l->kernel_h), l->kernel_w);
-            l->weights = cost_mul(l->out, k_size);
-            l->biases = l->bias ? l->out : 0;
-            int64_t macs = cost_mul(shape_elems(out), k_size);
-            l->fwd_flops = 2 * macs + (l->bias ? shape_elems(out) : 0);
-            l->bwd_flops = 4 * macs + (l->bias ? shape_elems(out) : 0);
-            break;
-        }
-        case LAYER_FC:
-            out = (shape_t){l->out, 1, 1};
-            l->weights = cost_mul(l->out, in_count);
-            l->biases = l->bias ? l->out : 0;
-            l->fwd_flops = 2 * l->weights + l->biases;
-            l->bwd_flops = 4 * l->weights + l->biases;
-            break;
-        case LAYER_RELU:
-        case LAYER_DROPOUT:
-            l->fwd_flops = l->bwd_flops = in_count;
-            break;
-        case LAYER_TANH:
-            l->fwd_flops = 4 * in_count;
-            l->bwd_flops = 2 * in_count;
-            break;
-        case LAYER_GELU:
-            l->fwd_flops = 8 * in_count;
-            l->bwd_flops = 12 * in_count;
-            break;
-        case LAYER_TOKENS:
-            out = l->out_shape;
-            l->seq = true;
-            break;
-        case LAYER_EMBED:
-            if (src->type != LAYER_TOKENS)
-                return ierr(m, l, err, errlen, "input '%s' is a %s: expected tokens", src->name,
-                            layer_type_name(src->type));
-            if (l->vocab < src->vocab)
-                return ierr(m, l, err, errlen, "vocab=%d is smaller than the vocab=%d of '%s'",
-                            l->vocab, src->vocab, src->name);
-            out = (shape_t){l->out, 1, (int)S};
-            l->weights = cost_mul(l->vocab, l->out);
-            l->bwd_flops = cost_mul(l->out, S);
-            l->seq = true;
-            break;
-        case LAYER_POSEMBED:
-            if (l->pos_max == 0) l->pos_max = (int)S;
-            if (S > l->pos_max)
-                return ierr(m, l, err, errlen, "%lld positions but max=%d", (long long)S,
-                            l->pos_max);
-            l->weights = cost_mul(l->pos_max, D);
-            l->fwd_flops = l->bwd_flops = D * S;
-            break;
-        case LAYER_CLSTOKEN:
-            if (S + 1 > INT_MAX) return ierr(m, l, err, errlen, "too many positions");
-            out = (shape_t){(int)D, 1, (int)S + 1};
-            l->weights = D;
-            l->bwd_flops = D;
-            l->seq = true;
-            break;
-        case LAYER_TO_SEQ:
-            if (S > INT_MAX) return ierr(m, l, err, errlen, "too many positions");
-            out = (shape_t){(int)D, 1, (int)S};
-            l->seq = true;
-            break;
-        case LAYER_LINEAR:
-            if (S > INT_MAX) return ierr(m, l, err, errlen, "too many positions");
-            out = (shape_t){l->out, 1, (int)S};
-            if (l->tied) {
-                const layer_t *e = &m->layers[l->tie_layer];
-                if (l->out != e->vocab || D != e->out || l->bias)
-                    return ierr(m, l, err, errlen,
-                                "tie=%s: expected out=%d (its vocab), %d input features (its "
-                                "dim) and bias=0; got out=%d, %lld features, bias=%d",
-                                e->name, e->vocab, e->out, l->out, (long long)D, l->bias);
-            } else {
-                l->weights = cost_mul(l->out, D);
-            }
-            l->biases = l->bias ? l->out : 0;
-            l->fwd_flops = cost_mul(cost_mul(2 * S, D), l->out) + cost_mul(S, l->biases);
-            l->bwd_flops = cost_mul(cost_mul(4 * S, D), l->out) + cost_mul(S, l->biases);
-            break;
-        case LAYER_ATTENTION:
-            for (int k = 1; k < l->n_inputs; k++) {
-                const layer_t *o = &m->layers[l->inputs[k]];
-                if (o->out_shape.c != in.c || o->out_shape.h != in.h || o->out_shape.w != in.w ||
-                    o->seq != in_seq)
-                    return ierr(m, l, err, errlen,
-                                "shape mismatch: input '%s' is %s but '%s' is %s (Q, K and V "
-                                "must agree)",
-                                o->name, shape_str(o->out_shape, b1, sizeof b1), src->name,
-                                shape_str(in, b2, sizeof b2));
-            }
-            if (D % l->heads)
-                return ierr(m, l, err, errlen, "%lld features do not divide into heads=%d",
-                            (long long)D, l->heads);
-            l->fwd_flops = cost_mul(cost_mul(4 * S, S), D) +
-                           cost_mul(cost_mul(5 * (int64_t)l->heads, S), S);
-            l->bwd_flops = cost_mul(cost_mul(8 * S, S), D) +
-                           cost_mul(cost_mul(3 * (int64_t)l->heads, S), S);
-            extra_act = cost_mul(cost_mul(4 * (int64_t)l->heads, S), S);
-            break;
-        case LAYER_LAYERNORM:
-            l->weights = D;
-            l->biases = D;
-            l->fwd_flops = 5 * in_count;
-            l->bwd_flops = 8 * in_count;
-            break;
-        case LAYER_SELECT:
-            if (l->select_pos >= S)
-                return ierr(m, l, err, errlen, "pos=%d of a sequence of %lld positions",
-                            l->select_pos, (long long)S);
-            out = (shape_t){(int)D, 1, 1};
-            l->bwd_flops = D;
-            l->seq = false;
-            break;
-        case LAYER_SEQ_LOSS:
-            out = (shape_t){1, 1, 1};
-            l->fwd_flops = 4 * in_count;
-            l->bwd_flops = in_count;
-            l->seq = false;
-            break;
-        case LAYER_POOL: {
-            if (l->global) {
-                l->kernel_h = in.h;
-                l->kernel_w = in.w;
-                l->stride_h = l->stride_w = 1;
-                l->pad_h = l->pad_w = 0;
-            }
-            if (l->pad_h >= l->kernel_h || l->pad_w >= l->kernel_w)
-                return ierr(m, l, err, errlen, "pad %dx%d must be smaller than the kernel %dx%d",
-                            l->pad_h, l->pad_w, l->kernel_h, l->kernel_w);
-            int64_t oh = pool_out(in.h, l->kernel_h, l->stride_h, l->pad_h, l->ceil_mode);
-            int64_t ow = pool_out(in.w, l->kernel_w, l->stride_w, l->pad_w, l->ceil_mode);
-            if (oh < 1 || ow < 1)
-                return ierr(m, l, err, errlen,
-                            "shape mismatch: kernel %dx%d larger than the padded input %lldx%lld",
-                            l->kernel_h, l->kernel_w, in.h + 2 * (long long)l->pad_h,
-                            in.w + 2 * (long long)l->pad_w);
-            if (oh > INT_MAX || ow > INT_MAX)
-                return ierr(m, l, err, errlen, "an output plane over %d values a side", INT_MAX);
-            out = (shape_t){in.c, (int)oh, (int)ow};
-            l->fwd_flops = cost_mul(cost_mul(shape_elems(out), l->kernel_h), l->kernel_w);
-            l->bwd_flops = l->fwd_flops;
-            break;
-        }
-        case LAYER_LRN:
-            /* square, window sum, scale, power, divide: ~(size + 4) per element */
-            l->fwd_flops = cost_mul(in_count, (int64_t)l->lrn_size + 4);
-            l->bwd_flops = 2 * l->fwd_flops;
-            break;
-        case LAYER_BATCHNORM:
-            l->weights = in.c;
-            l->biases = in.c;
-            l->fwd_flops = 5 * in_count; /* mean, variance, normalise, scale, shift */
-            l->bwd_flops = 8 * in_count;
-            break;
-        case LAYER_CONCAT: {
-            int64_t c = 0;
-            l->seq = false;
-            for (int k = 0; k < l->n_inputs; k++) {
-                const layer_t *src = &m->layers[l->inputs[k]];
-                shape_t s = src->out_shape;
-                if (s.h != in.h || s.w != in.w)
-                    return ierr(m, l, err, errlen,
-                                "shape mismatch: input '%s' is %s but '%s' is %s (planes must agree)",
-                                src->name, shape_str(s, b1, sizeof b1),
-                                m->layers[l->inputs[0]].name, shape_str(in, b2, sizeof b2));
-                c += s.c;
-            }
-            if (c > INT_MAX) return ierr(m, l, err, errlen, "more than %d channels", INT_MAX);
-            out.c = (int)c;
-            break;
-        }
-        case LAYER_ADD:
-            for (int k = 1; k < l->n_inputs; k++) {
-                const layer_t *src = &m->layers[l->inputs[k]];
-                shape_t s = src->out_shape;
-                if (s.c != in.c || s.h != in.h || s.w != in.w || (S > 1 && src->seq != in_seq))
-                    return ierr(m, l, err, errlen,
-                                "shape mismatch: input '%s' is %s%s but '%s' is %s",
-                                src->name, shape_str(s, b1, sizeof b1),
-                                src->seq != in_seq ? (src->seq ? " (a sequence)" : " (an image)") : "",
-                                m->layers[l->inputs[0]].name, shape_str(in, b2, sizeof b2));
-            }
-            l->fwd_flops = in_count * (l->n_inputs - 1);
-            l->bwd_flops = in_count;
-            break;
-        case LAYER_SOFTMAX_LOSS:
-            out = (shape_t){1, 1, 1};
-            l->fwd_flops = 4 * in_count; /* max, exp, sum, divide */
-            l->bwd_flops = in_count;
-            break;
-        case LAYER_TYPE_COUNT:
-            ASSERT(0, "bad layer type");
-        }
-        l->out_shape = out;
-        int64_t out_count = shape_elems(out);
-        if (out_count > MODEL_COST_MAX || l->weights > MODEL_COST_MAX ||
-            l->fwd_flops > MODEL_COST_MAX || l->bwd_flops > MODEL_COST_MAX ||
-            extra_act > MODEL_COST_MAX)
-            return ierr(m, l, err, errlen, "more than 2^50 values, parameters or FLOPs per "
-                                           "sample (output %s)", shape_str(out, b1, sizeof b1));
-        l->params = l->weights + l->biases;
-        l->param_bytes = 4 * l->params;
-        l->act_bytes = 4 * out_count + extra_act;
-        m->total_params += l->params;
-        m->total_fwd_flops += l->fwd_flops;
-        m->total_bwd_flops += l->bwd_flops;
-        m->total_act_bytes += l->act_bytes;
-        if (m->total_params > MODEL_TOTAL_MAX || m->total_fwd_flops > MODEL_TOTAL_MAX ||
-            m->total_bwd_flops > MODEL_TOTAL_MAX || m->total_act_bytes > MODEL_TOTAL_MAX)
-            return ierr(m, l, err, errlen, "the model's totals pass 2^60 parameters, FLOPs or "
-                                           "bytes per sample");
+        infer_t x = {0};
+        if (infer_begin(&x, m, i, err, errlen) || infer_seq(&x) || infer_end(&x)) return -1;
     }
     return 0;
 }

@@ -289,28 +289,17 @@ int plan_build(plan_t *p, const model_t *m, const cluster_t *c, scheme_t scheme,
     return plan_build_opts(p, m, c, &o, err, errlen);
 }
 
-int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_opts_t *o,
-                    char *err, size_t errlen)
+/* The plan's header fields and the cost model's parameters from the cluster. */
+static void plan_setup(plan_t *p, const model_t *m, const cluster_t *c, const plan_opts_t *o)
 {
-    memset(p, 0, sizeof *p);
-    if (m->n_layers < 1) {
-        snprintf(err, errlen, "%s: expected a model with layers", m->path);
-        return -1;
-    }
-    scheme_t scheme = o->scheme;
-    int staleness = o->staleness, batch = o->batch;
-    int64_t kv_block_bytes = o->kv_block_bytes;
-    ASSERT(batch >= 1 && staleness >= 0, "batch %d, staleness %d", batch, staleness);
-    ASSERT(o->allreduce_bucket_bytes >= 0, "bucket of %lld bytes",
-           (long long)o->allreduce_bucket_bytes);
     p->allreduce_bucket_bytes = o->allreduce_bucket_bytes;
     p->kv_placement = o->kv_placement;
     p->hybrid_rule = o->hybrid_rule;
     p->model = m;
     p->cluster = *c;
-    p->scheme = scheme;
-    p->staleness = staleness;
-    p->batch = batch;
+    p->scheme = o->scheme;
+    p->staleness = o->staleness;
+    p->batch = o->batch;
     p->workers = c->nodes;
     p->shards = cluster_shards(c);
     /* with per-node NICs, a phase ends with the slowest node's */
@@ -320,8 +309,8 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
     p->cost = (cost_params_t){
         .workers = p->workers,
         .shards = p->shards,
-        .batch = batch * c->devices_per_node,
-        .kv_block_bytes = kv_block_bytes,
+        .batch = o->batch * c->devices_per_node,
+        .kv_block_bytes = o->kv_block_bytes,
         .bw_Bps = slowest_Bps,
         .nodes_per_rack = cluster_racks(c) > 1 ? c->nodes_per_rack : 0,
         .rack_Bps = cluster_rack_Bps(c),
@@ -333,8 +322,11 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
         .intra_lat_ns = c->intra_lat_ns,
         .host_staging = c->host_staging,
     };
+}
 
-    /* Units: one per parameter layer; layers before the first one join unit 0. */
+/* Units: one per parameter layer; layers before the first one join unit 0. */
+static void plan_units(plan_t *p, const model_t *m)
+{
     int n_param = 0;
     for (int i = 0; i < m->n_layers; i++) n_param += layer_has_params(&m->layers[i]);
     p->n_units = n_param ? n_param : 1;
@@ -349,24 +341,17 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
     }
     if (n_param == 0) p->units[0] = (plan_unit_t){.layer = -1, .first = 0};
     p->units[p->n_units - 1].last = m->n_layers - 1;
+}
 
-    /* Choose each unit's method: layer by layer, then (hybrid) for the whole iteration. */
-    unsigned mask = scheme_mask(scheme.base);
-    units_assign(p, m, mask, NULL);
-    if (o->hybrid_rule == HYBRID_RULE_ITERATION && (mask & (1u << SYNC_PS)) &&
-        (mask & (1u << SYNC_SFB)) && p->workers > 1)
-        units_choose_for_iteration(p, m, mask);
-    pieces_build(p);
-    buckets_build(p);
-
-    /* Ops: compute in program order (FWD 0..U-1, BWD U-1..0), then each unit's sync ops. */
-    builder_t b = {p, 0, 0};
+/* Compute ops in program order: FWD 0..U-1, BWD U-1..0. */
+static void plan_compute_ops(builder_t *b, const model_t *m)
+{
+    plan_t *p = b->p;
     int U = p->n_units;
-    double nb = (double)batch; /* each device computes its own batch, in parallel */
-    int devices = c->devices_per_node;
+    double nb = (double)p->batch; /* each device computes its own batch, in parallel */
     for (int u = 0; u < U; u++) {
         plan_unit_t *un = &p->units[u];
-        un->op_fwd = add_op(&b, OP_FWD, u, PLACE_WORKERS, RES_COMPUTE, 0,
+        un->op_fwd = add_op(b, OP_FWD, u, PLACE_WORKERS, RES_COMPUTE, 0,
                             nb * range_flops(m, un->first, un->last, 0), 0);
         un->op_bwd = un->op_push = un->op_apply = un->op_pull = -1;
         un->op_sfb = un->op_update = un->op_allreduce = -1;
@@ -374,36 +359,45 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
     }
     for (int u = U - 1; u >= 0; u--) {
         plan_unit_t *un = &p->units[u];
-        un->op_bwd = add_op(&b, OP_BWD, u, PLACE_WORKERS, RES_COMPUTE, 0,
+        un->op_bwd = add_op(b, OP_BWD, u, PLACE_WORKERS, RES_COMPUTE, 0,
                             nb * range_flops(m, un->first, un->last, 1), 0);
     }
+}
+
+/* Each unit's sync ops (local reduce, PS, SFB, its bucket's all-reduce), then the local
+ * broadcasts after them. */
+static void plan_sync_ops(builder_t *b)
+{
+    plan_t *p = b->p;
+    const cluster_t *c = &p->cluster;
+    int U = p->n_units;
     for (int u = 0; u < U; u++) {
         plan_unit_t *un = &p->units[u];
         /* local steps: the devices' reduce and broadcast, or the copies through host
          * memory (host_staging; none for a unit that does not sync) */
         bool staged = c->host_staging && un->method != SYNC_NONE;
-        if ((devices > 1 || staged) && un->layer >= 0) {
+        if ((c->devices_per_node > 1 || staged) && un->layer >= 0) {
             cost_local(&p->cost, &un->tensor, un->method, &un->lreduce_bytes, &un->lbcast_bytes);
-            un->op_lreduce = add_op(&b, OP_LREDUCE, u, PLACE_WORKERS, RES_INTRA,
+            un->op_lreduce = add_op(b, OP_LREDUCE, u, PLACE_WORKERS, RES_INTRA,
                                     un->lreduce_bytes, 0, u);
         }
         if (un->method == SYNC_NONE) continue;
         if (un->ps_bytes > 0) {
-            un->op_push = add_op(&b, OP_PUSH, u, PLACE_WORKERS, RES_NET, un->ps_bytes, 0, u);
-            un->op_apply = add_op(&b, OP_APPLY, u, PLACE_SHARDS, RES_SERVER, un->ps_bytes, 0, u);
-            un->op_pull = add_op(&b, OP_PULL, u, PLACE_SHARDS, RES_NET, un->ps_bytes, 0, u);
+            un->op_push = add_op(b, OP_PUSH, u, PLACE_WORKERS, RES_NET, un->ps_bytes, 0, u);
+            un->op_apply = add_op(b, OP_APPLY, u, PLACE_SHARDS, RES_SERVER, un->ps_bytes, 0, u);
+            un->op_pull = add_op(b, OP_PULL, u, PLACE_SHARDS, RES_NET, un->ps_bytes, 0, u);
         }
         if (un->method == SYNC_SFB) {
-            un->op_sfb = add_op(&b, OP_SFB, u, PLACE_WORKERS, RES_NET, un->sfb_peer_bytes, 0, u);
+            un->op_sfb = add_op(b, OP_SFB, u, PLACE_WORKERS, RES_NET, un->sfb_peer_bytes, 0, u);
             double recon = 2.0 * (double)cost_sfb_k(&p->cost, &un->tensor) *
                            (double)un->tensor.m * (double)un->tensor.n *
                            (p->workers - 1);
-            un->op_update = add_op(&b, OP_UPDATE, u, PLACE_WORKERS, RES_UPDATE, 0, recon, u);
+            un->op_update = add_op(b, OP_UPDATE, u, PLACE_WORKERS, RES_UPDATE, 0, recon, u);
         }
         /* a bucket's op belongs to its lowest unit, whose BWD completes the bucket */
         plan_bucket_t *bk = un->bucket >= 0 ? &p->buckets[un->bucket] : NULL;
         if (bk && bk->first == u) {
-            bk->op = add_op(&b, OP_ALLREDUCE, u, PLACE_WORKERS, RES_NET, bk->ar_bytes, 0, u);
+            bk->op = add_op(b, OP_ALLREDUCE, u, PLACE_WORKERS, RES_NET, bk->ar_bytes, 0, u);
             p->ops[bk->op].steps = cost_allreduce_steps(p->workers);
         }
     }
@@ -411,69 +405,112 @@ int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_
         if (p->units[u].bucket >= 0) p->units[u].op_allreduce = p->buckets[p->units[u].bucket].op;
     for (int u = 0; u < U; u++) /* the local broadcast, after the unit's sync */
         if (p->units[u].op_lreduce >= 0)
-            p->units[u].op_lbcast = add_op(&b, OP_LBCAST, u, PLACE_WORKERS, RES_INTRA,
+            p->units[u].op_lbcast = add_op(b, OP_LBCAST, u, PLACE_WORKERS, RES_INTRA,
                                            p->units[u].lbcast_bytes, 0, u);
+}
 
-    /* Dependencies, op by op (contiguous per op). */
-    int back = 1 + staleness;
-    for (int o = 0; o < p->n_ops; o++) {
-        plan_op_t *op = &p->ops[o];
-        plan_unit_t *un = &p->units[op->unit];
-        op->dep_first = p->n_deps;
-        int trigger = scheme.wfbp ? un->op_bwd : p->units[0].op_bwd;
-        /* what the network sync waits for: the local reduce on a node of several devices */
-        int sync_trigger = un->op_lreduce >= 0 ? un->op_lreduce : trigger;
-        switch (op->kind) {
-        case OP_FWD:
-            if (op->unit > 0) add_dep(&b, o, p->units[op->unit - 1].op_fwd, DEP_LOCAL, 0);
-            else add_dep(&b, o, p->units[0].op_bwd, DEP_LOCAL, 1);
-            if (scheme.wfbp) add_params_deps(&b, o, un, back);
-            else if (op->unit == 0)
-                for (int u = 0; u < U; u++) add_params_deps(&b, o, &p->units[u], back);
-            break;
-        case OP_BWD:
-            if (op->unit == U - 1) add_dep(&b, o, un->op_fwd, DEP_LOCAL, 0);
-            else add_dep(&b, o, p->units[op->unit + 1].op_bwd, DEP_LOCAL, 0);
-            /* the gradient buffer it fills was read by the syncs of iteration t - back */
-            if (un->op_push >= 0) add_dep(&b, o, un->op_push, DEP_LOCAL, back);
-            if (un->op_sfb >= 0) add_dep(&b, o, un->op_sfb, DEP_LOCAL, back);
-            if (un->op_allreduce >= 0) add_dep(&b, o, un->op_allreduce, DEP_LOCAL, back);
-            if (un->op_lreduce >= 0) add_dep(&b, o, un->op_lreduce, DEP_LOCAL, back);
-            break;
-        case OP_PUSH: add_dep(&b, o, sync_trigger, DEP_LOCAL, 0); break;
-        case OP_APPLY:
-            add_dep(&b, o, un->op_push, DEP_RECV, 0);
-            add_dep(&b, o, o, DEP_LOCAL, 1); /* a shard applies iterations in order */
-            break;
-        case OP_PULL: add_dep(&b, o, un->op_apply, DEP_LOCAL, 0); break;
-        case OP_SFB:
-            add_dep(&b, o, sync_trigger, DEP_LOCAL, 0);
-            /* the peers' factors it receives go where UPDATE(t - back) read theirs */
-            add_dep(&b, o, un->op_update, DEP_LOCAL, back);
-            break;
-        case OP_UPDATE:
-            add_dep(&b, o, un->op_sfb, DEP_RECV, 0);
-            add_dep(&b, o, un->op_bwd, DEP_LOCAL, 0);
-            add_dep(&b, o, o, DEP_LOCAL, 1);
-            break;
-        /* no barrier: each step waits for its predecessor's chunk (see plan.h) */
-        case OP_ALLREDUCE:
-            if (un->op_lreduce < 0) {
-                add_dep(&b, o, trigger, DEP_LOCAL, 0);
-                break;
-            }
-            /* every member's local reduce (the bucket's ring runs over all of them) */
-            for (int v = 0; v < U; v++)
-                if (p->units[v].op_allreduce == o) add_dep(&b, o, p->units[v].op_lreduce, DEP_LOCAL, 0);
-            break;
-        case OP_LREDUCE: add_dep(&b, o, trigger, DEP_LOCAL, 0); break;
-        case OP_LBCAST:
-            if (un->method == SYNC_NONE) add_dep(&b, o, un->op_lreduce, DEP_LOCAL, 0);
-            else add_sync_deps(&b, o, un, 0);
-            break;
-        default: ASSERT(0, "bad op kind %d", op->kind);
-        }
+/* The compute ops' dependencies: the previous layer's op, and the parameters they read
+ * (per unit with WFBP, all of them before the first FWD without). */
+static void plan_compute_deps(builder_t *b, int o, int back)
+{
+    plan_t *p = b->p;
+    plan_op_t *op = &p->ops[o];
+    plan_unit_t *un = &p->units[op->unit];
+    int U = p->n_units;
+    if (op->kind == OP_FWD) {
+        if (op->unit > 0) add_dep(b, o, p->units[op->unit - 1].op_fwd, DEP_LOCAL, 0);
+        else add_dep(b, o, p->units[0].op_bwd, DEP_LOCAL, 1);
+        if (p->scheme.wfbp) add_params_deps(b, o, un, back);
+        else if (op->unit == 0)
+            for (int u = 0; u < U; u++) add_params_deps(b, o, &p->units[u], back);
+        return;
     }
+    if (op->unit == U - 1) add_dep(b, o, un->op_fwd, DEP_LOCAL, 0);
+    else add_dep(b, o, p->units[op->unit + 1].op_bwd, DEP_LOCAL, 0);
+    /* the gradient buffer it fills was read by the syncs of iteration t - back */
+    if (un->op_push >= 0) add_dep(b, o, un->op_push, DEP_LOCAL, back);
+    if (un->op_sfb >= 0) add_dep(b, o, un->op_sfb, DEP_LOCAL, back);
+    if (un->op_allreduce >= 0) add_dep(b, o, un->op_allreduce, DEP_LOCAL, back);
+    if (un->op_lreduce >= 0) add_dep(b, o, un->op_lreduce, DEP_LOCAL, back);
+}
+
+/* Op o's dependencies (contiguous per op). */
+static void plan_op_deps(builder_t *b, int o, int back)
+{
+    plan_t *p = b->p;
+    plan_op_t *op = &p->ops[o];
+    plan_unit_t *un = &p->units[op->unit];
+    op->dep_first = p->n_deps;
+    int trigger = p->scheme.wfbp ? un->op_bwd : p->units[0].op_bwd;
+    /* what the network sync waits for: the local reduce on a node of several devices */
+    int sync_trigger = un->op_lreduce >= 0 ? un->op_lreduce : trigger;
+    switch (op->kind) {
+    case OP_FWD:
+    case OP_BWD: plan_compute_deps(b, o, back); break;
+    case OP_PUSH: add_dep(b, o, sync_trigger, DEP_LOCAL, 0); break;
+    case OP_APPLY:
+        add_dep(b, o, un->op_push, DEP_RECV, 0);
+        add_dep(b, o, o, DEP_LOCAL, 1); /* a shard applies iterations in order */
+        break;
+    case OP_PULL: add_dep(b, o, un->op_apply, DEP_LOCAL, 0); break;
+    case OP_SFB:
+        add_dep(b, o, sync_trigger, DEP_LOCAL, 0);
+        /* the peers' factors it receives go where UPDATE(t - back) read theirs */
+        add_dep(b, o, un->op_update, DEP_LOCAL, back);
+        break;
+    case OP_UPDATE:
+        add_dep(b, o, un->op_sfb, DEP_RECV, 0);
+        add_dep(b, o, un->op_bwd, DEP_LOCAL, 0);
+        add_dep(b, o, o, DEP_LOCAL, 1);
+        break;
+    /* no barrier: each step waits for its predecessor's chunk (see plan.h) */
+    case OP_ALLREDUCE:
+        if (un->op_lreduce < 0) {
+            add_dep(b, o, trigger, DEP_LOCAL, 0);
+            break;
+        }
+        /* every member's local reduce (the bucket's ring runs over all of them) */
+        for (int v = 0; v < p->n_units; v++)
+            if (p->units[v].op_allreduce == o) add_dep(b, o, p->units[v].op_lreduce, DEP_LOCAL, 0);
+        break;
+    case OP_LREDUCE: add_dep(b, o, trigger, DEP_LOCAL, 0); break;
+    case OP_LBCAST:
+        if (un->method == SYNC_NONE) add_dep(b, o, un->op_lreduce, DEP_LOCAL, 0);
+        else add_sync_deps(b, o, un, 0);
+        break;
+    default: ASSERT(0, "bad op kind %d", op->kind);
+    }
+}
+
+int plan_build_opts(plan_t *p, const model_t *m, const cluster_t *c, const plan_opts_t *o,
+                    char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    if (m->n_layers < 1) {
+        snprintf(err, errlen, "%s: expected a model with layers", m->path);
+        return -1;
+    }
+    ASSERT(o->batch >= 1 && o->staleness >= 0, "batch %d, staleness %d", o->batch, o->staleness);
+    ASSERT(o->allreduce_bucket_bytes >= 0, "bucket of %lld bytes",
+           (long long)o->allreduce_bucket_bytes);
+    plan_setup(p, m, c, o);
+    plan_units(p, m);
+
+    /* Choose each unit's method: layer by layer, then (hybrid) for the whole iteration. */
+    unsigned mask = scheme_mask(o->scheme.base);
+    units_assign(p, m, mask, NULL);
+    if (o->hybrid_rule == HYBRID_RULE_ITERATION && (mask & (1u << SYNC_PS)) &&
+        (mask & (1u << SYNC_SFB)) && p->workers > 1)
+        units_choose_for_iteration(p, m, mask);
+    pieces_build(p);
+    buckets_build(p);
+
+    /* Ops: compute in program order, then each unit's sync ops; then their dependencies. */
+    builder_t b = {p, 0, 0};
+    plan_compute_ops(&b, m);
+    plan_sync_ops(&b);
+    int back = 1 + o->staleness;
+    for (int op = 0; op < p->n_ops; op++) plan_op_deps(&b, op, back);
     return 0;
 }
 
@@ -654,85 +691,91 @@ static void plan_print_iteration_cost(const plan_t *p, FILE *f)
             hybrid ? "; hybrid rule: " : "", hybrid ? hybrid_rule_name(p->hybrid_rule) : "");
 }
 
-void plan_print(const plan_t *p, FILE *f, int csv)
+/* The column header (csv) or the header lines and columns (text); local: the local steps'
+ * columns, racks: each method's bytes through the busiest uplink. */
+static void plan_print_header(const plan_t *p, FILE *f, int csv, int local, int racks)
 {
     char sb[64];
     scheme_name(p->scheme, sb, sizeof sb);
-    int local = p->cluster.devices_per_node > 1 || p->cluster.host_staging; /* local steps' columns */
-    int racks = cost_racks(&p->cost) > 1; /* each method's bytes through the busiest uplink */
-    if (csv)
+    if (csv) {
         fprintf(f, "unit,layer,type,params,method,ps_bytes,ps_ns,sfb_bytes,sfb_ns,"
                    "allreduce_bytes,allreduce_ns,bucket%s%s\n",
                 local ? ",lreduce_bytes,lbcast_bytes" : "",
                 racks ? ",ps_rack_bytes,sfb_rack_bytes,allreduce_rack_bytes" : "");
-    else {
-        fprintf(f, "# %s on %d nodes (%d shards), %.3g Gbit/s, batch %d, scheme %s, %s, "
-                   "all-reduce buckets of %.6g MB\n",
-                p->model->name, p->workers, p->shards, p->cost.bw_Bps * 8 / 1e9, p->batch, sb,
-                p->staleness ? "ssp" : "bsp", p->allreduce_bucket_bytes / (double)(1 << 20));
-        if (local)
-            fprintf(f, "# %d devices per node, batch %d each, over %s (%.4g Gbit/s, %.3g us): "
-                       "per unit a local reduce and a local broadcast (bytes over the "
-                       "interconnect); each method's time counts them\n",
-                    p->cluster.devices_per_node, p->batch,
-                    p->cluster.interconnect[0] ? p->cluster.interconnect : "the interconnect",
-                    p->cluster.intra_Bps * 8 / 1e9, p->cluster.intra_lat_ns / 1e3);
-        if (racks)
-            fprintf(f, "# %d racks of %d nodes, uplinks of %.4g Gbit/s per direction "
-                       "(oversubscription %.3g): *_uplink = bytes through the busiest rack "
-                       "uplink; each method's time counts the busier of NIC and uplink\n",
-                    cost_racks(&p->cost), p->cost.nodes_per_rack, p->cost.rack_Bps * 8 / 1e9,
-                    p->cost.nodes_per_rack * p->cost.bw_Bps / p->cost.rack_Bps);
-        fprintf(f, "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s %6s%s%s\n", "unit",
-                "layer", "type", "params", "method", "ps_bytes/node", "ps_ms", "sfb_bytes/node",
-                "sfb_ms", "ar_bytes/node", "ar_ms", "bucket",
-                local ? "  lreduce_bytes   lbcast_bytes" : "",
-                racks ? "      ps_uplink     sfb_uplink      ar_uplink" : "");
+        return;
     }
-    for (int u = 0; u < p->n_units; u++) {
-        const plan_unit_t *un = &p->units[u];
-        if (un->layer < 0) continue;
-        const layer_t *l = &p->model->layers[un->layer];
-        int64_t by[SYNC_METHOD_COUNT] = {0}, up[SYNC_METHOD_COUNT] = {0};
-        for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++)
-            if (un->cost_ns[j] >= 0) {
-                cost_t c = cost_layer(&p->cost, &un->tensor, (sync_method_t)j);
-                by[j] = c.node_sent + c.node_recv;
-                up[j] = c.rack_sent;
-            }
-        if (csv) {
-            fprintf(f, "%d,%s,%s,%lld,%s", u, l->name, layer_type_name(l->type),
-                    (long long)l->params, sync_method_name(un->method));
-            for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++)
-                fprintf(f, ",%lld,%lld", (long long)(un->cost_ns[j] >= 0 ? by[j] : -1),
-                        (long long)un->cost_ns[j]);
-            fprintf(f, ",%d", un->bucket);
-            if (local)
-                fprintf(f, ",%lld,%lld", (long long)un->lreduce_bytes,
-                        (long long)un->lbcast_bytes);
-            for (int j = SYNC_PS; racks && j < SYNC_METHOD_COUNT; j++)
-                fprintf(f, ",%lld", (long long)(un->cost_ns[j] >= 0 ? up[j] : -1));
-            fputc('\n', f);
-        } else {
-            fprintf(f, "%-4d %-28s %-8s %12lld %-9s", u, l->name, layer_type_name(l->type),
-                    (long long)l->params, sync_method_name(un->method));
-            for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++) {
-                if (un->cost_ns[j] < 0) fprintf(f, " %14s %10s", "-", "-");
-                else fprintf(f, " %14lld %10.3f", (long long)by[j], un->cost_ns[j] / 1e6);
-            }
-            if (un->bucket >= 0) fprintf(f, " %6d", un->bucket);
-            else fprintf(f, " %6s", "-");
-            if (local)
-                fprintf(f, " %14lld %14lld", (long long)un->lreduce_bytes,
-                        (long long)un->lbcast_bytes);
-            for (int j = SYNC_PS; racks && j < SYNC_METHOD_COUNT; j++) {
-                if (un->cost_ns[j] < 0) fprintf(f, " %14s", "-");
-                else fprintf(f, " %14lld", (long long)up[j]);
-            }
-            fputc('\n', f);
+    fprintf(f, "# %s on %d nodes (%d shards), %.3g Gbit/s, batch %d, scheme %s, %s, "
+               "all-reduce buckets of %.6g MB\n",
+            p->model->name, p->workers, p->shards, p->cost.bw_Bps * 8 / 1e9, p->batch, sb,
+            p->staleness ? "ssp" : "bsp", p->allreduce_bucket_bytes / (double)(1 << 20));
+    if (local)
+        fprintf(f, "# %d devices per node, batch %d each, over %s (%.4g Gbit/s, %.3g us): "
+                   "per unit a local reduce and a local broadcast (bytes over the "
+                   "interconnect); each method's time counts them\n",
+                p->cluster.devices_per_node, p->batch,
+                p->cluster.interconnect[0] ? p->cluster.interconnect : "the interconnect",
+                p->cluster.intra_Bps * 8 / 1e9, p->cluster.intra_lat_ns / 1e3);
+    if (racks)
+        fprintf(f, "# %d racks of %d nodes, uplinks of %.4g Gbit/s per direction "
+                   "(oversubscription %.3g): *_uplink = bytes through the busiest rack "
+                   "uplink; each method's time counts the busier of NIC and uplink\n",
+                cost_racks(&p->cost), p->cost.nodes_per_rack, p->cost.rack_Bps * 8 / 1e9,
+                p->cost.nodes_per_rack * p->cost.bw_Bps / p->cost.rack_Bps);
+    fprintf(f, "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s %6s%s%s\n", "unit",
+            "layer", "type", "params", "method", "ps_bytes/node", "ps_ms", "sfb_bytes/node",
+            "sfb_ms", "ar_bytes/node", "ar_ms", "bucket",
+            local ? "  lreduce_bytes   lbcast_bytes" : "",
+            racks ? "      ps_uplink     sfb_uplink      ar_uplink" : "");
+}
+
+/* Unit u's row: each method's bytes per node and time (-1 or "-" where not priced), its
+ * bucket, its local steps' bytes, its uplink bytes per method. */
+static void plan_print_unit(const plan_t *p, FILE *f, int u, int csv, int local, int racks)
+{
+    const plan_unit_t *un = &p->units[u];
+    const layer_t *l = &p->model->layers[un->layer];
+    int64_t by[SYNC_METHOD_COUNT] = {0}, up[SYNC_METHOD_COUNT] = {0};
+    for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++)
+        if (un->cost_ns[j] >= 0) {
+            cost_t c = cost_layer(&p->cost, &un->tensor, (sync_method_t)j);
+            by[j] = c.node_sent + c.node_recv;
+            up[j] = c.rack_sent;
         }
+    if (csv) {
+        fprintf(f, "%d,%s,%s,%lld,%s", u, l->name, layer_type_name(l->type),
+                (long long)l->params, sync_method_name(un->method));
+        for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++)
+            fprintf(f, ",%lld,%lld", (long long)(un->cost_ns[j] >= 0 ? by[j] : -1),
+                    (long long)un->cost_ns[j]);
+        fprintf(f, ",%d", un->bucket);
+        if (local)
+            fprintf(f, ",%lld,%lld", (long long)un->lreduce_bytes, (long long)un->lbcast_bytes);
+        for (int j = SYNC_PS; racks && j < SYNC_METHOD_COUNT; j++)
+            fprintf(f, ",%lld", (long long)(un->cost_ns[j] >= 0 ? up[j] : -1));
+        fputc('\n', f);
+        return;
     }
-    if (csv) return;
+    fprintf(f, "%-4d %-28s %-8s %12lld %-9s", u, l->name, layer_type_name(l->type),
+            (long long)l->params, sync_method_name(un->method));
+    for (int j = SYNC_PS; j < SYNC_METHOD_COUNT; j++) {
+        if (un->cost_ns[j] < 0) fprintf(f, " %14s %10s", "-", "-");
+        else fprintf(f, " %14lld %10.3f", (long long)by[j], un->cost_ns[j] / 1e6);
+    }
+    if (un->bucket >= 0) fprintf(f, " %6d", un->bucket);
+    else fprintf(f, " %6s", "-");
+    if (local)
+        fprintf(f, " %14lld %14lld", (long long)un->lreduce_bytes, (long long)un->lbcast_bytes);
+    for (int j = SYNC_PS; racks && j < SYNC_METHOD_COUNT; j++) {
+        if (un->cost_ns[j] < 0) fprintf(f, " %14s", "-");
+        else fprintf(f, " %14lld", (long long)up[j]);
+    }
+    fputc('\n', f);
+}
+
+/* The footer lines on buckets of several units and on how the PS bytes spread over the
+ * shards. */
+static void plan_print_buckets_shards(const plan_t *p, FILE *f)
+{
     int ar_units = 0, fused = 0;
     for (int u = 0; u < p->n_units; u++) ar_units += p->units[u].bucket >= 0;
     for (int k = 0; k < p->n_buckets; k++) fused += p->buckets[k].n_units > 1;
@@ -763,6 +806,17 @@ void plan_print(const plan_t *p, FILE *f, int csv)
                 busiest, 100.0 * (double)held[busiest] / (double)total);
         free(held);
     }
+}
+
+void plan_print(const plan_t *p, FILE *f, int csv)
+{
+    int local = p->cluster.devices_per_node > 1 || p->cluster.host_staging; /* local steps' columns */
+    int racks = cost_racks(&p->cost) > 1; /* each method's bytes through the busiest uplink */
+    plan_print_header(p, f, csv, local, racks);
+    for (int u = 0; u < p->n_units; u++)
+        if (p->units[u].layer >= 0) plan_print_unit(p, f, u, csv, local, racks);
+    if (csv) return;
+    plan_print_buckets_shards(p, f);
     fprintf(f, "# network flows per iteration (all nodes): %lld\n",
             (long long)plan_flows_per_iteration(p));
     fprintf(f, "# predicted sync time per iteration (sum over layers, no overlap): %.3f ms\n",

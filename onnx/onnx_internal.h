@@ -5,6 +5,11 @@
  *   onnx_import.c  the graph walk, image operators, the .net text and the public API
  *   onnx_fold.c    constant folding of the shape arithmetic exporters emit
  *   onnx_seq.c     sequence operators: embeddings, linear layers, layer norm, GELU, attention
+ *   onnx_vals.c    the value table, tensors and types, emitted layers, a node's inputs
+ *   onnx_attr.c    errors, dimension arithmetic, attributes, scalar constants
+ *
+ * Calls go down that list and never back up: onnx_import.c calls fold and seq, all three
+ * call vals, and everything calls attr.
  */
 #ifndef POSEIDON_ONNX_INTERNAL_H
 #define POSEIDON_ONNX_INTERNAL_H
@@ -123,14 +128,17 @@ typedef struct {
     int64_t learnable; /* elements of the weights the layers took */
 } imp_t;
 
+/* onnx_attr.c */
+
 /* Errors: one line "path: ..." or "path: node 'NAME' (Op): ..." in im->err; return -1. */
 int ox_imp_fail(imp_t *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int ox_node_fail(imp_t *im, const Onnx__NodeProto *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 const char *ox_node_name(const Onnx__NodeProto *n);
 const char *ox_node_op(const Onnx__NodeProto *n);
+/* Names come from the file: control characters in s become '?'. */
+void ox_printable(char *s);
 
-int ox_val_find(const imp_t *im, const char *name);
 int64_t ox_mul_sat(int64_t a, int64_t b);
 int64_t ox_dims_count(int rank, const int64_t *dims);
 void ox_dims_str(int rank, const int64_t *dims, char *buf, size_t len);
@@ -144,6 +152,17 @@ int ox_attr_ints(imp_t *im, const Onnx__NodeProto *n, const char *name, int want
                  int64_t *out, int max, int *got);
 int ox_attr_string(imp_t *im, const Onnx__NodeProto *n, const char *name, const char *def,
                    char *out, size_t len);
+
+/* A scalar constant's value into *x: true when v is one. */
+bool ox_const_scalar(const val_t *v, double *x);
+
+/* onnx_vals.c */
+
+int ox_val_find(const imp_t *im, const char *name);
+/* Adds a value named name; returns its index, or -1 if the name exists already. */
+int ox_val_add(imp_t *im, const char *name, val_kind_t kind);
+/* Dimensions of a declared tensor type into v (dims_known false when it has no shape). */
+int ox_type_dims(imp_t *im, const char *what, const Onnx__TypeProto *t, val_t *v);
 int ox_tensor_read(imp_t *im, const char *what, const Onnx__TensorProto *t, val_t *v);
 
 out_layer_t *ox_layer_add(imp_t *im, const char *type, const Onnx__NodeProto *n,
@@ -160,13 +179,12 @@ bool ox_has_input(const Onnx__NodeProto *n, size_t k);
 val_t *ox_in(imp_t *im, const Onnx__NodeProto *n, size_t k); /* any kind; NULL if absent */
 val_t *ox_out(imp_t *im, const Onnx__NodeProto *n, size_t k); /* NULL if absent */
 val_t *ox_in_data(imp_t *im, const Onnx__NodeProto *n, size_t k);
+/* Input k read as data; a pending Pad passes only where the caller folds it (allow_pad). */
+val_t *ox_in_data_pad(imp_t *im, const Onnx__NodeProto *n, size_t k, bool allow_pad);
 val_t *ox_in_weight(imp_t *im, const Onnx__NodeProto *n, size_t k, int rank, bool learnable);
 val_t *ox_in_ints(imp_t *im, const Onnx__NodeProto *n, size_t k);
 int ox_outputs_unused_from(imp_t *im, const Onnx__NodeProto *n, size_t k);
 int ox_input_to_layer(imp_t *im, const Onnx__NodeProto *n, val_t *v);
-
-/* A scalar constant's value into *x: true when v is one. */
-bool ox_const_scalar(const val_t *v, double *x);
 
 /* onnx_fold.c: evaluates node n when every input it reads is a constant with data (or, for
  * Shape, has known dimensions). Returns 1 when folded, 0 when not a folding case, -1 with

@@ -1520,149 +1520,206 @@ int net_verify_feasible(const net_t *n, double rel_tol, char *err, size_t errlen
     return rc;
 }
 
-/* The kept structures rebuilt from the live entities: compare (see net.h). */
-int net_check_kept(const net_t *n, char *err, size_t errlen)
-{
-    int N = n->nodes, R = 2 * N + n->links, C = 2 * n->racks;
-    int64_t *base = xcalloc((size_t)R, sizeof *base), *cur = xcalloc((size_t)R, sizeof *cur);
-    int64_t *nex = xcalloc((size_t)R, sizeof *nex);
-    int32_t *ref = xcalloc((size_t)R, sizeof *ref);
-    int64_t *mu = xcalloc((size_t)C, sizeof *mu), *special = xcalloc((size_t)C, sizeof *special);
-    int64_t core = 0, live = 0, last_seq = -1, mpos = 0;
-    for (int v = 0; v < N; v++)
-        if (n->pinned[v]) ref[v]++, ref[N + v]++;
-    char *covered = xcalloc((size_t)n->used_slots + 1, 1); /* the live slots */
-    char *unrated = xcalloc((size_t)n->used_slots + 1, 1); /* none must have a rate */
-    int rc = 0;
+/* The kept structures as rebuilt from the live entities by net_check_kept()'s steps: loads,
+ * references and exclusions per resource [R], multis and touched NIC sides per class [C]. */
+typedef struct {
+    int64_t *base, *cur, *nex; /* cur: the position reached in each resource's list */
+    int32_t *ref;
+    int64_t *mu, *special;
+    int64_t core, live, last_seq, mpos, touched;
+} kept_t;
+
+/* net_check_kept()'s steps: on a mismatch they say which in err and return -1. */
 #define KEPT_FAIL(...)                                                                     \
     do {                                                                                   \
         snprintf(err, errlen, __VA_ARGS__);                                                \
-        rc = -1;                                                                           \
-        goto out;                                                                          \
+        return -1;                                                                         \
     } while (0)
-    /* the next live entry of resource r's list must be (seq, slot, other) */
+
+/* The next live entry of resource r's list must be (seq, slot, other). */
+static int kept_next(const net_t *n, kept_t *k, int r, const ent_t *e, int64_t i, int oth,
+                     char *err, size_t errlen)
+{
+    const rlist_t *L = &n->list[r];
+    int64_t *cur = k->cur;
+    while (cur[r] < L->len && L->v[cur[r]].other == LIST_DEAD) cur[r]++;
+    if (cur[r] >= L->len || L->v[cur[r]].seq != e->seq || L->v[cur[r]].slot != i ||
+        L->v[cur[r]].other != oth)
+        KEPT_FAIL("resource %d: entity %lld missing or out of place in its list", r,
+                  (long long)e->seq);
+    cur[r]++;
+    return 0;
+}
+
 #define KEPT_NEXT(r, e, i, oth)                                                            \
     do {                                                                                   \
-        const rlist_t *L_ = &n->list[r];                                                   \
-        while (cur[r] < L_->len && L_->v[cur[r]].other == LIST_DEAD) cur[r]++;             \
-        if (cur[r] >= L_->len || L_->v[cur[r]].seq != (e)->seq || L_->v[cur[r]].slot != (i) \
-            || L_->v[cur[r]].other != (oth))                                               \
-            KEPT_FAIL("resource %d: entity %lld missing or out of place in its list", r,   \
-                      (long long)(e)->seq);                                                \
-        cur[r]++;                                                                          \
+        if (kept_next(n, k, r, e, i, oth, err, errlen) < 0) return -1;                     \
     } while (0)
+
+/* One live entity e in slot i: its loads and references, its place in its resources' lists
+ * and (a multi) in the multis. */
+static int kept_entity(const net_t *n, kept_t *k, const ent_t *e, int64_t i, char *err,
+                       size_t errlen)
+{
+    int N = n->nodes;
+    int64_t *base = k->base;
+    int32_t *ref = k->ref;
+    int lk[2], nlk = ent_links(n, e, lk);
+    for (int a = 0; a < nlk; a++) {
+        base[lk[a]] += e->mult, ref[lk[a]]++;
+        KEPT_NEXT(lk[a], e, i, LIST_WHOLE);
+    }
+    if (is_single(e)) {
+        base[e->src]++, ref[e->src]++, base[N + e->dst]++, ref[N + e->dst]++;
+        KEPT_NEXT(e->src, e, i, nlk ? LIST_WHOLE : N + e->dst);
+        KEPT_NEXT(N + e->dst, e, i, nlk ? LIST_WHOLE : e->src);
+        return 0;
+    }
+    if (!is_fan(e) && (scope_of(n, e) < 0 || scope_of(n, e) >= n->racks))
+        KEPT_FAIL("multi %lld: leaves in rack %d of %d", (long long)e->seq, scope_of(n, e),
+                  n->racks);
+    int h = hub_res(n, e), off = leaf_side(e) * N;
+    base[h] += e->mult, ref[h]++;
+    KEPT_NEXT(h, e, i, LIST_WHOLE);
+    if (is_fan(e)) {
+        for (int j = 0; j < e->nset; j++) {
+            int r = off + e->set[j];
+            base[r]++, ref[r]++;
+            KEPT_NEXT(r, e, i, LIST_FAN_LEAF);
+        }
+        return 0;
+    }
+    int q = scope_of(n, e);
+    if (rack_of(n, hub_node(e)) == q) base[off + hub_node(e)]--, ref[off + hub_node(e)]++;
+    for (int j = 0; j < e->nset; j++) {
+        int r = off + e->set[j];
+        base[r]--, ref[r]++, k->nex[r]++;
+    }
+    k->mu[2 * q + leaf_side(e)]++;
+    while (k->mpos < n->multis.len && n->multis.v[k->mpos].other == LIST_DEAD) k->mpos++;
+    if (k->mpos >= n->multis.len || n->multis.v[k->mpos].seq != e->seq)
+        KEPT_FAIL("multi %lld missing from the multis", (long long)e->seq);
+    k->mpos++;
+    return 0;
+}
+
+/* The entity list in creation order, every live slot in it; then the multis per class and
+ * the core load against the kept ones. */
+static int kept_entities(const net_t *n, kept_t *k, char *err, size_t errlen)
+{
     for (int64_t a = 0; a < n->order.len; a++) {
         lent_t o = n->order.v[a];
         if (o.other == LIST_DEAD) continue;
         int64_t i = o.slot;
         const ent_t *e = &n->f[i];
-        if (e->seq != o.seq || e->seq <= last_seq)
+        if (e->seq != o.seq || e->seq <= k->last_seq)
             KEPT_FAIL("entity list out of creation order at %lld", (long long)o.seq);
-        last_seq = e->seq;
-        live++;
-        core += e->mult;
-        int lk[2], nlk = ent_links(n, e, lk);
-        for (int a = 0; a < nlk; a++) {
-            base[lk[a]] += e->mult, ref[lk[a]]++;
-            KEPT_NEXT(lk[a], e, i, LIST_WHOLE);
-        }
-        if (is_single(e)) {
-            base[e->src]++, ref[e->src]++, base[N + e->dst]++, ref[N + e->dst]++;
-            KEPT_NEXT(e->src, e, i, nlk ? LIST_WHOLE : N + e->dst);
-            KEPT_NEXT(N + e->dst, e, i, nlk ? LIST_WHOLE : e->src);
-            continue;
-        }
-        if (!is_fan(e) && (scope_of(n, e) < 0 || scope_of(n, e) >= n->racks))
-            KEPT_FAIL("multi %lld: leaves in rack %d of %d", (long long)e->seq, scope_of(n, e),
-                      n->racks);
-        int h = hub_res(n, e), off = leaf_side(e) * N;
-        base[h] += e->mult, ref[h]++;
-        KEPT_NEXT(h, e, i, LIST_WHOLE);
-        if (is_fan(e)) {
-            for (int k = 0; k < e->nset; k++) {
-                int r = off + e->set[k];
-                base[r]++, ref[r]++;
-                KEPT_NEXT(r, e, i, LIST_FAN_LEAF);
-            }
-            continue;
-        }
-        int q = scope_of(n, e);
-        if (rack_of(n, hub_node(e)) == q) base[off + hub_node(e)]--, ref[off + hub_node(e)]++;
-        for (int k = 0; k < e->nset; k++) {
-            int r = off + e->set[k];
-            base[r]--, ref[r]++, nex[r]++;
-        }
-        mu[2 * q + leaf_side(e)]++;
-        while (mpos < n->multis.len && n->multis.v[mpos].other == LIST_DEAD) mpos++;
-        if (mpos >= n->multis.len || n->multis.v[mpos].seq != e->seq)
-            KEPT_FAIL("multi %lld missing from the multis", (long long)e->seq);
-        mpos++;
+        k->last_seq = e->seq;
+        k->live++;
+        k->core += e->mult;
+        if (kept_entity(n, k, e, i, err, errlen) < 0) return -1;
     }
-    for (int64_t i = 0; i < n->used_slots; i++) live -= n->f[i].seq >= 0;
-    if (live != 0 || last_seq >= n->next_seq)
-        KEPT_FAIL("%lld slots in use that the entity list lacks", (long long)-live);
-    for (; mpos < n->multis.len; mpos++)
-        if (n->multis.v[mpos].other != LIST_DEAD) KEPT_FAIL("a finished multi still listed");
-    for (int c = 0; c < C; c++)
-        if (mu[c] != n->mu_base[c])
-            KEPT_FAIL("class %d: %lld multis, kept %lld", c, (long long)mu[c],
+    for (int64_t i = 0; i < n->used_slots; i++) k->live -= n->f[i].seq >= 0;
+    if (k->live != 0 || k->last_seq >= n->next_seq)
+        KEPT_FAIL("%lld slots in use that the entity list lacks", (long long)-k->live);
+    for (; k->mpos < n->multis.len; k->mpos++)
+        if (n->multis.v[k->mpos].other != LIST_DEAD) KEPT_FAIL("a finished multi still listed");
+    for (int c = 0; c < 2 * n->racks; c++)
+        if (k->mu[c] != n->mu_base[c])
+            KEPT_FAIL("class %d: %lld multis, kept %lld", c, (long long)k->mu[c],
                       (long long)n->mu_base[c]);
-    if (core != n->core_base)
-        KEPT_FAIL("core load %lld, kept %lld", (long long)core, (long long)n->core_base);
-    int64_t touched = 0;
-    for (int r = 0; r < R; r++) {
-        if (base[r] != n->base[r] || ref[r] != n->ref[r])
-            KEPT_FAIL("resource %d: load %lld and %d references, kept %lld and %d", r,
-                      (long long)base[r], ref[r], (long long)n->base[r], n->ref[r]);
-        if ((ref[r] > 0) != (n->tpos[r] >= 0) ||
-            (n->tpos[r] >= 0 && (n->tpos[r] >= n->ntouched || n->touched[n->tpos[r]] != r)))
-            KEPT_FAIL("resource %d: touched set wrong", r);
-        touched += ref[r] > 0;
-        if (r < 2 * N) special[side_class(n, r)] += ref[r] > 0;
-        const rlist_t *L = &n->list[r];
-        int64_t dead = 0;
-        for (int64_t a = 0; a < L->len; a++) dead += L->v[a].other == LIST_DEAD;
-        for (; cur[r] < L->len; cur[r]++)
-            if (L->v[cur[r]].other != LIST_DEAD) KEPT_FAIL("resource %d lists a stranger", r);
-        if (dead != L->dead) KEPT_FAIL("resource %d: %lld dead entries, counted %lld", r,
-                                       (long long)dead, (long long)L->dead);
-        /* exclusions: each live entry a multi that excludes r, as many as there are */
-        int64_t got = 0;
-        for (int64_t a = 0; a < n->exl[r].len; a++) {
-            lent_t x = n->exl[r].v[a];
-            const ent_t *g = &n->f[x.slot];
-            if (g->seq != x.seq) continue;
-            got++;
-            int has = 0;
-            for (int k = 0; k < g->nset; k++) has |= leaf_side(g) * N + g->set[k] == r;
-            if (is_single(g) || is_fan(g) || !has)
-                KEPT_FAIL("resource %d: listed as excluded by %lld, which crosses it", r,
-                          (long long)g->seq);
-        }
-        if (got != nex[r]) KEPT_FAIL("resource %d excluded by %lld multis, listed %lld", r,
-                                     (long long)nex[r], (long long)got);
+    if (k->core != n->core_base)
+        KEPT_FAIL("core load %lld, kept %lld", (long long)k->core, (long long)n->core_base);
+    return 0;
+}
+
+/* Resource r: its load, references, touched mark, dead entries, no strangers left in its
+ * list, and its exclusions (each live entry a multi that excludes r, as many as there are). */
+static int kept_resource(const net_t *n, kept_t *k, int r, char *err, size_t errlen)
+{
+    int N = n->nodes;
+    if (k->base[r] != n->base[r] || k->ref[r] != n->ref[r])
+        KEPT_FAIL("resource %d: load %lld and %d references, kept %lld and %d", r,
+                  (long long)k->base[r], k->ref[r], (long long)n->base[r], n->ref[r]);
+    if ((k->ref[r] > 0) != (n->tpos[r] >= 0) ||
+        (n->tpos[r] >= 0 && (n->tpos[r] >= n->ntouched || n->touched[n->tpos[r]] != r)))
+        KEPT_FAIL("resource %d: touched set wrong", r);
+    k->touched += k->ref[r] > 0;
+    if (r < 2 * N) k->special[side_class(n, r)] += k->ref[r] > 0;
+    const rlist_t *L = &n->list[r];
+    int64_t dead = 0, *cur = k->cur;
+    for (int64_t a = 0; a < L->len; a++) dead += L->v[a].other == LIST_DEAD;
+    for (; cur[r] < L->len; cur[r]++)
+        if (L->v[cur[r]].other != LIST_DEAD) KEPT_FAIL("resource %d lists a stranger", r);
+    if (dead != L->dead) KEPT_FAIL("resource %d: %lld dead entries, counted %lld", r,
+                                   (long long)dead, (long long)L->dead);
+    int64_t got = 0;
+    for (int64_t a = 0; a < n->exl[r].len; a++) {
+        lent_t x = n->exl[r].v[a];
+        const ent_t *g = &n->f[x.slot];
+        if (g->seq != x.seq) continue;
+        got++;
+        int has = 0;
+        for (int j = 0; j < g->nset; j++) has |= leaf_side(g) * N + g->set[j] == r;
+        if (is_single(g) || is_fan(g) || !has)
+            KEPT_FAIL("resource %d: listed as excluded by %lld, which crosses it", r,
+                      (long long)g->seq);
     }
-    if (touched != n->ntouched)
-        KEPT_FAIL("%lld touched resources, kept %d", (long long)touched, n->ntouched);
-    for (int c = 0; c < C; c++)
-        if (special[c] != n->special[c])
-            KEPT_FAIL("class %d: %lld touched NIC sides, kept %lld", c, (long long)special[c],
+    if (got != k->nex[r]) KEPT_FAIL("resource %d excluded by %lld multis, listed %lld", r,
+                                    (long long)k->nex[r], (long long)got);
+    return 0;
+}
+
+/* Every resource, then the touched count and the touched NIC sides per class. */
+static int kept_resources(const net_t *n, kept_t *k, char *err, size_t errlen)
+{
+    int R = 2 * n->nodes + n->links;
+    for (int r = 0; r < R; r++)
+        if (kept_resource(n, k, r, err, errlen) < 0) return -1;
+    if (k->touched != n->ntouched)
+        KEPT_FAIL("%lld touched resources, kept %d", (long long)k->touched, n->ntouched);
+    for (int c = 0; c < 2 * n->racks; c++)
+        if (k->special[c] != n->special[c])
+            KEPT_FAIL("class %d: %lld touched NIC sides, kept %lld", c, (long long)k->special[c],
                       (long long)n->special[c]);
-    /* every live entity's rate and finish time (after a computation, every one has a
-     * rate), and the earliest is next_ns */
+    return 0;
+}
+
+/* Every live entity's rate and finish time (after a computation, every one has a rate), and
+ * the earliest is next_ns. */
+static int kept_rates(const net_t *n, char *err, size_t errlen)
+{
+    char *covered = xcalloc((size_t)n->used_slots + 1, 1); /* the live slots */
+    char *unrated = xcalloc((size_t)n->used_slots + 1, 1); /* none must have a rate */
     for (int64_t i = 0; i < n->used_slots; i++) covered[i] = n->f[i].seq >= 0;
-    if (rates_check(n->rt, covered, n->dirty ? unrated : covered, n->used_slots, err, errlen) <
-        0) {
-        rc = -1;
-        goto out;
-    }
+    int rc = rates_check(n->rt, covered, n->dirty ? unrated : covered, n->used_slots, err, errlen);
+    free(covered), free(unrated);
+    if (rc < 0) return -1;
     if (!n->dirty && n->next_ns != rates_next(n->rt))
         KEPT_FAIL("next finish %lld, earliest entity %lld", (long long)n->next_ns,
                   (long long)rates_next(n->rt));
-out:
+    return 0;
+}
 #undef KEPT_FAIL
 #undef KEPT_NEXT
-    free(base), free(cur), free(nex), free(ref), free(covered), free(unrated), free(mu),
-        free(special);
+
+/* The kept structures rebuilt from the live entities: compare (see net.h). */
+int net_check_kept(const net_t *n, char *err, size_t errlen)
+{
+    int N = n->nodes, R = 2 * N + n->links, C = 2 * n->racks;
+    kept_t k = {.last_seq = -1};
+    k.base = xcalloc((size_t)R, sizeof *k.base);
+    k.cur = xcalloc((size_t)R, sizeof *k.cur);
+    k.nex = xcalloc((size_t)R, sizeof *k.nex);
+    k.ref = xcalloc((size_t)R, sizeof *k.ref);
+    k.mu = xcalloc((size_t)C, sizeof *k.mu);
+    k.special = xcalloc((size_t)C, sizeof *k.special);
+    for (int v = 0; v < N; v++)
+        if (n->pinned[v]) k.ref[v]++, k.ref[N + v]++;
+    int rc = -1;
+    if (kept_entities(n, &k, err, errlen) == 0 && kept_resources(n, &k, err, errlen) == 0 &&
+        kept_rates(n, err, errlen) == 0)
+        rc = 0;
+    free(k.base), free(k.cur), free(k.nex), free(k.ref), free(k.mu), free(k.special);
     return rc;
 }

@@ -41,6 +41,13 @@ typedef struct {
     int64_t bytes;
 } pflow_t;
 
+/* A pending flow's sort key for flush_pending(): its (t, op, dst, bytes) and its index i in
+ * the pending list. */
+typedef struct {
+    int t, op, dst;
+    int64_t bytes, i;
+} pkey_t;
+
 typedef struct {
     const plan_t *p;
     const unit_times_t *tm;
@@ -73,6 +80,7 @@ typedef struct {
     int64_t n_pend, cap_pend;
     int64_t *pord;         /* scratch of flush_pending() */
     int64_t cap_pord;
+    pkey_t *pkey;          /* [cap_pord] scratch of flush_pending(): sort keys */
     int *pex;              /* [node] scratch: a gather's excluded senders */
     char *computing;
     int64_t *last_ns, *busy_ns, *comm_ns, *both_ns;
@@ -476,18 +484,16 @@ static int skip_store(sim_t *s, const int *skip, int nskip, int lo, int hi)
     return -2 - (int)s->n_skips++;
 }
 
-/* Flush order key: (t, op, dst, bytes), then arrival (qsort has no context argument; the
- * simulator is single-threaded). */
-static const pflow_t *s_sort_pend;
-static int pord_cmp(const void *a, const void *b)
+/* Flush order key: (t, op, dst, bytes), then arrival. The key carries its flow's arrival
+ * index, so the comparator needs no context and the order is total. */
+static int pkey_cmp(const void *a, const void *b)
 {
-    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
-    const pflow_t *x = &s_sort_pend[i], *y = &s_sort_pend[j];
+    const pkey_t *x = a, *y = b;
     if (x->t != y->t) return x->t < y->t ? -1 : 1;
     if (x->op != y->op) return x->op < y->op ? -1 : 1;
     if (x->dst != y->dst) return x->dst < y->dst ? -1 : 1;
     if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
-    return i < j ? -1 : i > j;
+    return x->i < y->i ? -1 : x->i > y->i;
 }
 
 /* Put the flows started at this instant into the network, in the order they started: those
@@ -500,14 +506,16 @@ static void flush_pending(sim_t *s)
     if (np > s->cap_pord) {
         s->cap_pord = 2 * np;
         s->pord = xrealloc(s->pord, (size_t)s->cap_pord * 3 * sizeof *s->pord);
+        s->pkey = xrealloc(s->pkey, (size_t)s->cap_pord * sizeof *s->pkey);
     }
     int64_t *ord = s->pord, *grp = s->pord + s->cap_pord, *end = grp + s->cap_pord;
     for (int64_t i = 0; i < np; i++) {
-        ord[i] = i;
+        const pflow_t *f = &s->pend[i];
+        s->pkey[i] = (pkey_t){f->t, f->op, f->dst, f->bytes, i};
         grp[i] = -1;
     }
-    s_sort_pend = s->pend;
-    qsort(ord, (size_t)np, sizeof *ord, pord_cmp);
+    qsort(s->pkey, (size_t)np, sizeof *s->pkey, pkey_cmp);
+    for (int64_t i = 0; i < np; i++) ord[i] = s->pkey[i].i;
     /* grp[i]: the position in ord where flow i's gather starts (-1: a single flow); the
      * group's first flow (its earliest) also knows where it ends */
     for (int64_t a = 0; a < np;) {
@@ -621,13 +629,16 @@ static void build_reverse(sim_t *s)
         }
 }
 
-int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_result_t *r)
+/* Instances of all ops: the size of cnt and t_start. */
+static int64_t sim_instances(const sim_t *s)
 {
-    ASSERT(o->iterations >= 1, "iterations %d", o->iterations);
-    ASSERT(o->warmup >= 0 && (o->warmup < o->iterations || o->iterations == 1),
-           "warmup %d of %d iterations", o->warmup, o->iterations);
-    ASSERT(tm->n_units == p->n_units, "times for %d units, plan has %d", tm->n_units, p->n_units);
-    sim_t S = {0}, *s = &S;
+    return (int64_t)s->iterations * s->n_ops * s->nodes;
+}
+
+/* The event queue, the network (racks, NICs) and the per-instance tables. */
+static void sim_setup_net_tables(sim_t *s, const plan_t *p, const unit_times_t *tm,
+                                 const sim_opts_t *o)
+{
     s->p = p;
     s->tm = tm;
     s->o = o;
@@ -643,13 +654,19 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
         net_set_node_nic(s->net, n, cluster_node_nic_Bps(cl, n));
     s->rack_size = cluster_racks(cl) > 1 ? cl->nodes_per_rack : s->nodes;
     net_set_whole(s->net, o->whole_network);
-    int64_t total = (int64_t)s->iterations * s->n_ops * s->nodes;
+    int64_t total = sim_instances(s);
     s->cnt = xcalloc((size_t)total, sizeof *s->cnt);
     s->t_start = o->trace ? xcalloc((size_t)total, sizeof *s->t_start) : xcalloc(1, 8);
     s->barrier = xcalloc((size_t)s->iterations * s->n_ops, sizeof *s->barrier);
     s->iter_end = xcalloc((size_t)s->iterations, sizeof *s->iter_end);
     build_reverse(s);
     for (int res = 0; res < RES_COUNT; res++) s->rq[res] = xcalloc((size_t)s->nodes, sizeof(rqueue_t));
+}
+
+/* Per-node state (speeds drawn from the straggler stream, jitter streams, accounting) and
+ * the ring-step tables of stepped ops. */
+static void sim_setup_nodes(sim_t *s, const plan_t *p, const sim_opts_t *o)
+{
     s->speed = xcalloc((size_t)s->nodes, sizeof *s->speed);
     rng_t *strag = p->cluster.straggler_sigma > 0 ? rng_new(o->seed, 0) : NULL;
     for (int n = 0; n < s->nodes; n++) {
@@ -685,9 +702,11 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
     s->ar_own = xcalloc((size_t)n_arx + 1, sizeof *s->ar_own);
     s->ar_got = xcalloc((size_t)n_arx + 1, sizeof *s->ar_got);
     s->ar_ready = xcalloc((size_t)n_arx + 1, 1);
-    check_set_context(ctx_fn, s);
+}
 
-    /* Dependency counts of every instance; those with none start at time 0. */
+/* Dependency counts of every instance; those with none start at time 0. */
+static void sim_start(sim_t *s, const plan_t *p)
+{
     for (int t = 0; t < s->iterations; t++)
         for (int op = 0; op < s->n_ops; op++) {
             const plan_op_t *po = &p->ops[op];
@@ -707,7 +726,12 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
             for (int n = 0; n < s->nodes; n++)
                 if (s->cnt[idx(s, t, op, n)] == 0 && plan_has_instance(p, op, n))
                     ready(s, op, n, t);
+}
 
+/* Run events and network finishes until both are exhausted; the network's rates are
+ * recomputed (and the flows started at this instant flushed) only when time moves on. */
+static void sim_loop(sim_t *s)
+{
     event_t e;
     for (;;) {
         int64_t te = evq_peek_time(s->q);
@@ -727,8 +751,12 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
                      s->p->ops[e.a].res == RES_INTRA ? s->p->ops[e.a].bytes : 0);
         else deliver(s, e.a, e.b, e.c, e.d);
     }
+}
 
-    /* Everything must have run: a leftover count is a plan/executor bug. */
+/* Everything must have run: a leftover count is a plan/executor bug. */
+static void sim_check_all_ran(const sim_t *s, const plan_t *p)
+{
+    int64_t total = sim_instances(s);
     for (int64_t i = 0; i < total; i++)
         if (s->cnt[i] != 0) {
             int n = (int)(i % s->nodes), op = (int)((i / s->nodes) % s->n_ops), t = (int)(i / s->nodes / s->n_ops);
@@ -743,7 +771,11 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
                        "op %s unit %d node %d iteration %d: ring stopped after %d of %d steps",
                        op_kind_name(p->ops[op].kind), p->ops[op].unit, n, t,
                        s->ar_own[arx(s, t, op, n)], p->ops[op].steps);
+}
 
+/* The run's totals, per-node averages and hidden-communication share into r. */
+static void sim_fill_result(sim_t *s, const plan_t *p, const sim_opts_t *o, sim_result_t *r)
+{
     memset(r, 0, sizeof *r);
     r->nodes = s->nodes;
     r->iterations = s->iterations;
@@ -770,8 +802,10 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
     r->comm_hidden_frac = comm > 0 ? both / comm : 1;
     r->events = evq_pushed(s->q);
     r->net_recomputes = net_recomputes(s->net);
+}
 
-    check_set_context(NULL, NULL);
+static void sim_free(sim_t *s)
+{
     evq_destroy(&s->q);
     net_destroy(&s->net);
     free(s->cnt);
@@ -798,6 +832,7 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
     free(s->pex);
     free(s->pend);
     free(s->pord);
+    free(s->pkey);
     free(s->skips);
     free(s->skip_nodes);
     free(s->last_ns);
@@ -811,5 +846,23 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
     free(s->ar_own);
     free(s->ar_got);
     free(s->ar_ready);
+}
+
+int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_result_t *r)
+{
+    ASSERT(o->iterations >= 1, "iterations %d", o->iterations);
+    ASSERT(o->warmup >= 0 && (o->warmup < o->iterations || o->iterations == 1),
+           "warmup %d of %d iterations", o->warmup, o->iterations);
+    ASSERT(tm->n_units == p->n_units, "times for %d units, plan has %d", tm->n_units, p->n_units);
+    sim_t S = {0}, *s = &S;
+    sim_setup_net_tables(s, p, tm, o);
+    sim_setup_nodes(s, p, o);
+    check_set_context(ctx_fn, s);
+    sim_start(s, p);
+    sim_loop(s);
+    sim_check_all_ran(s, p);
+    sim_fill_result(s, p, o, r);
+    check_set_context(NULL, NULL);
+    sim_free(s);
     return 0;
 }
