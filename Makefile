@@ -28,11 +28,12 @@ CORE_SRC    := $(wildcard core/*.c)
 SIM_SRC     := $(wildcard sim/*.c)
 RUNTIME_SRC := $(wildcard runtime/*/*.c)
 CLI_SRC     := $(filter-out cli/main.c,$(wildcard cli/*.c))
+REPORTS_SRC := $(wildcard reports/*.c)
 ONNX_SRC    := $(wildcard onnx/*.c)
 TEST_SRC    := $(wildcard tests/*.c) $(wildcard tests/fuzz/fuzz_*.c)
 CU_SRC      := $(if $(filter 1,$(CUDA)),$(wildcard runtime/*/*.cu))
 
-LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC) $(SIM_SRC) $(RUNTIME_SRC) $(CLI_SRC) $(ONNX_SRC)) \
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC) $(SIM_SRC) $(RUNTIME_SRC) $(CLI_SRC) $(REPORTS_SRC) $(ONNX_SRC)) \
             $(BUILD)/gen/onnx.pb-c.o
 CU_OBJ   := $(patsubst %.cu,$(BUILD)/%.cu.o,$(CU_SRC))
 # The CUDA backend links apart, loaded by runtime/compute/compute.c only when a GPU is asked for.

@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/experiment_open.h"
+#include "core/experiment_open.h"
 #include "core/experiment.h"
 #include "core/job.h"
 #include "core/log.h"

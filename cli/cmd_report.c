@@ -1,432 +1,291 @@
-/* poseidon report: plots and tables from the CSVs the simulator and the runtime write.
- *   speedup SIM.csv --out PREFIX   speedup versus nodes per scheme (and bandwidth), with the
- *                                  ideal line, from `poseidon sim --csv`: gnuplot writes
- *                                  PREFIX.png and PREFIX.svg (the plot reads the CSV only)
- *   train TRAIN.csv --out PREFIX   loss and accuracies versus epochs, from `poseidon train --csv`
- *   timeline TRACE.csv ...         one iteration as lanes per node (cli/cmd_report_timeline.c)
- *   html DIR                       one page per study (cli/report_html.c)
- *   compare SIM.csv REAL.csv       joins two traces (core/trace.h) on (node, iteration, op,
- *                                  layer) and prints per op kind the mean predicted and
- *                                  measured durations and their relative error
- * Bad input (unreadable file, wrong header, malformed row) is reported as file:line and
- * exits 2.
+/* poseidon report SUB: argument parsing and dispatch to the renderers of reports/ — plots and
+ * tables from the CSVs the simulator and the runtime write:
+ *   speedup SIM.csv --out PREFIX   speedup versus nodes (reports/speedup.h)
+ *   train TRAIN.csv --out PREFIX   the training curve (reports/train.h)
+ *   compare SIM.csv REAL.csv       two traces joined, per op kind (reports/compare.h)
+ *   timeline TRACE.csv ...         one iteration as lanes per node (reports/timeline.h)
+ *   html DIR                       one page per study (reports/html.h)
+ * Every subcommand reads its options with getopt_long and answers --help (-h) with its usage
+ * on stdout, exit 0. A wrong option or a missing argument is exit 2; bad input (unreadable
+ * file, wrong header, malformed row) is reported as file:line by the renderer and exits 2.
  */
-#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/report.h"
-#include "cli/report_gnuplot.h"
-#include "core/check.h"
 #include "core/log.h"
-#include "core/trace.h"
-#include "core/outfile.h"
+#include "reports/compare.h"
+#include "reports/html.h"
+#include "reports/paths.h"
+#include "reports/speedup.h"
+#include "reports/timeline.h"
+#include "reports/train.h"
+
+static const char s_usage_speedup[] =
+    "usage: poseidon report speedup SIM.csv --out PREFIX\n\n"
+    "Speedup over one node versus nodes, a line per scheme and bandwidth, and the ideal\n"
+    "(linear) line, from `poseidon sim --csv` (columns nodes, gbps, scheme, speedup);\n"
+    "gnuplot writes PREFIX.png and PREFIX.svg.\n";
+
+static const char s_usage_train[] =
+    "usage: poseidon report train TRAIN.csv --out PREFIX\n\n"
+    "Loss, training and test accuracy versus epochs, from `poseidon train --csv` (one\n"
+    "worker or distributed); gnuplot writes PREFIX.png and PREFIX.svg.\n";
+
+static const char s_usage_compare[] =
+    "usage: poseidon report compare SIM_TRACE.csv REAL_TRACE.csv [--from-iteration I]\n"
+    "                               [--csv FILE]\n\n"
+    "Joins a simulated and a real trace (node,iteration,op,layer,peer,bytes,t_start_ns,\n"
+    "t_end_ns; from `poseidon sim --trace` and `poseidon train --trace`) on (node,\n"
+    "iteration, op, layer), iterations >= I only (default 1: the first is a warm-up), and\n"
+    "prints per op kind: rows joined, mean predicted and measured duration, error =\n"
+    "(predicted - measured) / measured of the sums, and the rows found on one side only.\n"
+    "Several rows of one key (APPLY per KV block) are summed. --csv also writes the table\n"
+    "as CSV.\n";
+
+static const char s_usage_timeline[] =
+    "usage: poseidon report timeline TRACE.csv [--iteration I] [--nodes LIST]\n"
+    "                [--compare OTHER.csv] [--job EXPERIMENT] [--top N] [-o OUT.png|.svg]\n\n"
+    "Draws one iteration of a trace (poseidon sim --trace, poseidon train --trace) as\n"
+    "lanes per node: compute, sends (sub-lanes where they overlap), server, update;\n"
+    "ops coloured by kind, labelled by layer where wide enough, the critical path\n"
+    "outlined and joined by dashes.\n"
+    "  --iteration I   the iteration (default the middle one: iterations 0..N-1 give\n"
+    "                  N/2, past the first, the warm-up, and the short last one)\n"
+    "  --nodes LIST    the nodes drawn, e.g. 0-3,8 (default all; the critical path is\n"
+    "                  found over all of them)\n"
+    "  --compare F     a second trace of the same plan, drawn below on the same time\n"
+    "                  axis; prints the --top N (default 10) ops whose durations differ\n"
+    "                  most\n"
+    "  --job EXP       the experiment (or a run's written job) the trace executed: the\n"
+    "                  critical path follows the plan's edges and resources; without,\n"
+    "                  each op's predecessor is the row that ended last before it began\n"
+    "  --set KEY=VALUE an override of the job, as poseidon sim takes it\n"
+    "  -o OUT          .png or .svg (default TRACE-timeline.png)\n";
+
+static const char s_usage_html[] =
+    "usage: poseidon report html DIR [-o OUT.html]\n\n"
+    "One self-contained page for a study folder (an experiment's outputs, a validation\n"
+    "run, the demo's): commands.txt, the *.exp and *.cluster files, the plots of its CSVs\n"
+    "(speedup or bandwidth, training, validation, the timelines of its traces; two traces\n"
+    "drawn together) as inline SVG, and every CSV as a table; default OUT: DIR/report.html.\n";
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: poseidon report speedup SIM.csv --out PREFIX\n"
-            "       poseidon report train TRAIN.csv --out PREFIX\n"
-            "       poseidon report compare SIM_TRACE.csv REAL_TRACE.csv [--from-iteration I]\n"
-            "                                [--csv FILE]\n"
-            "       poseidon report timeline TRACE.csv [--compare OTHER.csv] [options]\n"
-            "                                (poseidon report timeline --help)\n"
-            "       poseidon report html DIR [-o OUT.html]\n\n"
-            "speedup: speedup over one node versus nodes, a line per scheme and bandwidth, and\n"
-            "  the ideal (linear) line, from `poseidon sim --csv` (columns nodes, gbps, scheme,\n"
-            "  speedup); gnuplot writes PREFIX.png and PREFIX.svg.\n"
-            "train: loss, training and test accuracy versus epochs, from `poseidon train --csv`\n"
-            "  (one worker or distributed); PREFIX.png and PREFIX.svg.\n"
-            "html: one self-contained page for a study folder (an experiment's outputs, a\n"
-            "  validation run, the demo's): commands.txt, the *.exp and *.cluster files, the\n"
-            "  plots of its CSVs (speedup or bandwidth, training, validation, the timelines of\n"
-            "  its traces; two traces drawn together) as inline SVG, and every CSV as a table;\n"
-            "  default OUT: DIR/report.html.\n"
-            "compare: joins a simulated and a real trace (node,iteration,op,layer,peer,bytes,\n"
-            "  t_start_ns,t_end_ns; from `poseidon sim --trace` and `poseidon train --trace`)\n"
-            "  on (node, iteration, op, layer), iterations >= I only (default 1: the first is\n"
-            "  a warm-up), and prints per op kind: rows joined, mean predicted and measured\n"
-            "  duration, error = (predicted - measured) / measured of the sums, and the rows\n"
-            "  found on one side only. Several rows of one key (APPLY per KV block) are\n"
-            "  summed. --csv also writes the table as CSV.\n");
+    fprintf(f, "usage: poseidon report SUB ...   (poseidon report SUB --help for each)\n\n");
+    const char *const subs[] = {s_usage_speedup, s_usage_train, s_usage_compare, s_usage_html,
+                                NULL};
+    for (int i = 0; subs[i]; i++) fprintf(f, "%s\n", subs[i]);
+    fprintf(f, "usage: poseidon report timeline TRACE.csv [--compare OTHER.csv] [options]\n"
+               "       (poseidon report timeline --help)\n");
 }
 
-/* ----------------------------------------------------------------------- speedup */
-
-/* Distinct values of a column (1-based) of a CSV, in order of first appearance. */
+/* A subcommand's arguments (argv[0] its name): options by getopt_long, the others
+ * (positional, in order) into pos. "--help"/"-h" is every subcommand's; `shorts` names the
+ * others' short letters as getopt does. */
 typedef struct {
-    int n;
-    char v[64][64];
-} distinct_t;
+    const char *sub;
+    const char *usage;
+    const char *pos[4];
+    int n_pos;
+} args_t;
 
-static void distinct_add(distinct_t *d, const char *s)
+enum { OPT_HELP = 'h', OPT_MISSING = ':', OPT_UNKNOWN = '?', OPT_DONE = -1, OPT_BAD = -2 };
+
+/* The next option's letter; a positional argument is kept and skipped; OPT_HELP after
+ * printing the usage on stdout; OPT_BAD after saying what is wrong on stderr. */
+static int args_next(args_t *a, int argc, char **argv, const char *shorts,
+                     const struct option *longs)
 {
-    for (int i = 0; i < d->n; i++)
-        if (!strcmp(d->v[i], s)) return;
-    if (d->n < 64) snprintf(d->v[d->n++], sizeof d->v[0], "%s", s);
+    char spec[32];
+    snprintf(spec, sizeof spec, "-:h%s", shorts); /* '-': positionals in order; ':' quiet */
+    for (;;) {
+        int ch = getopt_long(argc, argv, spec, longs, NULL);
+        if (ch == 1) {
+            if (a->n_pos == (int)(sizeof a->pos / sizeof a->pos[0])) {
+                fprintf(stderr, "poseidon report %s: unexpected argument '%s'\n", a->sub, optarg);
+                return OPT_BAD;
+            }
+            a->pos[a->n_pos++] = optarg;
+            continue;
+        }
+        if (ch == OPT_HELP) fputs(a->usage, stdout);
+        if (ch == OPT_MISSING) {
+            fprintf(stderr, "poseidon report %s: %s needs a value\n", a->sub, argv[optind - 1]);
+            return OPT_BAD;
+        }
+        if (ch == OPT_UNKNOWN) {
+            fprintf(stderr, "poseidon report %s: unknown option '%s'\n", a->sub, argv[optind - 1]);
+            return OPT_BAD;
+        }
+        return ch;
+    }
 }
 
-/* Field k (0-based) of a CSV line into buf. Returns 0, or -1 when the line has fewer. */
-static int csv_field(const char *line, int k, char *buf, size_t len)
+static void args_init(args_t *a, const char *sub, const char *usage)
 {
-    const char *p = line;
-    for (int i = 0; i < k; i++) {
-        p = strchr(p, ',');
-        if (!p) return -1;
-        p++;
-    }
-    size_t n = strcspn(p, ",\r\n");
-    if (n >= len) n = len - 1;
-    memcpy(buf, p, n);
-    buf[n] = '\0';
-    return 0;
+    *a = (args_t){.sub = sub, .usage = usage};
+    optind = 0; /* glibc: start over (a fresh argv) */
+    opterr = 0;
 }
 
-/* PREFIX.png and PREFIX.svg (their folder made first): gnuplot runs `setup`, then `plot`
- * once per format. Returns 0, or 1 or 2 after saying why. */
-static int gnuplot_png_svg(const char *setup, const char *plot, const char *prefix)
+/* The positional count a subcommand takes: 0, or 2 after its usage on stderr. */
+static int args_want(const args_t *a, int n)
 {
-    if (outfile_make_parents(prefix) != 0) {
-        fprintf(stderr, "poseidon report: %s: cannot create its folder: %s\n", prefix,
-                strerror(errno));
-        return 2;
-    }
-    char *prog = NULL;
-    size_t prog_len = 0;
-    FILE *g = open_memstream(&prog, &prog_len);
-    if (!g) die("report: open_memstream: %s", strerror(errno));
-    fprintf(g, "%s\nset terminal pngcairo size 800,560\nset output '%s.png'\n%s\nunset output\n"
-               "set terminal svg size 800,560 dynamic\nset output '%s.svg'\n%s\nunset output\n",
-            setup, prefix, plot, prefix, plot);
-    fclose(g);
-    int rc = gnuplot_run(prog);
-    free(prog);
-    return rc;
+    if (a->n_pos == n) return 0;
+    if (a->n_pos > n)
+        fprintf(stderr, "poseidon report %s: unexpected argument '%s'\n", a->sub, a->pos[n]);
+    else
+        fputs(a->usage, stderr);
+    return 2;
 }
 
-int report_speedup(const char *csv, const char *prefix, FILE *msg)
+/* speedup and train: one CSV, --out PREFIX. */
+static int run_plot(int argc, char **argv)
 {
-    FILE *f = fopen(csv, "r");
-    if (!f) {
-        fprintf(stderr, "poseidon report: %s: cannot read: %s\n", csv, strerror(errno));
+    int speedup = !strcmp(argv[0], "speedup");
+    static const struct option longs[] = {
+        {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    args_t a;
+    args_init(&a, argv[0], speedup ? s_usage_speedup : s_usage_train);
+    const char *out = NULL;
+    int ch;
+    while ((ch = args_next(&a, argc, argv, "", longs)) != OPT_DONE) {
+        if (ch == OPT_HELP) return 0;
+        if (ch != 'o') return 2;
+        out = optarg;
+    }
+    if (args_want(&a, 1)) return 2;
+    if (!out) {
+        fprintf(stderr, "poseidon report %s: --out PREFIX is required\n", a.sub);
         return 2;
     }
-    char line[4096];
-    int lineno = 0, rows = 0, max_nodes = 1;
-    distinct_t schemes = {0}, gbps = {0};
-    if (!fgets(line, sizeof line, f) || strncmp(line, "model,nodes,gbps,scheme,", 24) != 0 ||
-        !strstr(line, ",speedup,")) {
-        fprintf(stderr, "poseidon report: %s:1: expected the header of poseidon sim --csv "
-                        "(model,nodes,gbps,scheme,...,speedup,...)\n", csv);
-        fclose(f);
-        return 2;
-    }
-    lineno = 1;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        char nodes[32], g[64], s[64], sp[64];
-        if (csv_field(line, 1, nodes, sizeof nodes) || csv_field(line, 2, g, sizeof g) ||
-            csv_field(line, 3, s, sizeof s) || csv_field(line, 8, sp, sizeof sp) ||
-            atoi(nodes) < 1) {
-            fprintf(stderr, "poseidon report: %s:%d: expected a row of poseidon sim --csv\n",
-                    csv, lineno);
-            fclose(f);
+    return speedup ? report_speedup(a.pos[0], out, stdout) : report_train(a.pos[0], out, stdout);
+}
+
+static int run_compare(int argc, char **argv)
+{
+    static const struct option longs[] = {{"from-iteration", required_argument, 0, 'f'},
+                                          {"csv", required_argument, 0, 'c'},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
+    args_t a;
+    args_init(&a, "compare", s_usage_compare);
+    int from = 1, ch;
+    const char *csv = NULL;
+    while ((ch = args_next(&a, argc, argv, "", longs)) != OPT_DONE) {
+        if (ch == OPT_HELP) return 0;
+        if (ch == 'f') {
+            if (flag_int32("report compare", "--from-iteration", optarg, 0, INT32_MAX, &from))
+                return 2;
+        } else if (ch == 'c') {
+            csv = optarg;
+        } else {
             return 2;
         }
-        if (atoi(nodes) > max_nodes) max_nodes = atoi(nodes);
-        distinct_add(&schemes, s);
-        distinct_add(&gbps, g);
-        rows++;
     }
-    fclose(f);
-    if (!rows) {
-        fprintf(stderr, "poseidon report: %s: no rows\n", csv);
-        return 2;
-    }
-    char setup[1024], *plot = NULL;
-    snprintf(setup, sizeof setup,
-             "set datafile separator ','\n"
-             "set key outside right top box\nset grid\n"
-             "set xlabel 'nodes'\nset ylabel 'speedup over 1 node (images/s)'\n"
-             "set title 'Simulated weak scaling: %s'\n"
-             "set logscale xy 2\nset xrange [1:%d]\nset yrange [0.5:%d]\n"
-             "sel(s, g) = (strcol(4) eq s && strcol(3) eq g) ? $9 : NaN",
-             csv, max_nodes * 2, max_nodes * 2);
-    size_t plot_len = 0;
-    FILE *g = open_memstream(&plot, &plot_len);
-    if (!g) die("report: open_memstream: %s", strerror(errno));
-    fprintf(g, "plot x title 'ideal' with lines dt 2 lc rgb 'gray'");
-    for (int i = 0; i < schemes.n; i++)
-        for (int j = 0; j < gbps.n; j++)
-            fprintf(g, ", '%s' using 2:(sel('%s', '%s')) skip 1 with linespoints lc %d pt %d "
-                       "dt %d title '%s %s Gbit/s'",
-                    csv, schemes.v[i], gbps.v[j], i + 1, 7 - (j % 2), j + 1, schemes.v[i],
-                    gbps.v[j]);
-    fclose(g);
-    int rc = gnuplot_png_svg(setup, plot, prefix);
-    free(plot);
-    if (rc) return rc;
-    if (msg)
-        fprintf(msg, "wrote %s.png and %s.svg (%d rows, %d schemes, %d bandwidths)\n", prefix,
-                prefix, rows, schemes.n, gbps.n);
-    return 0;
+    if (args_want(&a, 2)) return 2;
+    return report_compare(a.pos[0], a.pos[1], from, csv);
 }
 
-/* ----------------------------------------------------------------------- train */
-
-/* Index of column `name` in a CSV header line, or -1. */
-static int csv_column(const char *header, const char *name)
+static int run_timeline(int argc, char **argv)
 {
-    char field[64];
-    for (int k = 0; csv_field(header, k, field, sizeof field) == 0; k++)
-        if (!strcmp(field, name)) return k;
-    return -1;
-}
-
-/* Loss and accuracies versus epochs, from `poseidon train --csv` (one worker or many). */
-int report_train(const char *csv, const char *prefix, FILE *msg)
-{
-    FILE *f = fopen(csv, "r");
-    if (!f) {
-        fprintf(stderr, "poseidon report: %s: cannot read: %s\n", csv, strerror(errno));
-        return 2;
-    }
-    char header[1024], line[1024];
-    int c_epoch = -1, c_loss = -1, c_train = -1, c_test = -1;
-    if (fgets(header, sizeof header, f)) {
-        c_epoch = csv_column(header, "epoch");
-        c_loss = csv_column(header, "loss");
-        c_train = csv_column(header, "train_acc");
-        c_test = csv_column(header, "test_acc");
-    }
-    if (c_epoch < 0 || c_loss < 0 || c_train < 0 || c_test < 0) {
-        fprintf(stderr, "poseidon report: %s:1: expected the header of poseidon train --csv "
-                        "(epoch,...,loss,train_acc,test_acc,...)\n", csv);
-        fclose(f);
-        return 2;
-    }
-    int rows = 0, lineno = 1;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        char e[64];
-        char *end;
-        if (csv_field(line, c_test, e, sizeof e) || csv_field(line, c_epoch, e, sizeof e) ||
-            (strtod(e, &end), end == e)) {
-            fprintf(stderr, "poseidon report: %s:%d: expected a row of poseidon train --csv\n",
-                    csv, lineno);
-            fclose(f);
-            return 2;
-        }
-        rows++;
-    }
-    fclose(f);
-    if (!rows) {
-        fprintf(stderr, "poseidon report: %s: no rows\n", csv);
-        return 2;
-    }
-    char setup[1024], plot[2048];
-    /* an empty field (a row without evaluation) is a missing point */
-    snprintf(setup, sizeof setup,
-             "set datafile separator ','\nset datafile missing ''\n"
-             "set key below horizontal box\nset grid\n"
-             "set xlabel 'epoch'\nset ylabel 'training loss'\nset y2label 'accuracy'\n"
-             "set ytics nomirror\nset y2tics\nset y2range [0:1]\n"
-             "set title 'Training: %s'", csv);
-    /* gnuplot numbers columns from 1 */
-    snprintf(plot, sizeof plot,
-             "plot '%s' using %d:%d skip 1 with linespoints pt 7 title 'loss', "
-             "'%s' using %d:%d skip 1 axes x1y2 with linespoints pt 6 title 'train accuracy', "
-             "'%s' using %d:%d skip 1 axes x1y2 with linespoints pt 5 title 'test accuracy'",
-             csv, c_epoch + 1, c_loss + 1, csv, c_epoch + 1, c_train + 1, csv, c_epoch + 1,
-             c_test + 1);
-    int rc = gnuplot_png_svg(setup, plot, prefix);
-    if (rc) return rc;
-    if (msg) fprintf(msg, "wrote %s.png and %s.svg (%d rows)\n", prefix, prefix, rows);
-    return 0;
-}
-
-/* ----------------------------------------------------------------------- compare */
-
-typedef struct {
-    int node, iteration;
-    char op[TRACE_OP_MAX];
-    char layer[TRACE_LAYER_MAX];
-    double dur_ns; /* summed over the rows of this key */
-    int rows;
-} trow_t;
-
-static int trow_cmp(const void *a, const void *b)
-{
-    const trow_t *x = a, *y = b;
-    if (x->node != y->node) return x->node < y->node ? -1 : 1;
-    if (x->iteration != y->iteration) return x->iteration < y->iteration ? -1 : 1;
-    int c = strcmp(x->op, y->op);
-    return c ? c : strcmp(x->layer, y->layer);
-}
-
-/* Reads a trace CSV: rows of iteration >= from, one per key (durations summed), sorted.
- * Returns the count, or -1 with a message. */
-static int trace_read(const char *path, int from, trow_t **out)
-{
-    trace_rec_t *recs;
-    int n_recs = trace_file_read(path, &recs);
-    if (n_recs < 0) return -1;
-    trow_t *v = xcalloc((size_t)n_recs + 1, sizeof *v);
-    int n = 0;
-    for (int i = 0; i < n_recs; i++) {
-        const trace_rec_t *rec = &recs[i];
-        if (rec->iteration < from) continue;
-        trow_t r = {.node = rec->node, .iteration = rec->iteration,
-                    .dur_ns = (double)(rec->t_end_ns - rec->t_start_ns), .rows = 1};
-        snprintf(r.op, sizeof r.op, "%s", rec->op);
-        snprintf(r.layer, sizeof r.layer, "%s", rec->layer);
-        v[n++] = r;
-    }
-    free(recs);
-    if (n) qsort(v, (size_t)n, sizeof *v, trow_cmp);
-    int k = 0; /* sum the rows of one key */
-    for (int i = 0; i < n; i++) {
-        if (k && !trow_cmp(&v[k - 1], &v[i])) {
-            v[k - 1].dur_ns += v[i].dur_ns;
-            v[k - 1].rows++;
-        } else {
-            v[k++] = v[i];
+    static const struct option longs[] = {
+        {"iteration", required_argument, 0, 'i'}, {"top", required_argument, 0, 't'},
+        {"nodes", required_argument, 0, 'n'},     {"compare", required_argument, 0, 'c'},
+        {"job", required_argument, 0, 'j'},       {"set", required_argument, 0, 's'},
+        {"out", required_argument, 0, 'o'},       {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    args_t a;
+    args_init(&a, "timeline", s_usage_timeline);
+    timeline_opts_t o = {.iteration = -1, .top = 10};
+    const char *sets[64];
+    int ch, rc = 0;
+    while (rc == 0 && (ch = args_next(&a, argc, argv, "o:", longs)) != OPT_DONE) {
+        switch (ch) {
+        case OPT_HELP: return 0;
+        case 'i': rc = flag_int32("report timeline", "--iteration", optarg, 0, INT32_MAX,
+                                  &o.iteration); break;
+        case 't': rc = flag_int32("report timeline", "--top", optarg, 0, INT32_MAX, &o.top); break;
+        case 'n': o.nodes = optarg; break;
+        case 'c': o.other = optarg; break;
+        case 'j': o.job = optarg; break;
+        case 's':
+            if (o.n_sets < 64) sets[o.n_sets++] = optarg;
+            break;
+        case 'o': o.out = optarg; break;
+        default: return 2;
         }
     }
-    *out = v;
-    return k;
-}
-
-typedef struct {
-    char op[16];
-    int joined, sim_only, real_only;
-    double sim_ns, real_ns;
-} opstat_t;
-
-static opstat_t *opstat(opstat_t *s, int *n, const char *op)
-{
-    for (int i = 0; i < *n; i++)
-        if (!strcmp(s[i].op, op)) return &s[i];
-    ASSERT(*n < 32, "more than 32 op kinds");
-    memset(&s[*n], 0, sizeof s[*n]);
-    snprintf(s[*n].op, sizeof s[*n].op, "%s", op);
-    return &s[(*n)++];
-}
-
-static int report_compare(const char *sim_path, const char *real_path, int from,
-                          const char *csv_out)
-{
-    trow_t *a = NULL, *b = NULL;
-    int na = trace_read(sim_path, from, &a);
-    if (na < 0) return 2;
-    int nb = trace_read(real_path, from, &b);
-    if (nb < 0) {
-        free(a);
+    if (rc) return 2;
+    if (a.n_pos > 1) {
+        fprintf(stderr, "poseidon report timeline: one TRACE expected (--compare for a second)\n");
         return 2;
     }
-    opstat_t st[32];
-    int ns = 0;
-    for (int i = 0, j = 0; i < na || j < nb;) {
-        int c = i >= na ? 1 : j >= nb ? -1 : trow_cmp(&a[i], &b[j]);
-        if (c == 0) {
-            opstat_t *s = opstat(st, &ns, a[i].op);
-            s->joined++;
-            s->sim_ns += a[i].dur_ns;
-            s->real_ns += b[j].dur_ns;
-            i++, j++;
-        } else if (c < 0) {
-            opstat(st, &ns, a[i++].op)->sim_only++;
-        } else {
-            opstat(st, &ns, b[j++].op)->real_only++;
-        }
+    if (args_want(&a, 1)) return 2;
+    o.trace = a.pos[0];
+    o.sets = sets;
+    char def_out[PATH_MAX];
+    if (!o.out) {
+        size_t n = strlen(o.trace);
+        if (paths_ends_with(o.trace, ".csv")) n -= 4;
+        snprintf(def_out, sizeof def_out, "%.*s-timeline.png", (int)n, o.trace);
+        o.out = def_out;
     }
-    FILE *cf = NULL;
-    if (csv_out && !(cf = outfile_open(csv_out, "w"))) {
-        fprintf(stderr, "poseidon report: %s: cannot write: %s\n", csv_out, strerror(errno));
-        free(a);
-        free(b);
+    return report_timeline(&o, stdout, stdout);
+}
+
+static int run_html(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    args_t a;
+    args_init(&a, "html", s_usage_html);
+    const char *out = NULL;
+    int ch;
+    while ((ch = args_next(&a, argc, argv, "o:", longs)) != OPT_DONE) {
+        if (ch == OPT_HELP) return 0;
+        if (ch != 'o') return 2;
+        out = optarg;
+    }
+    if (a.n_pos > 1) {
+        fprintf(stderr, "poseidon report html: one DIR expected\n");
         return 2;
     }
-    if (cf) fprintf(cf, "op,joined,predicted_ms,measured_ms,error,sim_only,real_only\n");
-    printf("%s (predicted) joined with %s (measured), iterations >= %d\n", sim_path, real_path,
-           from);
-    printf("%-10s %7s %13s %13s %8s %9s %9s\n", "op", "joined", "predicted_ms", "measured_ms",
-           "error", "sim_only", "real_only");
-    for (int i = 0; i < ns; i++) {
-        const opstat_t *s = &st[i];
-        double p = s->joined ? s->sim_ns / s->joined / 1e6 : 0;
-        double m = s->joined ? s->real_ns / s->joined / 1e6 : 0;
-        double e = s->real_ns > 0 ? (s->sim_ns - s->real_ns) / s->real_ns : 0;
-        printf("%-10s %7d %13.3f %13.3f %+7.1f%% %9d %9d\n", s->op, s->joined, p, m, e * 100,
-               s->sim_only, s->real_only);
-        if (cf) fprintf(cf, "%s,%d,%.6f,%.6f,%.6f,%d,%d\n", s->op, s->joined, p, m, e,
-                        s->sim_only, s->real_only);
+    if (args_want(&a, 1)) return 2;
+    char def[PATH_MAX];
+    if (!out) {
+        snprintf(def, sizeof def, "%s/report.html", a.pos[0]);
+        out = def;
     }
-    free(a);
-    free(b);
-    if (cf && fclose(cf)) {
-        fprintf(stderr, "poseidon report: error writing %s\n", csv_out);
-        return 1;
-    }
-    return 0;
+    return report_html(a.pos[0], out);
 }
 
 int cmd_report(int argc, char **argv)
 {
+    static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+    } subs[] = {{"speedup", run_plot},       {"train", run_plot}, {"compare", run_compare},
+                {"timeline", run_timeline}, {"html", run_html}};
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         usage(stdout);
         return 0;
     }
-    if (argc < 3) {
+    if (argc < 2) {
         usage(stderr);
         return 2;
     }
-    log_banner(argc, argv, 0);
-    if (!strcmp(argv[1], "timeline")) return cmd_report_timeline(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "html")) return cmd_report_html(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "speedup") || !strcmp(argv[1], "train")) {
-        const char *out = NULL;
-        for (int i = 3; i < argc; i++) {
-            if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-            else {
-                fprintf(stderr, "poseidon report %s: unknown option '%s'\n", argv[1], argv[i]);
-                return 2;
-            }
-        }
-        if (!out) {
-            fprintf(stderr, "poseidon report %s: --out PREFIX is required\n", argv[1]);
-            return 2;
-        }
-        return !strcmp(argv[1], "speedup") ? report_speedup(argv[2], out, stdout)
-                                           : report_train(argv[2], out, stdout);
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        if (strcmp(argv[1], subs[i].name)) continue;
+        if (argc >= 3) log_banner(argc, argv, 0);
+        return subs[i].run(argc - 1, argv + 1);
     }
-    if (!strcmp(argv[1], "compare")) {
-        if (argc < 4) {
-            usage(stderr);
-            return 2;
-        }
-        int from = 1;
-        const char *csv = NULL;
-        for (int i = 4; i < argc; i++) {
-            if (!strcmp(argv[i], "--from-iteration") && i + 1 < argc) {
-                if (flag_int32("report compare", argv[i], argv[i + 1], 0, INT32_MAX, &from))
-                    return 2;
-                i++;
-            } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
-                csv = argv[++i];
-            } else {
-                fprintf(stderr, "poseidon report compare: unknown option '%s'\n", argv[i]);
-                return 2;
-            }
-        }
-        return report_compare(argv[2], argv[3], from, csv);
-    }
-    fprintf(stderr, "poseidon report: unknown report '%s' (speedup, train, compare, timeline, html)\n", argv[1]);
+    fprintf(stderr, "poseidon report: unknown report '%s' (speedup, train, compare, timeline, "
+                    "html)\n", argv[1]);
     return 2;
 }

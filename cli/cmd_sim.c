@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/experiment_open.h"
+#include "core/experiment_open.h"
 #include "core/check.h"
 #include "core/experiment.h"
 #include "core/log.h"

@@ -1,6 +1,5 @@
 #include "trace_merge.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 #include "log.h"
 #include "outfile.h"
 #include "trace.h"
+#include "trace_read.h"
 
 /* A group's rows are keyed by (node, iteration, layer). */
 static int rec_cmp(const void *a, const void *b)
@@ -34,9 +34,6 @@ static void rec_push(rec_list_t *l, const trace_rec_t *r)
     l->v[l->n++] = *r;
 }
 
-/* Ends each own row of a transfer group at the last arrival of its bytes at another node;
- * a row without arrivals elsewhere (a push to the rank's own shard only, or a rank whose
- * file was not readable) stays as the rank wrote it. */
 /* One merged row into both files (CSV and Chrome/Perfetto JSON). */
 static void emit(trace_t *out, const trace_rec_t *r)
 {
@@ -45,6 +42,9 @@ static void emit(trace_t *out, const trace_rec_t *r)
     trace_write(out, &row);
 }
 
+/* Ends each own row of a transfer group at the last arrival of its bytes at another node;
+ * a row without arrivals elsewhere (a push to the rank's own shard only, or a rank whose
+ * file was not readable) stays as the rank wrote it. */
 static void end_at_arrivals(trace_t *out, rec_list_t *own, rec_list_t *arrive)
 {
     if (arrive->n) qsort(arrive->v, (size_t)arrive->n, sizeof *arrive->v, rec_cmp);
@@ -74,32 +74,26 @@ int trace_merge_ranks(const char *prefix, int world, char *err, size_t errlen)
     int rc = 0;
     for (int r = 0; r < world && rc == 0; r++) {
         snprintf(path, sizeof path, "%s-rank%d.csv", prefix, r);
-        FILE *in = fopen(path, "r");
-        if (!in) {
+        trace_rec_t *rows;
+        int n = trace_file_read(path, 0, &rows, err, errlen);
+        if (n == -1) {
             log_warn("trace: %s not readable here (another host?): not merged", path);
             continue;
         }
-        char line[4096];
-        int line_no = 0;
-        while (fgets(line, sizeof line, in)) {
-            line_no++;
-            trace_rec_t m;
-            int got = trace_rec_parse(line, &m);
-            if (got == 1) continue;
-            if (got < 0) {
-                snprintf(err, errlen, "%s:%d: expected a trace row (%s)", path, line_no,
-                         trace_csv_header);
-                rc = -1;
-                break;
-            }
-            int k = -1;
-            if (!strcmp(m.op, "PULL")) k = PULL;
-            else if (!strcmp(m.op, "PUSH")) k = m.peer >= 0 ? PUSH_ARRIVE : PUSH_OWN;
-            else if (!strcmp(m.op, "SFB")) k = m.peer >= 0 ? SFB_ARRIVE : SFB_OWN;
-            if (k < 0) emit(out, &m);
-            else rec_push(&kept[k], &m);
+        if (n < 0) {
+            rc = -1;
+            break;
         }
-        fclose(in);
+        for (int i = 0; i < n; i++) {
+            const trace_rec_t *m = &rows[i];
+            int k = -1;
+            if (!strcmp(m->op, "PULL")) k = PULL;
+            else if (!strcmp(m->op, "PUSH")) k = m->peer >= 0 ? PUSH_ARRIVE : PUSH_OWN;
+            else if (!strcmp(m->op, "SFB")) k = m->peer >= 0 ? SFB_ARRIVE : SFB_OWN;
+            if (k < 0) emit(out, m);
+            else rec_push(&kept[k], m);
+        }
+        free(rows);
     }
     rec_list_t *pull = &kept[PULL];
     if (pull->n) qsort(pull->v, (size_t)pull->n, sizeof *pull->v, rec_cmp);

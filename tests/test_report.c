@@ -13,6 +13,7 @@
 #include "core/model.h"
 #include "core/plan.h"
 #include "core/trace.h"
+#include "core/trace_read.h"
 #include "test.h"
 #include "tests/exp_fixture.h"
 
@@ -187,33 +188,16 @@ static void fixture_job_plan(plan_t *p, model_t *m)
     REQUIRE(plan_build_opts(p, m, &c, &po, err, sizeof err) == 0, "%s", err);
 }
 
-static int read_trace(const char *path, trace_rec_t **rows)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[4096];
-    int n = 0, cap = 0;
-    *rows = NULL;
-    while (fgets(line, sizeof line, f)) {
-        trace_rec_t r;
-        int got = trace_rec_parse(line, &r);
-        if (got == 1) continue;
-        if (got < 0) break;
-        if (n == cap) *rows = realloc(*rows, (size_t)(cap = cap ? 2 * cap : 256) * sizeof r);
-        (*rows)[n++] = r;
-    }
-    fclose(f);
-    return n;
-}
-
 TEST(critpath_plan_walks_the_edges_of_a_simulated_iteration)
 {
     plan_t p;
     model_t m;
     fixture_job_plan(&p, &m);
     trace_rec_t *rows;
-    int n = read_trace("tests/data/report_trace_sim.csv", &rows);
-    REQUIRE(n > 100, "fixture trace: %d rows", n);
+    char read_err[1200];
+    int n = trace_file_read("tests/data/report_trace_sim.csv", 1, &rows, read_err,
+                            sizeof read_err);
+    REQUIRE(n > 100, "fixture trace: %d rows: %s", n, n < 0 ? read_err : "");
     int *path, before;
     char err[512];
     int len = critpath_plan(&p, rows, n, 1, &path, &before, err, sizeof err);

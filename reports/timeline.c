@@ -1,29 +1,23 @@
-/* poseidon report timeline: one iteration of a trace (core/trace.h) drawn as lanes per node
- * — compute (FWD, BWD), the node's sends (PUSH, PULL, SFB, ALLREDUCE: as many sub-lanes as
- * overlap, up to TL_NET_MAX), the server (APPLY) and the update thread (UPDATE; the
- * interconnect's LREDUCE and LBCAST share it) — ops coloured by kind and labelled by layer
- * where the box is wide enough, the critical path (core/critpath.h) outlined and joined.
- * With a second trace of the same plan (--compare) both are drawn one above the other on
- * one time axis (each from its iteration's first start) and the ops whose durations differ
- * most are listed. gnuplot writes PNG or SVG by the output's extension.
- */
+#include "reports/timeline.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/flags.h"
-#include "cli/report.h"
-#include "cli/report_gnuplot.h"
 #include "core/check.h"
 #include "core/critpath.h"
 #include "core/experiment.h"
+#include "core/experiment_open.h"
 #include "core/job.h"
 #include "core/model.h"
 #include "core/outfile.h"
 #include "core/plan.h"
 #include "core/trace.h"
+#include "core/trace_read.h"
+#include "reports/gnuplot.h"
+#include "reports/paths.h"
 
 enum { TL_NET_MAX = 3, TL_WIDTH_PX = 1600, TL_LANE_PX = 16, TL_PLOT_PX = 1380 };
 
@@ -415,41 +409,38 @@ static void print_path(FILE *f, const tl_trace_t *t, int iteration, const char *
 }
 
 /* The plan of the job file, for a trace of n_nodes nodes: the first configuration of the
- * experiment with that many nodes. Returns 0, or -1 after saying why. */
+ * experiment (opened as `poseidon sim` opens it, overrides checked) with that many nodes.
+ * Returns 0 with *p and *m filled, or -1 after saying why. */
 static int job_plan(const timeline_opts_t *o, int n_nodes, plan_t *p, model_t *m)
 {
     experiment_t e;
     char err[2048];
-    const char *job = o->job;
-    if (experiment_load(&e, job, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    for (int i = 0; i < o->n_sets; i++)
-        if (experiment_override(&e, o->sets[i], err, sizeof err)) {
-            fprintf(stderr, "%s\n", err);
-            return -1;
-        }
-    if (model_load(m, e.model_path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
+    if (experiment_open(0, NULL, o->job, o->sets, o->n_sets, &e, m)) return -1;
     for (int i = 0; i < experiment_config_count(&e); i++) {
         cluster_t c;
         plan_opts_t po;
         job_config(&e, i, NULL, &c, &po);
         if (c.nodes != n_nodes) continue;
         if (plan_build_opts(p, m, &c, &po, err, sizeof err)) {
-            fprintf(stderr, "%s: %s\n", job, err);
+            fprintf(stderr, "%s: %s\n", o->job, err);
             model_fini(m);
             return -1;
         }
         return 0;
     }
     fprintf(stderr, "poseidon report timeline: %s: no configuration of %d nodes (the trace's)\n",
-            job, n_nodes);
+            o->job, n_nodes);
     model_fini(m);
     return -1;
+}
+
+/* Reads a trace file; -1 after naming the file (and line) on stderr. */
+static int read_rows(const char *path, trace_rec_t **rows)
+{
+    char err[1200];
+    int n = trace_file_read(path, 1, rows, err, sizeof err);
+    if (n < 0) fprintf(stderr, "poseidon report: %s\n", err);
+    return n < 0 ? -1 : n;
 }
 
 static int load_trace(tl_trace_t *t, const char *path, int iteration, const plan_t *plan)
@@ -457,7 +448,7 @@ static int load_trace(tl_trace_t *t, const char *path, int iteration, const plan
     memset(t, 0, sizeof *t);
     t->path = path;
     t->before = -1;
-    t->n = trace_file_read(path, &t->rows);
+    t->n = read_rows(path, &t->rows);
     if (t->n < 0) return -1;
     if (!has_iteration(t->rows, t->n, iteration)) {
         fprintf(stderr, "poseidon report timeline: %s: no rows of iteration %d\n", path, iteration);
@@ -485,202 +476,159 @@ static int load_trace(tl_trace_t *t, const char *path, int iteration, const plan
     return 0;
 }
 
-static int ends_with(const char *s, const char *suffix)
+/* One drawing: what report_timeline gathers before it writes the gnuplot program. */
+typedef struct {
+    const timeline_opts_t *o;
+    int n_nodes, iteration, n_tr, have_plan;
+    plan_t plan;
+    model_t model;
+    tl_trace_t tr[2];
+    unsigned char *shown; /* per node: drawn */
+    tl_layout_t l;
+    double x_max_ms;      /* the time axis: the longer iteration, and a margin */
+} tl_run_t;
+
+static void tl_run_free(tl_run_t *r)
 {
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && !strcmp(s + a - b, suffix);
+    for (int k = 0; k < 2; k++) tl_trace_free(&r->tr[k]);
+    free(r->l.y);
+    free(r->shown);
+    if (r->have_plan) {
+        plan_fini(&r->plan);
+        model_fini(&r->model);
+    }
 }
 
-int report_timeline(const timeline_opts_t *o, FILE *table)
+/* The node count of the drawn trace and the iteration drawn (the option's, else the middle
+ * one: past the warm-up, not the short last one). Returns 0, or -1 after saying why. */
+static int tl_pick_iteration(tl_run_t *r)
 {
-    int svg = ends_with(o->out, ".svg");
-    if (!svg && !ends_with(o->out, ".png")) {
-        fprintf(stderr, "poseidon report timeline: -o %s: expected a .png or .svg file\n", o->out);
-        return 2;
-    }
     trace_rec_t *probe = NULL;
-    int n_probe = trace_file_read(o->trace, &probe);
-    if (n_probe < 0) return 2;
-    int n_nodes = max_node(probe, n_probe) + 1, iteration = o->iteration;
-    if (iteration < 0) { /* the middle one: past the warm-up, not the short last one */
+    int n_probe = read_rows(r->o->trace, &probe);
+    if (n_probe < 0) return -1;
+    r->n_nodes = max_node(probe, n_probe) + 1;
+    r->iteration = r->o->iteration;
+    if (r->iteration < 0) {
         int last = 0;
         for (int i = 0; i < n_probe; i++)
             if (probe[i].iteration > last) last = probe[i].iteration;
-        iteration = (last + 1) / 2;
+        r->iteration = (last + 1) / 2;
     }
     free(probe);
+    return 0;
+}
 
-    plan_t plan;
-    model_t model;
-    int have_plan = 0, rc = 2;
-    tl_trace_t tr[2] = {{0}};
-    unsigned char *shown = xcalloc((size_t)n_nodes, 1);
-    tl_layout_t l = {.n_nodes = n_nodes, .shown = shown};
+/* The job's plan (when given), both traces with their critical paths, the nodes drawn.
+ * Returns 0, or -1 after saying why. */
+static int tl_load(tl_run_t *r)
+{
+    const timeline_opts_t *o = r->o;
+    r->shown = xcalloc((size_t)r->n_nodes, 1);
+    r->l = (tl_layout_t){.n_nodes = r->n_nodes, .shown = r->shown};
+    if (o->job) {
+        if (job_plan(o, r->n_nodes, &r->plan, &r->model)) return -1;
+        r->have_plan = 1;
+    }
+    r->n_tr = o->other ? 2 : 1;
+    for (int k = 0; k < r->n_tr; k++)
+        if (load_trace(&r->tr[k], k ? o->other : o->trace, r->iteration,
+                       r->have_plan ? &r->plan : NULL))
+            return -1;
+    int other_nodes = max_node(r->tr[1].rows, r->tr[1].n) + 1;
+    if (r->n_tr == 2 && other_nodes != r->n_nodes) {
+        fprintf(stderr, "poseidon report timeline: %s has %d nodes, %s %d: not the same plan\n",
+                o->trace, r->n_nodes, o->other, other_nodes);
+        return -1;
+    }
+    if (o->nodes) return nodes_parse(o->nodes, r->n_nodes, r->shown);
+    memset(r->shown, 1, (size_t)r->n_nodes);
+    return 0;
+}
+
+/* The lanes both panels share and the time axis. */
+static void tl_measure(tl_run_t *r)
+{
+    r->x_max_ms = 0;
+    for (int k = 0; k < r->n_tr; k++) {
+        const tl_trace_t *t = &r->tr[k];
+        int s = pack_sends(&r->tr[k], r->iteration, r->n_nodes);
+        if (s > r->l.n_sub) r->l.n_sub = s;
+        for (int i = 0; i < t->n; i++)
+            if (t->rows[i].iteration == r->iteration && r->shown[t->rows[i].node])
+                r->l.present[lane_of(t->rows[i].op)] = 1;
+        double span = (t->t1_ns - t->t0_ns) / 1e6;
+        if (span > r->x_max_ms) r->x_max_ms = span;
+    }
+    if (r->x_max_ms <= 0) r->x_max_ms = 1e-3;
+    r->x_max_ms *= 1.01;
+    r->l.present[LANE_COMPUTE] = 1;
+    layout_build(&r->l);
+}
+
+/* The gnuplot program of the drawing (malloc'ed; the caller frees). */
+static char *tl_program(const tl_run_t *r, int svg)
+{
+    const char *how = r->have_plan ? "critical path (plan edges)" : "critical path (trace rows)";
+    int panel_px = 150 + r->l.n_lanes * TL_LANE_PX, n_tr = r->n_tr;
+    if (panel_px < 420) panel_px = 420;
     char *prog = NULL;
     size_t prog_len = 0;
-    if (o->job) {
-        if (job_plan(o, n_nodes, &plan, &model)) goto out;
-        have_plan = 1;
-    }
-    int n_tr = o->other ? 2 : 1;
-    for (int k = 0; k < n_tr; k++)
-        if (load_trace(&tr[k], k ? o->other : o->trace, iteration, have_plan ? &plan : NULL))
-            goto out;
-    if (n_tr == 2 && max_node(tr[1].rows, tr[1].n) + 1 != n_nodes) {
-        fprintf(stderr, "poseidon report timeline: %s has %d nodes, %s %d: not the same plan\n",
-                o->trace, n_nodes, o->other, max_node(tr[1].rows, tr[1].n) + 1);
-        goto out;
-    }
-    if (o->nodes) {
-        if (nodes_parse(o->nodes, n_nodes, shown)) goto out;
-    } else {
-        memset(shown, 1, (size_t)n_nodes);
-    }
-    double x_max_ms = 0;
-    for (int k = 0; k < n_tr; k++) {
-        int s = pack_sends(&tr[k], iteration, n_nodes);
-        if (s > l.n_sub) l.n_sub = s;
-        for (int i = 0; i < tr[k].n; i++)
-            if (tr[k].rows[i].iteration == iteration && shown[tr[k].rows[i].node])
-                l.present[lane_of(tr[k].rows[i].op)] = 1;
-        double span = (tr[k].t1_ns - tr[k].t0_ns) / 1e6;
-        if (span > x_max_ms) x_max_ms = span;
-    }
-    if (x_max_ms <= 0) x_max_ms = 1e-3;
-    x_max_ms *= 1.01;
-    l.present[LANE_COMPUTE] = 1;
-    layout_build(&l);
-    if (outfile_make_parents(o->out) != 0) {
-        fprintf(stderr, "poseidon report timeline: %s: cannot create its folder: %s\n", o->out,
-                strerror(errno));
-        goto out;
-    }
-
-    const char *how = have_plan ? "critical path (plan edges)" : "critical path (trace rows)";
-    int panel_px = 150 + l.n_lanes * TL_LANE_PX;
-    if (panel_px < 420) panel_px = 420;
     FILE *g = open_memstream(&prog, &prog_len);
     if (!g) die("report: open_memstream: %s", strerror(errno));
-    if (svg)
-        fprintf(g, "set terminal svg size %d,%d dynamic font 'sans,10' noenhanced\n", TL_WIDTH_PX,
-                panel_px * n_tr);
-    else
-        fprintf(g, "set terminal pngcairo size %d,%d font 'sans,10' noenhanced\n", TL_WIDTH_PX,
-                panel_px * n_tr);
-    fprintf(g, "set output '%s'\n", o->out);
+    fprintf(g, "set terminal %s size %d,%d %sfont 'sans,10' noenhanced\n",
+            svg ? "svg" : "pngcairo", TL_WIDTH_PX, panel_px * n_tr, svg ? "dynamic " : "");
+    fprintf(g, "set output '%s'\n", r->o->out);
     tl_blocks_t bl[2] = {{0}};
-    for (int k = 0; k < n_tr; k++) bl[k] = write_blocks(g, &tr[k], &l, k, iteration, x_max_ms);
+    for (int k = 0; k < n_tr; k++)
+        bl[k] = write_blocks(g, &r->tr[k], &r->l, k, r->iteration, r->x_max_ms);
     fputs("set xlabel \"time since the iteration's first op started (ms)\"\n"
           "set grid xtics lc rgb '#dddddd'\nset ytics scale 0\nset xtics nomirror\n"
           "set lmargin at screen 0.085\nset rmargin at screen 0.985\n", g);
     if (n_tr == 2) fputs("set multiplot layout 2,1\n", g);
+    int shown_n = 0;
+    for (int i = 0; i < r->n_nodes; i++) shown_n += r->shown[i];
     for (int k = 0; k < n_tr; k++) {
-        write_axes(g, &l, x_max_ms);
+        write_axes(g, &r->l, r->x_max_ms);
         if (k == 0)
             fputs("set key outside top center horizontal samplen 2 spacing 1.1 maxrows 2\n", g);
         else
             fputs("unset key\n", g);
-        int shown_n = 0;
-        for (int i = 0; i < n_nodes; i++) shown_n += shown[i];
-        fprintf(g, "set title \"%s: iteration %d, %d of %d nodes, %.3f ms\"\n", tr[k].path,
-                iteration, shown_n, n_nodes, (tr[k].t1_ns - tr[k].t0_ns) / 1e6);
+        fprintf(g, "set title \"%s: iteration %d, %d of %d nodes, %.3f ms\"\n", r->tr[k].path,
+                r->iteration, shown_n, r->n_nodes, (r->tr[k].t1_ns - r->tr[k].t0_ns) / 1e6);
         write_plot(g, k, &bl[k], k == 0 ? bl[0].kinds | bl[1].kinds : 0, how);
     }
     if (n_tr == 2) fputs("unset multiplot\n", g);
     fputs("unset output\n", g);
     fclose(g);
-    if (gnuplot_run(prog)) {
-        rc = 1;
-        goto out;
-    }
-    for (int k = 0; k < n_tr; k++) print_path(table, &tr[k], iteration, have_plan ? "plan edges" : "trace rows");
-    if (n_tr == 2) print_diffs(table, &tr[0], &tr[1], iteration, o->top);
-    fprintf(table, "wrote %s (%d lanes)\n", o->out, l.n_lanes);
-    rc = 0;
-out:
-    for (int k = 0; k < 2; k++) tl_trace_free(&tr[k]);
-    free(l.y);
-    free(shown);
-    free(prog);
-    if (have_plan) {
-        plan_fini(&plan);
-        model_fini(&model);
-    }
-    return rc;
+    return prog;
 }
 
-void timeline_usage(FILE *f)
+int report_timeline(const timeline_opts_t *o, FILE *table, FILE *msg)
 {
-    fprintf(f,
-            "usage: poseidon report timeline TRACE.csv [--iteration I] [--nodes LIST]\n"
-            "                [--compare OTHER.csv] [--job EXPERIMENT] [--top N] [-o OUT.png|.svg]\n\n"
-            "Draws one iteration of a trace (poseidon sim --trace, poseidon train --trace) as\n"
-            "lanes per node: compute, sends (sub-lanes where they overlap), server, update;\n"
-            "ops coloured by kind, labelled by layer where wide enough, the critical path\n"
-            "outlined and joined by dashes.\n"
-            "  --iteration I   the iteration (default the middle one: iterations 0..N-1 give\n"
-            "                  N/2, past the first, the warm-up, and the short last one)\n"
-            "  --nodes LIST    the nodes drawn, e.g. 0-3,8 (default all; the critical path is\n"
-            "                  found over all of them)\n"
-            "  --compare F     a second trace of the same plan, drawn below on the same time\n"
-            "                  axis; prints the --top N (default 10) ops whose durations differ\n"
-            "                  most\n"
-            "  --job EXP       the experiment (or a run's written job) the trace executed: the\n"
-            "                  critical path follows the plan's edges and resources; without,\n"
-            "                  each op's predecessor is the row that ended last before it began\n"
-            "  --set KEY=VALUE an override of the job, as poseidon sim takes it\n"
-            "  -o OUT          .png or .svg (default TRACE-timeline.png)\n");
-}
-
-int cmd_report_timeline(int argc, char **argv)
-{
-    timeline_opts_t o = {.iteration = -1, .top = 10};
-    const char *sets[64];
-    char def_out[1100];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            timeline_usage(stdout);
-            return 0;
-        }
-        if (a[0] != '-') {
-            if (o.trace) {
-                fprintf(stderr, "poseidon report timeline: one TRACE expected (--compare for a "
-                                "second)\n");
-                return 2;
-            }
-            o.trace = a;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "poseidon report timeline: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--iteration")) {
-            if (flag_int32("report timeline", a, v, 0, INT32_MAX, &o.iteration)) return 2;
-        } else if (!strcmp(a, "--top")) {
-            if (flag_int32("report timeline", a, v, 0, INT32_MAX, &o.top)) return 2;
-        } else if (!strcmp(a, "--nodes")) o.nodes = v;
-        else if (!strcmp(a, "--compare")) o.other = v;
-        else if (!strcmp(a, "--job")) o.job = v;
-        else if (!strcmp(a, "--set") && o.n_sets < 64) sets[o.n_sets++] = v;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--out")) o.out = v;
-        else {
-            fprintf(stderr, "poseidon report timeline: unknown option '%s'\n", a);
-            return 2;
-        }
-        i++;
-    }
-    o.sets = sets;
-    if (!o.trace) {
-        timeline_usage(stderr);
+    int svg = paths_ends_with(o->out, ".svg");
+    if (!svg && !paths_ends_with(o->out, ".png")) {
+        fprintf(stderr, "poseidon report timeline: -o %s: expected a .png or .svg file\n", o->out);
         return 2;
     }
-    if (!o.out) {
-        size_t n = strlen(o.trace);
-        if (ends_with(o.trace, ".csv")) n -= 4;
-        snprintf(def_out, sizeof def_out, "%.*s-timeline.png", (int)n, o.trace);
-        o.out = def_out;
+    tl_run_t r = {.o = o};
+    if (tl_pick_iteration(&r)) return 2;
+    int rc = 2;
+    if (tl_load(&r)) goto out;
+    tl_measure(&r);
+    if (outfile_make_parents(o->out) != 0) {
+        fprintf(stderr, "poseidon report timeline: %s: cannot create its folder: %s\n", o->out,
+                strerror(errno));
+        goto out;
     }
-    return report_timeline(&o, stdout);
+    char *prog = tl_program(&r, svg);
+    rc = gnuplot_run(prog) ? 1 : 0;
+    free(prog);
+    if (rc) goto out;
+    for (int k = 0; k < r.n_tr; k++)
+        print_path(table, &r.tr[k], r.iteration, r.have_plan ? "plan edges" : "trace rows");
+    if (r.n_tr == 2) print_diffs(table, &r.tr[0], &r.tr[1], r.iteration, o->top);
+    if (msg) fprintf(msg, "wrote %s (%d lanes)\n", o->out, r.l.n_lanes);
+out:
+    tl_run_free(&r);
+    return rc;
 }

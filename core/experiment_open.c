@@ -1,4 +1,4 @@
-#include "cli/experiment_open.h"
+#include "core/experiment_open.h"
 
 #include <stdio.h>
 
@@ -21,7 +21,7 @@ int experiment_open(int argc, char **argv, const char *path, const char *const *
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    log_banner(argc, argv, e->seed);
+    if (argv) log_banner(argc, argv, e->seed);
     if (model_load(m, e->model_path, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 1;
