@@ -340,3 +340,24 @@ TEST(report_timeline_lists_the_ops_that_differ_most)
                   real, png);
     CHECK(rc == 2 && strstr(out, "real.csv:2:"), "exit %d: %s", rc, out);
 }
+
+TEST(report_every_subcommand_answers_help)
+{
+    const char *subs[] = {"speedup", "train", "compare", "timeline", "html"};
+    char out[8192], want[64];
+    for (int i = 0; i < 5; i++) {
+        snprintf(want, sizeof want, "usage: poseidon report %s", subs[i]);
+        for (int h = 0; h < 2; h++) {
+            int rc = test_run(out, sizeof out, "%s/poseidon report %s %s 2>/dev/null",
+                              test_build_dir(), subs[i], h ? "-h" : "--help");
+            CHECK(rc == 0 && strstr(out, want), "report %s %s: exit %d: %s", subs[i],
+                  h ? "-h" : "--help", rc, out);
+        }
+    }
+    /* an unknown option or a missing value is still refused */
+    int rc = test_run(out, sizeof out, "%s/poseidon report html --bogus x 2>&1", test_build_dir());
+    CHECK(rc == 2 && strstr(out, "unknown option '--bogus'"), "exit %d: %s", rc, out);
+    rc = test_run(out, sizeof out, "%s/poseidon report timeline t.csv --iteration 2>&1",
+                  test_build_dir());
+    CHECK(rc == 2 && strstr(out, "--iteration needs a value"), "exit %d: %s", rc, out);
+}

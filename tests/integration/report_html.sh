@@ -41,6 +41,8 @@ page=$d/report.html
 grep -q "wrote $page (2 plots)" "$tmp/html.log" || fail "expected the training curve and the timelines: $(cat "$tmp/html.log")"
 grep -q "critical path (plan edges)" "$page" || fail "the timeline did not follow the job's plan"
 grep -Eq '(src|href)="(http|file|/)' "$page" && fail "the page links to files: not self-contained"
+# the page holds what the plots and tables say, no log line of the commands it ran
+grep -Eq 'wrote |/tmp/poseidon-' "$page" && fail "a log line in the page: $(grep -E 'wrote |/tmp/poseidon-' "$page" | head -3)"
 
 command -v chromium >/dev/null || { echo "skip: chromium not installed (scripts/deps.sh --install); the page was written"; exit 77; }
 # the page plus a check that runs once it has loaded: errors caught, SVG sizes measured
