@@ -96,6 +96,17 @@ typedef struct {
 
 enum { OPT_HELP = 'h', OPT_MISSING = ':', OPT_UNKNOWN = '?', OPT_DONE = -1, OPT_BAD = -2 };
 
+/* Keeps a positional argument: 0, or -1 after saying there is one too many. */
+static int args_keep(args_t *a, const char *arg)
+{
+    if (a->n_pos == (int)(sizeof a->pos / sizeof a->pos[0])) {
+        fprintf(stderr, "poseidon report %s: unexpected argument '%s'\n", a->sub, arg);
+        return -1;
+    }
+    a->pos[a->n_pos++] = arg;
+    return 0;
+}
+
 /* The next option's letter; a positional argument is kept and skipped; OPT_HELP after
  * printing the usage on stdout; OPT_BAD after saying what is wrong on stderr. */
 static int args_next(args_t *a, int argc, char **argv, const char *shorts,
@@ -106,12 +117,13 @@ static int args_next(args_t *a, int argc, char **argv, const char *shorts,
     for (;;) {
         int ch = getopt_long(argc, argv, spec, longs, NULL);
         if (ch == 1) {
-            if (a->n_pos == (int)(sizeof a->pos / sizeof a->pos[0])) {
-                fprintf(stderr, "poseidon report %s: unexpected argument '%s'\n", a->sub, optarg);
-                return OPT_BAD;
-            }
-            a->pos[a->n_pos++] = optarg;
+            if (args_keep(a, optarg)) return OPT_BAD;
             continue;
+        }
+        if (ch == OPT_DONE) { /* the arguments after "--" */
+            for (; optind < argc; optind++)
+                if (args_keep(a, argv[optind])) return OPT_BAD;
+            return OPT_DONE;
         }
         if (ch == OPT_HELP) fputs(a->usage, stdout);
         if (ch == OPT_MISSING) {
