@@ -5,11 +5,10 @@
  *   compare SIM.csv REAL.csv       two traces joined, per op kind (reports/compare.h)
  *   timeline TRACE.csv ...         one iteration as lanes per node (reports/timeline.h)
  *   html DIR                       one page per study (reports/html.h)
- * Every subcommand reads its options with getopt_long and answers --help (-h) with its usage
- * on stdout, exit 0. A wrong option or a missing argument is exit 2; bad input (unreadable
+ * Every subcommand reads its options as the other commands do (cli/flags.h: getopt_long) and
+ * answers --help (-h) with its usage on stdout, exit 0. A wrong option or a missing argument is exit 2; bad input (unreadable
  * file, wrong header, malformed row) is reported as file:line by the renderer and exits 2.
  */
-#include <getopt.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -84,75 +83,31 @@ static void usage(FILE *f)
                "       (poseidon report timeline --help)\n");
 }
 
-/* A subcommand's arguments (argv[0] its name): options by getopt_long, the others
- * (positional, in order) into pos. "--help"/"-h" is every subcommand's; `shorts` names the
- * others' short letters as getopt does. */
+/* The positional arguments of a subcommand, in their order. */
 typedef struct {
-    const char *sub;
+    const char *cmd; /* "report html": the messages' prefix */
     const char *usage;
-    const char *pos[4];
-    int n_pos;
-} args_t;
+    const char *v[4];
+    int n;
+} pos_t;
 
-enum { OPT_HELP = 'h', OPT_MISSING = ':', OPT_UNKNOWN = '?', OPT_DONE = -1, OPT_BAD = -2 };
-
-/* Keeps a positional argument: 0, or -1 after saying there is one too many. */
-static int args_keep(args_t *a, const char *arg)
+/* Keeps one: 0, or -1 after saying there is one too many. */
+static int pos_add(pos_t *ps, const char *arg)
 {
-    if (a->n_pos == (int)(sizeof a->pos / sizeof a->pos[0])) {
-        fprintf(stderr, "poseidon report %s: unexpected argument '%s'\n", a->sub, arg);
+    if (ps->n == (int)(sizeof ps->v / sizeof ps->v[0])) {
+        fprintf(stderr, "poseidon %s: unexpected argument '%s'\n", ps->cmd, arg);
         return -1;
     }
-    a->pos[a->n_pos++] = arg;
+    ps->v[ps->n++] = arg;
     return 0;
 }
 
-/* The next option's letter; a positional argument is kept and skipped; OPT_HELP after
- * printing the usage on stdout; OPT_BAD after saying what is wrong on stderr. */
-static int args_next(args_t *a, int argc, char **argv, const char *shorts,
-                     const struct option *longs)
+/* Exactly n of them: 0, or 2 after the usage (too few) or the first extra one on stderr. */
+static int pos_want(const pos_t *ps, int n)
 {
-    char spec[32];
-    snprintf(spec, sizeof spec, "-:h%s", shorts); /* '-': positionals in order; ':' quiet */
-    for (;;) {
-        int ch = getopt_long(argc, argv, spec, longs, NULL);
-        if (ch == 1) {
-            if (args_keep(a, optarg)) return OPT_BAD;
-            continue;
-        }
-        if (ch == OPT_DONE) { /* the arguments after "--" */
-            for (; optind < argc; optind++)
-                if (args_keep(a, argv[optind])) return OPT_BAD;
-            return OPT_DONE;
-        }
-        if (ch == OPT_HELP) fputs(a->usage, stdout);
-        if (ch == OPT_MISSING) {
-            fprintf(stderr, "poseidon report %s: %s needs a value\n", a->sub, argv[optind - 1]);
-            return OPT_BAD;
-        }
-        if (ch == OPT_UNKNOWN) {
-            fprintf(stderr, "poseidon report %s: unknown option '%s'\n", a->sub, argv[optind - 1]);
-            return OPT_BAD;
-        }
-        return ch;
-    }
-}
-
-static void args_init(args_t *a, const char *sub, const char *usage)
-{
-    *a = (args_t){.sub = sub, .usage = usage};
-    optind = 0; /* glibc: start over (a fresh argv) */
-    opterr = 0;
-}
-
-/* The positional count a subcommand takes: 0, or 2 after its usage on stderr. */
-static int args_want(const args_t *a, int n)
-{
-    if (a->n_pos == n) return 0;
-    if (a->n_pos > n)
-        fprintf(stderr, "poseidon report %s: unexpected argument '%s'\n", a->sub, a->pos[n]);
-    else
-        fputs(a->usage, stderr);
+    if (ps->n == n) return 0;
+    if (ps->n > n) fprintf(stderr, "poseidon %s: unexpected argument '%s'\n", ps->cmd, ps->v[n]);
+    else fputs(ps->usage, stderr);
     return 2;
 }
 
@@ -160,86 +115,107 @@ static int args_want(const args_t *a, int n)
 static int run_plot(int argc, char **argv)
 {
     int speedup = !strcmp(argv[0], "speedup");
-    static const struct option longs[] = {
+    static const struct option opts[] = {
         {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    args_t a;
-    args_init(&a, argv[0], speedup ? s_usage_speedup : s_usage_train);
+    pos_t ps = {.cmd = speedup ? "report speedup" : "report train",
+                .usage = speedup ? s_usage_speedup : s_usage_train};
     const char *out = NULL;
-    int ch;
-    while ((ch = args_next(&a, argc, argv, "", longs)) != OPT_DONE) {
-        if (ch == OPT_HELP) return 0;
-        if (ch != 'o') return 2;
-        out = optarg;
+    flag_parser_t p;
+    flag_begin(&p, ps.cmd, argc, argv, "h", opts);
+    for (int c; (c = flag_next(&p)) != FLAG_END;) {
+        if (c == 'h') {
+            fputs(ps.usage, stdout);
+            return 0;
+        }
+        if (c == 'o') out = p.arg;
+        else if (c != FLAG_ARG || pos_add(&ps, p.arg)) return 2;
     }
-    if (args_want(&a, 1)) return 2;
+    if (pos_want(&ps, 1)) return 2;
     if (!out) {
-        fprintf(stderr, "poseidon report %s: --out PREFIX is required\n", a.sub);
+        fprintf(stderr, "poseidon %s: --out PREFIX is required\n", ps.cmd);
         return 2;
     }
-    return speedup ? report_speedup(a.pos[0], out, stdout) : report_train(a.pos[0], out, stdout);
+    return speedup ? report_speedup(ps.v[0], out, stdout) : report_train(ps.v[0], out, stdout);
 }
 
 static int run_compare(int argc, char **argv)
 {
-    static const struct option longs[] = {{"from-iteration", required_argument, 0, 'f'},
-                                          {"csv", required_argument, 0, 'c'},
-                                          {"help", no_argument, 0, 'h'},
-                                          {0, 0, 0, 0}};
-    args_t a;
-    args_init(&a, "compare", s_usage_compare);
-    int from = 1, ch;
+    static const struct option opts[] = {{"from-iteration", required_argument, 0, 'f'},
+                                         {"csv", required_argument, 0, 'c'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    pos_t ps = {.cmd = "report compare", .usage = s_usage_compare};
+    int from = 1;
     const char *csv = NULL;
-    while ((ch = args_next(&a, argc, argv, "", longs)) != OPT_DONE) {
-        if (ch == OPT_HELP) return 0;
-        if (ch == 'f') {
-            if (flag_int32("report compare", "--from-iteration", optarg, 0, INT32_MAX, &from))
-                return 2;
-        } else if (ch == 'c') {
-            csv = optarg;
-        } else {
-            return 2;
+    flag_parser_t p;
+    flag_begin(&p, ps.cmd, argc, argv, "h", opts);
+    for (int c; (c = flag_next(&p)) != FLAG_END;) {
+        switch (c) {
+        case 'h': fputs(ps.usage, stdout); return 0;
+        case 'f':
+            if (flag_int32(ps.cmd, p.opt, p.arg, 0, INT32_MAX, &from)) return 2;
+            break;
+        case 'c': csv = p.arg; break;
+        case FLAG_ARG:
+            if (pos_add(&ps, p.arg)) return 2;
+            break;
+        default: return 2;
         }
     }
-    if (args_want(&a, 2)) return 2;
-    return report_compare(a.pos[0], a.pos[1], from, csv);
+    if (pos_want(&ps, 2)) return 2;
+    return report_compare(ps.v[0], ps.v[1], from, csv);
 }
 
-static int run_timeline(int argc, char **argv)
+/* The timeline's options into *o (sets: room for its --set values). Returns -1 to go on, or
+ * the exit code (0 after --help). */
+static int timeline_parse(int argc, char **argv, timeline_opts_t *o, const char **sets,
+                          pos_t *ps)
 {
-    static const struct option longs[] = {
+    static const struct option opts[] = {
         {"iteration", required_argument, 0, 'i'}, {"top", required_argument, 0, 't'},
         {"nodes", required_argument, 0, 'n'},     {"compare", required_argument, 0, 'c'},
         {"job", required_argument, 0, 'j'},       {"set", required_argument, 0, 's'},
         {"out", required_argument, 0, 'o'},       {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    args_t a;
-    args_init(&a, "timeline", s_usage_timeline);
-    timeline_opts_t o = {.iteration = -1, .top = 10};
-    const char *sets[64];
-    int ch, rc = 0;
-    while (rc == 0 && (ch = args_next(&a, argc, argv, "o:", longs)) != OPT_DONE) {
-        switch (ch) {
-        case OPT_HELP: return 0;
-        case 'i': rc = flag_int32("report timeline", "--iteration", optarg, 0, INT32_MAX,
-                                  &o.iteration); break;
-        case 't': rc = flag_int32("report timeline", "--top", optarg, 0, INT32_MAX, &o.top); break;
-        case 'n': o.nodes = optarg; break;
-        case 'c': o.other = optarg; break;
-        case 'j': o.job = optarg; break;
+    flag_parser_t p;
+    flag_begin(&p, ps->cmd, argc, argv, "ho:", opts);
+    for (int c; (c = flag_next(&p)) != FLAG_END;) {
+        int rc = 0;
+        switch (c) {
+        case 'h': fputs(ps->usage, stdout); return 0;
+        case 'i': rc = flag_int32(ps->cmd, p.opt, p.arg, 0, INT32_MAX, &o->iteration); break;
+        case 't': rc = flag_int32(ps->cmd, p.opt, p.arg, 0, INT32_MAX, &o->top); break;
+        case 'n': o->nodes = p.arg; break;
+        case 'c': o->other = p.arg; break;
+        case 'j': o->job = p.arg; break;
         case 's':
-            if (o.n_sets < 64) sets[o.n_sets++] = optarg;
+            if (o->n_sets == 64) {
+                fprintf(stderr, "poseidon %s: at most 64 --set\n", ps->cmd);
+                return 2;
+            }
+            sets[o->n_sets++] = p.arg;
             break;
-        case 'o': o.out = optarg; break;
+        case 'o': o->out = p.arg; break;
+        case FLAG_ARG: rc = pos_add(ps, p.arg); break;
         default: return 2;
         }
+        if (rc) return 2;
     }
-    if (rc) return 2;
-    if (a.n_pos > 1) {
-        fprintf(stderr, "poseidon report timeline: one TRACE expected (--compare for a second)\n");
+    if (ps->n > 1) {
+        fprintf(stderr, "poseidon %s: one TRACE expected (--compare for a second)\n", ps->cmd);
         return 2;
     }
-    if (args_want(&a, 1)) return 2;
-    o.trace = a.pos[0];
+    return pos_want(ps, 1) ? 2 : -1;
+}
+
+static int run_timeline(int argc, char **argv)
+{
+    timeline_opts_t o = {.iteration = -1, .top = 10};
+    const char *sets[64];
+    pos_t ps = {.cmd = "report timeline", .usage = s_usage_timeline};
+    int rc = timeline_parse(argc, argv, &o, sets, &ps);
+    if (rc >= 0) return rc;
+    o.trace = ps.v[0];
     o.sets = sets;
     char def_out[PATH_MAX];
     if (!o.out) {
@@ -253,28 +229,31 @@ static int run_timeline(int argc, char **argv)
 
 static int run_html(int argc, char **argv)
 {
-    static const struct option longs[] = {
+    static const struct option opts[] = {
         {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    args_t a;
-    args_init(&a, "html", s_usage_html);
+    pos_t ps = {.cmd = "report html", .usage = s_usage_html};
     const char *out = NULL;
-    int ch;
-    while ((ch = args_next(&a, argc, argv, "o:", longs)) != OPT_DONE) {
-        if (ch == OPT_HELP) return 0;
-        if (ch != 'o') return 2;
-        out = optarg;
+    flag_parser_t p;
+    flag_begin(&p, ps.cmd, argc, argv, "ho:", opts);
+    for (int c; (c = flag_next(&p)) != FLAG_END;) {
+        if (c == 'h') {
+            fputs(ps.usage, stdout);
+            return 0;
+        }
+        if (c == 'o') out = p.arg;
+        else if (c != FLAG_ARG || pos_add(&ps, p.arg)) return 2;
     }
-    if (a.n_pos > 1) {
+    if (ps.n > 1) {
         fprintf(stderr, "poseidon report html: one DIR expected\n");
         return 2;
     }
-    if (args_want(&a, 1)) return 2;
+    if (pos_want(&ps, 1)) return 2;
     char def[PATH_MAX];
     if (!out) {
-        snprintf(def, sizeof def, "%s/report.html", a.pos[0]);
+        snprintf(def, sizeof def, "%s/report.html", ps.v[0]);
         out = def;
     }
-    return report_html(a.pos[0], out);
+    return report_html(ps.v[0], out);
 }
 
 int cmd_report(int argc, char **argv)
