@@ -111,25 +111,34 @@ static int pos_want(const pos_t *ps, int n)
     return 2;
 }
 
+/* The options of speedup, train and html: --out (-o) and --help; the positionals into ps.
+ * Returns -1 to go on, or the exit code (0 after --help). */
+static int parse_out(int argc, char **argv, pos_t *ps, const char **out)
+{
+    static const struct option opts[] = {
+        {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    flag_parser_t p;
+    flag_begin(&p, ps->cmd, argc, argv, "ho:", opts);
+    for (int c; (c = flag_next(&p)) != FLAG_END;) {
+        if (c == 'h') {
+            fputs(ps->usage, stdout);
+            return 0;
+        }
+        if (c == 'o') *out = p.arg;
+        else if (c != FLAG_ARG || pos_add(ps, p.arg)) return 2;
+    }
+    return -1;
+}
+
 /* speedup and train: one CSV, --out PREFIX. */
 static int run_plot(int argc, char **argv)
 {
     int speedup = !strcmp(argv[0], "speedup");
-    static const struct option opts[] = {
-        {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     pos_t ps = {.cmd = speedup ? "report speedup" : "report train",
                 .usage = speedup ? s_usage_speedup : s_usage_train};
     const char *out = NULL;
-    flag_parser_t p;
-    flag_begin(&p, ps.cmd, argc, argv, "h", opts);
-    for (int c; (c = flag_next(&p)) != FLAG_END;) {
-        if (c == 'h') {
-            fputs(ps.usage, stdout);
-            return 0;
-        }
-        if (c == 'o') out = p.arg;
-        else if (c != FLAG_ARG || pos_add(&ps, p.arg)) return 2;
-    }
+    int rc = parse_out(argc, argv, &ps, &out);
+    if (rc >= 0) return rc;
     if (pos_want(&ps, 1)) return 2;
     if (!out) {
         fprintf(stderr, "poseidon %s: --out PREFIX is required\n", ps.cmd);
@@ -229,20 +238,10 @@ static int run_timeline(int argc, char **argv)
 
 static int run_html(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     pos_t ps = {.cmd = "report html", .usage = s_usage_html};
     const char *out = NULL;
-    flag_parser_t p;
-    flag_begin(&p, ps.cmd, argc, argv, "ho:", opts);
-    for (int c; (c = flag_next(&p)) != FLAG_END;) {
-        if (c == 'h') {
-            fputs(ps.usage, stdout);
-            return 0;
-        }
-        if (c == 'o') out = p.arg;
-        else if (c != FLAG_ARG || pos_add(&ps, p.arg)) return 2;
-    }
+    int rc = parse_out(argc, argv, &ps, &out);
+    if (rc >= 0) return rc;
     if (ps.n > 1) {
         fprintf(stderr, "poseidon report html: one DIR expected\n");
         return 2;
