@@ -1,7 +1,8 @@
 /* poseidon report: the trace join of `compare` on small hand-written traces (values worked
  * out by hand), its rejection of a malformed trace, the plot files of `speedup`; the critical
  * path of a trace (core/critpath.h), `timeline`, and every plot kind rendered from the
- * fixtures in tests/data without a gnuplot warning. */
+ * fixtures in tests/data without a gnuplot warning; the reports' CSV reader (columns by name,
+ * reports/csv.h) and every subcommand's --help. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "core/plan.h"
 #include "core/trace.h"
 #include "core/trace_read.h"
+#include "reports/csv.h"
 #include "test.h"
 #include "tests/exp_fixture.h"
 
@@ -360,4 +362,32 @@ TEST(report_every_subcommand_answers_help)
     rc = test_run(out, sizeof out, "%s/poseidon report timeline t.csv --iteration 2>&1",
                   test_build_dir());
     CHECK(rc == 2 && strstr(out, "--iteration needs a value"), "exit %d: %s", rc, out);
+}
+
+TEST(report_csv_reads_columns_by_name)
+{
+    const char *d = test_tmpdir();
+    char path[512], v[CSV_VALUE_MAX];
+    snprintf(path, sizeof path, "%s/moved.csv", d);
+    /* speedup and gbps where no writer put them before; a short last row */
+    fixture_write_file(path, "model,nodes,speedup,scheme,gbps\n"
+                             "m,1,1.0,ps,10\nm,2,1.9,ps,40\nm,4,3.5,hybrid,40\nm,8\n");
+    csv_t c;
+    REQUIRE(csv_open(&c, path) == 0, "cannot open %s", path);
+    int k_speedup = csv_column(&c, "speedup"), k_gbps = csv_column(&c, "gbps");
+    CHECK_EQ_I64(k_speedup, 2);
+    CHECK_EQ_I64(k_gbps, 4);
+    CHECK_EQ_I64(csv_column(&c, "images_per_s"), -1);
+    REQUIRE(csv_next(&c) && csv_next(&c), "rows");
+    CHECK(csv_get(&c, k_speedup, v, sizeof v) == 0 && !strcmp(v, "1.9"), "speedup '%s'", v);
+    CHECK(csv_get(&c, k_gbps, v, sizeof v) == 0 && !strcmp(v, "40"), "gbps '%s'", v);
+    CHECK_EQ_I64(c.line_no, 3);
+    REQUIRE(csv_next(&c) && csv_next(&c), "rows");
+    CHECK(csv_get(&c, k_gbps, v, sizeof v) == -1, "a field past the row's end: '%s'", v);
+    CHECK(!csv_next(&c), "past the last row");
+    csv_close(&c);
+    /* distinct values by name: the short row has no gbps and is skipped */
+    CHECK_EQ_I64(csv_distinct_count(path, "gbps"), 2);
+    CHECK_EQ_I64(csv_distinct_count(path, "nodes"), 4);
+    CHECK_EQ_I64(csv_distinct_count(path, "no_such_column"), 0);
 }
