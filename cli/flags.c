@@ -60,6 +60,11 @@ static void bad_name(const flag_parser_t *p, char *out, size_t len)
 
 int flag_next(flag_parser_t *p)
 {
+    if (p->rest) { /* getopt is done: the rest are positional, getopt not asked again */
+        if (p->rest >= p->argc) return FLAG_END;
+        p->arg = p->argv[p->rest++];
+        return FLAG_ARG;
+    }
     char spec[128];
     /* '-': positional arguments in their place (argv stays as typed, for the banner);
      * ':': a missing value is told apart from an unknown option */
@@ -68,10 +73,9 @@ int flag_next(flag_parser_t *p)
     optopt = 0;
     int c = getopt_long(p->argc, p->argv, spec, p->longopts, &index);
     p->arg = optarg;
-    if (c == -1) { /* after "--": the rest are positional */
-        if (optind >= p->argc) return FLAG_END;
-        p->arg = p->argv[optind++];
-        return FLAG_ARG;
+    if (c == -1) { /* the end, or "--": what follows it is positional */
+        p->rest = optind > 0 ? optind : p->argc;
+        return flag_next(p);
     }
     if (c == 1) return FLAG_ARG;
     if (c == '?' || c == ':') {

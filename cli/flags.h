@@ -19,6 +19,7 @@ typedef struct {
     const struct option *longopts; /* ends with a zero entry */
     char opt[72];                  /* the option just read, as "--name" or "-x" */
     const char *arg;               /* its value, or the positional argument */
+    int rest;                      /* after getopt's end ("--"): the next argv index; 0 before */
 } flag_parser_t;
 
 /* Starts a walk (getopt's state reset). */

@@ -362,6 +362,10 @@ TEST(report_every_subcommand_answers_help)
     rc = test_run(out, sizeof out, "%s/poseidon report timeline t.csv --iteration 2>&1",
                   test_build_dir());
     CHECK(rc == 2 && strstr(out, "--iteration needs a value"), "exit %d: %s", rc, out);
+    /* after "--" every argument is positional, each once: the two traces, read (and missing) */
+    rc = test_run(out, sizeof out, "%s/poseidon report compare -- /nonexistent/-s.csv r.csv 2>&1",
+                  test_build_dir());
+    CHECK(rc == 2 && strstr(out, "/nonexistent/-s.csv: cannot read"), "exit %d: %s", rc, out);
 }
 
 TEST(report_csv_reads_columns_by_name)
