@@ -23,12 +23,6 @@
 #include "runtime/sync/sfb.h"
 #include "runtime/exec/train.h"
 
-const char *worker_unit_name(const worker_t *w, int u)
-{
-    const plan_unit_t *un = &w->plan.units[u];
-    return w->model.layers[un->layer >= 0 ? un->layer : un->first].name;
-}
-
 static int unit_layer(const worker_t *w, int u)
 {
     const plan_unit_t *un = &w->plan.units[u];
