@@ -442,6 +442,40 @@ static void quiesce(worker_t *w, int64_t k)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* Rank 0, every rank's file of checkpoint h->iter written: COMPLETE from their records in
+ * tab ("BYTES CHECKSUM STOP", worker_allgather's). A failure ends the job. */
+static void complete_write(worker_t *w, const job_ckpt_header_t *h, char **tab, const char *what)
+{
+    char err[2048];
+    job_ckpt_complete_t c = {.iter = h->iter, .world = w->world, .devices = w->devices,
+                             .plan_hash = h->plan_hash, .seed = h->seed};
+    snprintf(c.model, sizeof c.model, "%s", h->model);
+    c.files = xcalloc((size_t)w->world, sizeof *c.files);
+    for (int r = 0; r < w->world; r++) {
+        long long bytes;
+        unsigned long long sum;
+        if (sscanf(tab[r], "%lld %16llx", &bytes, &sum) != 2)
+            coord_client_fail(w->cl, "%s: malformed record from rank %d", what, r);
+        c.files[r] = (job_ckpt_file_t){bytes, sum};
+    }
+    int rc = job_ckpt_write_complete(w->cfg->checkpoint_dir, &c, err, sizeof err);
+    free(c.files);
+    if (rc) coord_client_fail(w->cl, "%s", err);
+}
+
+/* Under mu: the run stops before iteration k; every thread waiting for an instance of k or
+ * later is released (its condition and, for a thread waiting on sockets, its eventfd). */
+static void stop_at_set(worker_t *w, int64_t k)
+{
+    atomic_store(&w->stop_at, k);
+    for (int op = 0; op < w->n_op_cv; op++) {
+        pthread_cond_broadcast(&w->op_cv[op]);
+        uint64_t one = 1;
+        if (w->op_efd[op] >= 0 && write(w->op_efd[op], &one, sizeof one) < 0 && errno != EAGAIN)
+            die("eventfd write: %s", strerror(errno));
+    }
+}
+
 /* The checkpoint of iteration k (runtime/exec/job_checkpoint.h), before FWD of k: this rank
  * quiesces, its shard reaches version k, it writes its file; once every rank's is written
  * (a gather of their sizes and checksums through the coordinator) rank 0 writes COMPLETE,
@@ -489,22 +523,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
     int64_t slow_ms = w->cfg->timeout_ms + mine.bytes / 10000;
     int wait_ms = slow_ms > (1 << 30) ? (1 << 30) : (int)slow_ms;
     char **tab = worker_allgather(w, CKPT_GATHER_ID0 + k * (int64_t)w->world, line, wait_ms);
-    if (w->rank == 0) {
-        job_ckpt_complete_t c = {.iter = k, .world = w->world, .devices = w->devices,
-                                 .plan_hash = h.plan_hash, .seed = h.seed};
-        snprintf(c.model, sizeof c.model, "%s", h.model);
-        c.files = xcalloc((size_t)w->world, sizeof *c.files);
-        for (int r = 0; r < w->world; r++) {
-            long long bytes;
-            unsigned long long sum;
-            if (sscanf(tab[r], "%lld %16llx", &bytes, &sum) != 2)
-                coord_client_fail(w->cl, "%s: malformed record from rank %d", what, r);
-            c.files[r] = (job_ckpt_file_t){bytes, sum};
-        }
-        rc = job_ckpt_write_complete(dir, &c, err, sizeof err);
-        free(c.files);
-        if (rc) coord_client_fail(w->cl, "%s", err);
-    }
+    if (w->rank == 0) complete_write(w, &h, tab, what);
     /* every rank reads the same table: if one of them had heard a stop request, all stop
      * after this checkpoint */
     bool stop = false;
@@ -527,15 +546,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
     pthread_cond_broadcast(&w->quiesce_cv); /* the other devices wait for it (device_main) */
     w->ckpt_busy = false;
     w->ckpt_paused_ns += comm_now_ns() - t0;
-    if (stop) { /* release every thread waiting for an instance of k or later */
-        atomic_store(&w->stop_at, k);
-        for (int op = 0; op < w->n_op_cv; op++) {
-            pthread_cond_broadcast(&w->op_cv[op]);
-            uint64_t one = 1;
-            if (w->op_efd[op] >= 0 && write(w->op_efd[op], &one, sizeof one) < 0 && errno != EAGAIN)
-                die("eventfd write: %s", strerror(errno));
-        }
-    }
+    if (stop) stop_at_set(w, k);
     pthread_mutex_unlock(&w->mu);
     if (stop && w->rank == 0)
         log_info("stopping after the checkpoint of iteration %lld (a rank was asked to stop by "
