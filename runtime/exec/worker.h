@@ -106,7 +106,8 @@ solver_config_t worker_solver_config(const experiment_t *job);
 int64_t worker_iterations(const experiment_t *job, int64_t steps);
 
 /* One rank: opaque; runtime/exec/worker_state.h is its inside, shared by the set-up
- * (runtime/exec/worker.c) and the executor (runtime/exec/worker_exec.c). */
+ * (runtime/exec/worker.c), the executor (runtime/exec/worker_exec.c) and the helpers below
+ * them (runtime/exec/worker_*.c). */
 typedef struct worker worker_t;
 
 /* Set up this process's rank of the job described by the environment (launch_env_detect)
