@@ -63,50 +63,182 @@ struct nnet {
 
 static float *dev_floats(nnet_t *n, int64_t count) { return compute_alloc_floats(n->c, count); }
 
-nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char *err,
-               size_t errlen)
+/* What the runtime cannot run: a batch under 1, no input layer first or a second one, a
+ * layer that reads a loss, losses that want different labels per sample. 0, with the labels
+ * per sample in *label_count, or -1 with the reason in err. */
+static int model_check(const model_t *m, int batch, int *label_count, char *err, size_t errlen)
 {
     if (batch < 1) {
         snprintf(err, errlen, "batch must be >= 1 (got %d)", batch);
-        return NULL;
+        return -1;
     }
     if (m->n_layers < 2 || !layer_is_input(&m->layers[0])) {
         snprintf(err, errlen, "%s: a network needs an input layer first", m->path);
-        return NULL;
+        return -1;
     }
     for (int i = 1; i < m->n_layers; i++) {
         const layer_t *l = &m->layers[i];
         if (layer_is_input(l)) {
             snprintf(err, errlen, "%s:%d: the runtime takes one input layer ('%s' is a second)",
                      m->path, l->src_line, l->name);
-            return NULL;
+            return -1;
         }
         for (int k = 0; k < l->n_inputs; k++) {
             const layer_t *in = &m->layers[l->inputs[k]];
             if (layer_is_loss(in)) {
                 snprintf(err, errlen, "%s:%d: layer '%s' reads the loss layer '%s'", m->path,
                          l->src_line, l->name, in->name);
-                return NULL;
+                return -1;
             }
         }
     }
-
-    int label_count = 0, loss_kinds = 0;
+    int labels = 0, loss_kinds = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const layer_t *l = &m->layers[i];
         if (!layer_is_loss(l)) continue;
         int want = l->type == LAYER_SEQ_LOSS ? l->in_shape.w : 1;
         loss_kinds |= l->type == LAYER_SEQ_LOSS ? 2 : 1;
-        if ((label_count && want != label_count) || loss_kinds == 3) {
+        if ((labels && want != labels) || loss_kinds == 3) {
             snprintf(err, errlen, "%s:%d: loss '%s' wants %d labels per sample, an earlier loss "
                      "%d: the runtime takes one kind", m->path, l->src_line, l->name, want,
-                     label_count);
-            return NULL;
+                     labels);
+            return -1;
         }
-        label_count = want;
+        labels = want;
     }
-    if (!label_count) label_count = 1;
+    *label_count = labels ? labels : 1;
+    return 0;
+}
 
+/* Layer i's state every type has: its sizes, its output and gradient buffers, and its
+ * parameters' place in the arena. */
+static void layer_state_common(nnet_t *n, int i)
+{
+    const model_t *m = n->m;
+    const layer_t *l = &m->layers[i];
+    lstate_t *s = &n->ls[i];
+    s->in_count = i > 0 ? shape_count(m->layers[l->inputs[0]].out_shape) : 0;
+    s->out_count = layer_is_loss(l) ? s->in_count : shape_count(l->out_shape);
+    s->out = dev_floats(n, s->out_count * n->batch);
+    s->dout = dev_floats(n, s->out_count * n->batch);
+    s->need_dx = i > 0 && !layer_is_input(&m->layers[l->inputs[0]]);
+    if (i > 0) {
+        shape_t is = m->layers[l->inputs[0]].out_shape;
+        s->seq = is.h * is.w;
+        s->dim = is.c;
+    }
+    if (n->arena.layer_count[i] > 0) {
+        int64_t off = n->arena.layer_offset[i];
+        s->w = n->arena.params + off;
+        s->dw = n->arena.grads + off;
+        if (l->biases > 0) {
+            s->b = s->w + l->weights;
+            s->db = s->dw + l->weights;
+        }
+    }
+}
+
+/* Layer i's state of its type: its scratch, its share of the shared scratch (col, wext,
+ * host_tmp: the largest layer's), a dropout's random stream from seed. */
+static void layer_state_typed(nnet_t *n, int i, uint64_t seed)
+{
+    const layer_t *l = &n->m->layers[i];
+    lstate_t *s = &n->ls[i];
+    int batch = n->batch;
+    switch (l->type) {
+    case LAYER_CONV: {
+        int64_t k = (int64_t)l->in_shape.c * l->kernel_h * l->kernel_w;
+        int64_t need = (k + 1) * l->out_shape.h * l->out_shape.w;
+        if (need > n->col_count) n->col_count = need;
+        int64_t wext = (int64_t)l->out * (k + 1);
+        if (wext > n->wext_count) n->wext_count = wext;
+        ASSERT(l->weights == (int64_t)l->out * (l->in_shape.c / l->groups) * l->kernel_h *
+                                 l->kernel_w,
+               "conv '%s': weight count disagrees with the model", l->name);
+        break;
+    }
+    case LAYER_FC:
+        ASSERT(l->weights == (int64_t)l->out * s->in_count,
+               "fc '%s': weight count disagrees with the model", l->name);
+        break;
+    case LAYER_POOL:
+        if (l->global) {
+            s->kh = l->in_shape.h, s->kw = l->in_shape.w;
+            s->sh = s->sw = 1;
+            s->ph = s->pw = 0;
+        } else {
+            s->kh = l->kernel_h, s->kw = l->kernel_w;
+            s->sh = l->stride_h, s->sw = l->stride_w;
+            s->ph = l->pad_h, s->pw = l->pad_w;
+        }
+        if (l->pool == POOL_MAX)
+            s->argmax = n->c->ops->alloc(n->c->ctx, (size_t)(s->out_count * batch) * sizeof(int));
+        break;
+    case LAYER_LRN:
+    case LAYER_DROPOUT:
+        if (l->type == LAYER_LRN && s->out_count > n->col_count)
+            n->col_count = s->out_count; /* lrn backward scratch: one sample */
+        s->aux = dev_floats(n, s->out_count * batch);
+        if (l->type == LAYER_DROPOUT) {
+            s->rng = rng_new(seed, 0x64726f70ULL + (uint64_t)i);
+            if (s->out_count * batch > n->host_tmp_count) n->host_tmp_count = s->out_count * batch;
+        }
+        break;
+    case LAYER_BATCHNORM: {
+        int ch = l->out_shape.c;
+        s->aux = dev_floats(n, s->out_count * batch);
+        s->mean = dev_floats(n, ch);
+        s->invstd = dev_floats(n, ch);
+        s->run_mean = n->arena.state + n->arena.state_offset[i];
+        s->run_var = s->run_mean + ch;
+        n->lo->fill(n->c->ctx, ch, 1.0f, s->run_var);
+        break;
+    }
+    case LAYER_LINEAR:
+        if (l->tied) { /* the embed's matrix; the embed's backward then adds to it */
+            int64_t off = n->arena.layer_offset[l->tie_layer];
+            s->w = n->arena.params + off;
+            s->dw = n->arena.grads + off;
+            n->ls[l->tie_layer].add_dw = true;
+        }
+        break;
+    case LAYER_LAYERNORM:
+        s->aux = dev_floats(n, s->out_count * batch);
+        s->aux2 = dev_floats(n, (int64_t)s->seq * batch);
+        break;
+    case LAYER_ATTENTION: {
+        int64_t ss = (int64_t)s->seq * s->seq;
+        s->aux = dev_floats(n, ss * l->heads * batch);
+        if (ss > n->col_count) n->col_count = ss;
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* A device backend: host buffers for the input, the labels and the losses' copies back,
+ * and the labels on the device. */
+static void staging_init(nnet_t *n)
+{
+    const model_t *m = n->m;
+    int64_t last_loss = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        if (layer_is_loss(&m->layers[i])) last_loss = n->ls[i].out_count * n->batch;
+    if (last_loss > n->host_tmp_count) n->host_tmp_count = last_loss;
+    n->input_host = xcalloc((size_t)(n->ls[0].out_count * n->batch), sizeof(float));
+    n->labels_dev =
+        n->c->ops->alloc(n->c->ctx, (size_t)n->batch * n->label_count * sizeof(int));
+    n->host_tmp = xcalloc((size_t)(n->host_tmp_count > 0 ? n->host_tmp_count : 1),
+                          sizeof(float));
+    n->staged = true;
+}
+
+nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char *err,
+                 size_t errlen)
+{
+    int label_count;
+    if (model_check(m, batch, &label_count, err, errlen)) return NULL;
     nnet_t *n = xcalloc(1, sizeof *n);
     n->m = m;
     n->label_count = label_count;
@@ -119,114 +251,13 @@ nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char 
     n->ls = xcalloc((size_t)m->n_layers, sizeof *n->ls);
     n->labels = xcalloc((size_t)batch * label_count, sizeof *n->labels);
     for (int i = 0; i < m->n_layers; i++) {
-        const layer_t *l = &m->layers[i];
-        lstate_t *s = &n->ls[i];
-        s->in_count = i > 0 ? shape_count(m->layers[l->inputs[0]].out_shape) : 0;
-        s->out_count = layer_is_loss(l) ? s->in_count : shape_count(l->out_shape);
-        s->out = dev_floats(n, s->out_count * batch);
-        s->dout = dev_floats(n, s->out_count * batch);
-        s->need_dx = i > 0 && !layer_is_input(&m->layers[l->inputs[0]]);
-        if (i > 0) {
-            shape_t is = m->layers[l->inputs[0]].out_shape;
-            s->seq = is.h * is.w;
-            s->dim = is.c;
-        }
-        if (n->arena.layer_count[i] > 0) {
-            int64_t off = n->arena.layer_offset[i];
-            s->w = n->arena.params + off;
-            s->dw = n->arena.grads + off;
-            if (l->biases > 0) {
-                s->b = s->w + l->weights;
-                s->db = s->dw + l->weights;
-            }
-        }
-        switch (l->type) {
-        case LAYER_CONV: {
-            int64_t k = (int64_t)l->in_shape.c * l->kernel_h * l->kernel_w;
-            int64_t need = (k + 1) * l->out_shape.h * l->out_shape.w;
-            if (need > n->col_count) n->col_count = need;
-            int64_t wext = (int64_t)l->out * (k + 1);
-            if (wext > n->wext_count) n->wext_count = wext;
-            ASSERT(l->weights == (int64_t)l->out * (l->in_shape.c / l->groups) * l->kernel_h *
-                                     l->kernel_w,
-                   "conv '%s': weight count disagrees with the model", l->name);
-            break;
-        }
-        case LAYER_FC:
-            ASSERT(l->weights == (int64_t)l->out * s->in_count,
-                   "fc '%s': weight count disagrees with the model", l->name);
-            break;
-        case LAYER_POOL:
-            if (l->global) {
-                s->kh = l->in_shape.h, s->kw = l->in_shape.w;
-                s->sh = s->sw = 1;
-                s->ph = s->pw = 0;
-            } else {
-                s->kh = l->kernel_h, s->kw = l->kernel_w;
-                s->sh = l->stride_h, s->sw = l->stride_w;
-                s->ph = l->pad_h, s->pw = l->pad_w;
-            }
-            if (l->pool == POOL_MAX)
-                s->argmax = c->ops->alloc(c->ctx, (size_t)(s->out_count * batch) * sizeof(int));
-            break;
-        case LAYER_LRN:
-        case LAYER_DROPOUT:
-            if (l->type == LAYER_LRN && s->out_count > n->col_count)
-                n->col_count = s->out_count; /* lrn backward scratch: one sample */
-            s->aux = dev_floats(n, s->out_count * batch);
-            if (l->type == LAYER_DROPOUT) {
-                s->rng = rng_new(seed, 0x64726f70ULL + (uint64_t)i);
-                if (s->out_count * batch > n->host_tmp_count)
-                    n->host_tmp_count = s->out_count * batch;
-            }
-            break;
-        case LAYER_BATCHNORM: {
-            int ch = l->out_shape.c;
-            s->aux = dev_floats(n, s->out_count * batch);
-            s->mean = dev_floats(n, ch);
-            s->invstd = dev_floats(n, ch);
-            s->run_mean = n->arena.state + n->arena.state_offset[i];
-            s->run_var = s->run_mean + ch;
-            n->lo->fill(c->ctx, ch, 1.0f, s->run_var);
-            break;
-        }
-        case LAYER_LINEAR:
-            if (l->tied) { /* the embed's matrix; the embed's backward then adds to it */
-                int64_t off = n->arena.layer_offset[l->tie_layer];
-                s->w = n->arena.params + off;
-                s->dw = n->arena.grads + off;
-                n->ls[l->tie_layer].add_dw = true;
-            }
-            break;
-        case LAYER_LAYERNORM:
-            s->aux = dev_floats(n, s->out_count * batch);
-            s->aux2 = dev_floats(n, (int64_t)s->seq * batch);
-            break;
-        case LAYER_ATTENTION: {
-            int64_t ss = (int64_t)s->seq * s->seq;
-            s->aux = dev_floats(n, ss * l->heads * batch);
-            if (ss > n->col_count) n->col_count = ss;
-            break;
-        }
-        default:
-            break;
-        }
+        layer_state_common(n, i);
+        layer_state_typed(n, i, seed);
     }
     n->col = dev_floats(n, n->col_count > 0 ? n->col_count : 1);
     n->wext = dev_floats(n, n->wext_count > 0 ? n->wext_count : 1);
-    if (n->host) {
-        n->labels_dev = n->labels;
-    } else {
-        int64_t last_loss = 0;
-        for (int i = 0; i < m->n_layers; i++)
-            if (layer_is_loss(&m->layers[i])) last_loss = n->ls[i].out_count * batch;
-        if (last_loss > n->host_tmp_count) n->host_tmp_count = last_loss;
-        n->input_host = xcalloc((size_t)(n->ls[0].out_count * batch), sizeof(float));
-        n->labels_dev = c->ops->alloc(c->ctx, (size_t)batch * label_count * sizeof(int));
-        n->host_tmp = xcalloc((size_t)(n->host_tmp_count > 0 ? n->host_tmp_count : 1),
-                              sizeof(float));
-        n->staged = true;
-    }
+    if (n->host) n->labels_dev = n->labels;
+    else staging_init(n);
     return n;
 }
 
@@ -644,6 +675,54 @@ void nnet_backward_begin(nnet_t *n)
                         (size_t)(n->ls[i].out_count * n->batch) * sizeof(float));
 }
 
+/* CONCAT and ADD: the output's gradient added into each input's (an input layer's only when
+ * the net computes the input's gradient). */
+static void merge_backward(nnet_t *n, const layer_t *l, lstate_t *s)
+{
+    void *ctx = n->c->ctx;
+    int64_t off = 0;
+    for (int k = 0; k < l->n_inputs; k++) {
+        lstate_t *in = &n->ls[l->inputs[k]];
+        bool need = n->input_grad || n->m->layers[l->inputs[k]].type != LAYER_INPUT;
+        if (l->type == LAYER_CONCAT) {
+            if (need)
+                n->lo->add_rows(ctx, n->batch, in->out_count, in->dout, in->out_count,
+                                s->dout + off, s->out_count);
+            off += in->out_count;
+        } else if (need) {
+            n->c->ops->saxpy(ctx, s->out_count * n->batch, 1.0f, s->dout, in->dout);
+        }
+    }
+}
+
+/* The sequence layers that move positions: POSEMBED, CLSTOKEN, TO_SEQ, SELECT (dx NULL: the
+ * input needs no gradient). */
+static void position_backward(nnet_t *n, const layer_t *l, lstate_t *s, float *dx)
+{
+    void *ctx = n->c->ctx;
+    const compute_layer_ops_t *lo = n->lo;
+    int64_t seqn = (int64_t)s->seq * s->dim;
+    switch (l->type) {
+    case LAYER_POSEMBED: /* dp = sum over the batch of dout; dx += dout */
+        lo->sum_rows(ctx, n->batch, seqn, s->dout, seqn, s->dw);
+        if (dx) lo->add(ctx, s->out_count * n->batch, s->dout, dx);
+        break;
+    case LAYER_CLSTOKEN: /* dw = sum over the batch of dout at position 0; dx += the rest */
+        lo->sum_rows(ctx, n->batch, s->dim, s->dout, seqn + s->dim, s->dw);
+        if (dx) lo->add_rows(ctx, n->batch, seqn, dx, seqn, s->dout + s->dim, seqn + s->dim);
+        break;
+    case LAYER_TO_SEQ:
+        if (dx) lo->transpose(ctx, n->batch, s->seq, s->dim, s->dout, dx, true);
+        break;
+    case LAYER_SELECT:
+        if (dx)
+            lo->add_rows(ctx, n->batch, s->dim, dx + (int64_t)l->select_pos * s->dim, seqn,
+                         s->dout, s->dim);
+        break;
+    default: ASSERT(0, "layer type %d moves no positions", (int)l->type);
+    }
+}
+
 void nnet_backward_layer(nnet_t *n, int li)
 {
     const layer_t *l = &n->m->layers[li];
@@ -673,24 +752,8 @@ void nnet_backward_layer(nnet_t *n, int li)
         }
         break;
     case LAYER_BATCHNORM: bn_backward(n, l, s, dx); break;
-    case LAYER_CONCAT: {
-        int64_t off = 0;
-        for (int k = 0; k < l->n_inputs; k++) {
-            lstate_t *in = &n->ls[l->inputs[k]];
-            bool need = n->input_grad || n->m->layers[l->inputs[k]].type != LAYER_INPUT;
-            if (need)
-                lo->add_rows(ctx, n->batch, in->out_count, in->dout, in->out_count,
-                             s->dout + off, s->out_count);
-            off += in->out_count;
-        }
-        break;
-    }
-    case LAYER_ADD:
-        for (int k = 0; k < l->n_inputs; k++) {
-            bool need = n->input_grad || n->m->layers[l->inputs[k]].type != LAYER_INPUT;
-            if (need) n->c->ops->saxpy(ctx, total, 1.0f, s->dout, n->ls[l->inputs[k]].dout);
-        }
-        break;
+    case LAYER_CONCAT:
+    case LAYER_ADD: merge_backward(n, l, s); break;
     case LAYER_SOFTMAX_LOSS:
         if (dx) softmax_loss_backward(n, l, s, dx);
         break;
@@ -699,26 +762,10 @@ void nnet_backward_layer(nnet_t *n, int li)
         if (!s->add_dw) n->c->ops->zero(ctx, s->dw, (size_t)l->weights * sizeof(float));
         lo->embed_backward(ctx, (int64_t)n->batch * s->seq, x, s->dout, l->out, s->dw);
         break;
-    case LAYER_POSEMBED: { /* dp = sum over the batch of dout; dx += dout */
-        int64_t seqn = (int64_t)s->seq * s->dim;
-        lo->sum_rows(ctx, n->batch, seqn, s->dout, seqn, s->dw);
-        if (dx) lo->add(ctx, total, s->dout, dx);
-        break;
-    }
-    case LAYER_CLSTOKEN: { /* dw = sum over the batch of dout at position 0; dx += the rest */
-        int64_t seqn = (int64_t)s->seq * s->dim;
-        lo->sum_rows(ctx, n->batch, s->dim, s->dout, seqn + s->dim, s->dw);
-        if (dx) lo->add_rows(ctx, n->batch, seqn, dx, seqn, s->dout + s->dim, seqn + s->dim);
-        break;
-    }
+    case LAYER_POSEMBED:
+    case LAYER_CLSTOKEN:
     case LAYER_TO_SEQ:
-        if (dx) lo->transpose(ctx, n->batch, s->seq, s->dim, s->dout, dx, true);
-        break;
-    case LAYER_SELECT:
-        if (dx)
-            lo->add_rows(ctx, n->batch, s->dim, dx + (int64_t)l->select_pos * s->dim,
-                         (int64_t)s->seq * s->dim, s->dout, s->dim);
-        break;
+    case LAYER_SELECT: position_backward(n, l, s, dx); break;
     case LAYER_LINEAR: linear_backward(n, l, s, x, dx); break;
     case LAYER_LAYERNORM:
         lo->layernorm_backward(ctx, (int64_t)n->batch * s->seq, s->dim, s->dout, s->w, s->aux,

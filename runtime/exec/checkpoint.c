@@ -130,10 +130,32 @@ int ckpt_close(ckpt_reader_t **rp, char *err, size_t errlen)
         snprintf(err, errlen, "%s: checksum mismatch (corrupt checkpoint)", r->path);
         rc = -1;
     }
-    fclose(r->f);
-    free(r);
-    *rp = NULL;
+    ckpt_discard(rp);
     return rc;
+}
+
+ckpt_reader_t *ckpt_open_tagged(const char *path, void *hdr, size_t bytes, const char *magic,
+                                uint32_t version, const char *kind, char *err, size_t errlen)
+{
+    ckpt_reader_t *r = ckpt_open(path, err, errlen);
+    if (!r) return NULL;
+    const ckpt_tag_t *tag = hdr;
+    if (ckpt_read(r, hdr, bytes) || memcmp(tag->magic, magic, 8))
+        snprintf(err, errlen, "%s: not a poseidon %s", path, kind);
+    else if (tag->version != version)
+        snprintf(err, errlen, "%s: %s version %u, this build reads %u", path, kind, tag->version,
+                 version);
+    else
+        return r;
+    ckpt_discard(&r);
+    return NULL;
+}
+
+void ckpt_discard(ckpt_reader_t **rp)
+{
+    fclose((*rp)->f);
+    free(*rp);
+    *rp = NULL;
 }
 
 /* ---- one replica (single-worker training) */
@@ -142,8 +164,7 @@ int ckpt_close(ckpt_reader_t **rp, char *err, size_t errlen)
 #define CKPT_VERSION 2u
 
 typedef struct {
-    char magic[8];
-    uint32_t version, reserved;
+    ckpt_tag_t tag;
     char model[MODEL_NAME_MAX];
     int64_t params, state, rng_bytes;
     int64_t epoch, iter;
@@ -156,8 +177,8 @@ int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const 
 {
     ckpt_header_t h;
     memset(&h, 0, sizeof h);
-    memcpy(h.magic, CKPT_MAGIC, 8);
-    h.version = CKPT_VERSION;
+    memcpy(h.tag.magic, CKPT_MAGIC, 8);
+    h.tag.version = CKPT_VERSION;
     snprintf(h.model, sizeof h.model, "%s", m->name);
     h.params = a->count;
     h.state = a->state_count;
@@ -185,26 +206,16 @@ int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const 
 int checkpoint_load(const char *path, const model_t *m, arena_t *a, float *history, void *rng,
                     size_t rng_bytes, checkpoint_meta_t *meta, char *err, size_t errlen)
 {
-    ckpt_reader_t *r = ckpt_open(path, err, errlen);
-    if (!r) return -1;
     ckpt_header_t h;
-    char why[512] = "";
-    if (ckpt_read(r, &h, sizeof h) || memcmp(h.magic, CKPT_MAGIC, 8))
-        snprintf(why, sizeof why, "%s: not a poseidon checkpoint", path);
-    else if (h.version != CKPT_VERSION)
-        snprintf(why, sizeof why, "%s: checkpoint version %u, this build reads %u", path,
-                 h.version, CKPT_VERSION);
-    else {
-        h.model[sizeof h.model - 1] = '\0';
-        if (strcmp(h.model, m->name) || h.params != a->count || h.state != a->state_count ||
-            h.rng_bytes != (int64_t)rng_bytes)
-            snprintf(why, sizeof why,
-                     "%s: checkpoint of model '%s' (%lld parameters), not of '%s' (%lld)", path,
-                     h.model, (long long)h.params, m->name, (long long)a->count);
-    }
-    if (why[0]) {
-        ckpt_close(&r, err, errlen);
-        snprintf(err, errlen, "%s", why);
+    ckpt_reader_t *r =
+        ckpt_open_tagged(path, &h, sizeof h, CKPT_MAGIC, CKPT_VERSION, "checkpoint", err, errlen);
+    if (!r) return -1;
+    h.model[sizeof h.model - 1] = '\0';
+    if (strcmp(h.model, m->name) || h.params != a->count || h.state != a->state_count ||
+        h.rng_bytes != (int64_t)rng_bytes) {
+        ckpt_discard(&r);
+        snprintf(err, errlen, "%s: checkpoint of model '%s' (%lld parameters), not of '%s' (%lld)",
+                 path, h.model, (long long)h.params, m->name, (long long)a->count);
         return -1;
     }
     /* a device's buffers are written once the whole file has checked out */

@@ -33,6 +33,13 @@ int ckpt_write(const char *path, const ckpt_part_t *parts, int n, char *err, siz
  * logging it. */
 void ckpt_remove_stale(const char *path);
 
+/* The first bytes of every checkpoint file's header: what kind of file it is and the
+ * version of its layout. */
+typedef struct {
+    char magic[8];
+    uint32_t version, reserved;
+} ckpt_tag_t;
+
 typedef struct ckpt_reader ckpt_reader_t;
 /* NULL with "PATH: reason" in err. */
 ckpt_reader_t *ckpt_open(const char *path, char *err, size_t errlen);
@@ -41,6 +48,15 @@ int ckpt_read(ckpt_reader_t *r, void *out, size_t bytes);
 /* Checks the checksum and that nothing follows it, and closes. 0, or -1 with "PATH: reason"
  * in err (truncated, trailing bytes, checksum mismatch). */
 int ckpt_close(ckpt_reader_t **rp, char *err, size_t errlen);
+
+/* Opens path and reads its header (bytes of hdr, which starts with a ckpt_tag_t): the
+ * reader, or NULL with "PATH: reason" in err when the file cannot be opened, is not a
+ * poseidon `kind` (its magic) or is of another version than this build's. */
+ckpt_reader_t *ckpt_open_tagged(const char *path, void *hdr, size_t bytes, const char *magic,
+                                uint32_t version, const char *kind, char *err, size_t errlen);
+
+/* Closes a reader whose file was refused (the caller says why), checking nothing. */
+void ckpt_discard(ckpt_reader_t **rp);
 
 typedef struct {
     int64_t epoch;   /* epochs completed */

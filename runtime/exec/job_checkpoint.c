@@ -20,8 +20,7 @@
 #define COMPLETE_FIRST_LINE "poseidon job checkpoint"
 
 typedef struct {
-    char magic[8];
-    uint32_t version, reserved;
+    ckpt_tag_t tag;
     job_ckpt_header_t h;
 } disk_header_t;
 
@@ -84,8 +83,8 @@ int job_ckpt_write_rank(const char *path, const job_ckpt_header_t *h,
 {
     disk_header_t d;
     memset(&d, 0, sizeof d);
-    memcpy(d.magic, JOB_CKPT_MAGIC, 8);
-    d.version = JOB_CKPT_VERSION;
+    memcpy(d.tag.magic, JOB_CKPT_MAGIC, 8);
+    d.tag.version = JOB_CKPT_VERSION;
     d.h = *h;
     ASSERT(h->devices >= 1, "a checkpoint of %d devices", h->devices);
     int n = 1 + n_state_parts(h);
@@ -103,6 +102,30 @@ int job_ckpt_write_rank(const char *path, const job_ckpt_header_t *h,
     return 0;
 }
 
+/* The first of world size, devices per node, seed and plan (want's plan_hash 0: not known
+ * yet) in which a checkpoint (g, its file at path) is not of the job (want): "PATH: reason"
+ * in err and -1; 0 when it is of the job in all four. */
+static int job_mismatch(const char *path, const job_ckpt_header_t *g,
+                        const job_ckpt_header_t *want, char *err, size_t n)
+{
+    if (g->world != want->world)
+        snprintf(err, n, "%s: checkpoint of a %d-rank job, this job has %d ranks", path,
+                 g->world, want->world);
+    else if (g->devices != want->devices)
+        snprintf(err, n, "%s: checkpoint of %d devices per node, this job has %d "
+                         "(--devices-per-node)", path, g->devices, want->devices);
+    else if (g->seed != want->seed)
+        snprintf(err, n, "%s: checkpoint of seed %llu, this job's seed is %llu", path,
+                 (unsigned long long)g->seed, (unsigned long long)want->seed);
+    else if (want->plan_hash && g->plan_hash != want->plan_hash)
+        snprintf(err, n, "%s: checkpoint of plan %016llx, this job's plan is %016llx (another "
+                         "scheme, cluster, batch or link: --no-probe or --link keeps a plan)",
+                 path, (unsigned long long)g->plan_hash, (unsigned long long)want->plan_hash);
+    else
+        return 0;
+    return -1;
+}
+
 /* Why header g is not the one the job wants (want), or "" when it is. */
 static void header_mismatch(const char *path, const job_ckpt_header_t *g,
                             const job_ckpt_header_t *want, char *why, size_t n)
@@ -113,21 +136,10 @@ static void header_mismatch(const char *path, const job_ckpt_header_t *g,
         snprintf(why, n, "%s: checkpoint of model '%s' (%lld parameters), this job runs '%s' "
                          "(%lld)", path, g->model, (long long)g->n_params, want->model,
                  (long long)want->n_params);
-    else if (g->world != want->world)
-        snprintf(why, n, "%s: checkpoint of a %d-rank job, this job has %d ranks", path,
-                 g->world, want->world);
-    else if (g->devices != want->devices)
-        snprintf(why, n, "%s: checkpoint of %d devices per node, this job has %d "
-                         "(--devices-per-node)", path, g->devices, want->devices);
+    else if (job_mismatch(path, g, want, why, n))
+        return;
     else if (g->rank != want->rank)
         snprintf(why, n, "%s: the file of rank %d, read by rank %d", path, g->rank, want->rank);
-    else if (g->plan_hash != want->plan_hash)
-        snprintf(why, n, "%s: checkpoint of plan %016llx, this job's plan is %016llx (another "
-                         "scheme, cluster, batch or link: --no-probe or --link keeps a plan)",
-                 path, (unsigned long long)g->plan_hash, (unsigned long long)want->plan_hash);
-    else if (g->seed != want->seed)
-        snprintf(why, n, "%s: checkpoint of seed %llu, this job's seed is %llu", path,
-                 (unsigned long long)g->seed, (unsigned long long)want->seed);
     else if (g->iter != want->iter)
         snprintf(why, n, "%s: checkpoint of iteration %lld, its directory says %lld", path,
                  (long long)g->iter, (long long)want->iter);
@@ -155,22 +167,14 @@ int job_ckpt_read_rank(const char *path, const job_ckpt_header_t *want,
                  (unsigned long long)on_disk.checksum, (unsigned long long)file->checksum);
         return -1;
     }
-    ckpt_reader_t *r = ckpt_open(path, err, errlen);
-    if (!r) return -1;
     disk_header_t d;
-    char why[1024] = "";
-    if (ckpt_read(r, &d, sizeof d) || memcmp(d.magic, JOB_CKPT_MAGIC, 8))
-        snprintf(why, sizeof why, "%s: not a poseidon job checkpoint", path);
-    else if (d.version != JOB_CKPT_VERSION)
-        snprintf(why, sizeof why, "%s: job checkpoint version %u, this build reads %u", path,
-                 d.version, JOB_CKPT_VERSION);
-    else {
-        d.h.model[sizeof d.h.model - 1] = '\0';
-        header_mismatch(path, &d.h, want, why, sizeof why);
-    }
-    if (why[0]) {
-        ckpt_close(&r, err, errlen);
-        snprintf(err, errlen, "%s", why);
+    ckpt_reader_t *r = ckpt_open_tagged(path, &d, sizeof d, JOB_CKPT_MAGIC, JOB_CKPT_VERSION,
+                                        "job checkpoint", err, errlen);
+    if (!r) return -1;
+    d.h.model[sizeof d.h.model - 1] = '\0';
+    header_mismatch(path, &d.h, want, err, errlen);
+    if (err[0]) {
+        ckpt_discard(&r);
         return -1;
     }
     ckpt_part_t *parts = state_parts(want, s);
@@ -288,23 +292,15 @@ int job_ckpt_check_complete(const job_ckpt_complete_t *c, const char *path, cons
                             int world, int devices, uint64_t seed, uint64_t plan_hash,
                             int64_t iterations, char *err, size_t errlen)
 {
+    job_ckpt_header_t g = {.world = c->world, .devices = c->devices, .seed = c->seed,
+                           .plan_hash = c->plan_hash},
+                      want = {.world = world, .devices = devices, .seed = seed,
+                              .plan_hash = plan_hash};
     if (strcmp(c->model, model))
         snprintf(err, errlen, "%s: checkpoint of model '%s', this job runs '%s'", path, c->model,
                  model);
-    else if (c->world != world)
-        snprintf(err, errlen, "%s: checkpoint of a %d-rank job, this job has %d ranks", path,
-                 c->world, world);
-    else if (c->devices != devices)
-        snprintf(err, errlen, "%s: checkpoint of %d devices per node, this job has %d "
-                              "(--devices-per-node)", path, c->devices, devices);
-    else if (c->seed != seed)
-        snprintf(err, errlen, "%s: checkpoint of seed %llu, this job's seed is %llu", path,
-                 (unsigned long long)c->seed, (unsigned long long)seed);
-    else if (plan_hash && c->plan_hash != plan_hash)
-        snprintf(err, errlen, "%s: checkpoint of plan %016llx, this job's plan is %016llx "
-                              "(another scheme, cluster, batch or link: --no-probe or --link "
-                              "keeps a plan)", path, (unsigned long long)c->plan_hash,
-                 (unsigned long long)plan_hash);
+    else if (job_mismatch(path, &g, &want, err, errlen))
+        return -1;
     else if (iterations > 0 && c->iter >= iterations)
         snprintf(err, errlen, "%s: checkpoint after iteration %lld, and this job runs %lld",
                  path, (long long)c->iter, (long long)iterations);

@@ -58,13 +58,9 @@ static void layer_gemms(compute_t *c, const layer_t *l, int batch, bool fwd, boo
         }
 }
 
-int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t *c,
-                uint64_t seed, profile_row_t *rows, char *err, size_t errlen)
+/* Random inputs (token ids, or values) and labels in n's input buffers, drawn from seed. */
+static void random_batch(nnet_t *n, const model_t *m, int batch, uint64_t seed)
 {
-    ASSERT(repeats >= 1 && warmup >= 0, "repeats %d warmup %d", repeats, warmup);
-    nnet_t *n = nnet_new(m, batch, c, seed, err, errlen);
-    if (!n) return -1;
-    solver_init_params(m, nnet_arena(n), INIT_AUTO, seed);
     rng_t *r = rng_new(seed, 3);
     float *x = nnet_input(n);
     bool ids = m->layers[0].type == LAYER_TOKENS; /* token ids, not values */
@@ -77,12 +73,19 @@ int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t 
     for (int b = 0; b < batch * nnet_label_count(n); b++)
         nnet_labels(n)[b] = (int)rng_uint(r, (uint64_t)classes);
     rng_destroy(&r);
+}
 
-    /* Buffers for the bare GEMMs, of the largest operand sizes over the conv and fc layers
-     * (zero-filled: the values do not change a GEMM's time). */
-    int L = m->n_layers;
+/* Operands of the bare GEMMs (layer_gemms), on c. */
+typedef struct {
+    float *a, *b, *act, *out;
+} gemm_bufs_t;
+
+/* Buffers for the bare GEMMs, of the largest operand sizes over the conv and fc layers
+ * (zero-filled: the values do not change a GEMM's time). */
+static gemm_bufs_t gemm_bufs_new(compute_t *c, const model_t *m, int batch)
+{
     int64_t wmax = 1, colmax = 1, actmax = 1;
-    for (int l = 1; l < L; l++) {
+    for (int l = 1; l < m->n_layers; l++) {
         const layer_t *ly = &m->layers[l];
         if (ly->type != LAYER_CONV && ly->type != LAYER_FC) continue;
         int64_t col = (int64_t)ly->in_shape.c * ly->kernel_h * ly->kernel_w *
@@ -94,68 +97,106 @@ int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t 
         if (shape_count(ly->out_shape) * batch > actmax)
             actmax = shape_count(ly->out_shape) * batch;
     }
-    float *ga = compute_alloc_floats(c, wmax), *gb = compute_alloc_floats(c, colmax);
-    float *gact = compute_alloc_floats(c, actmax), *go = compute_alloc_floats(c, wmax);
+    return (gemm_bufs_t){compute_alloc_floats(c, wmax), compute_alloc_floats(c, colmax),
+                         compute_alloc_floats(c, actmax), compute_alloc_floats(c, wmax)};
+}
 
-    /* One repeat times every layer's FWD and BWD, then the bare GEMMs of every conv/fc layer:
-     * interleaved, so that a layer and its GEMMs see the same load on a shared machine. */
-    int64_t *f = xcalloc((size_t)L * repeats, sizeof *f);
-    int64_t *bw = xcalloc((size_t)L * repeats, sizeof *bw);
-    int64_t *gf = xcalloc((size_t)L * repeats, sizeof *gf);
-    int64_t *gbw = xcalloc((size_t)L * repeats, sizeof *gbw);
+static void gemm_bufs_free(compute_t *c, gemm_bufs_t *g)
+{
+    compute_release(c, g->a);
+    compute_release(c, g->b);
+    compute_release(c, g->act);
+    compute_release(c, g->out);
+}
+
+/* Times of each layer (l) and repeat (rep), at l x repeats + rep: ns. */
+typedef struct {
+    int64_t *fwd, *bwd, *gemm_fwd, *gemm_bwd;
+    int repeats;
+} profile_times_t;
+
+/* One pass of the net: every layer's FWD and BWD between the events ev (L + 1 of them);
+ * rep < 0, a warm-up, keeps nothing. */
+static void time_pass(nnet_t *n, compute_t *c, int L, compute_event_t **ev, profile_times_t *pt,
+                      int rep)
+{
+    compute_event_record(c, ev[0]);
+    for (int l = 1; l < L; l++) {
+        nnet_forward_layer(n, l);
+        compute_event_record(c, ev[l]);
+    }
+    for (int l = 1; rep >= 0 && l < L; l++)
+        pt->fwd[(int64_t)l * pt->repeats + rep] = compute_event_elapsed_ns(c, ev[l - 1], ev[l]);
+    nnet_backward_begin(n);
+    compute_event_record(c, ev[L]);
+    for (int l = L - 1; l >= 1; l--) {
+        nnet_backward_layer(n, l);
+        compute_event_record(c, ev[l]);
+    }
+    for (int l = L - 1; rep >= 0 && l >= 1; l--)
+        pt->bwd[(int64_t)l * pt->repeats + rep] = compute_event_elapsed_ns(c, ev[l + 1], ev[l]);
+}
+
+/* The bare GEMMs of every conv and fc layer, forward and backward, each between ev[0] and
+ * ev[1]; rep < 0 keeps nothing. */
+static void time_gemms(compute_t *c, const model_t *m, int batch, const gemm_bufs_t *g,
+                       compute_event_t **ev, profile_times_t *pt, int rep)
+{
+    for (int l = 1; l < m->n_layers; l++) {
+        const layer_t *ly = &m->layers[l];
+        if (ly->type != LAYER_CONV && ly->type != LAYER_FC) continue;
+        bool need_dx = m->layers[ly->inputs[0]].type != LAYER_INPUT;
+        for (int pass = 0; pass < 2; pass++) {
+            compute_event_record(c, ev[0]);
+            layer_gemms(c, ly, batch, pass == 0, need_dx, g->a, g->b, g->act, g->out);
+            compute_event_record(c, ev[1]);
+            if (rep >= 0)
+                (pass == 0 ? pt->gemm_fwd : pt->gemm_bwd)[(int64_t)l * pt->repeats + rep] =
+                    compute_event_elapsed_ns(c, ev[0], ev[1]);
+        }
+    }
+}
+
+int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t *c,
+                uint64_t seed, profile_row_t *rows, char *err, size_t errlen)
+{
+    ASSERT(repeats >= 1 && warmup >= 0, "repeats %d warmup %d", repeats, warmup);
+    nnet_t *n = nnet_new(m, batch, c, seed, err, errlen);
+    if (!n) return -1;
+    solver_init_params(m, nnet_arena(n), INIT_AUTO, seed);
+    random_batch(n, m, batch, seed);
+    int L = m->n_layers;
+    gemm_bufs_t g = gemm_bufs_new(c, m, batch);
+    profile_times_t pt = {xcalloc((size_t)L * repeats, sizeof(int64_t)),
+                          xcalloc((size_t)L * repeats, sizeof(int64_t)),
+                          xcalloc((size_t)L * repeats, sizeof(int64_t)),
+                          xcalloc((size_t)L * repeats, sizeof(int64_t)), repeats};
     /* Timed with the backend's events: on a GPU, CUDA events around each layer on the
      * compute stream (the GPU's own time, the host never waits mid-pass); on the CPU the
      * clock read at each boundary, as the work there is done when the call returns. ev[i]
      * and ev[i + 1] enclose the i-th timed piece of a pass; the pass waits at its end. */
     compute_event_t **ev = xcalloc((size_t)L + 1, sizeof *ev);
     for (int i = 0; i <= L; i++) ev[i] = compute_event_new(c);
+    /* One repeat times every layer's FWD and BWD, then the bare GEMMs of every conv/fc layer:
+     * interleaved, so that a layer and its GEMMs see the same load on a shared machine. */
     for (int rep = -warmup; rep < repeats; rep++) {
-        compute_event_record(c, ev[0]);
-        for (int l = 1; l < L; l++) {
-            nnet_forward_layer(n, l);
-            compute_event_record(c, ev[l]);
-        }
-        for (int l = 1; rep >= 0 && l < L; l++)
-            f[(int64_t)l * repeats + rep] = compute_event_elapsed_ns(c, ev[l - 1], ev[l]);
-        nnet_backward_begin(n);
-        compute_event_record(c, ev[L]);
-        for (int l = L - 1; l >= 1; l--) {
-            nnet_backward_layer(n, l);
-            compute_event_record(c, ev[l]);
-        }
-        for (int l = L - 1; rep >= 0 && l >= 1; l--)
-            bw[(int64_t)l * repeats + rep] = compute_event_elapsed_ns(c, ev[l + 1], ev[l]);
-        for (int l = 1; l < L; l++) {
-            const layer_t *ly = &m->layers[l];
-            if (ly->type != LAYER_CONV && ly->type != LAYER_FC) continue;
-            bool need_dx = m->layers[ly->inputs[0]].type != LAYER_INPUT;
-            for (int pass = 0; pass < 2; pass++) {
-                compute_event_record(c, ev[0]);
-                layer_gemms(c, ly, batch, pass == 0, need_dx, ga, gb, gact, go);
-                compute_event_record(c, ev[1]);
-                if (rep >= 0)
-                    (pass == 0 ? gf : gbw)[(int64_t)l * repeats + rep] =
-                        compute_event_elapsed_ns(c, ev[0], ev[1]);
-            }
-        }
+        time_pass(n, c, L, ev, &pt, rep);
+        time_gemms(c, m, batch, &g, ev, &pt, rep);
     }
     for (int i = 0; i <= L; i++) compute_event_destroy(c, &ev[i]);
     free(ev);
     memset(rows, 0, (size_t)L * sizeof *rows);
     for (int l = 1; l < L; l++) {
-        rows[l].fwd_ns = median(f + (int64_t)l * repeats, repeats);
-        rows[l].bwd_ns = median(bw + (int64_t)l * repeats, repeats);
-        rows[l].gemm_fwd_ns = median(gf + (int64_t)l * repeats, repeats);
-        rows[l].gemm_bwd_ns = median(gbw + (int64_t)l * repeats, repeats);
+        rows[l].fwd_ns = median(pt.fwd + (int64_t)l * repeats, repeats);
+        rows[l].bwd_ns = median(pt.bwd + (int64_t)l * repeats, repeats);
+        rows[l].gemm_fwd_ns = median(pt.gemm_fwd + (int64_t)l * repeats, repeats);
+        rows[l].gemm_bwd_ns = median(pt.gemm_bwd + (int64_t)l * repeats, repeats);
     }
-    compute_release(c, ga);
-    compute_release(c, gb);
-    compute_release(c, gact);
-    compute_release(c, go);
-    free(gf);
-    free(gbw);
-    free(f);
-    free(bw);
+    gemm_bufs_free(c, &g);
+    free(pt.fwd);
+    free(pt.bwd);
+    free(pt.gemm_fwd);
+    free(pt.gemm_bwd);
     nnet_destroy(&n);
     return 0;
 }

@@ -106,13 +106,19 @@ solver_config_t worker_solver_config(const experiment_t *job);
 int64_t worker_iterations(const experiment_t *job, int64_t steps);
 
 /* One rank: opaque; runtime/exec/worker_state.h is its inside, shared by the set-up
- * (runtime/exec/worker.c) and the executor (runtime/exec/worker_exec.c). */
+ * (runtime/exec/worker.c), the executor (runtime/exec/worker_exec.c) and the helpers below
+ * them (runtime/exec/worker_*.c). */
 typedef struct worker worker_t;
 
 /* Set up this process's rank of the job described by the environment (launch_env_detect)
- * up to the start barrier. Returns it, or NULL with *rc = 2 for bad input (the job, its
- * files, the launcher's environment) or 1 for a set-up failure, the message printed. */
-worker_t *worker_new(const worker_config_t *cfg, int *rc);
+ * up to the start barrier: the data, the net, the plan (from the job and the link probe),
+ * the buffers, the colocated shard, every socket, and the rendezvous with the other ranks.
+ * Returns it, or NULL with *rc = 2 for bad input (the job, its files, the launcher's
+ * environment, a checkpoint to resume that is not of this job) or 1 for a set-up failure,
+ * and the reason in err (one line; empty where there is nothing to add: the coordinator
+ * reported it, or another rank does). A failure after the coordinator is up ends the whole
+ * job through it instead (coord_client_fail). */
+worker_t *worker_new(const worker_config_t *cfg, int *rc, char *err, size_t errlen);
 
 /* After the executor ran (worker_exec_run): rank 0's outputs, the parameters, the trace,
  * the final barrier (shards serve until every rank is done), the merged trace. */
@@ -121,8 +127,9 @@ void worker_finish(worker_t *w);
 /* Frees everything the rank holds (any stage of worker_new); accepts NULL, NULLs *wp. */
 void worker_destroy(worker_t **wp);
 
-/* worker_new, the plan's execution, worker_finish, worker_destroy. Returns 0 on success, 1
- * on a setup failure, 2 for bad input; a failure of a peer exits with COORD_EXIT_ABORT. */
+/* worker_new (its reason printed as "poseidon train: ..."), the plan's execution,
+ * worker_finish, worker_destroy. Returns 0 on success, 1 on a setup failure, 2 for bad
+ * input; a failure of a peer exits with COORD_EXIT_ABORT. */
 int worker_run(const worker_config_t *cfg);
 
 /* A local job: forks n ranks (launch_local) that run worker_run(cfg). Unless cfg asks for

@@ -23,12 +23,6 @@
 #include "runtime/sync/sfb.h"
 #include "runtime/exec/train.h"
 
-const char *worker_unit_name(const worker_t *w, int u)
-{
-    const plan_unit_t *un = &w->plan.units[u];
-    return w->model.layers[un->layer >= 0 ? un->layer : un->first].name;
-}
-
 static int unit_layer(const worker_t *w, int u)
 {
     const plan_unit_t *un = &w->plan.units[u];
@@ -448,6 +442,40 @@ static void quiesce(worker_t *w, int64_t k)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* Rank 0, every rank's file of checkpoint h->iter written: COMPLETE from their records in
+ * tab ("BYTES CHECKSUM STOP", worker_allgather's). A failure ends the job. */
+static void complete_write(worker_t *w, const job_ckpt_header_t *h, char **tab, const char *what)
+{
+    char err[2048];
+    job_ckpt_complete_t c = {.iter = h->iter, .world = w->world, .devices = w->devices,
+                             .plan_hash = h->plan_hash, .seed = h->seed};
+    snprintf(c.model, sizeof c.model, "%s", h->model);
+    c.files = xcalloc((size_t)w->world, sizeof *c.files);
+    for (int r = 0; r < w->world; r++) {
+        long long bytes;
+        unsigned long long sum;
+        if (sscanf(tab[r], "%lld %16llx", &bytes, &sum) != 2)
+            coord_client_fail(w->cl, "%s: malformed record from rank %d", what, r);
+        c.files[r] = (job_ckpt_file_t){bytes, sum};
+    }
+    int rc = job_ckpt_write_complete(w->cfg->checkpoint_dir, &c, err, sizeof err);
+    free(c.files);
+    if (rc) coord_client_fail(w->cl, "%s", err);
+}
+
+/* Under mu: the run stops before iteration k; every thread waiting for an instance of k or
+ * later is released (its condition and, for a thread waiting on sockets, its eventfd). */
+static void stop_at_set(worker_t *w, int64_t k)
+{
+    atomic_store(&w->stop_at, k);
+    for (int op = 0; op < w->n_op_cv; op++) {
+        pthread_cond_broadcast(&w->op_cv[op]);
+        uint64_t one = 1;
+        if (w->op_efd[op] >= 0 && write(w->op_efd[op], &one, sizeof one) < 0 && errno != EAGAIN)
+            die("eventfd write: %s", strerror(errno));
+    }
+}
+
 /* The checkpoint of iteration k (runtime/exec/job_checkpoint.h), before FWD of k: this rank
  * quiesces, its shard reaches version k, it writes its file; once every rank's is written
  * (a gather of their sizes and checksums through the coordinator) rank 0 writes COMPLETE,
@@ -495,22 +523,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
     int64_t slow_ms = w->cfg->timeout_ms + mine.bytes / 10000;
     int wait_ms = slow_ms > (1 << 30) ? (1 << 30) : (int)slow_ms;
     char **tab = worker_allgather(w, CKPT_GATHER_ID0 + k * (int64_t)w->world, line, wait_ms);
-    if (w->rank == 0) {
-        job_ckpt_complete_t c = {.iter = k, .world = w->world, .devices = w->devices,
-                                 .plan_hash = h.plan_hash, .seed = h.seed};
-        snprintf(c.model, sizeof c.model, "%s", h.model);
-        c.files = xcalloc((size_t)w->world, sizeof *c.files);
-        for (int r = 0; r < w->world; r++) {
-            long long bytes;
-            unsigned long long sum;
-            if (sscanf(tab[r], "%lld %16llx", &bytes, &sum) != 2)
-                coord_client_fail(w->cl, "%s: malformed record from rank %d", what, r);
-            c.files[r] = (job_ckpt_file_t){bytes, sum};
-        }
-        rc = job_ckpt_write_complete(dir, &c, err, sizeof err);
-        free(c.files);
-        if (rc) coord_client_fail(w->cl, "%s", err);
-    }
+    if (w->rank == 0) complete_write(w, &h, tab, what);
     /* every rank reads the same table: if one of them had heard a stop request, all stop
      * after this checkpoint */
     bool stop = false;
@@ -533,15 +546,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
     pthread_cond_broadcast(&w->quiesce_cv); /* the other devices wait for it (device_main) */
     w->ckpt_busy = false;
     w->ckpt_paused_ns += comm_now_ns() - t0;
-    if (stop) { /* release every thread waiting for an instance of k or later */
-        atomic_store(&w->stop_at, k);
-        for (int op = 0; op < w->n_op_cv; op++) {
-            pthread_cond_broadcast(&w->op_cv[op]);
-            uint64_t one = 1;
-            if (w->op_efd[op] >= 0 && write(w->op_efd[op], &one, sizeof one) < 0 && errno != EAGAIN)
-                die("eventfd write: %s", strerror(errno));
-        }
-    }
+    if (stop) stop_at_set(w, k);
     pthread_mutex_unlock(&w->mu);
     if (stop && w->rank == 0)
         log_info("stopping after the checkpoint of iteration %lld (a rank was asked to stop by "
@@ -731,177 +736,225 @@ static void local_broadcast(worker_t *w, int u)
     pthread_mutex_unlock(&w->units[u].lock);
 }
 
+/* One syncer thread: its op, its unit, and what it keeps across iterations. */
+typedef struct {
+    worker_t *w;
+    int op, u, layer;
+    const plan_op_t *po;
+    const plan_unit_t *un;
+    wk_unit_t *wu;
+    const char *name;              /* the unit's */
+    int to;                        /* ms, every wait of a transfer */
+    ps_client_t *pc;               /* PUSH, PULL */
+    ps_pull_times_t *from_shard;   /* PULL: per shard, the last pull's */
+    int64_t *arrived_ns;           /* SFB: per rank, when its factors arrived */
+} syncer_t;
+
+/* The receive side of the shards' PULL of iteration t, once this rank's push is out: the
+ * values after apply(t) into the parameters, and a trace row per shard. */
+static void sync_pull(syncer_t *sy, int64_t t)
+{
+    worker_t *w = sy->w;
+    wk_unit_t *wu = sy->wu;
+    progress(w, sy->op, t, "PS pull of layer %s from the shards", sy->name);
+    int64_t t0 = comm_now_ns();
+    /* the shards answer a pull of iteration i at version >= i + 1 - staleness: ask
+     * for t + s to get the values after apply(t), the plan's PULL(t) */
+    if (ps_client_pull_from(sy->pc, t + w->job->staleness, sy->layer, (uint64_t)wu->ps_off,
+                            (uint64_t)wu->ps_count, w->params, sy->from_shard))
+        coord_client_fail(w->cl, "PS pull of layer %s timed out after %d ms", sy->name, sy->to);
+    /* PULL is the shard's op (core/trace.h): a row per shard that sent this rank a
+     * part, node = the shard, peer = this rank, from when the shard answered (its
+     * stamp, on this rank's clock when the zero is shared; else from the request)
+     * to when the last block arrived here; the merge joins the ranks' rows */
+    for (int sh = 0; sh < w->layout.n_shards; sh++) {
+        const ps_pull_times_t *f = &sy->from_shard[sh];
+        if (!f->bytes) continue;
+        int64_t start = f->first_stamp_ns && w->t0_shared ? w->t0_ns + f->first_stamp_ns : t0;
+        wk_trace_node(w, sh, sy->op, t, w->rank, f->bytes, start, f->last_recv_ns);
+    }
+}
+
+/* PUSH of iteration t: slot s's gradient to the shards. Returns the bytes sent. */
+static int64_t sync_push(syncer_t *sy, int64_t t, int s)
+{
+    wk_unit_t *wu = sy->wu;
+    progress(sy->w, sy->op, t, "PS push of layer %s to the shards", sy->name);
+    if (ps_client_push(sy->pc, t, sy->layer, (uint64_t)wu->ps_off, (uint64_t)wu->ps_count,
+                       wu->gslot[s]) ||
+        ps_client_wait_sent(sy->pc))
+        coord_client_fail(sy->w->cl, "PS push of layer %s timed out after %d ms", sy->name,
+                          sy->to);
+    return wu->ps_count * 4;
+}
+
+/* SFB of iteration t: slot s's factors to every peer, theirs into the stash. Returns the
+ * group's bytes, as the plan counts them. */
+static int64_t sync_sfb(syncer_t *sy, int64_t t, int s)
+{
+    worker_t *w = sy->w;
+    wk_unit_t *wu = sy->wu;
+    progress(w, sy->op, t, "SFB of layer %s with every peer", sy->name);
+    stash_arg_t sa = {wu, s, wu->k};
+    if (sfb_exchange(w->ucomm[sy->u], t, sy->layer, wu->u_slot[s], wu->v_slot[s], (size_t)wu->k,
+                     (size_t)wu->m, (size_t)wu->n, stash_factors, &sa, sy->arrived_ns, sy->to))
+        coord_client_fail(w->cl, "SFB of layer %s timed out after %d ms", sy->name, sy->to);
+    /* the arrival of each peer's factors here: node = that peer, peer = this
+     * rank; the merge ends the peer's own SFB row at the last of them */
+    for (int r = 0; r < w->world; r++)
+        if (r != w->rank)
+            wk_trace_node(w, r, sy->op, t, w->rank, sy->un->sfb_peer_bytes, sy->arrived_ns[r],
+                          sy->arrived_ns[r]);
+    return sy->un->sfb_peer_bytes * (w->world - 1);
+}
+
+/* UPDATE of iteration t: the weight gradient rebuilt from every rank's factors in stash slot
+ * s, and the solver step on the node's parameters. */
+static void sync_update(syncer_t *sy, int64_t t, int s)
+{
+    worker_t *w = sy->w;
+    wk_unit_t *wu = sy->wu;
+    progress(w, sy->op, t, "UPDATE of layer %s (rebuild from factors)", sy->name);
+    pthread_mutex_lock(&w->update_mu);
+    size_t per = (size_t)wu->k * (size_t)(wu->m + wu->n);
+    /* staged: every rank's factors to the update's device, the GEMMs there, the
+     * rebuilt gradient back (the SGD below runs on the node's host parameters) */
+    compute_t *uc = w->ucompute;
+    const float *stash = wu->stash[s];
+    float *gsum = wu->gsum;
+    if (w->ustash) {
+        compute_bind_thread(uc);
+        compute_upload(uc, w->ustash, stash, (size_t)w->world * per * 4);
+        stash = w->ustash;
+        gsum = w->ugsum;
+    }
+    for (int r = 0; r < w->world; r++) {
+        const float *f = stash + (size_t)r * per;
+        /* gsum (m, n) += dy_r^T (m, k) x_r (k, n) / replicas, k = the node's
+         * devices x batch x tokens */
+        compute_sgemm(uc, true, false, wu->m, wu->n, wu->k, 1.0f / (float)w->replicas, f, wu->m,
+                      f + (size_t)wu->k * wu->m, wu->n, r ? 1.0f : 0.0f, gsum, wu->n);
+    }
+    if (w->ustash) /* waits for the GEMMs */
+        compute_download(uc, wu->gsum, w->ugsum, (size_t)wu->m * wu->n * 4);
+    pthread_mutex_lock(&wu->lock);
+    sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->gsum,
+              w->hist_local + wu->w_off, 1.0f, t);
+    pthread_mutex_unlock(&wu->lock);
+    pthread_mutex_unlock(&w->update_mu);
+}
+
+/* ALLREDUCE of iteration t: one ring over the bucket's slot s, then each member's update as
+ * unfused. Returns the op's bytes. */
+static int64_t sync_allreduce(syncer_t *sy, int64_t t, int s)
+{
+    worker_t *w = sy->w;
+    const plan_bucket_t *pb = &w->plan.buckets[sy->un->bucket];
+    const wk_bucket_t *wb = &w->buckets[sy->un->bucket];
+    progress(w, sy->op, t, "ring all-reduce of layer %s (bucket of %d layers)", sy->name,
+             pb->n_units);
+    if (allreduce_sum(w->ucomm[sy->u], t, sy->layer, wb->slot[s], (size_t)wb->count,
+                      ALLREDUCE_CHUNK_FLOATS_DEFAULT, sy->to))
+        coord_client_fail(w->cl, "all-reduce of layer %s (bucket of %d layers) timed out after "
+                          "%d ms", sy->name, pb->n_units, sy->to);
+    for (int v = pb->first; v <= pb->last; v++) {
+        if (w->plan.units[v].bucket != sy->un->bucket) continue;
+        wk_unit_t *wv = &w->units[v];
+        pthread_mutex_lock(&wv->lock);
+        sgd_range(w, wv->w_off, wv->w_count, w->params + wv->w_off, wv->ar_slot[s],
+                  w->hist_local + wv->w_off, 1.0f / (float)w->replicas, t);
+        pthread_mutex_unlock(&wv->lock);
+    }
+    return sy->po->bytes;
+}
+
+/* LREDUCE or LBCAST of iteration t (slot s) over the node's devices, holding the
+ * interconnect; *t0 becomes when it got it. Returns the op's bytes. */
+static int64_t sync_local(syncer_t *sy, int64_t t, int s, int64_t *t0)
+{
+    worker_t *w = sy->w;
+    const plan_op_t *po = sy->po;
+    progress(w, sy->op, t, "local %s of layer %s over %d devices",
+             po->kind == OP_LREDUCE ? "reduce" : "broadcast", sy->name, w->devices);
+    /* a GPU's copies out run on its DMA engine while the backward goes on: not
+     * waited for holding the interconnect, which a broadcast may need meanwhile */
+    if (po->kind == OP_LREDUCE) copies_out_wait(w, sy->u, s);
+    pthread_mutex_lock(&w->intra_mu); /* the interconnect: one at a time */
+    *t0 = comm_now_ns();
+    if (po->kind == OP_LREDUCE) local_reduce(w, sy->u, t);
+    else local_broadcast(w, sy->u);
+    /* emulated: the node's interconnect as the plan prices it, when the copy
+     * in this host's memory was faster */
+    if (w->emulate)
+        emulate_sleep_until_ns(*t0 + w->plan.cluster.intra_lat_ns +
+                               llround((double)po->bytes / w->plan.cluster.intra_Bps * 1e9));
+    pthread_mutex_unlock(&w->intra_mu);
+    return po->bytes;
+}
+
+/* Instance t of a syncer's op other than PULL, its dependencies met, from *t0 (which a local
+ * op moves to when it got the interconnect). Returns the bytes its trace row records. */
+static int64_t sync_instance(syncer_t *sy, int64_t t, int64_t *t0)
+{
+    int s = (int)(t % sy->w->n_slots);
+    switch (sy->po->kind) {
+    case OP_PUSH: return sync_push(sy, t, s);
+    case OP_SFB: return sync_sfb(sy, t, s);
+    case OP_UPDATE: sync_update(sy, t, s); return 0;
+    case OP_ALLREDUCE: return sync_allreduce(sy, t, s);
+    case OP_LREDUCE:
+    case OP_LBCAST: return sync_local(sy, t, s, t0);
+    default: ASSERT(0, "op kind %s has no worker-side executor", op_kind_name(sy->po->kind));
+    }
+    return 0;
+}
+
 static void *sync_main(void *arg)
 {
     wk_arg_t *a = arg;
     worker_t *w = a->w;
     int op = a->op;
     const plan_op_t *po = &w->plan.ops[op];
-    int u = po->unit, layer = unit_layer(w, u);
-    const plan_unit_t *un = &w->plan.units[u];
-    wk_unit_t *wu = &w->units[u];
-    const char *name = worker_unit_name(w, u);
-    int to = w->cfg->timeout_ms;
-    ps_client_t *pc = NULL;
-    ps_pull_times_t *from_shard = NULL;
-    int64_t *arrived_ns = NULL;
+    syncer_t sy = {.w = w, .op = op, .u = po->unit, .layer = unit_layer(w, po->unit), .po = po,
+                   .un = &w->plan.units[po->unit], .wu = &w->units[po->unit],
+                   .name = worker_unit_name(w, po->unit), .to = w->cfg->timeout_ms};
     if (po->kind == OP_PULL)
-        from_shard = xcalloc((size_t)w->layout.n_shards, sizeof *from_shard);
-    if (po->kind == OP_SFB) arrived_ns = xcalloc((size_t)w->world, sizeof *arrived_ns);
+        sy.from_shard = xcalloc((size_t)w->layout.n_shards, sizeof *sy.from_shard);
+    if (po->kind == OP_SFB) sy.arrived_ns = xcalloc((size_t)w->world, sizeof *sy.arrived_ns);
     if (po->kind == OP_PUSH || po->kind == OP_PULL) {
-        pc = ps_client_new(w->rank, w->world, &w->layout, (const char *const *)w->ps_eps, to);
-        if (!pc) coord_client_fail(w->cl, "cannot connect to the PS shards");
+        sy.pc = ps_client_new(w->rank, w->world, &w->layout, (const char *const *)w->ps_eps,
+                              sy.to);
+        if (!sy.pc) coord_client_fail(w->cl, "cannot connect to the PS shards");
         /* Pulls write the parameters in place, a block at a time under the unit's lock, which
          * the compute thread holds while FWD/BWD read them. Under BSP the plan already keeps
          * them apart (FWD(u, t + 1) waits for PULL(u, t)); under SSP(s) FWD may run during the
          * pull and see some blocks of the newer values and some of the older ones, both
          * within the staleness bound, never a half-written block. */
-        ps_client_set_arena_lock(pc, &wu->lock);
+        ps_client_set_arena_lock(sy.pc, &sy.wu->lock);
     }
     for (int64_t t = w->t_start; t < w->iterations && t < atomic_load(&w->stop_at); t++) {
-        int s = (int)(t % w->n_slots);
-        int64_t t0, bytes = 0;
         if (po->kind == OP_PULL) {
             /* the receive side of the shards' PULL: asked once this rank's push is out */
-            progress(w, op, t, "PULL of %s: its own push", name);
+            progress(w, op, t, "PULL of %s: its own push", sy.name);
             wait_for(w, WAIT_OWN_PUSH, op, t);
             if (t >= atomic_load(&w->stop_at)) break; /* the run stops before t */
-            progress(w, op, t, "PS pull of layer %s from the shards", name);
-            t0 = comm_now_ns();
-            /* the shards answer a pull of iteration i at version >= i + 1 - staleness: ask
-             * for t + s to get the values after apply(t), the plan's PULL(t) */
-            if (ps_client_pull_from(pc, t + w->job->staleness, layer, (uint64_t)wu->ps_off,
-                                    (uint64_t)wu->ps_count, w->params, from_shard))
-                coord_client_fail(w->cl, "PS pull of layer %s timed out after %d ms", name, to);
-            /* PULL is the shard's op (core/trace.h): a row per shard that sent this rank a
-             * part, node = the shard, peer = this rank, from when the shard answered (its
-             * stamp, on this rank's clock when the zero is shared; else from the request)
-             * to when the last block arrived here; the merge joins the ranks' rows */
-            for (int sh = 0; sh < w->layout.n_shards; sh++) {
-                const ps_pull_times_t *f = &from_shard[sh];
-                if (!f->bytes) continue;
-                int64_t start = f->first_stamp_ns && w->t0_shared ? w->t0_ns + f->first_stamp_ns
-                                                                  : t0;
-                wk_trace_node(w, sh, op, t, w->rank, f->bytes, start, f->last_recv_ns);
-            }
+            sync_pull(&sy, t);
             mark_done(w, op, t);
             continue;
-        } else {
-            progress(w, op, t, "%s of %s: its plan dependencies", op_kind_name(po->kind), name);
-            /* SFB listens on its comm while it waits: peers' factors that come before this
-             * rank's backward are timed on arrival (their senders' trace rows end there) */
-            comm_t *listen = po->kind == OP_SFB ? w->ucomm[u] : NULL;
-            wait_for_on(w, WAIT_DEPS, op, t, listen);
-            if (t >= atomic_load(&w->stop_at)) break; /* the run stops before t */
-            t0 = comm_now_ns();
-            switch (po->kind) {
-            case OP_PUSH:
-                progress(w, op, t, "PS push of layer %s to the shards", name);
-                if (ps_client_push(pc, t, layer, (uint64_t)wu->ps_off, (uint64_t)wu->ps_count,
-                                   wu->gslot[s]) ||
-                    ps_client_wait_sent(pc))
-                    coord_client_fail(w->cl, "PS push of layer %s timed out after %d ms", name,
-                                      to);
-                bytes = wu->ps_count * 4;
-                break;
-            case OP_SFB: {
-                progress(w, op, t, "SFB of layer %s with every peer", name);
-                stash_arg_t sa = {wu, s, wu->k};
-                if (sfb_exchange(w->ucomm[u], t, layer, wu->u_slot[s], wu->v_slot[s],
-                                 (size_t)wu->k, (size_t)wu->m, (size_t)wu->n, stash_factors, &sa,
-                                 arrived_ns, to))
-                    coord_client_fail(w->cl, "SFB of layer %s timed out after %d ms", name, to);
-                /* the arrival of each peer's factors here: node = that peer, peer = this
-                 * rank; the merge ends the peer's own SFB row at the last of them */
-                for (int r = 0; r < w->world; r++)
-                    if (r != w->rank)
-                        wk_trace_node(w, r, op, t, w->rank, un->sfb_peer_bytes, arrived_ns[r],
-                                      arrived_ns[r]);
-                bytes = un->sfb_peer_bytes * (w->world - 1); /* the group's, as the plan's */
-                break;
-            }
-            case OP_UPDATE: {
-                progress(w, op, t, "UPDATE of layer %s (rebuild from factors)", name);
-                pthread_mutex_lock(&w->update_mu);
-                size_t per = (size_t)wu->k * (size_t)(wu->m + wu->n);
-                /* staged: every rank's factors to the update's device, the GEMMs there, the
-                 * rebuilt gradient back (the SGD below runs on the node's host parameters) */
-                compute_t *uc = w->ucompute;
-                const float *stash = wu->stash[s];
-                float *gsum = wu->gsum;
-                if (w->ustash) {
-                    compute_bind_thread(uc);
-                    compute_upload(uc, w->ustash, stash, (size_t)w->world * per * 4);
-                    stash = w->ustash;
-                    gsum = w->ugsum;
-                }
-                for (int r = 0; r < w->world; r++) {
-                    const float *f = stash + (size_t)r * per;
-                    /* gsum (m, n) += dy_r^T (m, k) x_r (k, n) / replicas, k = the node's
-                     * devices x batch x tokens */
-                    compute_sgemm(uc, true, false, wu->m, wu->n, wu->k, 1.0f / (float)w->replicas,
-                                  f, wu->m, f + (size_t)wu->k * wu->m, wu->n, r ? 1.0f : 0.0f,
-                                  gsum, wu->n);
-                }
-                if (w->ustash) /* waits for the GEMMs */
-                    compute_download(uc, wu->gsum, w->ugsum, (size_t)wu->m * wu->n * 4);
-                pthread_mutex_lock(&wu->lock);
-                sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->gsum,
-                          w->hist_local + wu->w_off, 1.0f, t);
-                pthread_mutex_unlock(&wu->lock);
-                pthread_mutex_unlock(&w->update_mu);
-                break;
-            }
-            case OP_ALLREDUCE: {
-                /* one ring over the bucket's buffer, then each member's update as unfused */
-                const plan_bucket_t *pb = &w->plan.buckets[un->bucket];
-                const wk_bucket_t *wb = &w->buckets[un->bucket];
-                progress(w, op, t, "ring all-reduce of layer %s (bucket of %d layers)", name,
-                         pb->n_units);
-                if (allreduce_sum(w->ucomm[u], t, layer, wb->slot[s], (size_t)wb->count,
-                                  ALLREDUCE_CHUNK_FLOATS_DEFAULT, to))
-                    coord_client_fail(w->cl, "all-reduce of layer %s (bucket of %d layers) "
-                                      "timed out after %d ms", name, pb->n_units, to);
-                for (int v = pb->first; v <= pb->last; v++) {
-                    if (w->plan.units[v].bucket != un->bucket) continue;
-                    wk_unit_t *wv = &w->units[v];
-                    pthread_mutex_lock(&wv->lock);
-                    sgd_range(w, wv->w_off, wv->w_count, w->params + wv->w_off, wv->ar_slot[s],
-                              w->hist_local + wv->w_off, 1.0f / (float)w->replicas, t);
-                    pthread_mutex_unlock(&wv->lock);
-                }
-                bytes = po->bytes;
-                break;
-            }
-            case OP_LREDUCE:
-            case OP_LBCAST:
-                progress(w, op, t, "local %s of layer %s over %d devices",
-                         po->kind == OP_LREDUCE ? "reduce" : "broadcast", name, w->devices);
-                /* a GPU's copies out run on its DMA engine while the backward goes on: not
-                 * waited for holding the interconnect, which a broadcast may need meanwhile */
-                if (po->kind == OP_LREDUCE) copies_out_wait(w, u, s);
-                pthread_mutex_lock(&w->intra_mu); /* the interconnect: one at a time */
-                t0 = comm_now_ns();
-                if (po->kind == OP_LREDUCE) local_reduce(w, u, t);
-                else local_broadcast(w, u);
-                bytes = po->bytes;
-                /* emulated: the node's interconnect as the plan prices it, when the copy
-                 * in this host's memory was faster */
-                if (w->emulate)
-                    emulate_sleep_until_ns(t0 + w->plan.cluster.intra_lat_ns +
-                                           llround((double)po->bytes /
-                                                   w->plan.cluster.intra_Bps * 1e9));
-                pthread_mutex_unlock(&w->intra_mu);
-                break;
-            default: ASSERT(0, "op kind %s has no worker-side executor", op_kind_name(po->kind));
-            }
         }
+        progress(w, op, t, "%s of %s: its plan dependencies", op_kind_name(po->kind), sy.name);
+        /* SFB listens on its comm while it waits: peers' factors that come before this
+         * rank's backward are timed on arrival (their senders' trace rows end there) */
+        wait_for_on(w, WAIT_DEPS, op, t, po->kind == OP_SFB ? w->ucomm[sy.u] : NULL);
+        if (t >= atomic_load(&w->stop_at)) break; /* the run stops before t */
+        int64_t t0 = comm_now_ns();
+        int64_t bytes = sync_instance(&sy, t, &t0);
         wk_trace(w, op, t, -1, bytes, t0, comm_now_ns());
         mark_done(w, op, t);
     }
-    ps_client_destroy(&pc);
-    free(from_shard);
-    free(arrived_ns);
+    ps_client_destroy(&sy.pc);
+    free(sy.from_shard);
+    free(sy.arrived_ns);
     return NULL;
 }
 

@@ -1,9 +1,12 @@
-/* worker_state: the state of one rank of a training job, shared by its two halves and by no
- * other file: the job's set-up and teardown (runtime/exec/worker.c: data, net, plan, buffers,
+/* worker_state: the state of one rank of a training job, shared by the files of the worker
+ * and by no other: the job's set-up and teardown (runtime/exec/worker.c: data, net, plan,
  * sockets, rendezvous; worker_new / worker_destroy) and the plan's executor
- * (runtime/exec/worker_exec.c: the device threads and one thread per sync op, which only walk the
- * plan's ops and edges). The set-up fills everything before worker_exec_run(); the executor
- * owns the dependency counters, the wake lists and the report state while it runs.
+ * (runtime/exec/worker_exec.c: the device threads and one thread per sync op, which only walk
+ * the plan's ops and edges), and below both the helpers they share: the rank's buffers
+ * (worker_buffers.c), its exchanges through the coordinator (worker_coord.c) and its state on
+ * disk (worker_ckpt.c). Calls go worker.c -> worker_exec.c -> the helpers, never back up. The
+ * set-up fills everything before worker_exec_run(); the executor owns the dependency
+ * counters, the wake lists and the report state while it runs.
  */
 #ifndef POSEIDON_WORKER_STATE_H
 #define POSEIDON_WORKER_STATE_H
@@ -234,11 +237,41 @@ typedef struct {
     int op;
 } wk_arg_t;
 
+/* Whether this rank executes instances of the op (compute, worker-side syncs, PULL's receive
+ * side) rather than the shards (APPLY). */
+static inline bool worker_op_runs_here(const plan_op_t *po)
+{
+    return po->res == RES_COMPUTE || po->place == PLACE_WORKERS || po->kind == OP_PULL;
+}
+
+/* The name of unit u: its parameter layer's (or its first layer's). */
+static inline const char *worker_unit_name(const worker_t *w, int u)
+{
+    const plan_unit_t *un = &w->plan.units[u];
+    return w->model.layers[un->layer >= 0 ? un->layer : un->first].name;
+}
+
+/* ---- the coordinator's exchanges (runtime/exec/worker_coord.c) ---- */
+
 /* Every rank's line of text, gathered through the coordinator (one broadcast per rank, ids
- * id0 .. id0 + world - 1, each waited for up to timeout_ms): world malloc'ed strings in a malloc'ed array. A failure ends the
- * job (coord_client_fail). The calling thread owns the coordinator client meanwhile. */
+ * id0 .. id0 + world - 1, each waited for up to timeout_ms): world malloc'ed strings in a
+ * malloc'ed array. A failure ends the job (coord_client_fail). The calling thread owns the
+ * coordinator client meanwhile. */
 char **worker_allgather(worker_t *w, int64_t id0, const char *line, int timeout_ms);
 void worker_allgather_free(worker_t *w, char **tab);
+
+/* Rank 0's description of the job (model, scheme, batch, seed, ...) against this rank's
+ * (coordinator broadcast 0): a rank that runs another job ends the job. */
+void worker_same_job_check(worker_t *w, int timeout_ms);
+
+/* The zero of the trace clocks (coordinator broadcast 2). CLOCK_MONOTONIC is one clock for
+ * every process of a host, so ranks on rank 0's host take rank 0's time just before the
+ * start barrier: rows of different ranks (a push and its arrival at another shard) then
+ * compare directly, and no row starts before zero. Returns that time, or 0 on another host
+ * (clocks unrelated: the rank keeps its own start). */
+int64_t worker_time_base(worker_t *w, int timeout_ms);
+
+/* ---- the rank's state on disk (runtime/exec/worker_ckpt.c) ---- */
 
 /* The header of this rank's checkpoint file of iteration k (runtime/exec/job_checkpoint.h):
  * what a file must say to be resumed by this job; the report accumulators zero. */
@@ -255,18 +288,51 @@ void worker_ckpt_state_free(const worker_t *w, job_ckpt_state_t *st);
  * replica, waiting until they are there (a resumed job's start). */
 void worker_params_to_devices(worker_t *w, const job_ckpt_state_t *st);
 
-/* Whether this rank executes instances of the op (compute, worker-side syncs, PULL's receive
- * side) rather than the shards (APPLY). */
-bool worker_op_runs_here(const plan_op_t *po);
+/* --resume DIR (the plan is built): rank 0 chooses the newest complete checkpoint and tells
+ * the others; each rank loads its own file (parameters, momentum, its shard's values, layer
+ * and dropout state, rank 0's report state) and starts at its iteration. 0, or 2 when any
+ * rank's file is not of this job or is damaged: every rank returns 2, rank 0 with the first
+ * such rank's reason in msg ("--resume: ..."), the others with msg untouched. */
+int worker_resume(worker_t *w, char *msg, size_t msglen);
 
-/* SIGTERM (installed by worker_new when the job checkpoints) asks the job to stop after its
- * next checkpoint; true once the signal came. */
+/* A resumed job's CSV: the rows of the killed run after the checkpoint (iteration > k) go,
+ * so that the resumed run's rows follow the checkpoint's as the uninterrupted run's did.
+ * The file is rewritten beside itself and renamed over. 0, or -1 with errno set. */
+int worker_csv_keep_rows_to(const char *path, int64_t k);
+
+/* PREFIX.<rank>: the node's parameters; with several devices also PREFIX.<rank>.<d>, the
+ * replica of device d > 0 (the local broadcast's copy). Staged, each file is what the
+ * device's replica holds (copied from the GPU). 0, or -1. */
+int worker_write_params(const worker_t *w, const char *prefix);
+
+/* SIGTERM (a scheduler's preemption) asks the job to stop after its next checkpoint, not at
+ * once: worker_stop_signal_install sets the handler (a job that checkpoints), and
+ * worker_stop_signalled is true once the signal came. */
+void worker_stop_signal_install(void);
 bool worker_stop_signalled(void);
 
-/* ---- the executor (runtime/exec/worker_exec.c) ---- */
+/* ---- the rank's buffers (runtime/exec/worker_buffers.c) ---- */
 
-/* The name of unit u: its parameter layer's (or its first layer's). */
-const char *worker_unit_name(const worker_t *w, int u);
+/* Parameter entries in arena order (weights, then biases, per layer with parameters), and
+ * the per-layer offsets. 0, or -1 with the reason in err: the net's arena is laid out
+ * otherwise. */
+int worker_entries_build(worker_t *w, char *err, size_t errlen);
+
+/* A buffer the devices' gradients or factors are copied into (count floats, zeroed): pinned
+ * host memory when they are GPUs, so that the copies run beside the compute. */
+float *worker_stage_buf(worker_t *w, int64_t count);
+void worker_stage_free(worker_t *w, void *p);
+
+/* The plan is built: every unit's ranges, slots, factor and stash buffers, the devices'
+ * own buffers and copy events, the all-reduce buckets (worker_units_free frees them, any
+ * stage of the build). */
+void worker_units_build(worker_t *w);
+void worker_units_free(worker_t *w);
+
+/* The PS layout the plan describes (after worker_units_build). */
+void worker_layout_from_plan(worker_t *w);
+
+/* ---- the executor (runtime/exec/worker_exec.c) ---- */
 
 /* The wake lists and condition variables of the plan's ops (the plan is built). */
 void worker_exec_init(worker_t *w);

@@ -63,6 +63,26 @@ static int recv_seg(comm_t *c, int type, int step, int64_t it, int layer, float 
     return 0;
 }
 
+/* One phase of the ring, w - 1 steps: at step k this rank sends segment (r + shift - k) mod w
+ * to its right and receives segment (r + shift - 1 - k) mod w from its left, added into buf
+ * (add) or copied over it. 0, or -1 on a timeout. */
+static int ring_phase(comm_t *c, int type, int shift, int add, int64_t iteration, int layer,
+                      float *buf, size_t count, size_t chunk_floats, comm_tracker_t *tr,
+                      int timeout_ms)
+{
+    int w = comm_n_peers(c), r = comm_rank(c), rc = 0;
+    for (int k = 0; k < w - 1 && !rc; k++) {
+        int s_send = ((r + shift - k) % w + w) % w, s_recv = ((r + shift - 1 - k) % w + w) % w;
+        if (send_seg(c, type, k, iteration, layer, buf, seg_lo(count, w, s_send),
+                     seg_lo(count, w, s_send + 1), chunk_floats, tr))
+            rc = -1;
+        else
+            rc = recv_seg(c, type, k, iteration, layer, buf, seg_lo(count, w, s_recv),
+                          seg_lo(count, w, s_recv + 1), add, timeout_ms);
+    }
+    return rc;
+}
+
 int allreduce_sum(comm_t *c, int64_t iteration, int layer, float *buf, size_t count,
                   size_t chunk_floats, int timeout_ms)
 {
@@ -71,29 +91,15 @@ int allreduce_sum(comm_t *c, int64_t iteration, int layer, float *buf, size_t co
     ASSERT(chunk_floats > 0, "chunk of 0 floats");
     comm_tracker_t tr;
     comm_tracker_init(&tr);
-    int rc = 0;
     /* reduce-scatter: after step k, segment (r - k - 1) mod w holds k + 2 contributions */
-    for (int k = 0; k < w - 1 && !rc; k++) {
-        int s_send = ((r - k) % w + w) % w, s_recv = ((r - k - 1) % w + w) % w;
-        if (send_seg(c, MSG_AR_REDUCE, k, iteration, layer, buf, seg_lo(count, w, s_send),
-                     seg_lo(count, w, s_send + 1), chunk_floats, &tr))
-            rc = -1;
-        else
-            rc = recv_seg(c, MSG_AR_REDUCE, k, iteration, layer, buf, seg_lo(count, w, s_recv),
-                          seg_lo(count, w, s_recv + 1), 1, timeout_ms);
-    }
+    int rc = ring_phase(c, MSG_AR_REDUCE, 0, 1, iteration, layer, buf, count, chunk_floats, &tr,
+                        timeout_ms);
     /* the all-gather overwrites segments sent above without a copy: wait for their release */
     if (!rc && comm_tracker_wait(&tr, timeout_ms)) rc = -1;
     /* all-gather: rank r owns the complete segment (r + 1) mod w */
-    for (int k = 0; k < w - 1 && !rc; k++) {
-        int s_send = ((r + 1 - k) % w + w) % w, s_recv = ((r - k) % w + w) % w;
-        if (send_seg(c, MSG_AR_GATHER, k, iteration, layer, buf, seg_lo(count, w, s_send),
-                     seg_lo(count, w, s_send + 1), chunk_floats, &tr))
-            rc = -1;
-        else
-            rc = recv_seg(c, MSG_AR_GATHER, k, iteration, layer, buf, seg_lo(count, w, s_recv),
-                          seg_lo(count, w, s_recv + 1), 0, timeout_ms);
-    }
+    if (!rc)
+        rc = ring_phase(c, MSG_AR_GATHER, 1, 0, iteration, layer, buf, count, chunk_floats, &tr,
+                        timeout_ms);
     if (comm_tracker_wait(&tr, timeout_ms)) {
         /* ZeroMQ still owns a pointer into buf: returning would let the caller free it */
         die("allreduce: rank %d: a sent chunk was not released within %d ms", r, timeout_ms);

@@ -650,6 +650,80 @@ static int rid_rank(const comm_t *c, const unsigned char *rid, size_t n)
     return (int)v;
 }
 
+/* Whether the header frame hf, received on sock from `peer` (-1: a routing id of no rank),
+ * is a header that rank sent over a connection of its own: 1 with it decoded into h, or 0
+ * with the reason in why. */
+static int header_check(comm_t *c, void *sock, zmq_msg_t *hf, int peer, msg_header_t *h,
+                        char *why, size_t whylen)
+{
+    int authenticated = -1; /* the rank the ZAP handler admitted the connection as */
+    const char *user = s_keyring && sock == c->router ? zmq_msg_gets(hf, "User-Id") : NULL;
+    if (user && *user) authenticated = atoi(user);
+    if (peer < 0) {
+        snprintf(why, whylen, "routing id is not a rank of this job");
+        return 0;
+    }
+    if (s_keyring && sock == c->router && authenticated != peer) {
+        snprintf(why, whylen, "the connection's key is rank %d's, its routing id says %d",
+                 authenticated, peer);
+        return 0;
+    }
+    if (msg_decode(zmq_msg_data(hf), zmq_msg_size(hf), h, why, whylen) != 0) return 0;
+    if ((int)h->sender != peer) {
+        snprintf(why, whylen, "header claims sender %u but the connection is rank %d",
+                 h->sender, peer);
+        return 0;
+    }
+    return 1;
+}
+
+/* ZeroMQ may hand a large payload inside its receive buffer at any byte offset; float
+ * readers need alignment, so such a payload is copied once into its own (malloc-aligned)
+ * message. */
+static void payload_align(zmq_msg_t *payload)
+{
+    if ((uintptr_t)zmq_msg_data(payload) % COMM_PAYLOAD_ALIGN == 0) return;
+    zmq_msg_t a;
+    ZMQ_CHECK(zmq_msg_init_size(&a, zmq_msg_size(payload)), "out of memory?");
+    memcpy(zmq_msg_data(&a), zmq_msg_data(payload), zmq_msg_size(&a));
+    zmq_msg_close(payload);
+    zmq_msg_init(payload);
+    zmq_msg_move(payload, &a);
+    zmq_msg_close(&a);
+}
+
+/* The payload frame that header h announces, into out (aligned), and nothing after it: 1,
+ * 0 with the reason in why (no payload, another size, extra frames), or -1 when ZeroMQ
+ * failed. */
+static int payload_recv(void *sock, const msg_header_t *h, comm_msg_t *out, char *why,
+                        size_t whylen)
+{
+    if (h->length > 0) {
+        if (!has_more(sock)) {
+            snprintf(why, whylen, "header announces %llu payload bytes, none came",
+                     (unsigned long long)h->length);
+            return 0;
+        }
+        zmq_msg_init(&out->payload);
+        if (zmq_msg_recv(&out->payload, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&out->payload);
+            return -1;
+        }
+        out->has_payload = 1;
+        payload_align(&out->payload);
+        if (zmq_msg_size(&out->payload) != h->length) {
+            snprintf(why, whylen, "payload of %zu bytes, header says %llu",
+                     zmq_msg_size(&out->payload), (unsigned long long)h->length);
+            return 0;
+        }
+    }
+    if (has_more(sock)) {
+        snprintf(why, whylen, "unexpected extra frames");
+        return 0;
+    }
+    return 1;
+}
+
 /* Reads one whole message from sock. Returns 1 with out filled if valid, 0 if it was bad
  * (logged, dropped), 2 if the socket had nothing, -1 on a socket error. */
 static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
@@ -678,65 +752,14 @@ static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
     char addr[64] = "address unknown";
     const char *a = zmq_msg_gets(&hf, "Peer-Address");
     if (a) snprintf(addr, sizeof addr, "%s", a);
-    int authenticated = -1; /* the rank the ZAP handler admitted the connection as */
-    const char *user = s_keyring && sock == c->router ? zmq_msg_gets(&hf, "User-Id") : NULL;
-    if (user && *user) authenticated = atoi(user);
     int src_fd = sock == c->router ? zmq_msg_get(&hf, ZMQ_SRCFD) : -1;
     char why[160] = "";
     msg_header_t h;
-    int ok = 1;
-    if (peer < 0) {
-        snprintf(why, sizeof why, "routing id is not a rank of this job");
-        ok = 0;
-    } else if (s_keyring && sock == c->router && authenticated != peer) {
-        snprintf(why, sizeof why, "the connection's key is rank %d's, its routing id says %d",
-                 authenticated, peer);
-        ok = 0;
-    } else if (msg_decode(zmq_msg_data(&hf), zmq_msg_size(&hf), &h, why, sizeof why) != 0) {
-        ok = 0;
-    } else if ((int)h.sender != peer) {
-        snprintf(why, sizeof why, "header claims sender %u but the connection is rank %d",
-                 h.sender, peer);
-        ok = 0;
-    }
     out->has_payload = 0;
-    if (ok && h.length > 0) {
-        if (!has_more(sock)) {
-            snprintf(why, sizeof why, "header announces %llu payload bytes, none came",
-                     (unsigned long long)h.length);
-            ok = 0;
-        } else {
-            zmq_msg_init(&out->payload);
-            if (zmq_msg_recv(&out->payload, sock, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(&out->payload);
-                zmq_msg_close(&hf);
-                return -1;
-            }
-            out->has_payload = 1;
-            if ((uintptr_t)zmq_msg_data(&out->payload) % COMM_PAYLOAD_ALIGN) {
-                /* ZeroMQ may hand a large payload inside its receive buffer at any byte
-                 * offset; float readers need alignment, so such a payload is copied once
-                 * into its own (malloc-aligned) message. */
-                zmq_msg_t a;
-                ZMQ_CHECK(zmq_msg_init_size(&a, zmq_msg_size(&out->payload)), "out of memory?");
-                memcpy(zmq_msg_data(&a), zmq_msg_data(&out->payload), zmq_msg_size(&a));
-                zmq_msg_close(&out->payload);
-                zmq_msg_init(&out->payload);
-                zmq_msg_move(&out->payload, &a);
-                zmq_msg_close(&a);
-            }
-            if (zmq_msg_size(&out->payload) != h.length) {
-                snprintf(why, sizeof why, "payload of %zu bytes, header says %llu",
-                         zmq_msg_size(&out->payload), (unsigned long long)h.length);
-                ok = 0;
-            }
-        }
-    }
-    if (ok && has_more(sock)) {
-        snprintf(why, sizeof why, "unexpected extra frames");
-        ok = 0;
-    }
+    int ok = header_check(c, sock, &hf, peer, &h, why, sizeof why);
+    if (ok) ok = payload_recv(sock, &h, out, why, sizeof why);
     zmq_msg_close(&hf);
+    if (ok < 0) return -1;
     drain_more(sock);
     if (!ok) {
         comm_msg_close(out);

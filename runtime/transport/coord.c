@@ -93,42 +93,89 @@ static void server_abort(coord_server_t *s, int dead, const char *why)
     }
 }
 
-static void server_handle(coord_server_t *s, comm_msg_t *m)
+/* Rank r's line for the rendezvous; once every rank's is in, the table of all of them to
+ * each (MSG_PEERS). */
+static void server_register(coord_server_t *s, comm_msg_t *m, msg_header_t ok)
+{
+    int r = m->peer;
+    rank_state_t *st = &s->ranks[r];
+    size_t n = comm_msg_bytes(m);
+    if (!m->rid_len) return;
+    memcpy(st->main_rid, m->rid, m->rid_len);
+    st->main_rid_len = m->rid_len;
+    if (!st->line) s->n_registered++;
+    free(st->line);
+    st->line = xmalloc(n + 1);
+    memcpy(st->line, comm_msg_data(m), n);
+    st->line[n] = '\0';
+    if (memchr(st->line, '\n', n)) {
+        log_warn("coordinator: registration of rank %d holds a newline: dropped", r);
+        free(st->line);
+        st->line = NULL;
+        s->n_registered--;
+        return;
+    }
+    if (s->n_registered < s->world) return;
+    size_t total = 0;
+    for (int q = 0; q < s->world; q++) total += strlen(s->ranks[q].line) + 1;
+    char *table = xmalloc(total + 1), *p = table;
+    for (int q = 0; q < s->world; q++) p += sprintf(p, "%s\n", s->ranks[q].line);
+    ok.type = MSG_PEERS;
+    for (int q = 0; q < s->world; q++)
+        comm_send_rid(s->comm, s->ranks[q].main_rid, s->ranks[q].main_rid_len, ok, table, total);
+    free(table);
+}
+
+/* A rank's heartbeat: its liveness, what it says it waits for, its stop request; answered
+ * with whether the job is to stop. */
+static void server_heartbeat(coord_server_t *s, comm_msg_t *m, msg_header_t ok)
 {
     int r = m->peer;
     rank_state_t *st = &s->ranks[r];
     const char *data = comm_msg_data(m);
     size_t n = comm_msg_bytes(m);
+    memcpy(st->hb_rid, m->rid, m->rid_len);
+    st->hb_rid_len = m->rid_len;
+    int64_t now = comm_now_ns(), gap = st->last_beat_ns ? now - st->last_beat_ns : 0;
+    /* a loaded host delays beats: say so each time the record grows past 4 intervals,
+     * so the margin left before dead_ms can be judged from the log */
+    if (gap > st->longest_gap_ns) {
+        st->longest_gap_ns = gap;
+        if (gap > 4 * (int64_t)s->cfg.heartbeat_ms * 1000000)
+            log_info("coordinator: rank %d's heartbeat came %.2f s after the one before "
+                     "(beats every %.2f s, dead after %.1f s of silence)", r, gap * 1e-9,
+                     s->cfg.heartbeat_ms / 1e3, s->cfg.dead_ms / 1e3);
+    }
+    st->last_beat_ns = now;
+    st->hb_fd = m->src_fd;
+    st->cut_ns = 0; /* beats again: a connection that closed was replaced */
+    n = n < TEXT_MAX - 1 ? n : TEXT_MAX - 1;
+    if (!st->still_since_ns || st->iteration != (int64_t)m->hdr.iteration ||
+        st->layer != (int)m->hdr.layer || strncmp(st->text, data, n) || st->text[n]) {
+        st->still_since_ns = st->last_beat_ns;
+        st->stall_told_ns = 0;
+    }
+    st->iteration = m->hdr.iteration;
+    st->layer = m->hdr.layer;
+    memcpy(st->text, data, n);
+    st->text[n] = '\0';
+    if (m->hdr.shard == 1 && !s->stop_requested) {
+        s->stop_requested = 1;
+        log_info("coordinator: rank %d asks the job to stop (a signal): every rank stops "
+                 "after the next checkpoint", r);
+    }
+    ok.type = MSG_HEARTBEAT_ACK;
+    ok.shard = (uint32_t)s->stop_requested;
+    comm_send_rid(s->comm, m->rid, m->rid_len, ok, NULL, 0);
+}
+
+static void server_handle(coord_server_t *s, comm_msg_t *m)
+{
+    int r = m->peer;
+    rank_state_t *st = &s->ranks[r];
     msg_header_t ok = {.layer = -1, .iteration = m->hdr.iteration};
     switch (m->hdr.type) {
-    case MSG_REGISTER:
-        if (!m->rid_len) break;
-        memcpy(st->main_rid, m->rid, m->rid_len);
-        st->main_rid_len = m->rid_len;
-        if (!st->line) s->n_registered++;
-        free(st->line);
-        st->line = xmalloc(n + 1);
-        memcpy(st->line, data, n);
-        st->line[n] = '\0';
-        if (memchr(st->line, '\n', n)) {
-            log_warn("coordinator: registration of rank %d holds a newline: dropped", r);
-            free(st->line);
-            st->line = NULL;
-            s->n_registered--;
-            break;
-        }
-        if (s->n_registered == s->world) {
-            size_t total = 0;
-            for (int q = 0; q < s->world; q++) total += strlen(s->ranks[q].line) + 1;
-            char *table = xmalloc(total + 1), *p = table;
-            for (int q = 0; q < s->world; q++) p += sprintf(p, "%s\n", s->ranks[q].line);
-            ok.type = MSG_PEERS;
-            for (int q = 0; q < s->world; q++)
-                comm_send_rid(s->comm, s->ranks[q].main_rid, s->ranks[q].main_rid_len, ok,
-                              table, total);
-            free(table);
-        }
-        break;
+    case MSG_REGISTER: server_register(s, m, ok); break;
     case MSG_BARRIER:
         if (m->hdr.iteration != s->barrier_id) {
             log_warn("coordinator: rank %d at barrier %lld while barrier %lld is open: dropped",
@@ -152,44 +199,9 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
         for (int q = 0; q < s->world; q++)
             if (q != r && s->ranks[q].main_rid_len)
                 comm_send_rid(s->comm, s->ranks[q].main_rid, s->ranks[q].main_rid_len, ok,
-                              data, n);
+                              comm_msg_data(m), comm_msg_bytes(m));
         break;
-    case MSG_HEARTBEAT: {
-        memcpy(st->hb_rid, m->rid, m->rid_len);
-        st->hb_rid_len = m->rid_len;
-        int64_t now = comm_now_ns(), gap = st->last_beat_ns ? now - st->last_beat_ns : 0;
-        /* a loaded host delays beats: say so each time the record grows past 4 intervals,
-         * so the margin left before dead_ms can be judged from the log */
-        if (gap > st->longest_gap_ns) {
-            st->longest_gap_ns = gap;
-            if (gap > 4 * (int64_t)s->cfg.heartbeat_ms * 1000000)
-                log_info("coordinator: rank %d's heartbeat came %.2f s after the one before "
-                         "(beats every %.2f s, dead after %.1f s of silence)", r, gap * 1e-9,
-                         s->cfg.heartbeat_ms / 1e3, s->cfg.dead_ms / 1e3);
-        }
-        st->last_beat_ns = now;
-        st->hb_fd = m->src_fd;
-        st->cut_ns = 0; /* beats again: a connection that closed was replaced */
-        n = n < TEXT_MAX - 1 ? n : TEXT_MAX - 1;
-        if (!st->still_since_ns || st->iteration != (int64_t)m->hdr.iteration ||
-            st->layer != (int)m->hdr.layer || strncmp(st->text, data, n) || st->text[n]) {
-            st->still_since_ns = st->last_beat_ns;
-            st->stall_told_ns = 0;
-        }
-        st->iteration = m->hdr.iteration;
-        st->layer = m->hdr.layer;
-        memcpy(st->text, data, n);
-        st->text[n] = '\0';
-        if (m->hdr.shard == 1 && !s->stop_requested) {
-            s->stop_requested = 1;
-            log_info("coordinator: rank %d asks the job to stop (a signal): every rank stops "
-                     "after the next checkpoint", r);
-        }
-        ok.type = MSG_HEARTBEAT_ACK;
-        ok.shard = (uint32_t)s->stop_requested;
-        comm_send_rid(s->comm, m->rid, m->rid_len, ok, NULL, 0);
-        break;
-    }
+    case MSG_HEARTBEAT: server_heartbeat(s, m, ok); break;
     case MSG_BYE:
         if (!st->bye) s->n_bye++;
         st->bye = 1;
