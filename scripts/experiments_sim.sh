@@ -10,16 +10,9 @@
 # With MODEL arguments only those networks are run (the K20 runs and the table are skipped
 # unless all of them are run).
 set -euo pipefail
-build=${1:-build}
-shift || true
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-bin=$build/poseidon
-[ -x "$bin" ] || { echo "experiments_sim.sh: $bin not built (make all)" >&2; exit 1; }
 all=(vgg19-22k vgg19 inception-v3 resnet-152 googlenet alexnet)
-models=("$@")
-[ ${#models[@]} -eq 0 ] && models=("${all[@]}")
-mkdir -p out/experiments out/reports
+. "$(dirname "$0")/lib/sim_script.sh"
+sim_script_begin experiments_sim.sh "${all[*]}" -- "$@"
 
 for m in "${models[@]}"; do
     echo "== $m: scaling 1-32 nodes, 40 and 10 GbE" >&2

@@ -6,15 +6,8 @@
 # fat-thin-MODEL-table.csv (images/s per layout and series) and
 # out/reports/fat-thin-MODEL.{png,svg} (images/s of the 32 GPUs per layout).
 set -euo pipefail
-build=${1:-build}
-shift || true
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-bin=$build/poseidon
-[ -x "$bin" ] || { echo "fat_or_thin.sh: $bin not built (make all)" >&2; exit 1; }
-models=("$@")
-[ ${#models[@]} -eq 0 ] && models=(vgg19 resnet-152)
-mkdir -p out/experiments out/reports
+. "$(dirname "$0")/lib/sim_script.sh"
+sim_script_begin fat_or_thin.sh "vgg19 resnet-152" -- "$@"
 for m in "${models[@]}"; do
     csv=out/experiments/fat-thin-$m.csv
     : >"$csv"

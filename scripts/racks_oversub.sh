@@ -8,17 +8,10 @@
 # racks-MODEL-table.csv (images/s per ratio and scheme, and the layers hybrid3 gives each
 # method) and out/reports/racks-MODEL.{png,svg} (images/s against the ratio).
 set -euo pipefail
-build=${1:-build}
-shift || true
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-bin=$build/poseidon
-[ -x "$bin" ] || { echo "racks_oversub.sh: $bin not built (make all)" >&2; exit 1; }
-models=("$@")
-[ ${#models[@]} -eq 0 ] && models=(vgg19 resnet-152)
+. "$(dirname "$0")/lib/sim_script.sh"
+sim_script_begin racks_oversub.sh "vgg19 resnet-152" -- "$@"
 ratios="1 2 4 8 16"
 schemes=ps+wfbp,sfb+wfbp,allreduce+wfbp,hybrid,hybrid3
-mkdir -p out/experiments out/reports
 for m in "${models[@]}"; do
     csv=out/experiments/racks-$m.csv
     : >"$csv"
