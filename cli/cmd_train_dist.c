@@ -89,11 +89,9 @@ static int check_dist(train_args_t *a)
                         "job checkpoints with --checkpoint-dir DIR --checkpoint-every K\n");
         return 2;
     }
-    if (job->train.lr_policy != EXP_LR_FIXED || job->train.sample > 0) {
-        fprintf(stderr, "poseidon train: %s runs on one worker (a job of one node and one "
-                        "device); the distributed workers keep a fixed learning rate and "
-                        "print no sample\n",
-                job->train.sample > 0 ? "sample" : "lr_policy = step or poly");
+    if (job->train.sample > 0) {
+        fprintf(stderr, "poseidon train: sample runs on one worker (a job of one node and one "
+                        "device); the distributed workers print no sample\n");
         return 2;
     }
     if (c->security.insecure && c->security.keys_dir) {

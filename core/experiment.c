@@ -104,7 +104,7 @@ const char *experiment_keys_help(void)
            "  compute = real | emulate  emulate: forward/backward sleep for the profile's\n"
            "                            times, communication stays real (real)\n"
            "  lr, momentum, weight_decay  SGD (0.01, 0.9, 0.0005)\n"
-           "  lr_policy = P             fixed | step | poly (fixed; step and poly: one worker)\n"
+           "  lr_policy = P             fixed | step | poly (fixed)\n"
            "  lr_gamma = X              step: the rate's factor per lr_step iterations (0.1)\n"
            "  lr_step = N               step: iterations per decay, 0 = two epochs (0)\n"
            "  lr_power = X              poly: exponent; the rate reaches 0 at the last\n"

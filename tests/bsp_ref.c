@@ -11,6 +11,7 @@
 #include "runtime/compute/nnet.h"
 #include "runtime/transport/launch.h"
 #include "runtime/compute/solver.h"
+#include "runtime/exec/train.h"
 #include "tests/exp_fixture.h"
 #include "tests/test.h"
 
@@ -32,7 +33,8 @@ float *bsp_reference(const worker_config_t *c, int world, int64_t steps, int64_t
     REQUIRE(cp, "%s", err);
     nnet_t *net = nnet_new(&m, world * c->job.batch, cp, c->job.seed, err, sizeof err);
     REQUIRE(net, "%s", err);
-    solver_config_t sc = worker_solver_config(&c->job);
+    int64_t per_epoch = d.n / world / c->job.batch; /* the workers' steps per epoch */
+    solver_config_t sc = train_solver_config(&c->job, per_epoch > 0 ? per_epoch : 1, steps);
     solver_t *s = solver_new(&sc, nnet_arena(net));
     solver_init_params(&m, nnet_arena(net), c->init, c->job.seed);
     int *order = malloc((size_t)world * c->job.batch * sizeof *order);

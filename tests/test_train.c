@@ -291,8 +291,8 @@ TEST(test_train_cli_options)
     rc = test_run(out, sizeof out, "%s/poseidon train --model models/mlp.net --trace t", bin);
     CHECK(rc == 2 && strstr(out, "--trace is for the distributed workers"), "%d: %s", rc, out);
     rc = test_run(out, sizeof out, "%s/poseidon train --workers 2 --model models/mlp.net "
-                  "--lr-policy step --data synthetic --iterations 1", bin);
-    CHECK(rc == 2 && strstr(out, "runs on one worker"), "%d: %s", rc, out);
+                  "--sample 10 --data synthetic --iterations 1", bin);
+    CHECK(rc == 2 && strstr(out, "sample runs on one worker"), "%d: %s", rc, out);
     rc = test_run(out, sizeof out, "%s/poseidon train --model models/mlp.net --init zeros", bin);
     CHECK(rc == 2 && strstr(out, "--init: expected init = auto | xavier | he"), "%d: %s", rc,
           out);

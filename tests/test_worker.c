@@ -74,6 +74,35 @@ TEST(worker_bsp_hybrid_equals_one_worker)
     wt_bsp_case("hybrid3", 4, 0);
 }
 
+/* The job's learning-rate policy reaches the workers' updates (the shards' and the local
+ * ones): a step decay on 2 workers equals the one-worker reference under the same policy,
+ * and moves the parameters away from the fixed rate's. */
+TEST(worker_bsp_lr_step_equals_one_worker)
+{
+    char fixed[600], step[600];
+    snprintf(fixed, sizeof fixed, "%s/lr-fixed", test_tmpdir());
+    snprintf(step, sizeof step, "%s/lr-step", test_tmpdir());
+    worker_config_t c;
+    wt_config(&c, "hybrid", fixed);
+    REQUIRE(bsp_launch(&c, 2) == 0);
+    wt_config(&c, "hybrid", step);
+    fixture_set(&c.job, "lr_policy=step");
+    fixture_set(&c.job, "lr_step=2");
+    fixture_set(&c.job, "lr_gamma=0.1");
+    REQUIRE(bsp_launch(&c, 2) == 0);
+    double worst = bsp_check_run(&c, step, 2, c.job.iterations, "hybrid, lr step, 2 workers");
+    printf("lr step on 2 workers: worst parameter at %.3f of the tolerance\n", worst);
+    int64_t n = 235146; /* models/mlp.net */
+    float *a = bsp_read_params(fixed, 0, n), *b = bsp_read_params(step, 0, n);
+    REQUIRE(a && b);
+    double moved = 0;
+    for (int64_t i = 0; i < n; i++) moved = fmax(moved, fabs((double)a[i] - b[i]));
+    free(a);
+    free(b);
+    REQUIRE(moved > 1e-4, "the step policy left the parameters where the fixed rate put them "
+                          "(largest difference %g)", moved);
+}
+
 /* A job of one worker (nothing to sync) updates after each backward: it trains as the
  * single-worker reference does, and its parameters move. */
 TEST(worker_one_worker_job_trains)

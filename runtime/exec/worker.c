@@ -42,13 +42,6 @@ void worker_config_init(worker_config_t *c)
     c->timeout_ms = 60000;
 }
 
-solver_config_t worker_solver_config(const experiment_t *job)
-{
-    return (solver_config_t){.lr = job->train.lr, .momentum = job->train.momentum,
-                             .weight_decay = job->train.weight_decay, .policy = LR_FIXED,
-                             .gamma = 0.1, .power = 1.0};
-}
-
 int64_t worker_iterations(const experiment_t *job, int64_t steps)
 {
     return job->train.epochs > 0 ? (int64_t)job->train.epochs * steps : job->iterations;
@@ -168,7 +161,6 @@ static worker_t *worker_alloc(const worker_config_t *cfg)
     w->ckpt_last = -1;
     w->cfg = cfg;
     w->job = &cfg->job;
-    w->solver = worker_solver_config(w->job);
     w->devices = w->job->cluster.devices_per_node;
     w->n_slots = w->job->staleness + 1;
     w->emulate = w->job->train.compute == COMPUTE_MODE_EMULATE;
@@ -589,6 +581,7 @@ static int local_setup(worker_t *w, char *err, size_t errlen)
     }
     if (devices_setup(w, err, errlen)) return 1;
     w->iterations = worker_iterations(job, w->steps);
+    w->solver = train_solver_config(job, w->steps, w->iterations);
     params_setup(w);
     /* no peer may send more than this job ever sends in one message */
     size_t max_payload = largest_message(w);

@@ -98,9 +98,6 @@ typedef struct {
  * BLAS thread, 60 s timeout, no output files. */
 void worker_config_init(worker_config_t *c);
 
-/* The solver of a job: its SGD keys with a fixed learning rate. */
-solver_config_t worker_solver_config(const experiment_t *job);
-
 /* Iterations the job runs on `world` ranks with `steps` steps per epoch: `iterations`, or
  * epochs x steps when the job counts epochs. */
 int64_t worker_iterations(const experiment_t *job, int64_t steps);
