@@ -26,6 +26,7 @@
 #include "runtime/transport/launch.h"
 #include "runtime/transport/transport_security.h"
 #include "runtime/sync/ps.h"
+#include "runtime/transport/clock.h"
 
 typedef struct {
     int workers, iters, victim, kill_at, staleness, timeout_ms;
@@ -223,7 +224,7 @@ static int ct_run(ct_rank_t *k)
 {
     const ct_opts_t *o = k->o;
     int bad = 0;
-    int64_t t0 = comm_now_ns();
+    int64_t t0 = clock_now_ns();
     for (int64_t t = 0; t < o->iters; t++) {
         if (!k->bench) {
             bad = ct_check_iteration(k, t, bad);
@@ -235,7 +236,7 @@ static int ct_run(ct_rank_t *k)
             ps_client_pull(k->pcl, t, 0, 0, k->total, k->arena))
             coord_client_fail(k->cl, "PS push/pull timed out after %d ms", o->timeout_ms);
     }
-    double dt = (double)(comm_now_ns() - t0) * 1e-9;
+    double dt = (double)(clock_now_ns() - t0) * 1e-9;
     if (k->bench && k->env.rank == 0) {
         double moved = 2.0 * (double)k->total * 4 * o->iters;
         printf("%lld,%zu,%d,%.6f,%.0f\n", o->block_bytes, k->total * 4, o->iters, dt,

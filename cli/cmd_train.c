@@ -403,9 +403,9 @@ static int run_one(train_args_t *a, int argc, char **argv)
                         "worker)\n", a->dist_only);
         return 2;
     }
-    if (job->train.compute == COMPUTE_MODE_EMULATE) {
-        fprintf(stderr, "poseidon train: compute = emulate runs on the distributed workers "
-                        "(--workers N)\n");
+    if (job->train.compute == COMPUTE_MODE_EMULATE || job->train.time_dilation > 1) {
+        fprintf(stderr, "poseidon train: %s runs on the distributed workers (--workers N)\n",
+                job->train.time_dilation > 1 ? "time_dilation" : "compute = emulate");
         return 2;
     }
     log_banner(argc, argv, job->seed);

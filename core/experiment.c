@@ -24,6 +24,7 @@ void experiment_init(experiment_t *e)
     experiment_train_t *t = &e->train;
     snprintf(t->data, sizeof t->data, "fashion-mnist");
     t->synthetic_n = 1024;
+    t->time_dilation = 1;
     t->shuffle = true;
     t->compute = COMPUTE_MODE_REAL;
     t->lr = 0.01;
@@ -116,6 +117,10 @@ const char *experiment_keys_help(void)
            "  probe = auto | yes | no   measure the links at start-up and plan with the\n"
            "                            result (auto: only when the ranks span hosts)\n"
            "  probe_bytes = B           bulk bytes of the probe (4194304)\n"
+           "  time_dilation = K         the run stands for a cluster K times faster: links of\n"
+           "                            rate / K (experiments/emucluster.sh -k K), emulated\n"
+           "                            compute K times longer, every time it reports and\n"
+           "                            waits on divided by K (1)\n"
            "sweeps (poseidon sim and plan run every configuration; train runs one):\n"
            "  sweep_nodes = 1,2,4       node counts to run\n"
            "  sweep_gbps = 40,10        NIC bandwidths to run\n"
@@ -265,6 +270,11 @@ static int train_set(experiment_train_t *t, const experiment_t *e, const char *k
         else if (!strcmp(val, "he")) t->init = EXP_INIT_HE;
         else return kv_error(err, errlen, where, "expected init = auto | xavier | he, got '%s'",
                              val);
+    } else if (!strcmp(key, "time_dilation")) {
+        if (kv_int(val, &i) || i < 1 || i > 10000)
+            return kv_error(err, errlen, where,
+                            "expected time_dilation = an integer from 1 to 10000, got '%s'", val);
+        t->time_dilation = (int)i;
     } else if (!strcmp(key, "probe_bytes")) {
         if (kv_int(val, &i) || i < 4 || i > (1LL << 30))
             return kv_error(err, errlen, where,
@@ -587,6 +597,7 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     fprintf(f, "sample = %d\n", t->sample);
     fprintf(f, "probe = %s\n", t->probe == PROBE_AUTO ? "auto" : t->probe == PROBE_YES ? "yes" : "no");
     fprintf(f, "probe_bytes = %lld\n", (long long)t->probe_bytes);
+    if (t->time_dilation != 1) fprintf(f, "time_dilation = %d\n", t->time_dilation);
     fprintf(f, "cluster = defaults\n");
     if (cluster_write(c, f, "cluster.")) return -1;
     return ferror(f) ? -1 : 0;

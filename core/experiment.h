@@ -81,6 +81,10 @@ typedef struct {
                                   model on one worker); 0: none */
     probe_mode_t probe;        /* measure the links at start-up; the plan uses the result */
     int64_t probe_bytes;       /* bulk bytes of the probe */
+    int time_dilation;         /* K >= 1: the run stands for a cluster K times faster (links
+                                  at rate / K, emulated compute K times longer); every time
+                                  it measures and reports is divided by K (runtime/transport/
+                                  clock.h); the simulator ignores it */
 } experiment_train_t;
 
 typedef struct {

@@ -31,7 +31,7 @@
  *   ALLREDUCE  node = a ring member: from its gradient ready to its last step delivered and
  *              the predecessor's last step received (plan.h); the runtime's row also holds
  *              its SGD step on the reduced tensor.
- * Clocks. The simulator's are virtual ns from 0. The runtime's are comm_now_ns()
+ * Clocks. The simulator's are virtual ns from 0. The runtime's are clock_now_ns()
  * (CLOCK_MONOTONIC) minus a trace zero; every rank on rank 0's host takes rank 0's, so rows
  * made of two processes' moments (PUSH and SFB ends, recorded by the receivers; PULL
  * starts, stamped by the shard) are on one clock. CLOCK_MONOTONIC of two machines are

@@ -29,11 +29,17 @@
 #                       this host's in-memory copy (~7 GB/s and ~60 us per op, LREDUCE rows
 #                       of a GoogLeNet 2 x 2 run), so each local op lasts the plan's time
 #   --compute-s S       emulated FWD+BWD time of one iteration (default 0.3)
+#   --dilation K        time dilation (default 1): each run stands for its cluster made K
+#                       times slower - links at rate / K (emucluster.sh -k K), emulated compute
+#                       and the runtime's timers K times longer, and every time the run
+#                       reports divided by K (the job key time_dilation) - so that what the
+#                       host spends per message shrinks K-fold against the emulated time; a
+#                       run takes K times as long
 #   --out DIR           default out/validate
 #   --build DIR         where poseidon is (default build)
 #
 # Writes DIR/validate.csv (model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,
-# devices with error = (predicted - measured) / measured), DIR/validate_detail.csv (plus the CPU
+# devices,dilation with error = (predicted - measured) / measured), DIR/validate_detail.csv (plus the CPU
 # seconds of all ranks per steady-state iteration, that CPU as a fraction of the host's cores,
 # the sim's MB per node, the runs' wall seconds, host_busy, the runs counted, the fastest
 # and slowest of them, same_plan and devices; same_plan: 1 when every run's rank 0 logged, layer by layer, the
@@ -69,9 +75,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=8 warmup=3 batch=16 compute_s=0.3 out=out/validate
-repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100
+repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100 dilation=1
 build=build
-usage() { sed -n '2,63p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -u$/{/^set -u$/!p}' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift; continue ;;
@@ -81,7 +87,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --models) models=$2 ;; --nodes) nodes=$2 ;; --gbps) gbps=$2 ;; --schemes) schemes=$2 ;;
     --iterations) iters=$2 ;; --warmup) warmup=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
-    --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;;
+    --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;; --dilation) dilation=$2 ;;
     --devices-per-node) devices_list=$2 ;; --intra-gbps) intra_gbps=$2 ;; --intra-latency-us) intra_lat_us=$2 ;;
     --out) out=$2 ;; --build) build=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
@@ -95,6 +101,7 @@ if [ $quick = 1 ]; then models="googlenet" nodes="2 4" gbps="1"; fi
 [ "$iters" -ge $((warmup + 2)) ] 2>/dev/null ||
     { echo "validate: --iterations must be >= --warmup + 2 (two measured iterations at least)" >&2; exit 2; }
 [ "$repeat" -ge 1 ] 2>/dev/null || { echo "validate: --repeat must be >= 1" >&2; exit 2; }
+[[ "$dilation" =~ ^[1-9][0-9]{0,3}$ ]] || { echo "validate: --dilation must be an integer 1..9999" >&2; exit 2; }
 for devices in $devices_list; do
     [ "$devices" -ge 1 ] 2>/dev/null || { echo "validate: --devices-per-node must list counts >= 1" >&2; exit 2; }
 done
@@ -111,8 +118,8 @@ bin=$tmp/poseidon
 "$bin" --help >/dev/null 2>&1 || true
 
 csv=$out/validate.csv detail=$out/validate_detail.csv
-echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,devices" >"$csv"
-echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_iter,host_cpu_frac,sim_sent_MB_per_node,wall_s,host_busy,runs,measured_min_s,measured_max_s,same_plan,devices" >"$detail"
+echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,devices,dilation" >"$csv"
+echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_iter,host_cpu_frac,sim_sent_MB_per_node,wall_s,host_busy,runs,measured_min_s,measured_max_s,same_plan,devices,dilation" >"$detail"
 cores=$(nproc) bound_frac=${HOST_BOUND_FRAC:-0.85}
 n_runs=0 n_failed=0
 t_start=$(date +%s)
@@ -185,10 +192,10 @@ for model in $models; do
                         (while :; do echo "$(date +%s.%N) $(cpu_ticks)"; sleep 0.2; done) >"$rd/host_cpu.txt" &
                         sampler=$!
                         "$bin" keygen --ranks "$n" -o "$rd/keys" >/dev/null || exit 1
-                        timeout 600 experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -l "$rd/logs" -- \
+                        timeout $((600 * dilation)) experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -k "$dilation" -l "$rd/logs" -- \
                             sh -c '"$@"; rc=$?; date +%s.%N >"$0.$RANK"; exit $rc' "$rd/logs/end" \
                             nice -n -10 "$bin" train "$exp" --set sweep_nodes="$n" --set sweep_schemes="$s" \
-                            --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" \
+                            --set time_dilation="$dilation" --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" \
                             >"$rd/out.log" 2>&1
                         rc=$?
                         kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
@@ -244,8 +251,8 @@ for model in $models; do
                               c / NR, f / NR, h / NR, w, NR, same }')
                     bound=$(awk -v f="$frac" -v h="$busy" -v b="$bound_frac" 'BEGIN { print ((f != "nan" && f + 0 >= b) || (h != "nan" && h + 0 >= b)) ? 1 : 0 }')
                     err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%.4f", (p - m) / m }')
-                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$devices" >>"$csv"
-                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same,$devices" >>"$detail"
+                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$devices,$dilation" >>"$csv"
+                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same,$devices,$dilation" >>"$detail"
                     spread=""
                     [ "$nok" -gt 1 ] && spread=$(printf ", %d runs %.3f-%.3f s" "$nok" "$mmin" "$mmax")
                     printf "%-14s %d nodes%s %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (cpu %s s/iter, %s of %d cores, host %s busy%s%s, %ss)\n" \

@@ -6,6 +6,7 @@
 
 #include "runtime/sync/allreduce.h"
 #include "test.h"
+#include "runtime/transport/clock.h"
 
 typedef struct {
     comm_t *c;
@@ -91,9 +92,9 @@ TEST(allreduce_missing_peer_times_out)
     comm_t *c1 = comm_new("ar", 1, 2, "tcp://127.0.0.1:*", 1000);
     comm_connect(c0, 1, comm_endpoint(c1));
     float buf[8] = {0};
-    int64_t t0 = comm_now_ns();
+    int64_t t0 = clock_now_ns();
     CHECK(allreduce_sum(c0, 0, 0, buf, 8, 4, 300) == -1);
-    CHECK(comm_now_ns() - t0 < 3000000000LL);
+    CHECK(clock_now_ns() - t0 < 3000000000LL);
     comm_destroy(&c0);
     comm_destroy(&c1);
 }

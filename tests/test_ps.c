@@ -10,6 +10,7 @@
 #include "runtime/transport/comm.h"
 #include "runtime/sync/ps.h"
 #include "test.h"
+#include "runtime/transport/clock.h"
 
 /* The shard's rejection count once it reaches `want` or after 5 s: messages from different
  * connections are handled in no fixed order, so a test waits for them rather than sleeping. */
@@ -64,7 +65,7 @@ static void on_push(void *arg, int peer, uint64_t offset, int64_t t, int64_t rec
     push_log_t *g = arg;
     int b = ps_layout_find(g->l, offset);
     g->bad += peer < 0 || peer >= NW || b < 0 || (b >= 0 && g->l->blocks[b].shard != g->shard) ||
-              t < 0 || t >= ITERS || recv_ns < g->last_ns || recv_ns > comm_now_ns();
+              t < 0 || t >= ITERS || recv_ns < g->last_ns || recv_ns > clock_now_ns();
     g->last_ns = recv_ns;
     g->n++;
 }
@@ -312,14 +313,14 @@ TEST(ps_pull_times_are_the_answer_and_the_arrival)
     CHECK(times[0].last_recv_ns > 0);
     REQUIRE(ps_client_pull(slow, 0, 0, 0, 4, arena) == 0);
 
-    int64_t zero = comm_now_ns();
+    int64_t zero = clock_now_ns();
     ps_server_set_trace_zero(srv, zero);
     timed_pull_t a = {.c = fast, .t = 1};
     REQUIRE(ps_client_push(fast, 1, 0, 0, 4, g) == 0);
     pthread_t th;
     REQUIRE(pthread_create(&th, NULL, timed_pull, &a) == 0);
     usleep(50000); /* the fast worker's pull waits at the shard */
-    int64_t last_push_ns = comm_now_ns();
+    int64_t last_push_ns = clock_now_ns();
     REQUIRE(ps_client_push(slow, 1, 0, 0, 4, g) == 0);
     pthread_join(th, NULL);
     REQUIRE(a.rc == 0);

@@ -31,6 +31,7 @@
 #include "runtime/sync/ps.h"
 #include "runtime/exec/train.h"
 #include "core/outfile.h"
+#include "runtime/transport/clock.h"
 
 void worker_config_init(worker_config_t *c)
 {
@@ -169,10 +170,35 @@ static worker_t *worker_alloc(const worker_config_t *cfg)
 
 /* The job against the launcher's environment (this rank's identity, the number of ranks),
  * the device it asks for, its model and its keys. 0, or -1 with the reason in err. */
+/* The job's time dilation K, checked against the emulated links' (emucluster.sh -k K sets
+ * EMU_TIME_DILATION), becomes this process's clock (runtime/transport/clock.h). Only emulated
+ * compute can run K times slower. 0, or -1 with the reason in err. */
+static int dilation_setup(const experiment_t *job, char *err, size_t errlen)
+{
+    int k = job->train.time_dilation;
+    const char *links = getenv("EMU_TIME_DILATION");
+    if (links && atoi(links) != k) {
+        snprintf(err, errlen, "the emulated links are dilated %s times (emucluster.sh -k) but "
+                              "the job's time_dilation is %d: run it with --set "
+                              "time_dilation=%s", links, k, links);
+        return -1;
+    }
+    if (k > 1 && job->train.compute != COMPUTE_MODE_EMULATE) {
+        snprintf(err, errlen, "time_dilation = %d needs compute = emulate (with a profile): "
+                              "real compute cannot run %d times slower", k, k);
+        return -1;
+    }
+    clock_set_dilation(k);
+    if (k > 1) log_info("time dilation %d: links, compute and timers run %d times slower; "
+                        "every time reported is the cluster's", k, k);
+    return 0;
+}
+
 static int job_check(worker_t *w, char *err, size_t errlen)
 {
     const worker_config_t *cfg = w->cfg;
     const experiment_t *job = w->job;
+    if (dilation_setup(job, err, errlen)) return -1;
     if (launch_env_detect(&w->env, err, errlen)) return -1;
     w->rank = w->env.rank;
     w->world = w->env.world;
@@ -551,7 +577,7 @@ static void start_barrier(worker_t *w, int join_ms)
     if (coord_client_barrier(w->cl, 0, join_ms))
         coord_client_fail(w->cl, "not every rank reached the start barrier");
     w->barrier_next = 1;
-    w->report_t0_ns = comm_now_ns();
+    w->report_t0_ns = clock_now_ns();
     w->t0_ns = shared_t0_ns ? shared_t0_ns : w->report_t0_ns;
     w->t0_shared = shared_t0_ns != 0;
     /* the shard stamps its answers on the trace clock only where every rank of its host

@@ -9,13 +9,14 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "runtime/transport/clock.h"
 
 int64_t worker_time_base(worker_t *w, int timeout_ms)
 {
     struct {
         char host[64];
         int64_t t0_ns;
-    } tb = {.t0_ns = comm_now_ns()}, mine;
+    } tb = {.t0_ns = clock_now_ns()}, mine;
     gethostname(tb.host, sizeof tb.host - 1);
     mine = tb;
     void *data = &tb;

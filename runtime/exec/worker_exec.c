@@ -18,10 +18,10 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "runtime/sync/allreduce.h"
-#include "runtime/exec/emulate.h"
 #include "runtime/exec/job_checkpoint.h"
 #include "runtime/sync/sfb.h"
 #include "runtime/exec/train.h"
+#include "runtime/transport/clock.h"
 
 static int unit_layer(const worker_t *w, int u)
 {
@@ -149,11 +149,11 @@ static void wait_for_on(worker_t *w, wait_kind_t k, int op, int64_t t, comm_t *c
 {
     const plan_op_t *po = &w->plan.ops[op];
     ASSERT(!c || w->op_efd[op] >= 0, "op %d waits on a comm without an eventfd", op);
-    int64_t deadline = comm_now_ns() + (int64_t)w->cfg->timeout_ms * 1000000;
+    int64_t deadline = clock_now_ns() + (int64_t)w->cfg->timeout_ms * 1000000;
     pthread_mutex_lock(&w->mu);
     int64_t paused0 = w->ckpt_paused_ns;
     while (!wait_ready(w, k, op, t) && t < atomic_load(&w->stop_at)) {
-        if (comm_now_ns() > deadline + (w->ckpt_paused_ns - paused0) && !w->ckpt_busy) {
+        if (clock_now_ns() > deadline + (w->ckpt_paused_ns - paused0) && !w->ckpt_busy) {
             pthread_mutex_unlock(&w->mu);
             coord_client_fail(w->cl, "%s of layer %s, iteration %lld: %s not met within %d ms",
                               op_kind_name(po->kind), worker_unit_name(w, po->unit), (long long)t,
@@ -253,7 +253,7 @@ void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t
                          uint64_t offset, int64_t t)
 {
     worker_t *w = arg;
-    int64_t t0 = comm_now_ns();
+    int64_t t0 = clock_now_ns();
     sgd_range(w, (int64_t)offset, (int64_t)count, params, grad_sum, w->hist_server + offset,
               1.0f / (float)w->replicas, t);
     if (w->trace) {
@@ -261,7 +261,7 @@ void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t
         for (int u = 0; u < w->plan.n_units; u++)
             if (w->plan.units[u].layer == l && w->plan.units[u].op_apply >= 0)
                 wk_trace(w, w->plan.units[u].op_apply, t, -1, (int64_t)count * 4, t0,
-                         comm_now_ns());
+                         clock_now_ns());
     }
 }
 
@@ -311,7 +311,7 @@ static void compute_op(worker_t *w, wk_device_t *dv, int op, int64_t t)
     if (w->emulate) {
         dv->emu_end_ns =
             dv->emu_start_ns + (po->kind == OP_FWD ? w->times.fwd_ns[u] : w->times.bwd_ns[u]);
-        emulate_sleep_until_ns(dv->emu_end_ns);
+        clock_sleep_until_ns(dv->emu_end_ns);
         return;
     }
     nnet_t *net = dv->net;
@@ -417,13 +417,13 @@ static bool checkpoint_due(const worker_t *w, int64_t t)
  * starts meanwhile: each waits, through the plan, for a FWD or BWD of k. */
 static void quiesce(worker_t *w, int64_t k)
 {
-    int64_t deadline = comm_now_ns() + (int64_t)w->cfg->timeout_ms * 1000000;
+    int64_t deadline = clock_now_ns() + (int64_t)w->cfg->timeout_ms * 1000000;
     pthread_mutex_lock(&w->mu);
     w->quiescing = true;
     for (int op = 0; op < w->plan.n_ops; op++) {
         if (!worker_op_runs_here(&w->plan.ops[op])) continue;
         while (w->done[op] < k) {
-            if (comm_now_ns() > deadline) {
+            if (clock_now_ns() > deadline) {
                 pthread_mutex_unlock(&w->mu);
                 coord_client_fail(w->cl, "checkpoint of iteration %lld: %s of layer %s has "
                                   "completed %lld iterations after %d ms",
@@ -490,7 +490,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
     quiesce(w, k);
     snprintf(what, sizeof what, "writing the checkpoint of iteration %lld", (long long)k);
     coord_client_progress(w->cl, k, -1, what); /* the syncers' last word was their wait */
-    int64_t t0 = comm_now_ns();
+    int64_t t0 = clock_now_ns();
     pthread_mutex_lock(&w->mu);
     w->ckpt_busy = true;
     pthread_mutex_unlock(&w->mu);
@@ -512,7 +512,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
     int rc = job_ckpt_write_rank(path, &h, &st, &mine, err, sizeof err);
     worker_ckpt_state_free(w, &st);
     if (rc) coord_client_fail(w->cl, "%s", err);
-    int64_t t1 = comm_now_ns();
+    int64_t t1 = clock_now_ns();
     log_info("rank %d: checkpoint of iteration %lld: %s, %.1f MB in %.1f ms", w->rank,
              (long long)k, path, mine.bytes / 1e6, (t1 - t0) * 1e-6);
 
@@ -537,7 +537,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
     if (w->rank == 0) {
         job_ckpt_prune(dir, k, w->ckpt_last);
         log_info("checkpoint of iteration %lld complete: %s/iter-%lld (%d ranks, %.1f ms)",
-                 (long long)k, dir, (long long)k, w->world, (comm_now_ns() - t0) * 1e-6);
+                 (long long)k, dir, (long long)k, w->world, (clock_now_ns() - t0) * 1e-6);
     } else if (w->ckpt_last >= 0) {
         job_ckpt_prune_rank(dir, w->rank, w->ckpt_last);
     }
@@ -545,7 +545,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
     w->ckpt_last = k;
     pthread_cond_broadcast(&w->quiesce_cv); /* the other devices wait for it (device_main) */
     w->ckpt_busy = false;
-    w->ckpt_paused_ns += comm_now_ns() - t0;
+    w->ckpt_paused_ns += clock_now_ns() - t0;
     if (stop) stop_at_set(w, k);
     pthread_mutex_unlock(&w->mu);
     if (stop && w->rank == 0)
@@ -558,7 +558,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
  * first device's start to the last one's end, and the op's dependents may go. */
 static void device_ran(worker_t *w, wk_device_t *dv, int op, int64_t t, int64_t t0_ns)
 {
-    int64_t now = comm_now_ns();
+    int64_t now = clock_now_ns();
     pthread_mutex_lock(&w->mu);
     bool first = w->dev_ran[op] == 0;
     if (first || t0_ns < w->dev_t0_ns[op]) w->dev_t0_ns[op] = t0_ns;
@@ -616,10 +616,10 @@ static void *device_main(void *arg)
             wait_for(w, WAIT_DEPS, op, t);
             if (lead && t == w->t_start + 1 && !w->cpu1_ns) { /* iteration 0 is over */
                 w->cpu1_s = process_cpu_s();
-                w->cpu1_ns = comm_now_ns();
+                w->cpu1_ns = clock_now_ns();
             }
             if (lead) progress(w, op, t, "%s computing", op_kind_name(po->kind));
-            int64_t t0 = comm_now_ns();
+            int64_t t0 = clock_now_ns();
             pthread_mutex_lock(&w->mu);
             int64_t prev_end = w->emu_node_end_ns; /* the chain's last op, every device's */
             pthread_mutex_unlock(&w->mu);
@@ -630,8 +630,8 @@ static void *device_main(void *arg)
         if (lead && w->rank == 0 && t + 1 < w->iterations) {
             int64_t every = w->cfg->report_every > 0 ? w->cfg->report_every : w->steps;
             if ((t + 1) % every == 0) report(w, t, false);
-            else if (comm_now_ns() - last_progress_ns > 250000000) { /* a terminal only */
-                last_progress_ns = comm_now_ns();
+            else if (clock_now_ns() - last_progress_ns > 250000000) { /* a terminal only */
+                last_progress_ns = clock_now_ns();
                 log_progress("  iteration %lld of %lld", (long long)(t + 1),
                              (long long)w->iterations);
             }
@@ -757,7 +757,7 @@ static void sync_pull(syncer_t *sy, int64_t t)
     worker_t *w = sy->w;
     wk_unit_t *wu = sy->wu;
     progress(w, sy->op, t, "PS pull of layer %s from the shards", sy->name);
-    int64_t t0 = comm_now_ns();
+    int64_t t0 = clock_now_ns();
     /* the shards answer a pull of iteration i at version >= i + 1 - staleness: ask
      * for t + s to get the values after apply(t), the plan's PULL(t) */
     if (ps_client_pull_from(sy->pc, t + w->job->staleness, sy->layer, (uint64_t)wu->ps_off,
@@ -880,13 +880,13 @@ static int64_t sync_local(syncer_t *sy, int64_t t, int s, int64_t *t0)
      * waited for holding the interconnect, which a broadcast may need meanwhile */
     if (po->kind == OP_LREDUCE) copies_out_wait(w, sy->u, s);
     pthread_mutex_lock(&w->intra_mu); /* the interconnect: one at a time */
-    *t0 = comm_now_ns();
+    *t0 = clock_now_ns();
     if (po->kind == OP_LREDUCE) local_reduce(w, sy->u, t);
     else local_broadcast(w, sy->u);
     /* emulated: the node's interconnect as the plan prices it, when the copy
      * in this host's memory was faster */
     if (w->emulate)
-        emulate_sleep_until_ns(*t0 + w->plan.cluster.intra_lat_ns +
+        clock_sleep_until_ns(*t0 + w->plan.cluster.intra_lat_ns +
                                llround((double)po->bytes / w->plan.cluster.intra_Bps * 1e9));
     pthread_mutex_unlock(&w->intra_mu);
     return po->bytes;
@@ -947,9 +947,9 @@ static void *sync_main(void *arg)
          * rank's backward are timed on arrival (their senders' trace rows end there) */
         wait_for_on(w, WAIT_DEPS, op, t, po->kind == OP_SFB ? w->ucomm[sy.u] : NULL);
         if (t >= atomic_load(&w->stop_at)) break; /* the run stops before t */
-        int64_t t0 = comm_now_ns();
+        int64_t t0 = clock_now_ns();
         int64_t bytes = sync_instance(&sy, t, &t0);
-        wk_trace(w, op, t, -1, bytes, t0, comm_now_ns());
+        wk_trace(w, op, t, -1, bytes, t0, clock_now_ns());
         mark_done(w, op, t);
     }
     ps_client_destroy(&sy.pc);
@@ -975,7 +975,7 @@ static void report(worker_t *w, int64_t t, bool final)
     if (!final) /* parameters as FWD of the next iteration will see them */
         for (int u = 0; u < w->plan.n_units; u++)
             wait_for(w, WAIT_SYNC_DEPS, w->plan.units[u].op_fwd, t + 1);
-    int64_t now = comm_now_ns();
+    int64_t now = clock_now_ns();
     double secs = (double)(now - w->report_t0_ns) * 1e-9; /* evaluation time excluded */
     double images = (double)(t + 1 - w->report_iter0) * w->job->batch * w->replicas;
     double ips = secs > 0 ? images / secs : 0;
@@ -983,7 +983,7 @@ static void report(worker_t *w, int64_t t, bool final)
     double train_acc = w->loss_n ? (double)w->correct / (double)(w->loss_n * w->job->batch) : 0;
     double acc = -1;
     if (!w->emulate && w->cfg->evaluate) acc = evaluate(w);
-    int64_t e1 = comm_now_ns();
+    int64_t e1 = clock_now_ns();
     char row[256];
     if (w->emulate)
         snprintf(row, sizeof row, "%.3f,%lld,,,,%.1f,%.3f", (double)(t + 1) / (double)w->steps,
@@ -1035,9 +1035,10 @@ void worker_exec_run(worker_t *w)
     if (w->iterations - w->t_start >= 2) /* iterations start+1 .. T-1: from the start of the
                                           * first one's first op to the end; logged after the
                                           * final barrier, below rank 0's last row */
+        /* the host's wall time (the cluster's x K): CPU against it says how busy the host was */
         snprintf(w->summary, sizeof w->summary, "rank %d: steady_cpu_s %.3f wall_s %.3f "
                  "iterations %lld", w->rank, process_cpu_s() - w->cpu1_s,
-                 (double)(comm_now_ns() - w->cpu1_ns) * 1e-9,
+                 (double)(clock_now_ns() - w->cpu1_ns) * 1e-9 * clock_dilation(),
                  (long long)(w->iterations - w->t_start - 1));
     free(th);
     free(args);

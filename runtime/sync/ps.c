@@ -12,6 +12,7 @@
 #include "core/cost.h"
 #include "core/log.h"
 #include "runtime/transport/comm.h"
+#include "runtime/transport/clock.h"
 
 /* ---------------------------------------------------------------- layout */
 
@@ -138,7 +139,7 @@ static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *r
                       .iteration = k->version - 1, .offset = k->b->offset};
     int64_t zero = atomic_load(&s->trace_zero_ns);
     if (zero) { /* when these values start towards the worker: the start of its PULL row */
-        h.stamp_ns = comm_now_ns() - zero;
+        h.stamp_ns = clock_now_ns() - zero;
         if (h.stamp_ns < 1) h.stamp_ns = 1;
     }
     int rc = comm_send_buf(s->comm, peer, rid, rid_len, h, k->values);
@@ -167,7 +168,7 @@ static void serve_pulls(ps_server_t *s, sblock_t *k)
     }
 }
 
-/* recv_ns: when comm_recv returned m (comm_now_ns clock). */
+/* recv_ns: when comm_recv returned m (clock_now_ns clock). */
 static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
 {
     sblock_t *k = server_block(s, m->hdr.offset);
@@ -245,7 +246,7 @@ static void *server_main(void *arg)
         int rc = comm_recv(s->comm, NULL, &m, 50);
         if (rc < 0) break;
         if (rc == 0) continue;
-        server_handle(s, &m, comm_now_ns());
+        server_handle(s, &m, clock_now_ns());
         comm_msg_close(&m);
     }
     return NULL;
@@ -332,10 +333,11 @@ void ps_server_copy_values(ps_server_t *s, float *arena)
 
 int ps_server_snapshot(ps_server_t *s, int64_t version, float *arena, int timeout_ms)
 {
-    struct timespec deadline;
+    struct timespec deadline; /* on the host's clock: the cluster's timeout x K */
+    int host_ms = clock_host_ms(timeout_ms);
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    deadline.tv_sec += host_ms / 1000;
+    deadline.tv_nsec += (long)(host_ms % 1000) * 1000000;
     if (deadline.tv_nsec >= 1000000000) deadline.tv_sec++, deadline.tv_nsec -= 1000000000;
     pthread_mutex_lock(&s->lock);
     int rc = 0;
@@ -470,9 +472,9 @@ int ps_client_pull_from(ps_client_t *c, int64_t t, int layer, uint64_t offset, u
                           .iteration = t, .offset = pb->offset};
         if (comm_send(c->comm, pb->shard, h, NULL, 0, NULL) != 0) return -1;
     }
-    int64_t deadline = comm_now_ns() + (int64_t)c->timeout_ms * 1000000;
+    int64_t deadline = clock_now_ns() + (int64_t)c->timeout_ms * 1000000;
     for (int got = 0; got < last - first + 1;) {
-        int left_ms = (int)((deadline - comm_now_ns()) / 1000000);
+        int left_ms = (int)((deadline - clock_now_ns()) / 1000000);
         comm_match_t m = COMM_MATCH_ANY;
         m.type = MSG_PS_VALUES;
         m.layer = layer;

@@ -63,7 +63,7 @@ typedef void (*ps_update_fn)(void *arg, float *params, const float *grad_sum, si
                              uint64_t offset, int64_t iteration);
 
 /* Called on the shard's thread for every push it accepts (before any apply it completes):
- * peer = the pushing rank, offset = the block's, recv_ns = comm_now_ns() when the shard took
+ * peer = the pushing rank, offset = the block's, recv_ns = clock_now_ns() when the shard took
  * it from the socket. For traces: when a rank's bytes reached this shard. */
 typedef void (*ps_push_fn)(void *arg, int peer, uint64_t offset, int64_t iteration,
                            int64_t recv_ns);
@@ -101,7 +101,7 @@ void ps_server_copy_values(ps_server_t *s, float *arena);
 int ps_server_snapshot(ps_server_t *s, int64_t version, float *arena, int timeout_ms);
 /* Messages it rejected (bad, duplicate, out of the staleness bound). */
 uint64_t ps_server_n_rejected(ps_server_t *s);
-/* From now on every answer to a pull carries stamp_ns = comm_now_ns() - zero_ns (>= 1):
+/* From now on every answer to a pull carries stamp_ns = clock_now_ns() - zero_ns (>= 1):
  * when the shard handed that block's values to ZeroMQ, on the clock of the job's trace
  * (zero_ns: its zero; runtime/exec/worker.c). Before the call, or with zero_ns = 0, answers
  * carry no stamp. Thread-safe. */
@@ -129,7 +129,7 @@ typedef struct {
     int64_t bytes;          /* 0: the shard holds none of the range */
     int64_t first_stamp_ns; /* the earliest stamp_ns of its answers (its trace clock; see
                                ps_server_set_trace_zero), 0 when they carried none */
-    int64_t last_recv_ns;   /* when its last block was taken from the socket (comm_now_ns) */
+    int64_t last_recv_ns;   /* when its last block was taken from the socket (clock_now_ns) */
 } ps_pull_times_t;
 
 /* ps_client_pull that also fills per_shard[s] for every shard s (layout->n_shards entries;

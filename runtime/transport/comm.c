@@ -19,6 +19,7 @@
 #include "runtime/transport/reject_log.h"
 #include "runtime/transport/zap.h"
 #include "runtime/transport/zmq_check.h"
+#include "runtime/transport/clock.h"
 
 /* Messages kept for a later matching receive. A bound guards against a peer that floods
  * us with traffic nobody waits for. */
@@ -72,13 +73,6 @@ void comm_set_max_payload(size_t bytes)
 {
     ASSERT(bytes > 0 && bytes <= MSG_MAX_PAYLOAD_BYTES, "max payload %zu", bytes);
     s_max_payload = bytes;
-}
-
-int64_t comm_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* ZeroMQ receives every payload larger than its 8 KB batch into a fresh malloc of the
@@ -196,7 +190,7 @@ static comm_t *comm_create(const char *name, int rank, int n_peers, const char *
     snprintf(c->name, sizeof c->name, "%s", name);
     c->rank = rank;
     c->n_peers = n_peers;
-    c->send_timeout_ms = send_timeout_ms;
+    c->send_timeout_ms = clock_host_ms(send_timeout_ms); /* a real wait: the cluster's ms x K */
     c->affinity = affinity;
     c->peers = xcalloc((size_t)n_peers, sizeof *c->peers);
     if (bind) {
@@ -211,8 +205,8 @@ static comm_t *comm_create(const char *name, int rank, int n_peers, const char *
          * sender a 1 s retransmission timeout in the first iteration. The kernel caps the
          * value at net.core.somaxconn. */
         set_int(c->router, ZMQ_BACKLOG, COMM_LISTEN_BACKLOG, "BACKLOG");
-        set_int(c->router, ZMQ_LINGER, send_timeout_ms, "LINGER");
-        set_int(c->router, ZMQ_SNDTIMEO, send_timeout_ms, "SNDTIMEO");
+        set_int(c->router, ZMQ_LINGER, c->send_timeout_ms, "LINGER");
+        set_int(c->router, ZMQ_SNDTIMEO, c->send_timeout_ms, "SNDTIMEO");
         set_max_message(c->router);
         if (s_keyring) secure_server(c->router, rank);
         if (zmq_bind(c->router, bind) != 0) {
@@ -383,10 +377,10 @@ _Static_assert(sizeof(atomic_int) == sizeof(int), "the tracker's counter is a fu
  * time, and with a PUSH thread per layer that was most of the CPU of an emulated run. */
 int comm_tracker_wait(comm_tracker_t *t, int timeout_ms)
 {
-    int64_t deadline = comm_now_ns() + (int64_t)timeout_ms * 1000000;
+    int64_t deadline = clock_now_ns() + (int64_t)timeout_ms * 1000000;
     int v;
     while ((v = atomic_load(&t->pending)) > 0) {
-        int64_t left_ns = deadline - comm_now_ns();
+        int64_t left_ns = deadline - clock_now_ns();
         if (left_ns <= 0) return -1;
         /* bounded by 10 ms: a missed wake-up costs at most that */
         if (left_ns > 10000000) left_ns = 10000000;
@@ -782,7 +776,7 @@ static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
     out->hdr = h;
     out->peer = peer;
     out->src_fd = src_fd;
-    out->recv_ns = comm_now_ns();
+    out->recv_ns = clock_now_ns();
     c->bytes_received += h.length;
     return 1;
 }
@@ -818,7 +812,7 @@ static int stash_take(comm_t *c, const comm_match_t *m, comm_msg_t *out)
  * Messages not returned go to the stash with their arrival time. -1 on an error (logged). */
 static int poll_in(comm_t *c, const comm_match_t *m, int fd, comm_msg_t *out, int timeout_ms)
 {
-    int64_t deadline = comm_now_ns() + (int64_t)timeout_ms * 1000000;
+    int64_t deadline = clock_now_ns() + (int64_t)timeout_ms * 1000000;
     int n_items = 0;
     zmq_pollitem_t items[2 + c->n_peers];
     int item_peer[2 + c->n_peers];
@@ -838,7 +832,7 @@ static int poll_in(comm_t *c, const comm_match_t *m, int fd, comm_msg_t *out, in
         item_peer[n_items++] = -1;
     }
     for (;;) {
-        int64_t left_ns = deadline - comm_now_ns();
+        int64_t left_ns = deadline - clock_now_ns();
         if (left_ns < 0) left_ns = 0;
         int rc = n_items ? zmq_poll(items, n_items, (long)((left_ns + 999999) / 1000000)) : 0;
         if (rc < 0) {

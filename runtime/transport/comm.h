@@ -68,7 +68,7 @@ typedef struct {
 typedef struct {
     msg_header_t hdr;
     int peer;          /* rank of the sender according to the transport */
-    int64_t recv_ns;   /* comm_now_ns() when it was taken from its socket (a message kept
+    int64_t recv_ns;   /* clock_now_ns() when it was taken from its socket (a message kept
                         * for a later receive keeps its time) */
     zmq_msg_t payload; /* valid when has_payload */
     int has_payload;
@@ -205,7 +205,5 @@ uint64_t comm_n_bad(const comm_t *c);
 uint64_t comm_bytes_sent(const comm_t *c);
 uint64_t comm_bytes_received(const comm_t *c);
 
-/* Monotonic clock in nanoseconds (timeouts and goodput). */
-int64_t comm_now_ns(void);
 
 #endif

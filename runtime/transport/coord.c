@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "runtime/transport/comm.h"
 #include "runtime/transport/conn_cap.h"
+#include "runtime/transport/clock.h"
 
 #define TEXT_MAX 512
 
@@ -29,7 +30,7 @@ coord_config_t coord_config_default(void)
     return c;
 }
 
-static int64_t ms_since(int64_t t_ns) { return (comm_now_ns() - t_ns) / 1000000; }
+static int64_t ms_since(int64_t t_ns) { return (clock_now_ns() - t_ns) / 1000000; }
 
 /* ---------------------------------------------------------------- coordinator */
 
@@ -136,7 +137,7 @@ static void server_heartbeat(coord_server_t *s, comm_msg_t *m, msg_header_t ok)
     size_t n = comm_msg_bytes(m);
     memcpy(st->hb_rid, m->rid, m->rid_len);
     st->hb_rid_len = m->rid_len;
-    int64_t now = comm_now_ns(), gap = st->last_beat_ns ? now - st->last_beat_ns : 0;
+    int64_t now = clock_now_ns(), gap = st->last_beat_ns ? now - st->last_beat_ns : 0;
     /* a loaded host delays beats: say so each time the record grows past 4 intervals,
      * so the margin left before dead_ms can be judged from the log */
     if (gap > st->longest_gap_ns) {
@@ -226,7 +227,7 @@ static void report_stalls(coord_server_t *s)
         if (r->bye || !r->still_since_ns || ms_since(r->still_since_ns) < s->cfg.stall_ms)
             continue;
         if (r->stall_told_ns && ms_since(r->stall_told_ns) < s->cfg.stall_ms) continue;
-        r->stall_told_ns = comm_now_ns();
+        r->stall_told_ns = clock_now_ns();
         char node[128];
         node_of(r, q, node, sizeof node);
         const char *what = strchr(r->text, '\n');
@@ -258,7 +259,7 @@ static void note_closed(coord_server_t *s)
         for (int q = 0; q < s->world; q++) {
             rank_state_t *r = &s->ranks[q];
             if (!r->bye && r->last_beat_ns && r->hb_fd == fds[i] && !r->cut_ns)
-                r->cut_ns = comm_now_ns();
+                r->cut_ns = clock_now_ns();
         }
 }
 
@@ -322,7 +323,7 @@ coord_server_t *coord_server_new(const launch_env_t *env, coord_config_t cfg)
     /* every rank, all on one host at most, holds two connections: main and heartbeats */
     comm_set_connection_cap(c, conn_cap_for(2 * env->world));
     comm_watch_connections(c);
-    s->start_ns = comm_now_ns();
+    s->start_ns = clock_now_ns();
     if (pthread_create(&s->thread, NULL, server_main, s) != 0) die("pthread_create");
     return s;
 }
@@ -331,7 +332,7 @@ void coord_server_destroy(coord_server_t **sp)
 {
     if (!sp || !*sp) return;
     coord_server_t *s = *sp;
-    int64_t t0 = comm_now_ns();
+    int64_t t0 = clock_now_ns();
     while (!atomic_load(&s->done) && ms_since(t0) < s->cfg.dead_ms) usleep(10000);
     atomic_store(&s->stop, 1);
     pthread_join(s->thread, NULL);
@@ -422,7 +423,7 @@ static _Noreturn void coordinator_gone(coord_client_t *c, const char *fmt, ...)
 static void *client_beat(void *arg)
 {
     coord_client_t *c = arg;
-    int64_t last_ack = comm_now_ns(), cut_ns = 0;
+    int64_t last_ack = clock_now_ns(), cut_ns = 0;
     while (!atomic_load(&c->stop)) {
         char text[TEXT_MAX];
         pthread_mutex_lock(&c->lock);
@@ -434,14 +435,14 @@ static void *client_beat(void *arg)
                                  .layer = atomic_load(&c->layer),
                                  .shard = (uint32_t)atomic_load(&c->stop_asked)},
                   text, (size_t)n, NULL);
-        int64_t t_next = comm_now_ns() + (int64_t)c->cfg.heartbeat_ms * 1000000;
+        int64_t t_next = clock_now_ns() + (int64_t)c->cfg.heartbeat_ms * 1000000;
         for (;;) {
-            int left_ms = (int)((t_next - comm_now_ns()) / 1000000);
+            int left_ms = (int)((t_next - clock_now_ns()) / 1000000);
             if (left_ms <= 0 || atomic_load(&c->stop)) break;
             comm_msg_t m;
             if (comm_recv(c->hb, NULL, &m, left_ms) != 1) continue;
             if (m.hdr.type == MSG_HEARTBEAT_ACK) {
-                last_ack = comm_now_ns(), cut_ns = 0;
+                last_ack = clock_now_ns(), cut_ns = 0;
                 if (m.hdr.shard == 1) atomic_store(&c->stop_heard, 1);
             }
             if (m.hdr.type == MSG_ABORT) {
@@ -458,7 +459,7 @@ static void *client_beat(void *arg)
             comm_msg_close(&m);
         }
         int fd;
-        if (comm_closed_connections(c->hb, &fd, 1) > 0 && !cut_ns) cut_ns = comm_now_ns();
+        if (comm_closed_connections(c->hb, &fd, 1) > 0 && !cut_ns) cut_ns = clock_now_ns();
         if (!atomic_load(&c->stop) && cut_ns && ms_since(cut_ns) > cut_grace_ms(&c->cfg))
             coordinator_gone(c, "closed its connection %lld ms ago (its process ended, or its "
                                 "host dropped it)", (long long)ms_since(cut_ns));

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "runtime/transport/clock.h"
 
 /* Message kinds of the probe, in the MSG_TEST header's shard field. */
 enum { PROBE_PING = 1, PROBE_PONG, PROBE_BULK, PROBE_ACK };
@@ -51,7 +52,7 @@ int probe_links(comm_t *c, int pings, int64_t bulk_bytes, int rounds, probe_resu
         for (int i = 0; i < rounds; i++) {
             if (probe_recv(c, peer, PROBE_BULK, i, &g, timeout_ms)) return -1;
             comm_msg_close(&g);
-            int64_t now = comm_now_ns();
+            int64_t now = clock_now_ns();
             if (i == 0) first_ns = now;
             span_ns = now - first_ns;
         }
@@ -61,26 +62,26 @@ int probe_links(comm_t *c, int pings, int64_t bulk_bytes, int rounds, probe_resu
     int64_t *rtt = xcalloc((size_t)pings, sizeof *rtt);
     int rc = -1;
     for (int i = 0; i < pings; i++) {
-        int64_t t0 = comm_now_ns();
+        int64_t t0 = clock_now_ns();
         msg_header_t h = {.type = MSG_TEST, .layer = -1, .shard = PROBE_PING, .iteration = i};
         if (comm_send(c, peer, h, &word, sizeof word, NULL)) goto out;
         if (probe_recv(c, peer, PROBE_PONG, i, &g, timeout_ms)) goto out;
         comm_msg_close(&g);
-        rtt[i] = comm_now_ns() - t0;
+        rtt[i] = clock_now_ns() - t0;
     }
     qsort(rtt, (size_t)pings, sizeof *rtt, cmp_i64);
     int64_t rtt_ns = rtt[pings / 2];
     char *bulk = xcalloc((size_t)bulk_bytes, 1);
     comm_tracker_t tr;
     comm_tracker_init(&tr);
-    int64_t t0 = comm_now_ns();
+    int64_t t0 = clock_now_ns();
     int ok = 1;
     for (int i = 0; i < rounds && ok; i++) {
         msg_header_t h = {.type = MSG_TEST, .layer = -1, .shard = PROBE_BULK, .iteration = i};
         ok = comm_send(c, peer, h, bulk, (size_t)bulk_bytes, &tr) == 0;
     }
     if (ok && probe_recv(c, peer, PROBE_ACK, 0, &g, timeout_ms) == 0) {
-        int64_t dt = comm_now_ns() - t0 - rtt_ns, span_ns = 0;
+        int64_t dt = clock_now_ns() - t0 - rtt_ns, span_ns = 0;
         if (comm_msg_bytes(&g) == sizeof span_ns) memcpy(&span_ns, comm_msg_data(&g), sizeof span_ns);
         comm_msg_close(&g);
         if (dt < 1) dt = 1;
