@@ -206,6 +206,51 @@ static void wt_emulated_config(worker_config_t *c, const char *scheme, const cha
     c->trace_prefix = trace;
 }
 
+/* Time dilation K = 4: the emulated compute sleeps 4 times the profile on the host, and the
+ * trace reads in the cluster's time (each FWD of fc1 as long as the profile says, not 4
+ * times as long). A dilation the emulated links were not given is refused. */
+TEST(worker_time_dilation_stretches_the_host_not_the_report)
+{
+    char prof[600], trace[600], merged[700];
+    snprintf(prof, sizeof prof, "%s/mlp.csv", test_tmpdir());
+    snprintf(trace, sizeof trace, "%s/dil", test_tmpdir());
+    snprintf(merged, sizeof merged, "%s.csv", trace);
+    FILE *f = fopen(prof, "w");
+    REQUIRE(f);
+    /* 10 ms of forward and 20 ms of backward per iteration at batch 8 */
+    fprintf(f, "layer,batch,fwd_ns,bwd_ns\nfc1,8,4000000,8000000\nrelu1,8,0,0\n"
+               "fc2,8,4000000,8000000\nrelu2,8,0,0\nfc3,8,2000000,4000000\nloss,8,0,0\n");
+    fclose(f);
+    worker_config_t c;
+    wt_config(&c, "allreduce+wfbp", NULL);
+    fixture_set(&c.job, "compute=emulate");
+    fixture_set(&c.job, "profile=%s", prof);
+    fixture_set(&c.job, "iterations=6");
+    fixture_set(&c.job, "time_dilation=4");
+    c.trace_prefix = trace;
+    int64_t t0 = clock_now_ns();
+    REQUIRE(bsp_launch(&c, 2) == 0);
+    double s = (clock_now_ns() - t0) * 1e-9;
+    CHECK(s >= 4 * 6 * 0.030, "6 emulated iterations of 30 ms dilated 4 times took %.3f s", s);
+    int n = 0, fwd = 0;
+    wt_row_t *v = wt_trace_read(merged, &n);
+    REQUIRE(v, "no merged trace %s", merged);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(v[i].op, "FWD") || strcmp(v[i].layer, "fc1")) continue;
+        fwd++;
+        double ms = (v[i].t1 - v[i].t0) * 1e-6;
+        CHECK(ms >= 3.99 && ms < 6.0, "FWD fc1 of rank %d, iteration %d lasted %.3f ms of the "
+              "cluster's time, the profile says 4", v[i].node, v[i].iteration, ms);
+    }
+    free(v);
+    CHECK(fwd == 2 * 6, "%d FWD rows of fc1, expected 12", fwd);
+    /* links dilated 3 times (emucluster.sh -k 3) under a job of 4: refused before anything runs */
+    setenv("EMU_TIME_DILATION", "3", 1);
+    c.trace_prefix = NULL;
+    CHECK(bsp_launch(&c, 2) != 0, "a job of time_dilation 4 ran on links dilated 3 times");
+    unsetenv("EMU_TIME_DILATION");
+}
+
 /* The mlp's emulated-compute profile and a cluster file (cluster_text) with a slow rank. */
 static void write_slow_rank_files(const char *prof, const char *clu, const char *cluster_text)
 {
