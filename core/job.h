@@ -19,11 +19,12 @@
 #include "experiment.h"
 #include "plan.h"
 
-/* One core's memcpy on a DDR4 server, of the order of 10 GB/s (an assumption, not a
- * measurement: the 2-core dev machine under load copied 1.7 to 3.6 GB/s), and a latency of
- * the order of a thread hand-off. */
-#define JOB_HOST_MEMORY_GBPS 80.0
-#define JOB_HOST_MEMORY_LAT_US 1.0
+/* A local reduce or broadcast between two CPU devices of one node, in the host's memory:
+ * ~7 GB/s for large layers and ~60 us per op, measured from the LREDUCE rows of a GoogLeNet
+ * run of 2 nodes x 2 devices on the 2-core development machine (docs/validation.md, "Nodes
+ * of two devices"); a job can name its own (cluster.intra_gbps, intra_latency_us). */
+#define JOB_HOST_MEMORY_GBPS 56.0
+#define JOB_HOST_MEMORY_LAT_US 60.0
 
 /* What a real run measured between two of its nodes (runtime/transport/probe). */
 typedef struct {

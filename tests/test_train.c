@@ -308,7 +308,7 @@ TEST(test_train_cli_cpu_devices_need_no_interconnect)
                       "--devices-per-node 2 --data synthetic --iterations 2 --no-eval "
                       "--job-out %s/d.exp", bin, d);
     REQUIRE(rc == 0, "exit %d: %s", rc, out);
-    rc = test_run(out, sizeof out, "grep -q '^cluster.intra_gbps = 80$' %s/d.exp && "
+    rc = test_run(out, sizeof out, "grep -q '^cluster.intra_gbps = 56$' %s/d.exp && "
                   "%s/poseidon sim %s/d.exp --csv - 2>/dev/null | grep -q '^mlp,1,'", d, bin, d);
     CHECK(rc == 0, "the written job: %s", out);
     /* elsewhere the interconnect stays required: the check is still there */
