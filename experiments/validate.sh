@@ -29,6 +29,10 @@
 #                       this host's in-memory copy (~7 GB/s and ~60 us per op, LREDUCE rows
 #                       of a GoogLeNet 2 x 2 run), so each local op lasts the plan's time
 #   --compute-s S       emulated FWD+BWD time of one iteration (default 0.3)
+#   --racks K:X         racks of K nodes behind uplinks at oversubscription X: the
+#                       experiment's cluster.nodes_per_rack and cluster.oversubscription, and
+#                       for real a bridge per rack behind an uplink of K x rate / X
+#                       (emucluster.sh -R K -U); node counts up to K run as one rack
 #   --dilation K        time dilation (default 1): each run stands for its cluster made K
 #                       times slower - links at rate / K (emucluster.sh -k K), emulated compute
 #                       and the runtime's timers K times longer, and every time the run
@@ -75,7 +79,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=8 warmup=3 batch=16 compute_s=0.3 out=out/validate
-repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100 dilation=1
+repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100 dilation=1 racks=""
 build=build
 usage() { sed -n '2,/^set -u$/{/^set -u$/!p}' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -87,7 +91,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --models) models=$2 ;; --nodes) nodes=$2 ;; --gbps) gbps=$2 ;; --schemes) schemes=$2 ;;
     --iterations) iters=$2 ;; --warmup) warmup=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
-    --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;; --dilation) dilation=$2 ;;
+    --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;; --dilation) dilation=$2 ;; --racks) racks=$2 ;;
     --devices-per-node) devices_list=$2 ;; --intra-gbps) intra_gbps=$2 ;; --intra-latency-us) intra_lat_us=$2 ;;
     --out) out=$2 ;; --build) build=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
@@ -102,6 +106,16 @@ if [ $quick = 1 ]; then models="googlenet" nodes="2 4" gbps="1"; fi
     { echo "validate: --iterations must be >= --warmup + 2 (two measured iterations at least)" >&2; exit 2; }
 [ "$repeat" -ge 1 ] 2>/dev/null || { echo "validate: --repeat must be >= 1" >&2; exit 2; }
 [[ "$dilation" =~ ^[1-9][0-9]{0,3}$ ]] || { echo "validate: --dilation must be an integer 1..9999" >&2; exit 2; }
+per_rack=0 oversub=1
+if [ -n "$racks" ]; then
+    [[ "$racks" =~ ^([1-9][0-9]*):([0-9]+([.][0-9]+)?)$ ]] ||
+        { echo "validate: --racks expects K:X (nodes per rack : oversubscription), got '$racks'" >&2; exit 2; }
+    per_rack=${BASH_REMATCH[1]} oversub=${BASH_REMATCH[2]}
+    for n in $nodes; do
+        [ "$n" -le "$per_rack" ] || [ $((n % per_rack)) -eq 0 ] ||
+            { echo "validate: --racks $racks: $n nodes are not whole racks of $per_rack" >&2; exit 2; }
+    done
+fi
 for devices in $devices_list; do
     [ "$devices" -ge 1 ] 2>/dev/null || { echo "validate: --devices-per-node must list counts >= 1" >&2; exit 2; }
 done
@@ -152,6 +166,10 @@ for model in $models; do
                 echo "warmup = $warmup"
                 echo "kv_block_mb = 4"
                 echo "allreduce_bucket_mb = $bucket_mb"
+                if [ "$per_rack" -gt 0 ]; then
+                    echo "cluster.nodes_per_rack = $per_rack"
+                    echo "cluster.oversubscription = $oversub"
+                fi
                 if [ "$devices" -gt 1 ]; then # a node of D devices: threads of its one rank
                     echo "cluster.devices_per_node = $devices"
                     echo "cluster.intra_gbps = $intra_gbps"
@@ -173,6 +191,11 @@ for model in $models; do
             rate="$(awk -v g="$g" 'BEGIN { printf "%dmbit", g * 1000 + 0.5 }')"
             for n in $nodes; do
                 for s in $schemes; do
+                    # racks for real: an uplink of K x rate / X per rack, when there are two
+                    emu_racks=()
+                    [ "$per_rack" -gt 0 ] && [ "$n" -gt "$per_rack" ] &&
+                        emu_racks=(-R "$per_rack" -U "$(awk -v k="$per_rack" -v g="$g" -v x="$oversub" \
+                            'BEGIN { printf "%dmbit", k * g * 1000 / x + 0.5 }')")
                     tag=$model-n$n$dtag-${g}g-$s
                     run=$out/runs/$tag
                     rm -rf "$run"; mkdir -p "$run"
@@ -192,7 +215,7 @@ for model in $models; do
                         (while :; do echo "$(date +%s.%N) $(cpu_ticks)"; sleep 0.2; done) >"$rd/host_cpu.txt" &
                         sampler=$!
                         "$bin" keygen --ranks "$n" -o "$rd/keys" >/dev/null || exit 1
-                        timeout $((600 * dilation)) experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -k "$dilation" -l "$rd/logs" -- \
+                        timeout $((600 * dilation)) experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -k "$dilation" "${emu_racks[@]}" -l "$rd/logs" -- \
                             sh -c '"$@"; rc=$?; date +%s.%N >"$0.$RANK"; exit $rc' "$rd/logs/end" \
                             nice -n -10 "$bin" train "$exp" --set sweep_nodes="$n" --set sweep_schemes="$s" \
                             --set time_dilation="$dilation" --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" \
