@@ -142,17 +142,24 @@ TEST(worker_ssp2_replicas_agree)
     free(r0);
 }
 
+/* The mlp's emulated-compute profile at batch 8: fc1 and fc2 take fwd_ns forward and twice
+ * that backward, fc3 half of each; an iteration is 5 x fwd_ns of compute. */
+static void wt_mlp_profile(const char *path, long long fwd_ns)
+{
+    FILE *f = fopen(path, "w");
+    REQUIRE(f, "cannot write %s", path);
+    fprintf(f, "layer,batch,fwd_ns,bwd_ns\nfc1,8,%lld,%lld\nrelu1,8,0,0\nfc2,8,%lld,%lld\n"
+               "relu2,8,0,0\nfc3,8,%lld,%lld\nloss,8,0,0\n", fwd_ns, 2 * fwd_ns, fwd_ns,
+            2 * fwd_ns, fwd_ns / 2, fwd_ns);
+    fclose(f);
+}
+
 TEST(worker_emulated_compute_sleeps_profile)
 {
     char prof[600], out[600];
     snprintf(prof, sizeof prof, "%s/mlp.csv", test_tmpdir());
     snprintf(out, sizeof out, "%s/emu", test_tmpdir());
-    FILE *f = fopen(prof, "w");
-    REQUIRE(f);
-    /* 10 ms of forward and 20 ms of backward per iteration at batch 8 (fc layers only) */
-    fprintf(f, "layer,batch,fwd_ns,bwd_ns\nfc1,8,4000000,8000000\nrelu1,8,0,0\n"
-               "fc2,8,4000000,8000000\nrelu2,8,0,0\nfc3,8,2000000,4000000\nloss,8,0,0\n");
-    fclose(f);
+    wt_mlp_profile(prof, 4000000); /* 10 ms of forward and 20 ms of backward per iteration */
     worker_config_t c;
     wt_config(&c, "hybrid3", out);
     fixture_set(&c.job, "compute=emulate");
@@ -215,12 +222,7 @@ TEST(worker_time_dilation_stretches_the_host_not_the_report)
     snprintf(prof, sizeof prof, "%s/mlp.csv", test_tmpdir());
     snprintf(trace, sizeof trace, "%s/dil", test_tmpdir());
     snprintf(merged, sizeof merged, "%s.csv", trace);
-    FILE *f = fopen(prof, "w");
-    REQUIRE(f);
-    /* 10 ms of forward and 20 ms of backward per iteration at batch 8 */
-    fprintf(f, "layer,batch,fwd_ns,bwd_ns\nfc1,8,4000000,8000000\nrelu1,8,0,0\n"
-               "fc2,8,4000000,8000000\nrelu2,8,0,0\nfc3,8,2000000,4000000\nloss,8,0,0\n");
-    fclose(f);
+    wt_mlp_profile(prof, 4000000); /* 10 ms of forward and 20 ms of backward per iteration */
     worker_config_t c;
     wt_config(&c, "allreduce+wfbp", NULL);
     fixture_set(&c.job, "compute=emulate");
@@ -254,12 +256,9 @@ TEST(worker_time_dilation_stretches_the_host_not_the_report)
 /* The mlp's emulated-compute profile and a cluster file (cluster_text) with a slow rank. */
 static void write_slow_rank_files(const char *prof, const char *clu, const char *cluster_text)
 {
-    FILE *f = fopen(prof, "w");
-    REQUIRE(f, "cannot write %s", prof);
-    fprintf(f, "layer,batch,fwd_ns,bwd_ns\nfc1,8,2000000,4000000\nrelu1,8,0,0\n"
-               "fc2,8,2000000,4000000\nrelu2,8,0,0\nfc3,8,1000000,2000000\nloss,8,0,0\n");
-    fclose(f);
-    REQUIRE((f = fopen(clu, "w")), "cannot write %s", clu);
+    wt_mlp_profile(prof, 2000000);
+    FILE *f = fopen(clu, "w");
+    REQUIRE(f, "cannot write %s", clu);
     fputs(cluster_text, f);
     fclose(f);
 }
