@@ -157,7 +157,9 @@ static void wait_for_on(worker_t *w, wait_kind_t k, int op, int64_t t, comm_t *c
             pthread_mutex_unlock(&w->mu);
             coord_client_fail(w->cl, "%s of layer %s, iteration %lld: %s not met within %d ms",
                               op_kind_name(po->kind), worker_unit_name(w, po->unit), (long long)t,
-                              k == WAIT_DEPS ? "its plan dependencies" : "a free buffer",
+                              k == WAIT_DEPS        ? "its plan dependencies"
+                              : k == WAIT_SYNC_DEPS ? "the syncs of its parameters"
+                                                    : "its own push",
                               w->cfg->timeout_ms);
         }
         if (c) {
