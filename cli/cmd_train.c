@@ -81,7 +81,7 @@ static void usage(FILE *f)
             "  --sample N          after training, print N characters the model writes\n"
             "                      [sample] (a text model, one worker)\n"
             "  --compute C         real or emulate: FWD/BWD sleep for the profile's times\n"
-            "                      [compute]\n"
+            "                      (without one, the cluster's device model) [compute]\n"
             "  --profile CSV       per-layer times, poseidon profile's CSV [profile]\n"
             "  --no-probe          plan with the cluster's bandwidth and latency, no link\n"
             "                      probe [probe = no]\n"

@@ -102,10 +102,6 @@ static int check_dist(train_args_t *a)
         fprintf(stderr, "poseidon train: kv_block_mb must be a whole number of 4-byte words\n");
         return 2;
     }
-    if (job->train.compute == COMPUTE_MODE_EMULATE && !job->profile_path[0]) {
-        fprintf(stderr, "poseidon train: compute = emulate needs a profile (--profile CSV)\n");
-        return 2;
-    }
     int d = job->cluster.devices_per_node, n = job->train.synthetic_n;
     if (job->train.limit > 0 && job->train.limit < n) n = job->train.limit;
     if (d > 1 && !strcmp(job->train.data, "synthetic") &&

@@ -15,6 +15,7 @@
 #include "core/model.h"
 #include "core/plan.h"
 #include "core/trace.h"
+#include "core/unit_times.h"
 #include "runtime/transport/comm.h"
 #include "runtime/compute/compute.h"
 #include "runtime/exec/data.h"
@@ -251,6 +252,54 @@ TEST(worker_time_dilation_stretches_the_host_not_the_report)
     c.trace_prefix = NULL;
     CHECK(bsp_launch(&c, 2) != 0, "a job of time_dilation 4 ran on links dilated 3 times");
     unsetenv("EMU_TIME_DILATION");
+}
+
+/* Emulated compute without a profile sleeps the cluster's device model, the times the
+ * simulator gives the same layers: a FWD of fc1 lasts the model's time for a K20 at batch
+ * 4096 (about 0.8 ms, where an op that slept nothing lasted 0.08 ms on a busy host). */
+TEST(worker_emulated_compute_without_profile_uses_the_device_model)
+{
+    char trace[600], merged[700], err[512];
+    snprintf(trace, sizeof trace, "%s/devmodel", test_tmpdir());
+    snprintf(merged, sizeof merged, "%s.csv", trace);
+    worker_config_t c;
+    wt_config(&c, "allreduce+wfbp", NULL);
+    fixture_set(&c.job, "compute=emulate");
+    fixture_set(&c.job, "cluster.device=k20");
+    fixture_set(&c.job, "batch=4096");
+    fixture_set(&c.job, "synthetic_n=16384");
+    fixture_set(&c.job, "iterations=3");
+    c.trace_prefix = trace;
+    model_t m;
+    REQUIRE(model_load(&m, c.job.model_path, err, sizeof err) == 0, "%s", err);
+    int fc1 = -1;
+    for (int i = 0; i < m.n_layers; i++)
+        if (!strcmp(m.layers[i].name, "fc1")) fc1 = i;
+    REQUIRE(fc1 >= 0);
+    int64_t want = unit_times_layer_ns(&c.job.cluster.device, &m.layers[fc1], 4096, 0);
+    REQUIRE(want >= 500000, "the device model gives fc1 only %lld ns: not told from no sleep",
+            (long long)want);
+    REQUIRE(bsp_launch(&c, 2) == 0);
+    /* a row may be shorter than the model when its thread woke late: the emulated chain
+     * starts an op at its predecessor's emulated end (no lateness accumulates), so the
+     * middle row is held to half the model, which a row that slept nothing never is */
+    int n = 0, fwd = 0;
+    long long dur[8];
+    wt_row_t *v = wt_trace_read(merged, &n);
+    REQUIRE(v, "no merged trace %s", merged);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v[i].op, "FWD") && !strcmp(v[i].layer, "fc1") && fwd < 8)
+            dur[fwd++] = v[i].t1 - v[i].t0;
+    free(v);
+    REQUIRE(fwd == 2 * 3, "%d FWD rows of fc1, expected 6", fwd);
+    for (int i = 1; i < fwd; i++) /* insertion sort: six values */
+        for (int j = i; j > 0 && dur[j] < dur[j - 1]; j--) {
+            long long x = dur[j];
+            dur[j] = dur[j - 1];
+            dur[j - 1] = x;
+        }
+    CHECK(dur[fwd / 2 - 1] >= want / 2, "the middle FWD of fc1 lasted %lld ns, the device "
+          "model says %lld", dur[fwd / 2 - 1], (long long)want);
 }
 
 /* The mlp's emulated-compute profile and a cluster file (cluster_text) with a slow rank. */

@@ -456,13 +456,16 @@ static void plan_log(const worker_t *w, const probe_result_t *pr, const cluster_
     }
 }
 
-/* Emulated compute: the simulator's unit times (core/unit_times.h), at this rank's speed: a
+/* Emulated compute: the simulator's unit times (core/unit_times.h: the job's profile, or
+ * without one the cluster's device model), at this rank's speed: a
  * `speed = NODE:FACTOR` line slows (or speeds) its emulated compute as in the simulator;
  * straggler_sigma's and jitter_sigma's random draws are the simulator's alone. */
 static void emulated_times(worker_t *w, const cluster_t *cl)
 {
     char err[1024];
-    if (unit_times_profile(&w->times, &w->plan, w->job->profile_path, err, sizeof err))
+    if (!w->job->profile_path[0]) /* no profile: the cluster's device model, as simulated */
+        unit_times_device(&w->times, &w->plan);
+    else if (unit_times_profile(&w->times, &w->plan, w->job->profile_path, err, sizeof err))
         coord_client_fail(w->cl, "%s", err);
     double speed = cluster_node_speed(cl, w->rank);
     for (int u = 0; u < n_units_of(&w->model); u++) {
