@@ -84,16 +84,6 @@ static int n_units_of(const model_t *m)
     return n ? n : 1;
 }
 
-/* The PS clients of a rank, each with a connection to every shard: one per PUSH and per
- * PULL syncer (runtime/exec/worker_exec.c). */
-static int ps_clients_per_rank(const worker_t *w)
-{
-    int n = 0;
-    for (int op = 0; op < w->plan.n_ops; op++)
-        n += w->plan.ops[op].kind == OP_PUSH || w->plan.ops[op].kind == OP_PULL;
-    return n;
-}
-
 /* The experiment this run executes, for `poseidon sim` to predict it: the job with the
  * cluster the plan was built on (the probe's link included). */
 static int write_job(const worker_t *w, const cluster_t *cl, const char *path)
@@ -432,9 +422,9 @@ static void plan_log(const worker_t *w, const probe_result_t *pr, const cluster_
 {
     char sb[64];
     log_info("plan hash %016llx", (unsigned long long)plan_hash(&w->plan));
-    log_info("connections: per host at most %d to the coordinator, %d to a PS shard, %d to "
-             "another socket (more are ended when accepted)", conn_cap_for(2 * w->world),
-             conn_cap_for(w->world * ps_clients_per_rank(w)), conn_cap_for(w->world));
+    log_info("connections: per host at most %d to the coordinator, %d to a PS shard or any "
+             "other socket (more are ended when accepted)", conn_cap_for(2 * w->world),
+             conn_cap_for(w->world));
     log_info("link probe: %.1f MB/s, %.1f us one-way; planned on %.1f MB/s, %.1f us "
              "(job_link_settle); plan: %s on %d workers, %d shards",
              pr->bw_Bps / 1e6, pr->lat_ns / 1e3, cl->nic_Bps * cl->nic_efficiency / 1e6,
@@ -507,7 +497,7 @@ static void shard_start(worker_t *w, const char *bind)
                                  .update_arg = w,
                                  .on_push = cfg->trace_prefix ? worker_push_arrived : NULL,
                                  .on_push_arg = w,
-                                 .conn_cap = conn_cap_for(w->world * ps_clients_per_rank(w))};
+                                 .conn_cap = conn_cap_for(w->world)};
         if (cfg->trace_prefix) {
             w->arrivals = xcalloc((size_t)w->world * n_units, sizeof *w->arrivals);
             for (int i = 0; i < w->world * n_units; i++) w->arrivals[i].iteration = -1;

@@ -22,6 +22,7 @@
 #include "runtime/sync/sfb.h"
 #include "runtime/exec/train.h"
 #include "runtime/transport/clock.h"
+#include "runtime/transport/comm_mux.h"
 
 static int unit_layer(const worker_t *w, int u)
 {
@@ -924,9 +925,7 @@ static void *sync_main(void *arg)
         sy.from_shard = xcalloc((size_t)w->layout.n_shards, sizeof *sy.from_shard);
     if (po->kind == OP_SFB) sy.arrived_ns = xcalloc((size_t)w->world, sizeof *sy.arrived_ns);
     if (po->kind == OP_PUSH || po->kind == OP_PULL) {
-        sy.pc = ps_client_new(w->rank, w->world, &w->layout, (const char *const *)w->ps_eps,
-                              sy.to);
-        if (!sy.pc) coord_client_fail(w->cl, "cannot connect to the PS shards");
+        sy.pc = ps_client_new_on(w->ps_mux, &w->layout, sy.to);
         /* Pulls write the parameters in place, a block at a time under the unit's lock, which
          * the compute thread holds while FWD/BWD read them. Under BSP the plan already keeps
          * them apart (FWD(u, t + 1) waits for PULL(u, t)); under SSP(s) FWD may run during the
@@ -1028,10 +1027,15 @@ void worker_exec_run(worker_t *w)
                    "op %s placed on shards has no executor", op_kind_name(po->kind));
             continue;
         }
+        if ((po->kind == OP_PUSH || po->kind == OP_PULL) && !w->ps_mux &&
+            !(w->ps_mux = ps_client_mux_new(w->rank, w->world, &w->layout,
+                                            (const char *const *)w->ps_eps, w->cfg->timeout_ms)))
+            coord_client_fail(w->cl, "cannot connect to the PS shards");
         args[op] = (wk_arg_t){w, op};
         if (pthread_create(&th[n_threads++], NULL, sync_main, &args[op])) die("pthread_create");
     }
     for (int i = 0; i < n_threads; i++) pthread_join(th[i], NULL);
+    comm_mux_destroy(&w->ps_mux);
     bool stopped = atomic_load(&w->stop_at) < w->iterations;
     if (stopped) w->iterations = atomic_load(&w->stop_at); /* the run ends there */
     if (w->iterations - w->t_start >= 2) /* iterations start+1 .. T-1: from the start of the

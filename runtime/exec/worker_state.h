@@ -176,6 +176,7 @@ struct worker {
     ps_layout_t layout;
     ps_server_t *ps;
     char **ps_eps;
+    struct comm_mux *ps_mux; /* the PUSH and PULL syncers' one connection per shard */
 
     compute_t *compute, *ucompute;
     /* Staged: the SFB update's operands on ucompute's device (a GPU's: the peers' factors go

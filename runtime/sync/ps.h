@@ -109,8 +109,15 @@ void ps_server_set_trace_zero(ps_server_t *s, int64_t zero_ns);
 
 typedef struct ps_client ps_client_t;
 
-/* endpoints[s]: the endpoint of shard s. A client belongs to one thread; a rank may have
- * several (one per syncer thread), each with its own connections. */
+/* A client belongs to one thread; a rank may have several (one per syncer thread). They
+ * talk to the shards through a comm mux (runtime/transport/comm_mux.h): clients made with
+ * ps_client_new_on share one, and so one connection per shard, whatever their number;
+ * ps_client_new makes a client with a mux of its own. endpoints[s]: shard s's endpoint.
+ * A shared mux outlives its clients (comm_mux_destroy after the last ps_client_destroy). */
+struct comm_mux;
+struct comm_mux *ps_client_mux_new(int rank, int world, const ps_layout_t *layout,
+                                   const char *const *endpoints, int timeout_ms);
+ps_client_t *ps_client_new_on(struct comm_mux *mux, const ps_layout_t *layout, int timeout_ms);
 ps_client_t *ps_client_new(int rank, int world, const ps_layout_t *layout,
                            const char *const *endpoints, int timeout_ms);
 void ps_client_destroy(ps_client_t **cp);
@@ -140,7 +147,8 @@ int ps_client_pull_from(ps_client_t *c, int64_t t, int layer, uint64_t offset, u
  * lock), so a reader of the arena that takes the same lock never sees a half-written block.
  * The lock must outlive the client. */
 void ps_client_set_arena_lock(ps_client_t *c, pthread_mutex_t *lock);
-/* Waits until ZeroMQ released every pushed buffer. 0 or -1 after the timeout. */
+/* Waits until ZeroMQ released every pushed buffer. 0, or -1 after the timeout or when a
+ * push could not be sent. */
 int ps_client_wait_sent(ps_client_t *c);
 /* Payload bytes sent and received, for goodput. */
 uint64_t ps_client_bytes(const ps_client_t *c);

@@ -390,12 +390,18 @@ int comm_tracker_wait(comm_tracker_t *t, int timeout_ms)
     return 0;
 }
 
+void comm_tracker_hold(comm_tracker_t *t) { atomic_fetch_add(&t->pending, 1); }
+
+void comm_tracker_drop(comm_tracker_t *t)
+{
+    if (atomic_fetch_sub(&t->pending, 1) == 1)
+        syscall(SYS_futex, (int *)&t->pending, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
 static void tracker_release(void *data, void *hint)
 {
     (void)data;
-    comm_tracker_t *t = hint;
-    if (atomic_fetch_sub(&t->pending, 1) == 1)
-        syscall(SYS_futex, (int *)&t->pending, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+    comm_tracker_drop(hint);
 }
 
 static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const void *data,
@@ -579,7 +585,7 @@ void comm_msg_close(comm_msg_t *msg)
     msg->has_payload = 0;
 }
 
-static int match_ok(const comm_match_t *m, const comm_msg_t *g)
+int comm_match_ok(const comm_match_t *m, const comm_msg_t *g)
 {
     if (!m) return 1;
     return (m->type == COMM_ANY || m->type == g->hdr.type) &&
@@ -795,7 +801,7 @@ static int stash_take(comm_t *c, const comm_match_t *m, comm_msg_t *out)
 {
     stash_node_t *prev = NULL;
     for (stash_node_t *n = c->stash_head; n; prev = n, n = n->next) {
-        if (!match_ok(m, &n->msg)) continue;
+        if (!comm_match_ok(m, &n->msg)) continue;
         if (prev) prev->next = n->next;
         else c->stash_head = n->next;
         if (c->stash_tail == n) c->stash_tail = prev;
@@ -810,7 +816,10 @@ static int stash_take(comm_t *c, const comm_match_t *m, comm_msg_t *out)
 /* Polls the comm's sockets (and fd, when >= 0) until a message matching m arrives (1, out
  * filled; out NULL: every message is kept), fd is readable (2), or timeout_ms passes (0).
  * Messages not returned go to the stash with their arrival time. -1 on an error (logged). */
-static int poll_in(comm_t *c, const comm_match_t *m, int fd, comm_msg_t *out, int timeout_ms)
+/* Waits for a message matching m (into out), or with out NULL for fd to be readable (2);
+ * until_arrival also returns (3) once a message was kept. 0 on timeout, -1 on an error. */
+static int poll_in(comm_t *c, const comm_match_t *m, int fd, comm_msg_t *out, int timeout_ms,
+                   bool until_arrival)
 {
     int64_t deadline = clock_now_ns() + (int64_t)timeout_ms * 1000000;
     int n_items = 0;
@@ -831,7 +840,7 @@ static int poll_in(comm_t *c, const comm_match_t *m, int fd, comm_msg_t *out, in
         items[n_items] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
         item_peer[n_items++] = -1;
     }
-    for (;;) {
+    for (bool kept = false;;) {
         int64_t left_ns = deadline - clock_now_ns();
         if (left_ns < 0) left_ns = 0;
         int rc = n_items ? zmq_poll(items, n_items, (long)((left_ns + 999999) / 1000000)) : 0;
@@ -857,7 +866,7 @@ static int poll_in(comm_t *c, const comm_match_t *m, int fd, comm_msg_t *out, in
                 }
                 if (r == 2) break;
                 if (r == 0) continue;
-                if (out && match_ok(m, &g)) {
+                if (out && comm_match_ok(m, &g)) {
                     *out = g;
                     return 1;
                 }
@@ -869,10 +878,12 @@ static int poll_in(comm_t *c, const comm_match_t *m, int fd, comm_msg_t *out, in
                     return -1;
                 }
                 stash_push(c, &g);
+                kept = true;
             }
         }
         if (out && stash_take(c, m, out)) return 1;
         if (fd_item >= 0 && (items[fd_item].revents & ZMQ_POLLIN)) return 2;
+        if (until_arrival && kept) return 3;
     }
 }
 
@@ -880,12 +891,18 @@ int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms)
 {
     out->has_payload = 0;
     if (stash_take(c, m, out)) return 1;
-    return poll_in(c, m, -1, out, timeout_ms);
+    return poll_in(c, m, -1, out, timeout_ms, false);
 }
 
 int comm_stash_until(comm_t *c, int fd, int timeout_ms)
 {
     ASSERT(fd >= 0, "comm %s: no descriptor to wait for", c->name);
-    int rc = poll_in(c, NULL, fd, NULL, timeout_ms);
+    int rc = poll_in(c, NULL, fd, NULL, timeout_ms, false);
     return rc == 2 ? 1 : rc;
+}
+
+int comm_wait_in(comm_t *c, int fd, int timeout_ms)
+{
+    int rc = poll_in(c, NULL, fd, NULL, timeout_ms, true);
+    return rc == 2 ? 2 : rc == 3 ? 1 : rc;
 }

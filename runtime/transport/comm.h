@@ -88,6 +88,8 @@ typedef struct {
 } comm_match_t;
 #define COMM_MATCH_ANY                                                                      \
     (comm_match_t) { COMM_ANY, COMM_ANY, COMM_ANY, COMM_ANY, COMM_ANY, COMM_ANY }
+/* 1 when g is what m waits for (m NULL: anything). */
+int comm_match_ok(const comm_match_t *m, const comm_msg_t *g);
 
 /* The process's ZeroMQ context (created on first call). */
 void *comm_context(void);
@@ -168,6 +170,9 @@ int comm_recv(comm_t *c, const comm_match_t *m, comm_msg_t *out, int timeout_ms)
  * note when its messages arrive. Returns 1 when fd is readable (it is not read here), 0 on
  * timeout, -1 on an error (logged). */
 int comm_stash_until(comm_t *c, int fd, int timeout_ms);
+/* As comm_stash_until, but returns as soon as a message was kept: 1 then, 2 when fd is
+ * readable (not read here), 0 on timeout, -1 on an error (logged). */
+int comm_wait_in(comm_t *c, int fd, int timeout_ms);
 
 const void *comm_msg_data(const comm_msg_t *msg);
 /* The payload belongs to the receiver alone (ZeroMQ has no further use for it): it may be
@@ -180,6 +185,10 @@ void comm_msg_move(comm_msg_t *dst, comm_msg_t *src);
 void comm_msg_close(comm_msg_t *msg);
 
 void comm_tracker_init(comm_tracker_t *t);
+/* Counts one more use of the tracked buffers (a send handed to another thread, which calls
+ * comm_tracker_drop once it no longer reads them), so that comm_tracker_wait waits for it. */
+void comm_tracker_hold(comm_tracker_t *t);
+void comm_tracker_drop(comm_tracker_t *t);
 /* 0 once every payload sent with t was released, -1 after timeout_ms. */
 int comm_tracker_wait(comm_tracker_t *t, int timeout_ms);
 

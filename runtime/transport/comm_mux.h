@@ -1,0 +1,50 @@
+/* comm_mux: one comm shared by many threads of a process, so that a rank keeps one
+ * connection per peer however many of its threads talk to that peer.
+ *
+ * Why: a rank's PS traffic comes from a PUSH and a PULL thread per layer. With a comm (and
+ * so a DEALER per shard) per thread, a GoogLeNet job of 12 ranks opened about 17,000
+ * connections, each with its own CURVE handshake, and its first iteration outlasted a 20 s
+ * timeout; through a mux it opens ranks x shards of them.
+ *
+ * How: a thread of the mux owns the comm (ZeroMQ sockets are not thread-safe). Each user
+ * thread has a port: comm_mux_send queues a message for the mux thread, which hands the
+ * queued messages to the comm in the order they were queued; messages that arrive go to the
+ * port whose expectation (comm_mux_expect) matches them, and wait there for comm_mux_recv.
+ * A message that no port expects is logged and dropped. A send the comm refuses (a peer
+ * gone, a timeout) is logged by the mux thread and fails the port's next call.
+ *
+ * Payloads: with a tracker, the payload is read by the mux thread after comm_mux_send has
+ * returned, and the tracker counts the message until ZeroMQ released it (as comm_send's
+ * zero-copy sends): leave the buffer untouched until comm_tracker_wait says so. Without a
+ * tracker the payload is copied when queued.
+ */
+#ifndef POSEIDON_COMM_MUX_H
+#define POSEIDON_COMM_MUX_H
+
+#include "runtime/transport/comm.h"
+
+typedef struct comm_mux comm_mux_t;
+typedef struct comm_mux_port comm_mux_port_t;
+
+/* A mux with a comm named name for rank, connected to every peer p with endpoints[p] !=
+ * NULL (comm_new / comm_connect), and its thread. NULL (logged) if a connect fails. */
+comm_mux_t *comm_mux_new(const char *name, int rank, int n_peers, const char *const *endpoints,
+                         int send_timeout_ms);
+/* Sends what is still queued, stops the thread, closes the comm. Every port must be gone. */
+void comm_mux_destroy(comm_mux_t **mp);
+
+comm_mux_port_t *comm_mux_port_new(comm_mux_t *m);
+void comm_mux_port_destroy(comm_mux_port_t **pp);
+
+/* Queues hdr and bytes of data for peer. 0, or -1 when an earlier send of this port failed. */
+int comm_mux_send(comm_mux_port_t *p, int peer, msg_header_t hdr, const void *data, size_t bytes,
+                  comm_tracker_t *tracker);
+/* From now on, messages matching m are this port's (a port expects one thing at a time). */
+void comm_mux_expect(comm_mux_port_t *p, const comm_match_t *m);
+/* Waits up to timeout_ms for the port's next message: 1 (out filled; comm_msg_close it), 0 on
+ * timeout, -1 when a send of this port failed. */
+int comm_mux_recv(comm_mux_port_t *p, comm_msg_t *out, int timeout_ms);
+/* -1 when a send of this port failed, else 0. */
+int comm_mux_failed(const comm_mux_port_t *p);
+
+#endif
