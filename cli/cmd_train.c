@@ -129,7 +129,10 @@ static void usage_run(FILE *f)
             "  --print-plan        rank 0 prints the plan's per-unit table\n"
             "  --checkpoint-dir DIR  coordinated checkpoints: DIR/iter-K/, one file per rank\n"
             "                      and COMPLETE once all are written; the newest two stay\n"
-            "  --checkpoint-every K  a checkpoint before iteration K, 2K, ... (iterations)\n\n"
+            "  --checkpoint-every K  a checkpoint before iteration K, 2K, ... (iterations)\n"
+            "  --resume-changed KEY,...  resume although these keys differ from the\n"
+            "                      checkpoint's job ('all': any); without it a resume of a\n"
+            "                      job that differs in a key that changes the math is refused\n\n"
             "transport (every socket speaks ZeroMQ CURVE: encrypted, and only the job's ranks\n"
             "get in; a local job makes its keys in memory):\n"
             "  --keys DIR          the job's keys, from poseidon keygen --ranks N -o DIR\n"
@@ -141,7 +144,8 @@ static void usage_run(FILE *f)
 typedef enum {
     T_KEY, T_WORKERS, T_ITERATIONS, T_EPOCHS, T_SET, T_SSP, T_LINK, T_NO_SHUFFLE, T_NO_PROBE,
     T_NO_EVAL, T_PRINT_PLAN, T_INSECURE, T_REPORT_EVERY, T_DEVICE, T_THREADS, T_TIMEOUT, T_CSV,
-    T_TRACE, T_PARAMS_OUT, T_JOB_OUT, T_KEYS, T_CKPT_DIR, T_CKPT_EVERY, T_RESUME, T_CKPT, T_HELP
+    T_TRACE, T_PARAMS_OUT, T_JOB_OUT, T_KEYS, T_CKPT_DIR, T_CKPT_EVERY, T_RESUME, T_CKPT,
+    T_RESUME_CHANGED, T_HELP
 } topt_t;
 
 /* The options: name, what it does, the experiment key it sets (T_KEY and the counts), and
@@ -177,7 +181,8 @@ static const struct {
     {"report-every", T_REPORT_EVERY, NULL, 1},   {"timeout-ms", T_TIMEOUT, NULL, 1},
     {"trace", T_TRACE, NULL, 1},                 {"params-out", T_PARAMS_OUT, NULL, 1},
     {"keys", T_KEYS, NULL, 1},                   {"checkpoint-dir", T_CKPT_DIR, NULL, 1},
-    {"checkpoint-every", T_CKPT_EVERY, NULL, 1}, {"help", T_HELP, NULL, 0},
+    {"checkpoint-every", T_CKPT_EVERY, NULL, 1}, {"resume-changed", T_RESUME_CHANGED, NULL, 1},
+    {"help", T_HELP, NULL, 0},
 };
 #define N_OPTS ((int)(sizeof s_opts / sizeof s_opts[0]))
 #define OPT_VAL0 256 /* getopt_long's val of s_opts[i]: OPT_VAL0 + i */
@@ -294,6 +299,7 @@ static int run_option(train_args_t *a, int i, const char *flag, const char *v)
     case T_CKPT_DIR: c->checkpoint_dir = v; return 0;
     case T_RESUME: a->resume = v; return 0;
     case T_CKPT: a->checkpoint = v; return 0;
+    case T_RESUME_CHANGED: c->resume_changed = v; return 0;
     default: ASSERT(0, "option %s unhandled", flag); return -1;
     }
 }

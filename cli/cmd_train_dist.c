@@ -59,7 +59,11 @@ static int check_checkpoint_flags(worker_config_t *c)
                                          c->job.cluster.devices_per_node, c->job.seed, 0,
                                          c->job.train.epochs > 0 ? 0 : c->job.iterations, err,
                                          sizeof err);
-            free(done.files);
+            char *keys = job_ckpt_job_keys(&c->job);
+            if (rc == 0)
+                rc = job_ckpt_keys_check(path, done.keys, keys, c->resume_changed, err, sizeof err);
+            free(keys);
+            job_ckpt_complete_free(&done);
         }
         if (rc) {
             fprintf(stderr, "poseidon train: --resume: %s\n", err);

@@ -18,6 +18,7 @@
 #define JOB_CKPT_MAGIC "PSDNJOBC"
 #define JOB_CKPT_VERSION 2u /* 2: devices per node, a state per device */
 #define COMPLETE_FIRST_LINE "poseidon job checkpoint"
+#define KEYS_LINE "keys\n" /* opens the job's keys, after the ranks' lines */
 
 typedef struct {
     ckpt_tag_t tag;
@@ -202,6 +203,11 @@ char *job_ckpt_complete_text(const job_ckpt_complete_t *c)
         n += (size_t)snprintf(t + n, cap - n, "rank %d bytes %lld checksum %016llx\n", r,
                               (long long)c->files[r].bytes,
                               (unsigned long long)c->files[r].checksum);
+    if (c->keys) {
+        size_t need = n + strlen(KEYS_LINE) + strlen(c->keys) + 1;
+        t = xrealloc(t, need);
+        snprintf(t + n, need - n, KEYS_LINE "%s", c->keys);
+    }
     return t;
 }
 
@@ -238,6 +244,10 @@ int job_ckpt_complete_parse(const char *text, const char *what, job_ckpt_complet
         }
         c->files[r] = (job_ckpt_file_t){bytes, sum};
         p += n;
+    }
+    if (!strncmp(p, KEYS_LINE, strlen(KEYS_LINE))) {
+        c->keys = xstrdup(p + strlen(KEYS_LINE));
+        p += strlen(p);
     }
     if (*p) {
         snprintf(err, errlen, "%s: text after the line of rank %d", what, world - 1);
@@ -306,6 +316,119 @@ int job_ckpt_check_complete(const job_ckpt_complete_t *c, const char *path, cons
                  path, (long long)c->iter, (long long)iterations);
     else
         return 0;
+    return -1;
+}
+
+void job_ckpt_complete_free(job_ckpt_complete_t *c)
+{
+    free(c->files);
+    free(c->keys);
+    c->files = NULL;
+    c->keys = NULL;
+}
+
+char *job_ckpt_job_keys(const experiment_t *e)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ASSERT(f, "open_memstream: %s", strerror(errno));
+    experiment_write(e, 0, &e->cluster, NULL, f);
+    fclose(f);
+    /* the cluster's lines go: its world, devices and plan are compared on their own */
+    char *out = xmalloc(len + 1), *w = out;
+    for (char *line = text; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) + 1 : strlen(line);
+        if (strncmp(line, "cluster", 7)) {
+            memcpy(w, line, n);
+            w += n;
+        }
+        line += n;
+    }
+    *w = '\0';
+    free(text);
+    return out;
+}
+
+/* Keys that may differ on a resume: they do not change what the resumed iterations compute
+ * (how many there are; the simulator's; the probe and emulated compute's timing; the
+ * initialisation, which the checkpoint's parameters replace; restarts, kept checkpoints), or
+ * the plan's hash, compared on its own, judges them. */
+static const char *const s_free_keys[] = {
+    "iterations", "epochs", "warmup", "net_model", "sample", "probe", "probe_bytes",
+    "time_dilation", "profile", "init", "max_restarts", "keep_checkpoints",
+    "scheme", "kv_block_mb", "kv_placement", "hybrid_rule", "allreduce_bucket_mb",
+};
+
+static bool key_listed(const char *key, const char *list)
+{
+    if (!list) return false;
+    if (!strcmp(list, "all")) return true;
+    size_t n = strlen(key);
+    for (const char *p = list; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == n && !strncmp(p, key, n)) return true;
+        p += len + (comma ? 1 : 0);
+    }
+    return false;
+}
+
+/* The value of key in keys ("key = value" lines) into out ("(none)" when absent). */
+static void key_value(const char *keys, const char *key, char *out, size_t n)
+{
+    size_t klen = strlen(key);
+    for (const char *line = keys; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (len > klen + 3 && !strncmp(line, key, klen) && !strncmp(line + klen, " = ", 3)) {
+            snprintf(out, n, "%.*s", (int)(len - klen - 3), line + klen + 3);
+            return;
+        }
+        line += len + (nl ? 1 : 0);
+    }
+    snprintf(out, n, "(none)");
+}
+
+/* Appends to diff (and names to names) every key of `from` whose value in a and b differs
+ * and that may not; keys already in names are skipped. */
+static void keys_differ(const char *from, const char *a, const char *b, const char *changed,
+                        char *diff, size_t dn, char *names, size_t nn)
+{
+    for (const char *line = from; *line;) {
+        const char *nl = strchr(line, '\n'), *eq = strstr(line, " = ");
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char key[64] = "";
+        if (eq && eq < line + len && eq - line < (ptrdiff_t)sizeof key)
+            snprintf(key, sizeof key, "%.*s", (int)(eq - line), line);
+        line += len + (nl ? 1 : 0);
+        bool free_key = !key[0] || key_listed(key, changed) || key_listed(key, names);
+        for (size_t i = 0; i < sizeof s_free_keys / sizeof *s_free_keys && !free_key; i++)
+            free_key = !strcmp(key, s_free_keys[i]);
+        if (free_key) continue;
+        char va[600], vb[600];
+        key_value(a, key, va, sizeof va);
+        key_value(b, key, vb, sizeof vb);
+        if (!strcmp(va, vb)) continue;
+        size_t d = strlen(diff), m = strlen(names);
+        snprintf(diff + d, dn - d, "%s%s (%s in the checkpoint, %s now)", d ? ", " : "", key,
+                 va, vb);
+        snprintf(names + m, nn - m, "%s%s", m ? "," : "", key);
+    }
+}
+
+int job_ckpt_keys_check(const char *path, const char *was, const char *now, const char *changed,
+                        char *err, size_t errlen)
+{
+    if (!was) return 0;
+    char diff[2048] = "", names[512] = "";
+    keys_differ(was, was, now, changed, diff, sizeof diff, names, sizeof names);
+    keys_differ(now, was, now, changed, diff, sizeof diff, names, sizeof names);
+    if (!diff[0]) return 0;
+    snprintf(err, errlen, "%s: this job differs from the checkpoint's in %s; resume with the "
+                          "checkpoint's values, or say so: --resume-changed %s", path, diff,
+             names);
     return -1;
 }
 

@@ -91,6 +91,8 @@ typedef struct {
     const char *checkpoint_dir;
     int64_t checkpoint_every;
     const char *resume_dir;
+    const char *resume_changed; /* keys the job may change on a resume ("K,K,..." or "all",
+                                  job_ckpt_keys_check); NULL: none */
     transport_security_t security; /* the keys of the job's sockets (CURVE), or insecure */
 } worker_config_t;
 

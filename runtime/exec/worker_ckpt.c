@@ -157,12 +157,16 @@ static char *resume_choose(const worker_t *w, const char *dir, char *err, size_t
         snprintf(err, errlen, "%s: says iteration %lld, its directory %lld", path,
                  (long long)c.iter, (long long)k);
     else if (job_ckpt_check_complete(&c, path, h.model, w->world, w->devices, h.seed,
-                                     h.plan_hash,
-                                     w->iterations, err, errlen) == 0) {
-        free(c.files);
-        return text;
+                                     h.plan_hash, w->iterations, err, errlen) == 0) {
+        char *keys = job_ckpt_job_keys(w->job);
+        int rc = job_ckpt_keys_check(path, c.keys, keys, w->cfg->resume_changed, err, errlen);
+        free(keys);
+        job_ckpt_complete_free(&c);
+        if (rc == 0) return text;
+        free(text);
+        return NULL;
     }
-    free(c.files);
+    job_ckpt_complete_free(&c);
     free(text);
     return NULL;
 }
@@ -194,6 +198,7 @@ int worker_resume(worker_t *w, char *msg, size_t msglen)
     if (job_ckpt_complete_parse(text, "rank 0's checkpoint choice", &c, err, sizeof err))
         coord_client_fail(w->cl, "%s", err);
     free(text);
+    free(c.keys);
     int64_t k = c.iter;
     job_ckpt_header_t want = worker_ckpt_header(w, k), got;
     job_ckpt_state_t st = worker_ckpt_state(w, &want);

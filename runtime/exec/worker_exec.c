@@ -460,8 +460,9 @@ static void complete_write(worker_t *w, const job_ckpt_header_t *h, char **tab, 
             coord_client_fail(w->cl, "%s: malformed record from rank %d", what, r);
         c.files[r] = (job_ckpt_file_t){bytes, sum};
     }
+    c.keys = job_ckpt_job_keys(w->job);
     int rc = job_ckpt_write_complete(w->cfg->checkpoint_dir, &c, err, sizeof err);
-    free(c.files);
+    job_ckpt_complete_free(&c);
     if (rc) coord_client_fail(w->cl, "%s", err);
 }
 
