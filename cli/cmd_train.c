@@ -129,6 +129,7 @@ static void usage_run(FILE *f)
             "  --print-plan        rank 0 prints the plan's per-unit table\n"
             "  --checkpoint-dir DIR  coordinated checkpoints: DIR/iter-K/, one file per rank\n"
             "                      and COMPLETE once all are written; the newest two stay\n"
+            "                      [keep_checkpoints]\n"
             "  --checkpoint-every K  a checkpoint before iteration K, 2K, ... (iterations)\n"
             "  --resume-changed KEY,...  resume although these keys differ from the\n"
             "                      checkpoint's job ('all': any); without it a resume of a\n"

@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/outfile.h"
 #include "runtime/exec/checkpoint.h"
 
 #define JOB_CKPT_MAGIC "PSDNJOBC"
@@ -76,6 +78,33 @@ static ckpt_part_t *state_parts(const job_ckpt_header_t *h, const job_ckpt_state
         parts[5 + 2 * d] = (ckpt_part_t){rng, (size_t)h->rng_bytes};
     }
     return parts;
+}
+
+int64_t job_ckpt_rank_bytes(const job_ckpt_header_t *h)
+{
+    int64_t arena = h->n_params * (int64_t)sizeof(float);
+    return (int64_t)sizeof(disk_header_t) + 4 * arena +
+           h->devices * (h->state_count * (int64_t)sizeof(float) + h->rng_bytes) +
+           (int64_t)sizeof(uint64_t);
+}
+
+int job_ckpt_space_check(const char *dir, int64_t bytes, const char *what, char *err,
+                         size_t errlen)
+{
+    struct statvfs fs;
+    char inside[4200];
+    snprintf(inside, sizeof inside, "%s/x", dir);
+    if (outfile_make_parents(inside) != 0 || statvfs(dir, &fs) != 0) {
+        snprintf(err, errlen, "%s: cannot use it: %s", dir, strerror(errno));
+        return -1;
+    }
+    double avail = (double)fs.f_bavail * (double)fs.f_frsize;
+    double need = (double)bytes * 1.01 + (1 << 20);
+    if (avail >= need) return 0;
+    snprintf(err, errlen, "%s: %.1f MB free on its disk, %s needs %.1f MB: free space, write "
+                          "elsewhere (--checkpoint-dir), or keep fewer checkpoints "
+                          "(keep_checkpoints)", dir, avail / 1e6, what, need / 1e6);
+    return -1;
 }
 
 int job_ckpt_write_rank(const char *path, const job_ckpt_header_t *h,
@@ -508,13 +537,16 @@ static int64_t *list_iters(const char *dir, int *n)
     return v;
 }
 
-void job_ckpt_prune(const char *dir, int64_t current, int64_t previous)
+void job_ckpt_prune(const char *dir, int64_t current, int64_t oldest)
 {
     int n;
     int64_t *js = list_iters(dir, &n);
     for (int i = 0; i < n; i++) {
         int64_t j = js[i];
-        bool drop = current >= 0 ? j < current && j != previous : j > previous;
+        char done[4200];
+        job_ckpt_complete_path(done, sizeof done, dir, j);
+        bool drop = current >= 0 ? j < oldest || (j < current && access(done, F_OK) != 0)
+                                 : j > oldest;
         if (!drop) continue;
         remove_iter_dir(dir, j);
         char path[4200];
@@ -524,12 +556,36 @@ void job_ckpt_prune(const char *dir, int64_t current, int64_t previous)
     free(js);
 }
 
-void job_ckpt_prune_rank(const char *dir, int rank, int64_t previous)
+static int cmp_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void job_ckpt_prune_resumed(const char *dir, int64_t k, int keep)
+{
+    int n;
+    int64_t *js = list_iters(dir, &n);
+    if (!js) return;
+    qsort(js, (size_t)n, sizeof *js, cmp_desc);
+    int older = 0;
+    for (int i = 0; i < n; i++) {
+        char done[4200];
+        job_ckpt_complete_path(done, sizeof done, dir, js[i]);
+        if (js[i] >= k || access(done, F_OK) != 0 || ++older < keep) continue;
+        remove_iter_dir(dir, js[i]);
+        log_info("checkpoint: removed %s/iter-%lld (keep_checkpoints = %d)", dir,
+                 (long long)js[i], keep);
+    }
+    free(js);
+}
+
+void job_ckpt_prune_rank(const char *dir, int rank, int64_t oldest)
 {
     int n;
     int64_t *js = list_iters(dir, &n);
     for (int i = 0; i < n; i++) {
-        if (js[i] >= previous) continue;
+        if (js[i] >= oldest) continue;
         char path[4200], tmp[4300];
         job_ckpt_rank_path(path, sizeof path, dir, js[i], rank);
         snprintf(tmp, sizeof tmp, "%s.tmp", path);

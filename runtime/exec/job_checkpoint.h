@@ -131,15 +131,29 @@ int job_ckpt_check_complete(const job_ckpt_complete_t *c, const char *path, cons
  * there is none (or DIR cannot be read), with "DIR: reason" in err. */
 int job_ckpt_newest(const char *dir, int64_t *iter, char *err, size_t errlen);
 
-/* Rank 0, after COMPLETE of iteration `current`: removes every DIR/iter-J with J < current
- * but `previous` (the checkpoint before it, -1 for none), complete or not, so that the two
- * newest checkpoints stay. With current = -1: every iter-J with J > previous (checkpoints a
- * killed run left incomplete after the one a job resumes from). Logs what it removed. */
-void job_ckpt_prune(const char *dir, int64_t current, int64_t previous);
+/* Rank 0, after COMPLETE of iteration `current`: removes every DIR/iter-J with J < `oldest`
+ * (the oldest checkpoint kept: keep_checkpoints of them stay, the newest) and every
+ * incomplete one with J < current. With current = -1: every iter-J with J > oldest
+ * (checkpoints a killed run left after the one a job resumes from). Logs what it removed. */
+void job_ckpt_prune(const char *dir, int64_t current, int64_t oldest);
+
+/* Rank 0, resuming from checkpoint k: removes the complete checkpoints before k beyond the
+ * keep - 1 newest of them, so that the resumed job holds at most `keep` (the next write
+ * needs room beside them), logging what it removed. */
+void job_ckpt_prune_resumed(const char *dir, int64_t k, int keep);
 
 /* Any other rank, after the same COMPLETE: removes its own rank-R.ckpt (and a stale .tmp)
- * from every DIR/iter-J with J < previous, and the directory once empty: on a node that does
+ * from every DIR/iter-J with J < oldest, and the directory once empty: on a node that does
  * not share DIR with rank 0, its own files are the only ones it holds. */
-void job_ckpt_prune_rank(const char *dir, int rank, int64_t previous);
+void job_ckpt_prune_rank(const char *dir, int rank, int64_t oldest);
+
+/* The bytes of a rank's file with header h (what job_ckpt_write_rank writes). */
+int64_t job_ckpt_rank_bytes(const job_ckpt_header_t *h);
+
+/* Whether the file system of dir has room for `bytes` more (statvfs: the blocks an
+ * unprivileged writer may use), with a margin of 1% and 1 MB. 0, or -1 with one line "DIR:
+ * ..." in err saying how much is free and how much `what` needs. */
+int job_ckpt_space_check(const char *dir, int64_t bytes, const char *what, char *err,
+                         size_t errlen);
 
 #endif

@@ -162,6 +162,7 @@ static worker_t *worker_alloc(const worker_config_t *cfg)
     w->ckpt_last = -1;
     w->cfg = cfg;
     w->job = &cfg->job;
+    w->ckpt_kept = xcalloc((size_t)w->job->train.keep_checkpoints + 1, sizeof *w->ckpt_kept);
     w->devices = w->job->cluster.devices_per_node;
     w->n_slots = w->job->staleness + 1;
     w->emulate = w->job->train.compute == COMPUTE_MODE_EMULATE;
@@ -714,6 +715,7 @@ void worker_destroy(worker_t **wp)
     free(w->hist_local);
     free(w->hist_server);
     free(w->shard_snapshot);
+    free(w->ckpt_kept);
     free(w->zeros);
     free(w->layer_off);
     free(w->entries);

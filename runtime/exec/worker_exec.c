@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -405,8 +406,39 @@ static double process_cpu_s(void)
 
 /* ----------------------------------------------------------------- checkpoints */
 
-/* Coordinator ids of a checkpoint's exchange: one broadcast per rank and iteration */
+/* Coordinator ids of a checkpoint's exchanges: one broadcast per rank and iteration */
 #define CKPT_GATHER_ID0 (1LL << 41)
+#define CKPT_SPACE_ID0 (1LL << 42)
+
+/* Before rank files of checkpoint k are written: whether this rank's disk has room for the
+ * files of every rank that writes to it (those of its host whose directory is on the same
+ * file system: a local job's all share one), said before the disk fills rather than by a
+ * write that fails half-way. A shortage ends the job with one line. */
+static void checkpoint_space(worker_t *w, int64_t k, int64_t bytes)
+{
+    char dir[4200], host[256] = "", line[400], err[4800], what[160];
+    job_ckpt_iter_dir(dir, sizeof dir, w->cfg->checkpoint_dir, k);
+    struct statvfs fs = {0};
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
+    if (job_ckpt_space_check(dir, 0, "nothing", err, sizeof err) == 0) statvfs(dir, &fs);
+    snprintf(line, sizeof line, "%lld %lx %.200s", (long long)bytes, (unsigned long)fs.f_fsid,
+             host);
+    char **tab = worker_allgather(w, CKPT_SPACE_ID0 + k * (int64_t)w->world, line,
+                                  w->cfg->timeout_ms);
+    int64_t total = 0;
+    int sharing = 0;
+    const char *mine = strchr(line, ' ');
+    for (int r = 0; r < w->world; r++) {
+        long long b;
+        const char *rest = strchr(tab[r], ' ');
+        if (sscanf(tab[r], "%lld", &b) == 1 && rest && !strcmp(rest, mine)) total += b, sharing++;
+    }
+    worker_allgather_free(w, tab);
+    snprintf(what, sizeof what, "the checkpoint of iteration %lld (%d rank file%s of %.1f MB)",
+             (long long)k, sharing, sharing == 1 ? "" : "s", bytes / 1e6);
+    if (job_ckpt_space_check(dir, total, what, err, sizeof err))
+        coord_client_fail(w->cl, "rank %d: %s", w->rank, err);
+}
 
 static bool checkpoint_due(const worker_t *w, int64_t t)
 {
@@ -501,6 +533,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
         coord_client_fail(w->cl, "%s: the PS shard did not reach version %lld", what,
                           (long long)k);
     job_ckpt_header_t h = worker_ckpt_header(w, k);
+    checkpoint_space(w, k, job_ckpt_rank_bytes(&h));
     h.loss_sum = w->loss_sum;
     h.loss_n = w->loss_n;
     h.correct = w->correct;
@@ -537,12 +570,13 @@ static void checkpoint_take(worker_t *w, int64_t k)
     worker_allgather_free(w, tab);
     if (coord_client_barrier(w->cl, w->barrier_next++, wait_ms))
         coord_client_fail(w->cl, "%s: not every rank saw it complete", what);
+    int64_t oldest = worker_ckpt_kept(w, k);
     if (w->rank == 0) {
-        job_ckpt_prune(dir, k, w->ckpt_last);
+        job_ckpt_prune(dir, k, oldest);
         log_info("checkpoint of iteration %lld complete: %s/iter-%lld (%d ranks, %.1f ms)",
                  (long long)k, dir, (long long)k, w->world, (clock_now_ns() - t0) * 1e-6);
-    } else if (w->ckpt_last >= 0) {
-        job_ckpt_prune_rank(dir, w->rank, w->ckpt_last);
+    } else {
+        job_ckpt_prune_rank(dir, w->rank, oldest);
     }
     pthread_mutex_lock(&w->mu);
     w->ckpt_last = k;
