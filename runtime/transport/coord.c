@@ -14,6 +14,7 @@
 #include "runtime/transport/comm.h"
 #include "runtime/transport/conn_cap.h"
 #include "runtime/transport/clock.h"
+#include "runtime/transport/reject_log.h"
 
 #define TEXT_MAX 512
 
@@ -28,6 +29,15 @@ coord_config_t coord_config_default(void)
     v = getenv("POSEIDON_STALL_MS");
     if (v && atoi(v) > 0) c.stall_ms = atoi(v);
     return c;
+}
+
+/* The key of the rate limit of the coordinator's warnings about rank r's messages (a
+ * stranger under --insecure speaks as any rank). */
+static const char *s_reject_source(int r)
+{
+    static _Thread_local char src[48];
+    snprintf(src, sizeof src, "coordinator/rank %d", r);
+    return src;
 }
 
 static int64_t ms_since(int64_t t_ns) { return (clock_now_ns() - t_ns) / 1000000; }
@@ -110,7 +120,8 @@ static void server_register(coord_server_t *s, comm_msg_t *m, msg_header_t ok)
     memcpy(st->line, comm_msg_data(m), n);
     st->line[n] = '\0';
     if (memchr(st->line, '\n', n)) {
-        log_warn("coordinator: registration of rank %d holds a newline: dropped", r);
+        reject_log(s_reject_source(r), "coordinator: registration of rank %d holds a newline: "
+                                       "dropped", r);
         free(st->line);
         st->line = NULL;
         s->n_registered--;
@@ -179,8 +190,9 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
     case MSG_REGISTER: server_register(s, m, ok); break;
     case MSG_BARRIER:
         if (m->hdr.iteration != s->barrier_id) {
-            log_warn("coordinator: rank %d at barrier %lld while barrier %lld is open: dropped",
-                     r, (long long)m->hdr.iteration, (long long)s->barrier_id);
+            reject_log(s_reject_source(r), "coordinator: rank %d at barrier %lld while barrier "
+                       "%lld is open: dropped", r, (long long)m->hdr.iteration,
+                       (long long)s->barrier_id);
             break;
         }
         memcpy(st->main_rid, m->rid, m->rid_len);
@@ -212,8 +224,8 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
         comm_send_rid(s->comm, m->rid, m->rid_len, ok, NULL, 0);
         break;
     default:
-        log_warn("coordinator: unexpected %s from rank %d: dropped",
-                 msg_type_name(m->hdr.type), r);
+        reject_log(s_reject_source(r), "coordinator: unexpected %s from rank %d: dropped",
+                   msg_type_name(m->hdr.type), r);
     }
 }
 
