@@ -131,6 +131,10 @@ static void usage_run(FILE *f)
             "                      and COMPLETE once all are written; the newest two stay\n"
             "                      [keep_checkpoints]\n"
             "  --checkpoint-every K  a checkpoint before iteration K, 2K, ... (iterations)\n"
+            "  --max-restarts N    a job that fails (a rank dies, the job aborts) starts\n"
+            "                      again from its newest complete checkpoint, at most N\n"
+            "                      times [max_restarts] (0); under a launcher, the launcher\n"
+            "                      starts the ranks again with the same command line\n"
             "  --resume-changed KEY,...  resume although these keys differ from the\n"
             "                      checkpoint's job ('all': any); without it a resume of a\n"
             "                      job that differs in a key that changes the math is refused\n\n"
@@ -183,6 +187,7 @@ static const struct {
     {"trace", T_TRACE, NULL, 1},                 {"params-out", T_PARAMS_OUT, NULL, 1},
     {"keys", T_KEYS, NULL, 1},                   {"checkpoint-dir", T_CKPT_DIR, NULL, 1},
     {"checkpoint-every", T_CKPT_EVERY, NULL, 1}, {"resume-changed", T_RESUME_CHANGED, NULL, 1},
+    {"max-restarts", T_KEY, "max_restarts", 1},
     {"help", T_HELP, NULL, 0},
 };
 #define N_OPTS ((int)(sizeof s_opts / sizeof s_opts[0]))

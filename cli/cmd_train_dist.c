@@ -13,8 +13,10 @@
 #include "cli/train_args.h"
 #include "core/log.h"
 #include "runtime/exec/job_checkpoint.h"
+#include "runtime/exec/restart.h"
 #include "runtime/exec/train.h"
 #include "runtime/exec/worker.h"
+#include "runtime/transport/launch.h"
 
 /* Whether paths a and b name one existing directory. */
 static bool same_dir(const char *a, const char *b)
@@ -81,6 +83,18 @@ static int check_checkpoint_flags(worker_config_t *c)
     return 0;
 }
 
+/* Under a launcher with max_restarts: whether this start is a restart (restart_launched).
+ * 0, or -1 when its restarts are spent (printed). */
+static int restarted(worker_config_t *c)
+{
+    char err[8800];
+    launch_env_t env;
+    int rank = launch_env_detect(&env, err, sizeof err) == 0 ? env.rank : -1;
+    if (restart_launched(c, rank, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "poseidon train: --max-restarts: %s\n", err);
+    return -1;
+}
+
 /* The checks of a distributed job that one worker does not need: how the options and keys
  * fit the workers, said once here rather than by every rank. 0, or the exit code (printed). */
 static int check_dist(train_args_t *a)
@@ -132,6 +146,8 @@ int train_dist_run(train_args_t *a, int argc, char **argv)
     if (!a->launched && a->workers == 0) a->workers = c->job.nodes[0]; /* a local job */
     int rc = check_dist(a);
     if (rc) return rc;
+    if (c->checkpoint_every && !c->checkpoint_dir) c->checkpoint_dir = c->resume_dir;
+    if (a->launched && restarted(c)) return 2;
     if (check_checkpoint_flags(c)) return 2;
     c->job_out = strcmp(a->job_out, "none") ? a->job_out : NULL;
     log_banner(argc, argv, c->job.seed);

@@ -25,6 +25,7 @@
 #include "runtime/transport/coord.h"
 #include "runtime/exec/data.h"
 #include "runtime/exec/job_checkpoint.h"
+#include "runtime/exec/restart.h"
 #include "runtime/transport/launch.h"
 #include "runtime/compute/nnet.h"
 #include "runtime/transport/probe.h"
@@ -764,6 +765,7 @@ int worker_run(const worker_config_t *cfg)
         if (err[0]) fprintf(stderr, "poseidon train: %s\n", err);
         return rc;
     }
+    if (w->rank == 0) restart_record(cfg, (long long)w->t_start);
     worker_exec_run(w);
     worker_finish(w);
     worker_destroy(&w);
@@ -788,7 +790,15 @@ int worker_run_local(worker_config_t *cfg, int n)
         }
         cfg->security.keys = keys;
     }
-    int rc = launch_local(n, launch_free_port(), 15000, run_local_rank, cfg);
+    const char *resume = cfg->resume_dir;
+    int rc, max = cfg->job.train.max_restarts;
+    char why[256];
+    for (int done = 0;; done++) {
+        rc = launch_local_why(n, launch_free_port(), 15000, run_local_rank, cfg, why, sizeof why);
+        if (!restart_wanted(rc, done, max)) break;
+        restart_prepare(cfg, done + 1, max, why);
+    }
+    cfg->resume_dir = resume;
     cfg->security.keys = given;
     keyring_destroy(&keys);
     return rc;
