@@ -329,6 +329,9 @@ static char ***endpoints_parse(worker_t *w, char **tab, int n_units)
         if (k != n_units + 1)
             coord_client_fail(w->cl, "rank %d registered %d endpoints, expected %d", r, k,
                               n_units + 1);
+        /* its host's connections count against no flood (conn_cap.h's budget) */
+        char host[64] = "";
+        if (sscanf(eps[r][0], "tcp://%63[^:]:", host) == 1) conn_cap_trust(host);
     }
     return eps;
 }
@@ -435,8 +438,10 @@ static void plan_log(const worker_t *w, const probe_result_t *pr, const cluster_
     char sb[64];
     log_info("plan hash %016llx", (unsigned long long)plan_hash(&w->plan));
     log_info("connections: per host at most %d to the coordinator, %d to a PS shard, %d to "
-             "another socket (more are ended when accepted)", conn_cap_for(2 * w->world),
-             conn_cap_for(w->world * ps_clients_per_rank(w)), conn_cap_for(w->world));
+             "another socket (more are ended when accepted); beyond %d in all, the newest of the "
+             "host without ranks that holds the most", conn_cap_for(2 * w->world),
+             conn_cap_for(w->world * ps_clients_per_rank(w)), conn_cap_for(w->world),
+             conn_cap_budget());
     log_info("link probe: %.1f MB/s, %.1f us one-way; planned on %.1f MB/s, %.1f us "
              "(job_link_settle); plan: %s on %d workers, %d shards",
              pr->bw_Bps / 1e6, pr->lat_ns / 1e3, cl->nic_Bps * cl->nic_efficiency / 1e6,
