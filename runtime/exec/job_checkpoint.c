@@ -88,8 +88,8 @@ int64_t job_ckpt_rank_bytes(const job_ckpt_header_t *h)
            (int64_t)sizeof(uint64_t);
 }
 
-int job_ckpt_space_check(const char *dir, int64_t bytes, const char *what, char *err,
-                         size_t errlen)
+int job_ckpt_disk_free(const char *dir, int64_t *free_bytes, uint64_t *fsid, char *err,
+                       size_t errlen)
 {
     struct statvfs fs;
     char inside[4200];
@@ -99,11 +99,19 @@ int job_ckpt_space_check(const char *dir, int64_t bytes, const char *what, char 
         return -1;
     }
     double avail = (double)fs.f_bavail * (double)fs.f_frsize;
+    *free_bytes = avail > 9e18 ? INT64_MAX : (int64_t)avail;
+    *fsid = (uint64_t)fs.f_fsid;
+    return 0;
+}
+
+int job_ckpt_space_check(const char *dir, int64_t free_bytes, int64_t bytes, const char *what,
+                         char *err, size_t errlen)
+{
     double need = (double)bytes * 1.01 + (1 << 20);
-    if (avail >= need) return 0;
+    if ((double)free_bytes >= need) return 0;
     snprintf(err, errlen, "%s: %.1f MB free on its disk, %s needs %.1f MB: free space, write "
                           "elsewhere (--checkpoint-dir), or keep fewer checkpoints "
-                          "(keep_checkpoints)", dir, avail / 1e6, what, need / 1e6);
+                          "(keep_checkpoints)", dir, free_bytes / 1e6, what, need / 1e6);
     return -1;
 }
 

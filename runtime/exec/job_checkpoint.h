@@ -150,10 +150,16 @@ void job_ckpt_prune_rank(const char *dir, int rank, int64_t oldest);
 /* The bytes of a rank's file with header h (what job_ckpt_write_rank writes). */
 int64_t job_ckpt_rank_bytes(const job_ckpt_header_t *h);
 
-/* Whether the file system of dir has room for `bytes` more (statvfs: the blocks an
- * unprivileged writer may use), with a margin of 1% and 1 MB. 0, or -1 with one line "DIR:
- * ..." in err saying how much is free and how much `what` needs. */
-int job_ckpt_space_check(const char *dir, int64_t bytes, const char *what, char *err,
-                         size_t errlen);
+/* The room left on dir's file system (made if missing; statvfs: the bytes an unprivileged
+ * writer may use) in *free_bytes, and the file system's id in *fsid. 0, or -1 with "DIR:
+ * reason" in err. */
+int job_ckpt_disk_free(const char *dir, int64_t *free_bytes, uint64_t *fsid, char *err,
+                       size_t errlen);
+
+/* Whether free_bytes (job_ckpt_disk_free's, measured before anyone wrote) hold `bytes` more
+ * with a margin of 1% and 1 MB. 0, or -1 with one line "DIR: ..." in err saying how much is
+ * free and how much `what` needs. */
+int job_ckpt_space_check(const char *dir, int64_t free_bytes, int64_t bytes, const char *what,
+                         char *err, size_t errlen);
 
 #endif

@@ -14,7 +14,6 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
-#include <sys/statvfs.h>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -413,30 +412,38 @@ static double process_cpu_s(void)
 /* Before rank files of checkpoint k are written: whether this rank's disk has room for the
  * files of every rank that writes to it (those of its host whose directory is on the same
  * file system: a local job's all share one), said before the disk fills rather than by a
- * write that fails half-way. A shortage ends the job with one line. */
+ * write that fails half-way. The room is measured before the exchange, which no rank leaves
+ * before every rank has measured, so no rank's file is counted twice; the ranks of one disk
+ * judge it by the same numbers and agree. A shortage ends the job with one line. */
 static void checkpoint_space(worker_t *w, int64_t k, int64_t bytes)
 {
     char dir[4200], host[256] = "", line[400], err[4800], what[160];
     job_ckpt_iter_dir(dir, sizeof dir, w->cfg->checkpoint_dir, k);
-    struct statvfs fs = {0};
+    int64_t room = 0;
+    uint64_t fsid = 0;
+    if (job_ckpt_disk_free(dir, &room, &fsid, err, sizeof err))
+        coord_client_fail(w->cl, "rank %d: %s", w->rank, err);
     if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
-    if (job_ckpt_space_check(dir, 0, "nothing", err, sizeof err) == 0) statvfs(dir, &fs);
-    snprintf(line, sizeof line, "%lld %lx %.200s", (long long)bytes, (unsigned long)fs.f_fsid,
-             host);
+    snprintf(line, sizeof line, "%lld %lld %llx %.200s", (long long)bytes, (long long)room,
+             (unsigned long long)fsid, host);
     char **tab = worker_allgather(w, CKPT_SPACE_ID0 + k * (int64_t)w->world, line,
                                   w->cfg->timeout_ms);
-    int64_t total = 0;
+    int64_t total = 0, least = room;
     int sharing = 0;
-    const char *mine = strchr(line, ' ');
+    const char *mine = strchr(strchr(line, ' ') + 1, ' '); /* " FSID HOST" */
     for (int r = 0; r < w->world; r++) {
-        long long b;
+        long long b, free_r;
         const char *rest = strchr(tab[r], ' ');
-        if (sscanf(tab[r], "%lld", &b) == 1 && rest && !strcmp(rest, mine)) total += b, sharing++;
+        rest = rest ? strchr(rest + 1, ' ') : NULL;
+        if (sscanf(tab[r], "%lld %lld", &b, &free_r) != 2 || !rest || strcmp(rest, mine))
+            continue;
+        total += b, sharing++;
+        if (free_r < least) least = free_r;
     }
     worker_allgather_free(w, tab);
     snprintf(what, sizeof what, "the checkpoint of iteration %lld (%d rank file%s of %.1f MB)",
              (long long)k, sharing, sharing == 1 ? "" : "s", bytes / 1e6);
-    if (job_ckpt_space_check(dir, total, what, err, sizeof err))
+    if (job_ckpt_space_check(dir, least, total, what, err, sizeof err))
         coord_client_fail(w->cl, "rank %d: %s", w->rank, err);
 }
 

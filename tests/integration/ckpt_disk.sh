@@ -3,7 +3,8 @@
 # checkpoint. Keeping 3, the third checkpoint does not fit beside the first two: the job stops
 # before writing it, with one line saying how much is free and what it needs, and leaves the
 # two whole checkpoints and no .tmp. Resumed keeping 1, it removes the older one, and each
-# further checkpoint fits beside the one before: the job ends.
+# further checkpoint fits beside the one before: the job ends. Then 8 ranks on a disk with
+# room for three of their checkpoints write them all.
 set -u
 build=${1:-build}
 . tests/integration/lib/common.bash
@@ -34,3 +35,16 @@ grep -q "starts at iteration 6" "$d/resumed.log" || fail "not resumed at 6: $(ta
 left=$(cd "$d/disk/ck" && ls | tr '\n' ' ')
 [ "$left" = "iter-12 " ] || fail "keeping 1, left: $left"
 echo "ok: resumed at 6 keeping 1 checkpoint, ended with $left"
+
+# 8 ranks on a disk with room for three of their checkpoints (30 MB each): every one fits
+# beside the two kept, although the ranks write at once (each measures the room before any
+# of them writes; measured after, a slow rank counted the others' files twice and stopped
+# the job)
+umount "$d/disk" && mount -t tmpfs -o size=96m tmpfs "$d/disk" || fail "cannot remount the tmpfs"
+"$build/poseidon" train --workers 8 --model models/mlp.net --scheme ps+wfbp --data synthetic \
+    --synthetic-n 4096 --batch 16 --no-eval --no-probe --insecure --job-out none \
+    --iterations 130 --checkpoint-every 25 --checkpoint-dir "$d/disk/ck" >"$d/eight.log" 2>&1 ||
+    fail "8 ranks, room for three checkpoints: $(grep -m1 'free on its disk' "$d/eight.log" || tail -2 "$d/eight.log")"
+left=$(cd "$d/disk/ck" && ls | tr '\n' ' ')
+[ "$left" = "iter-100 iter-125 " ] || fail "8 ranks: left $left"
+echo "ok: 8 ranks wrote every checkpoint on a disk with room for three"
