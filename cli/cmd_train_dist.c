@@ -16,7 +16,6 @@
 #include "runtime/exec/restart.h"
 #include "runtime/exec/train.h"
 #include "runtime/exec/worker.h"
-#include "runtime/transport/launch.h"
 
 /* Whether paths a and b name one existing directory. */
 static bool same_dir(const char *a, const char *b)
@@ -88,9 +87,7 @@ static int check_checkpoint_flags(worker_config_t *c)
 static int restarted(worker_config_t *c)
 {
     char err[8800];
-    launch_env_t env;
-    int rank = launch_env_detect(&env, err, sizeof err) == 0 ? env.rank : -1;
-    if (restart_launched(c, rank, err, sizeof err) == 0) return 0;
+    if (restart_launched(c, err, sizeof err) == 0) return 0;
     fprintf(stderr, "poseidon train: --max-restarts: %s\n", err);
     return -1;
 }

@@ -51,7 +51,7 @@ static int restarts_count(const char *dir)
     return n;
 }
 
-int restart_launched(worker_config_t *cfg, int rank, char *err, size_t errlen)
+int restart_launched(worker_config_t *cfg, char *err, size_t errlen)
 {
     int max = cfg->job.train.max_restarts;
     const char *dir = cfg->checkpoint_dir;
@@ -70,9 +70,6 @@ int restart_launched(worker_config_t *cfg, int rank, char *err, size_t errlen)
     }
     cfg->resume_dir = dir;
     cfg->restart_no = done + 1;
-    if (rank == 0)
-        log_warn("restart %d of %d: the run before ended without finishing (its ranks' logs "
-                 "say why); resuming from %s/iter-%lld", done + 1, max, dir, (long long)k);
     return 0;
 }
 
@@ -89,4 +86,7 @@ void restart_record(const worker_config_t *cfg, long long iter)
                           cfg->restart_no, when, iter) > 0;
     if (f && fclose(f)) ok = 0;
     if (!ok) log_warn("%s: cannot record the restart: %s", path, strerror(errno));
+    log_warn("restart %d of %d: the run before ended without finishing (its ranks' logs say "
+             "why); resuming from %s/iter-%lld", cfg->restart_no, cfg->job.train.max_restarts,
+             cfg->checkpoint_dir, iter);
 }

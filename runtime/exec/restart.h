@@ -30,12 +30,12 @@ void restart_prepare(worker_config_t *cfg, int i, int max, const char *why);
 
 /* A rank started by a launcher, before it runs (cfg's checkpoint flags read, resume_dir not
  * given by the user): when cfg asks for restarts and its checkpoint directory holds a
- * complete checkpoint, this start is a restart: resume_dir and restart_no are set and rank 0
- * logs it. 0 (a restart or not), or -1 with one line in err when the restarts are spent. */
-int restart_launched(worker_config_t *cfg, int rank, char *err, size_t errlen);
+ * complete checkpoint, this start is a restart: resume_dir and restart_no are set. 0 (a
+ * restart or not), or -1 with one line in err when the restarts are spent. */
+int restart_launched(worker_config_t *cfg, char *err, size_t errlen);
 
-/* Rank 0 of a restarted launched job, once every rank has started: appends the restart to
- * DIR/restarts (what restart_launched counts). */
+/* Rank 0 of a restarted launched job, once every rank has started: logs the restart and
+ * appends it to DIR/restarts (what restart_launched counts). */
 void restart_record(const worker_config_t *cfg, long long iter);
 
 #endif
