@@ -117,7 +117,10 @@ static void usage_run(FILE *f)
             "  --resume FILE|DIR   one worker: start from a checkpoint FILE (its epoch count\n"
             "                      and parameters); distributed: from the newest complete\n"
             "                      checkpoint in DIR (the same model, ranks, plan and seed);\n"
-            "                      with --checkpoint-every, DIR is also where checkpoints go\n\n"
+            "                      with --checkpoint-every, DIR is also where checkpoints go\n"
+            "  --resume-changed KEY,...  resume although these keys differ from the\n"
+            "                      checkpoint's job ('all': any); without it a resume of a\n"
+            "                      job that differs in a key that changes the math is refused\n\n"
             "the distributed workers only (--workers 1 runs one worker so):\n"
             "  --report-every I    steps between report rows (default: one per epoch)\n"
             "  --no-eval           no test accuracy in the rows\n"
@@ -134,10 +137,7 @@ static void usage_run(FILE *f)
             "  --max-restarts N    a job that fails (a rank dies, the job aborts) starts\n"
             "                      again from its newest complete checkpoint, at most N\n"
             "                      times [max_restarts] (0); under a launcher, the launcher\n"
-            "                      starts the ranks again with the same command line\n"
-            "  --resume-changed KEY,...  resume although these keys differ from the\n"
-            "                      checkpoint's job ('all': any); without it a resume of a\n"
-            "                      job that differs in a key that changes the math is refused\n\n"
+            "                      starts the ranks again with the same command line\n\n"
             "transport (every socket speaks ZeroMQ CURVE: encrypted, and only the job's ranks\n"
             "get in; a local job makes its keys in memory):\n"
             "  --keys DIR          the job's keys, from poseidon keygen --ranks N -o DIR\n"
@@ -186,7 +186,7 @@ static const struct {
     {"report-every", T_REPORT_EVERY, NULL, 1},   {"timeout-ms", T_TIMEOUT, NULL, 1},
     {"trace", T_TRACE, NULL, 1},                 {"params-out", T_PARAMS_OUT, NULL, 1},
     {"keys", T_KEYS, NULL, 1},                   {"checkpoint-dir", T_CKPT_DIR, NULL, 1},
-    {"checkpoint-every", T_CKPT_EVERY, NULL, 1}, {"resume-changed", T_RESUME_CHANGED, NULL, 1},
+    {"checkpoint-every", T_CKPT_EVERY, NULL, 1}, {"resume-changed", T_RESUME_CHANGED, NULL, 0},
     {"max-restarts", T_KEY, "max_restarts", 1},
     {"help", T_HELP, NULL, 0},
 };
@@ -423,7 +423,7 @@ static int run_one(train_args_t *a, int argc, char **argv)
     log_banner(argc, argv, job->seed);
     train_one_config_t c = {.job = job, .device = a->cfg.device, .threads = a->cfg.threads,
                             .csv_path = a->cfg.csv_path, .checkpoint = a->checkpoint,
-                            .resume = a->resume,
+                            .resume = a->resume, .resume_changed = a->cfg.resume_changed,
                             .job_out = strcmp(a->job_out, "none") ? a->job_out : NULL};
     return train_one_run(&c);
 }
