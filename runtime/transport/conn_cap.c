@@ -333,18 +333,25 @@ static void *guard_main(void *arg)
     return NULL;
 }
 
+/* The whole number 0..max in the environment variable name, or -1 when it is not set; a
+ * value that is not one ends the process, saying it expects `what`. */
+static int env_count(const char *name, long max, const char *what)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return -1;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 0 || n > max)
+        die("%s=%s: expected %s, a whole number from 0 (none) to %ld", name, v, what, max);
+    return (int)n;
+}
+
 /* POSEIDON_CONN_BUDGET, or half the descriptor limit (at least 64). */
 static int budget_default(void)
 {
-    const char *v = getenv("POSEIDON_CONN_BUDGET");
-    if (v && *v) {
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (*end || n < 0 || n > 10000000)
-            die("POSEIDON_CONN_BUDGET=%s: expected the TCP connections this process may hold "
-                "open to its listening sockets, a whole number (0: no budget)", v);
-        return (int)n;
-    }
+    int n = env_count("POSEIDON_CONN_BUDGET", 10000000,
+                      "the TCP connections this process may hold open to its listening sockets");
+    if (n >= 0) return n;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1 << 20;
     long half = (long)(rl.rlim_cur / 2);
@@ -446,15 +453,9 @@ void conn_cap_unwatch(conn_cap_t **wp)
 
 int conn_cap_for(int legit)
 {
-    const char *v = getenv("POSEIDON_CONN_CAP");
-    if (v && *v) {
-        char *end;
-        long cap = strtol(v, &end, 10);
-        if (*end || cap < 0 || cap > 1000000)
-            die("POSEIDON_CONN_CAP=%s: expected the connections one host may hold open to a "
-                "socket, a whole number from 0 (no cap) to 1000000", v);
-        return (int)cap;
-    }
+    int cap = env_count("POSEIDON_CONN_CAP", 1000000,
+                        "the connections one host may hold open to a socket");
+    if (cap >= 0) return cap;
     int margin = legit / 4 > MARGIN_MIN ? legit / 4 : MARGIN_MIN;
     return legit + margin;
 }

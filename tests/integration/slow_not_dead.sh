@@ -24,21 +24,27 @@ wait_for() { # wait_for PATTERN FILE SECONDS
     for _ in $(seq $(( $3 * 10 ))); do grep -q "$1" "$2" && return 0; sleep 0.1; done
     return 1
 }
+# pause_rank R SECONDS: once the job ($pid, logging to $tmp/log) has started, stops rank R
+# for SECONDS, lets it go on and waits for the job's end; its exit status in rc.
+pause_rank() {
+    wait_for "steady\|epoch,iteration" "$tmp/log" 30 || { tail "$tmp/log"; fail "the job did not start"; }
+    local p
+    p=$(rank_pid "$1" "$tmp/log")
+    [ -n "$p" ] || { tail "$tmp/log"; fail "no pid for rank $1"; }
+    sleep 1
+    kill -STOP "$p"
+    sleep "$2"
+    kill -CONT "$p"
+    wait "$pid"; rc=$?
+    pid=
+}
 
 POSEIDON_DEAD_MS=30000 POSEIDON_STALL_MS=1000 timeout 120 "$build/poseidon" train --workers 2 \
     --model models/mlp.net --compute emulate --profile "$tmp/prof.csv" --batch 8 \
     --iterations 600 --data synthetic --no-eval --scheme ps+wfbp --no-probe --job-out none \
     >"$tmp/log" 2>&1 &
 pid=$!
-wait_for "steady\|epoch,iteration" "$tmp/log" 30 || { tail "$tmp/log"; fail "the job did not start"; }
-p1=$(rank_pid 1 "$tmp/log")
-[ -n "$p1" ] || { tail "$tmp/log"; fail "no pid for rank 1"; }
-sleep 1
-kill -STOP "$p1"
-sleep 4
-kill -CONT "$p1"
-wait $pid; rc=$?
-pid=
+pause_rank 1 4
 [ $rc = 0 ] || { tail -15 "$tmp/log"; fail "a rank stopped for 4 s ended the job (exit $rc)"; }
 grep -q "stall: .*(rank 0) has waited [0-9.]* s on .*; alive" "$tmp/log" ||
     { grep -i "stall\|abort" "$tmp/log" | head; fail "no stall report while rank 1 was stopped"; }
@@ -69,15 +75,7 @@ job=("$build/poseidon" train --workers 2 --model models/mlp.net --compute emulat
 POSEIDON_DEAD_MS=30000 POSEIDON_STALL_MS=1000 timeout 120 "${job[@]}" --iterations 600 \
     >"$tmp/log" 2>&1 &
 pid=$!
-wait_for "epoch,iteration" "$tmp/log" 30 || { tail "$tmp/log"; fail "the job did not start"; }
-p0=$(rank_pid 0 "$tmp/log")
-[ -n "$p0" ] || fail "no pid for rank 0"
-sleep 1
-kill -STOP "$p0"
-sleep 4
-kill -CONT "$p0"
-wait $pid; rc=$?
-pid=
+pause_rank 0 4
 [ $rc = 0 ] || { tail -15 "$tmp/log"; fail "rank 0 stopped for 4 s ended the job (exit $rc)"; }
 grep -q "stall: .*(rank 0), which hosts the coordinator, did not run for [0-9.]* s" "$tmp/log" ||
     { grep "stall" "$tmp/log" | head; fail "no report naming rank 0's own stop"; }
