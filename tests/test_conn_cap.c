@@ -4,6 +4,7 @@
  * connections come from 127.0.0.2 (loopback: another host as far as the cap can tell). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,21 @@ static uint64_t wait_refused(const comm_t *c, uint64_t n)
     return comm_connections_refused(c);
 }
 
+/* A client of rank 1 from 127.0.0.1 connects to srv and sends a beat of this iteration:
+ * whether srv receives it (within 5 s). The client, to destroy, in *cli. */
+static bool rank1_reaches(comm_t *srv, int64_t iteration, comm_t **cli)
+{
+    *cli = comm_new("cli", 1, 2, NULL, 2000);
+    REQUIRE(*cli && comm_connect(*cli, 0, comm_endpoint(srv)) == 0);
+    CHECK(comm_send(*cli, 0, (msg_header_t){.type = MSG_HEARTBEAT, .iteration = iteration},
+                    NULL, 0, NULL) == 0);
+    comm_msg_t m;
+    bool got = comm_recv(srv, NULL, &m, 5000) == 1;
+    bool ok = got && m.hdr.iteration == iteration && m.peer == 1;
+    if (got) comm_msg_close(&m);
+    return ok;
+}
+
 TEST(conn_cap_bounds_each_host)
 {
     enum { CAP = 5, N = 60 };
@@ -46,14 +62,8 @@ TEST(conn_cap_bounds_each_host)
     CHECK_EQ_I64(conn_flood_alive(fds, N), CAP);
 
     /* another host (127.0.0.1, the job's ranks) still gets through */
-    comm_t *cli = comm_new("cli", 1, 2, NULL, 2000);
-    REQUIRE(cli && comm_connect(cli, 0, comm_endpoint(srv)) == 0);
-    CHECK(comm_send(cli, 0, (msg_header_t){.type = MSG_HEARTBEAT, .iteration = 7}, NULL, 0,
-                    NULL) == 0);
-    comm_msg_t m;
-    CHECK(comm_recv(srv, NULL, &m, 5000) == 1 && m.hdr.iteration == 7 && m.peer == 1,
-          "a connection of another host was refused");
-    comm_msg_close(&m);
+    comm_t *cli;
+    CHECK(rank1_reaches(srv, 7, &cli), "a connection of another host was refused");
 
     /* closing frees places: as many new ones are let in, and the cap holds again */
     conn_flood_close(fds, N);
@@ -118,14 +128,8 @@ TEST(conn_cap_budget_bounds_a_flood_from_many_hosts)
     CHECK(fewest >= 2, "a host kept %d: the ended ones were not the heaviest hosts'", fewest);
 
     /* the job's host, trusted, is not held to the budget */
-    comm_t *cli = comm_new("cli", 1, 2, NULL, 2000);
-    REQUIRE(cli && comm_connect(cli, 0, comm_endpoint(srv)) == 0);
-    CHECK(comm_send(cli, 0, (msg_header_t){.type = MSG_HEARTBEAT, .iteration = 9}, NULL, 0,
-                    NULL) == 0);
-    comm_msg_t m;
-    CHECK(comm_recv(srv, NULL, &m, 5000) == 1 && m.hdr.iteration == 9 && m.peer == 1,
-          "the trusted host's connection was ended at the budget");
-    comm_msg_close(&m);
+    comm_t *cli;
+    CHECK(rank1_reaches(srv, 9, &cli), "the trusted host's connection was ended at the budget");
     for (int h = 0; h < HOSTS; h++) conn_flood_close(fds[h], EACH);
     comm_destroy(&cli);
     comm_destroy(&srv);
