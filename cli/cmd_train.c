@@ -117,7 +117,10 @@ static void usage_run(FILE *f)
             "  --resume FILE|DIR   one worker: start from a checkpoint FILE (its epoch count\n"
             "                      and parameters); distributed: from the newest complete\n"
             "                      checkpoint in DIR (the same model, ranks, plan and seed);\n"
-            "                      with --checkpoint-every, DIR is also where checkpoints go\n\n"
+            "                      with --checkpoint-every, DIR is also where checkpoints go\n"
+            "  --resume-changed KEY,...  resume although these keys differ from the\n"
+            "                      checkpoint's job ('all': any); without it a resume of a\n"
+            "                      job that differs in a key that changes the math is refused\n\n"
             "the distributed workers only (--workers 1 runs one worker so):\n"
             "  --report-every I    steps between report rows (default: one per epoch)\n"
             "  --no-eval           no test accuracy in the rows\n"
@@ -129,7 +132,12 @@ static void usage_run(FILE *f)
             "  --print-plan        rank 0 prints the plan's per-unit table\n"
             "  --checkpoint-dir DIR  coordinated checkpoints: DIR/iter-K/, one file per rank\n"
             "                      and COMPLETE once all are written; the newest two stay\n"
-            "  --checkpoint-every K  a checkpoint before iteration K, 2K, ... (iterations)\n\n"
+            "                      [keep_checkpoints]\n"
+            "  --checkpoint-every K  a checkpoint before iteration K, 2K, ... (iterations)\n"
+            "  --max-restarts N    a job that fails (a rank dies, the job aborts) starts\n"
+            "                      again from its newest complete checkpoint, at most N\n"
+            "                      times [max_restarts] (0); under a launcher, the launcher\n"
+            "                      starts the ranks again with the same command line\n\n"
             "transport (every socket speaks ZeroMQ CURVE: encrypted, and only the job's ranks\n"
             "get in; a local job makes its keys in memory):\n"
             "  --keys DIR          the job's keys, from poseidon keygen --ranks N -o DIR\n"
@@ -141,7 +149,8 @@ static void usage_run(FILE *f)
 typedef enum {
     T_KEY, T_WORKERS, T_ITERATIONS, T_EPOCHS, T_SET, T_SSP, T_LINK, T_NO_SHUFFLE, T_NO_PROBE,
     T_NO_EVAL, T_PRINT_PLAN, T_INSECURE, T_REPORT_EVERY, T_DEVICE, T_THREADS, T_TIMEOUT, T_CSV,
-    T_TRACE, T_PARAMS_OUT, T_JOB_OUT, T_KEYS, T_CKPT_DIR, T_CKPT_EVERY, T_RESUME, T_CKPT, T_HELP
+    T_TRACE, T_PARAMS_OUT, T_JOB_OUT, T_KEYS, T_CKPT_DIR, T_CKPT_EVERY, T_RESUME, T_CKPT,
+    T_RESUME_CHANGED, T_HELP
 } topt_t;
 
 /* The options: name, what it does, the experiment key it sets (T_KEY and the counts), and
@@ -177,7 +186,9 @@ static const struct {
     {"report-every", T_REPORT_EVERY, NULL, 1},   {"timeout-ms", T_TIMEOUT, NULL, 1},
     {"trace", T_TRACE, NULL, 1},                 {"params-out", T_PARAMS_OUT, NULL, 1},
     {"keys", T_KEYS, NULL, 1},                   {"checkpoint-dir", T_CKPT_DIR, NULL, 1},
-    {"checkpoint-every", T_CKPT_EVERY, NULL, 1}, {"help", T_HELP, NULL, 0},
+    {"checkpoint-every", T_CKPT_EVERY, NULL, 1}, {"resume-changed", T_RESUME_CHANGED, NULL, 0},
+    {"max-restarts", T_KEY, "max_restarts", 1},
+    {"help", T_HELP, NULL, 0},
 };
 #define N_OPTS ((int)(sizeof s_opts / sizeof s_opts[0]))
 #define OPT_VAL0 256 /* getopt_long's val of s_opts[i]: OPT_VAL0 + i */
@@ -294,6 +305,7 @@ static int run_option(train_args_t *a, int i, const char *flag, const char *v)
     case T_CKPT_DIR: c->checkpoint_dir = v; return 0;
     case T_RESUME: a->resume = v; return 0;
     case T_CKPT: a->checkpoint = v; return 0;
+    case T_RESUME_CHANGED: c->resume_changed = v; return 0;
     default: ASSERT(0, "option %s unhandled", flag); return -1;
     }
 }
@@ -411,7 +423,7 @@ static int run_one(train_args_t *a, int argc, char **argv)
     log_banner(argc, argv, job->seed);
     train_one_config_t c = {.job = job, .device = a->cfg.device, .threads = a->cfg.threads,
                             .csv_path = a->cfg.csv_path, .checkpoint = a->checkpoint,
-                            .resume = a->resume,
+                            .resume = a->resume, .resume_changed = a->cfg.resume_changed,
                             .job_out = strcmp(a->job_out, "none") ? a->job_out : NULL};
     return train_one_run(&c);
 }

@@ -13,6 +13,7 @@
 #include "cli/train_args.h"
 #include "core/log.h"
 #include "runtime/exec/job_checkpoint.h"
+#include "runtime/exec/restart.h"
 #include "runtime/exec/train.h"
 #include "runtime/exec/worker.h"
 
@@ -59,7 +60,11 @@ static int check_checkpoint_flags(worker_config_t *c)
                                          c->job.cluster.devices_per_node, c->job.seed, 0,
                                          c->job.train.epochs > 0 ? 0 : c->job.iterations, err,
                                          sizeof err);
-            free(done.files);
+            char *keys = job_ckpt_job_keys(&c->job);
+            if (rc == 0)
+                rc = job_ckpt_keys_check(path, done.keys, keys, c->resume_changed, err, sizeof err);
+            free(keys);
+            job_ckpt_complete_free(&done);
         }
         if (rc) {
             fprintf(stderr, "poseidon train: --resume: %s\n", err);
@@ -75,6 +80,16 @@ static int check_checkpoint_flags(worker_config_t *c)
         return -1;
     }
     return 0;
+}
+
+/* Under a launcher with max_restarts: whether this start is a restart (restart_launched).
+ * 0, or -1 when its restarts are spent (printed). */
+static int restarted(worker_config_t *c)
+{
+    char err[8800];
+    if (restart_launched(c, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "poseidon train: --max-restarts: %s\n", err);
+    return -1;
 }
 
 /* The checks of a distributed job that one worker does not need: how the options and keys
@@ -128,6 +143,8 @@ int train_dist_run(train_args_t *a, int argc, char **argv)
     if (!a->launched && a->workers == 0) a->workers = c->job.nodes[0]; /* a local job */
     int rc = check_dist(a);
     if (rc) return rc;
+    if (c->checkpoint_every && !c->checkpoint_dir) c->checkpoint_dir = c->resume_dir;
+    if (a->launched && restarted(c)) return 2;
     if (check_checkpoint_flags(c)) return 2;
     c->job_out = strcmp(a->job_out, "none") ? a->job_out : NULL;
     log_banner(argc, argv, c->job.seed);

@@ -36,6 +36,7 @@ void experiment_init(experiment_t *e)
     t->init = EXP_INIT_AUTO;
     t->probe = PROBE_AUTO;
     t->probe_bytes = 4 << 20;
+    t->keep_checkpoints = 2;
 }
 
 /* After the lines of a file (or none): the sweeps default to the base values. */
@@ -122,6 +123,9 @@ const char *experiment_keys_help(void)
            "                            rate / K (experiments/emucluster.sh -k K), emulated\n"
            "                            compute K times longer, every time it reports and\n"
            "                            waits on divided by K (1)\n"
+           "  keep_checkpoints = K      a job's checkpoints kept, the newest (2)\n"
+           "  max_restarts = N          a job that fails restarts from its newest complete\n"
+           "                            checkpoint, at most N times (0)\n"
            "sweeps (poseidon sim and plan run every configuration; train runs one):\n"
            "  sweep_nodes = 1,2,4       node counts to run\n"
            "  sweep_gbps = 40,10        NIC bandwidths to run\n"
@@ -276,6 +280,13 @@ static int train_set(experiment_train_t *t, const experiment_t *e, const char *k
             return kv_error(err, errlen, where,
                             "expected time_dilation = an integer from 1 to 10000, got '%s'", val);
         t->time_dilation = (int)i;
+    } else if (!strcmp(key, "keep_checkpoints") || !strcmp(key, "max_restarts")) {
+        long long lo = strcmp(key, "max_restarts") ? 1 : 0;
+        if (kv_int(val, &i) || i < lo || i > 1000)
+            return kv_error(err, errlen, where,
+                            "expected %s = an integer from %lld to 1000, got '%s'", key, lo, val);
+        if (lo) t->keep_checkpoints = (int)i;
+        else t->max_restarts = (int)i;
     } else if (!strcmp(key, "probe_bytes")) {
         if (kv_int(val, &i) || i < 4 || i > (1LL << 30))
             return kv_error(err, errlen, where,
@@ -599,6 +610,8 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     fprintf(f, "probe = %s\n", t->probe == PROBE_AUTO ? "auto" : t->probe == PROBE_YES ? "yes" : "no");
     fprintf(f, "probe_bytes = %lld\n", (long long)t->probe_bytes);
     if (t->time_dilation != 1) fprintf(f, "time_dilation = %d\n", t->time_dilation);
+    if (t->keep_checkpoints != 2) fprintf(f, "keep_checkpoints = %d\n", t->keep_checkpoints);
+    if (t->max_restarts) fprintf(f, "max_restarts = %d\n", t->max_restarts);
     fprintf(f, "cluster = defaults\n");
     if (cluster_write(c, f, "cluster.")) return -1;
     return ferror(f) ? -1 : 0;

@@ -85,6 +85,9 @@ typedef struct {
                                   at rate / K, emulated compute K times longer); every time
                                   it measures and reports is divided by K (runtime/transport/
                                   clock.h); the simulator ignores it */
+    int keep_checkpoints;      /* a job's newest checkpoints kept (>= 1) */
+    int max_restarts;          /* a failed job restarts from its newest complete checkpoint
+                                  at most this many times (runtime/exec/restart.h) */
 } experiment_train_t;
 
 typedef struct {
@@ -122,7 +125,8 @@ typedef struct {
  * (Poseidon-TF's default, POSEIDON.md §4), no all-reduce fusion, network model auto;
  * training: Fashion-MNIST, shuffled, real compute, SGD lr 0.01, momentum 0.9, weight decay
  * 5e-4, a fixed rate (step: gamma 0.1 every two epochs; poly: power 1), auto initialisation,
- * no sample, the link probe on with 4 MB. No model and no cluster yet. */
+ * no sample, the link probe on with 4 MB, two checkpoints kept, no restarts. No model and no
+ * cluster yet. */
 void experiment_init(experiment_t *e);
 
 /* An experiment without a file: experiment_init() on the default cluster (cluster_init), its

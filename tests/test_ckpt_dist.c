@@ -2,7 +2,8 @@
  * line: for each scheme, a job that checkpoints, stops after its checkpoint and is resumed
  * ends with the parameters of the job that never stopped, bit for bit, and its --csv holds
  * the same rows; the newest two checkpoints stay and no .tmp does; a resume refuses another
- * model, world size, plan or seed and a rank file that was appended to, cut or changed; a
+ * model, world size, plan or seed, a job whose keys differ (unless told so), and a rank file
+ * that was appended to, cut or changed; a
  * fresh job refuses a directory that holds another run's checkpoint. LeNet has dropout: a
  * resume that did not restore each rank's dropout state would draw other masks. */
 #include <dirent.h>
@@ -180,6 +181,15 @@ TEST(ckpt_dist_resume_refuses_another_job_or_a_damaged_file)
     cd_refused(job, ck, "--scheme ps", "this job's plan is");
     cd_refused(job, ck, "--seed 7", "checkpoint of seed 1, this job's seed is 7");
     cd_refused(job, ck, "--iterations 3", "checkpoint after iteration 3, and this job runs 3");
+    /* a key that changes the math, named with both values; only when asked for */
+    cd_refused(job, ck, "--lr 0.5 --momentum 0.8",
+               "differs from the checkpoint's in lr (0.05 in the checkpoint, 0.5 now), "
+               "momentum (0.9 in the checkpoint, 0.8 now)");
+    cd_refused(job, ck, "--lr 0.5 --momentum 0.8 --resume-changed momentum",
+               "--resume-changed lr");
+    rc = test_run(out, sizeof out, "%s --iterations 5 --resume %s --lr 0.5 --resume-changed "
+                  "lr --warmup 2", job, ck);
+    CHECK(rc == 0 && strstr(out, "starts at iteration 3"), "exit %d:\n%s", rc, out);
     /* a rank file appended to, in a copy of the checkpoint: every rank stops */
     rc = test_run(out, sizeof out, "cp -r %s %s && printf x >>%s/iter-3/rank-1.ckpt", ck, copy,
                   copy);
@@ -275,7 +285,25 @@ TEST(ckpt_dist_complete_text_round_trips)
     for (int r = 0; r < 3; r++)
         CHECK(back.files[r].bytes == files[r].bytes && back.files[r].checksum == files[r].checksum,
               "rank %d", r);
-    free(back.files);
+    CHECK(!back.keys, "keys from a COMPLETE without them: %s", back.keys);
+    job_ckpt_complete_free(&back);
+    /* the job's keys round-trip, and only keys that change the math must be equal */
+    c.keys = "lr = 0.1\nmomentum = 0.9\niterations = 10\n";
+    char *tk = job_ckpt_complete_text(&c);
+    REQUIRE(job_ckpt_complete_parse(tk, "x", &back, err, sizeof err) == 0, "%s", err);
+    CHECK(back.keys && !strcmp(back.keys, c.keys), "keys back: %s", back.keys);
+    CHECK(job_ckpt_keys_check("P", back.keys, "lr = 0.1\nmomentum = 0.9\niterations = 20\n",
+                              NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(job_ckpt_keys_check("P", back.keys, "lr = 0.2\nmomentum = 0.9\nweight_decay = 0\n",
+                              NULL, err, sizeof err) == -1 &&
+              strstr(err, "P: ") && strstr(err, "lr (0.1 in the checkpoint, 0.2 now)") &&
+              strstr(err, "weight_decay ((none) in the checkpoint, 0 now)") &&
+              strstr(err, "--resume-changed lr,weight_decay"), "%s", err);
+    CHECK(job_ckpt_keys_check("P", back.keys, "lr = 0.2\nmomentum = 0.9\n", "all", err,
+                              sizeof err) == 0, "%s", err);
+    job_ckpt_complete_free(&back);
+    free(tk);
+    c.keys = NULL;
     /* one rank's line missing, and a line too many */
     char *cut = strdup(t);
     *strstr(cut, "rank 2") = '\0';

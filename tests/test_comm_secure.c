@@ -110,6 +110,55 @@ TEST(keyring_written_reads_back_and_bad_files_are_named)
     keyring_destroy(&k);
 }
 
+TEST(keyring_refuses_files_and_directories_others_can_write)
+{
+    char err[512], dir[600], path[700], link[800], elsewhere[700];
+    keyring_t *k = keyring_generate(2, err, sizeof err);
+    REQUIRE(k, "%s", err);
+    snprintf(dir, sizeof dir, "%s/strict", test_tmpdir());
+    REQUIRE(keyring_write(k, dir, err, sizeof err) == 0, "%s", err);
+    keyring_t *l = keyring_load(dir, 1, 2, err, sizeof err);
+    CHECK(l, "keygen's own modes: %s", err);
+    keyring_destroy(&l);
+    /* a directory anyone can write: someone could swap the keys */
+    chmod(dir, 0777);
+    l = keyring_load(dir, 1, 2, err, sizeof err);
+    CHECK(!l && strstr(err, dir) && strstr(err, "key directory") && strstr(err, "777"), "%s",
+          err);
+    chmod(dir, 0700);
+    /* a world-writable public.keys */
+    snprintf(path, sizeof path, "%s/public.keys", dir);
+    chmod(path, 0666);
+    l = keyring_load(dir, 1, 2, err, sizeof err);
+    CHECK(!l && strstr(err, "public.keys") && strstr(err, "others may write"), "%s", err);
+    chmod(path, 0644);
+    /* a secret key that is a link: followed, and the file it leads to checked */
+    snprintf(path, sizeof path, "%s/rank-1.secret", dir);
+    snprintf(elsewhere, sizeof elsewhere, "%s/open", test_tmpdir());
+    mkdir(elsewhere, 0777);
+    chmod(elsewhere, 0777);
+    snprintf(link, sizeof link, "%s/rank-1.secret", elsewhere);
+    REQUIRE(rename(path, link) == 0);
+    REQUIRE(symlink(link, path) == 0);
+    l = keyring_load(dir, 1, 2, err, sizeof err);
+    CHECK(!l && strstr(err, "rank-1.secret leads") && strstr(err, "key directory"), "%s",
+          err);
+    chmod(elsewhere, 0700);
+    chmod(link, 0640);
+    l = keyring_load(dir, 1, 2, err, sizeof err);
+    CHECK(!l && strstr(err, "a link to") && strstr(err, "chmod 600"), "%s", err);
+    chmod(link, 0600);
+    l = keyring_load(dir, 1, 2, err, sizeof err);
+    CHECK(l, "a link to a file only its owner can touch: %s", err);
+    keyring_destroy(&l);
+    /* a link to something that is not a file */
+    unlink(path);
+    REQUIRE(symlink(elsewhere, path) == 0);
+    l = keyring_load(dir, 1, 2, err, sizeof err);
+    CHECK(!l && strstr(err, "rank-1.secret") && strstr(err, "not a regular file"), "%s", err);
+    keyring_destroy(&k);
+}
+
 /* A DEALER of the test's own making: CURVE client with the given key pair (NULL: no CURVE)
  * towards a server whose public key is server_pub, with routing id rid. */
 static void *stranger(const char *endpoint, const char *rid, const keyring_t *keys, int key_rank,

@@ -210,7 +210,7 @@ TEST(gpu_workers_on_gpus_checkpoint_reads_back_on_the_cpu)
     nnet_forward(g);
     nnet_backward(g);
     solver_step(sg, 0);
-    checkpoint_meta_t meta = {1, 1, 1}, got;
+    checkpoint_meta_t meta = {.epoch = 1, .iter = 1, .seed = 1}, got;
     REQUIRE(checkpoint_save(path, &m, nnet_arena(g), solver_history(sg), NULL, 0, &meta, err,
                             sizeof err) == 0, "%s", err);
     REQUIRE(checkpoint_load(path, &m, nnet_arena(h), solver_history(sh), NULL, 0, &got, err,

@@ -300,3 +300,55 @@ TEST(job_caps_a_strangers_connections)
         CHECK(files_equal(a, b), "rank %d's parameters differ from the undisturbed job's", r);
     }
 }
+
+/* The same job run --insecure (no keys, loopback) says at start that any local process can
+ * join it; a local process that floods a PS shard and the coordinator with messages they
+ * refuse (pushes of blocks that do not exist, messages the coordinator does not take) gets a
+ * few lines in the log (reject_log: one per source per 10 s, the next one counting those
+ * left out), not one line per message. */
+TEST(insecure_job_warns_and_rate_limits_its_refusals)
+{
+    const char *tmp = test_tmpdir(), *bin = test_build_dir();
+    char log[700], cmd[4096], out[4096];
+    snprintf(log, sizeof log, "%s/insecure.log", tmp);
+    snprintf(cmd, sizeof cmd, "exec %s/poseidon " JOB_FLAGS " --insecure --iterations 200 "
+             "--model models/mlp.net >%s 2>&1", bin, log);
+    pid_t job = fork();
+    REQUIRE(job >= 0);
+    if (job == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int shard0 = 0, coord_port = 0;
+    for (int i = 0; i < 600 && !(shard0 && coord_port); i++) {
+        shard0 = port_after(log, "rank 0 endpoint: PS shard");
+        coord_port = port_after(log, "rank 0 of 2");
+        usleep(20000);
+    }
+    if (!(shard0 && coord_port)) kill(job, SIGKILL);
+    REQUIRE(shard0 && coord_port, "no endpoints in the job's log");
+    void *shard = stranger_socket(shard0, NULL, NULL), *coord = stranger_socket(coord_port, NULL, NULL);
+    float junk[4] = {0};
+    enum { N = 300 };
+    for (int i = 0; i < N; i++) {
+        send_msg(shard, (msg_header_t){.type = MSG_PS_PUSH, .sender = 0, .iteration = 1,
+                                       .offset = 1ULL << 40},
+                 junk, sizeof junk);
+        send_msg(coord, (msg_header_t){.type = MSG_PS_PUSH, .sender = 0}, junk, sizeof junk);
+    }
+    usleep(500000);
+    int st = 0;
+    CHECK(waitpid(job, &st, WNOHANG) == 0, "the job ended before the flood was read");
+    REQUIRE(waitpid(job, &st, 0) == job);
+    char tail[4096];
+    test_run(tail, sizeof tail, "tail -5 %s", log);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the job failed: %s", tail);
+    test_run(out, sizeof out, "grep -c 'any local process can join' %s", log);
+    CHECK(atoi(out) == 1, "no warning that any local process can join: %s", out);
+    test_run(out, sizeof out, "grep -c 'ps shard 0: rejected' %s", log);
+    CHECK(atoi(out) >= 1 && atoi(out) <= 3, "%d lines of the shard's refusals", atoi(out));
+    test_run(out, sizeof out, "grep -c 'coordinator: unexpected' %s", log);
+    CHECK(atoi(out) >= 1 && atoi(out) <= 3, "%d lines of the coordinator's refusals", atoi(out));
+    zmq_close(shard);
+    zmq_close(coord);
+}

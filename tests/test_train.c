@@ -167,7 +167,8 @@ TEST(test_train_cli_missing_data_and_synthetic)
 
 /* `poseidon train` killed after epoch 1 and resumed ends with the checkpoint, bit for bit,
  * of the run that never stopped (LeNet: dropout's random state is in the checkpoint), and the
- * resumed --csv continues the same table; a checkpoint with a byte appended is refused. */
+ * resumed --csv continues the same table; a resume with another learning rate is refused
+ * unless --resume-changed says so; a checkpoint with a byte appended is refused. */
 TEST(test_train_cli_resume_is_bit_exact)
 {
     const char *d = test_tmpdir(), *bin = test_build_dir();
@@ -189,6 +190,14 @@ TEST(test_train_cli_resume_is_bit_exact)
     rc = test_run(out, sizeof out, "cut -d, -f1-4 %s/a.csv >%s/a4 && cut -d, -f1-4 %s/b.csv >%s/b4 "
                   "&& cmp %s/a4 %s/b4 && grep -c epoch %s/b.csv", d, d, d, d, d, d, d);
     CHECK(rc == 0 && atoi(out) == 1, "the resumed CSV is not the same table: %s", out);
+    /* a resume with another learning rate is refused, naming it, unless asked for */
+    rc = test_run(out, sizeof out, "%s/poseidon %s --epochs 3 --lr 0.5 --resume %s/a.ck", bin,
+                  job, d);
+    CHECK(rc != 0 && strstr(out, "lr (0.01 in the checkpoint, 0.5 now)") &&
+              strstr(out, "--resume-changed lr"), "another lr: exit %d: %s", rc, out);
+    rc = test_run(out, sizeof out, "%s/poseidon %s --epochs 3 --lr 0.5 --resume-changed lr "
+                  "--resume %s/a.ck", bin, job, d);
+    CHECK(rc == 0, "another lr, asked for: exit %d: %s", rc, out);
     rc = test_run(out, sizeof out, "printf x >>%s/b.ck && %s/poseidon %s --epochs 3 --resume %s/b.ck",
                   d, bin, job, d);
     CHECK(rc != 0 && strstr(out, "bytes after the checksum"), "appended byte: exit %d: %s", rc, out);

@@ -161,7 +161,7 @@ void ckpt_discard(ckpt_reader_t **rp)
 /* ---- one replica (single-worker training) */
 
 #define CKPT_MAGIC "PSDNCKPT"
-#define CKPT_VERSION 2u
+#define CKPT_VERSION 3u /* 3: the job's keys */
 
 typedef struct {
     ckpt_tag_t tag;
@@ -169,6 +169,7 @@ typedef struct {
     int64_t params, state, rng_bytes;
     int64_t epoch, iter;
     uint64_t seed;
+    int64_t keys_bytes; /* the keys' text, after the RNG state; 0: none */
 } ckpt_header_t;
 
 int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const float *history,
@@ -184,6 +185,7 @@ int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const 
     h.state = a->state_count;
     h.rng_bytes = (int64_t)rng_bytes;
     h.epoch = meta->epoch, h.iter = meta->iter, h.seed = meta->seed;
+    h.keys_bytes = meta->keys ? (int64_t)strlen(meta->keys) : 0;
     /* a device's buffers come to the host first (parameters, history, state back to back) */
     size_t pb = (size_t)a->count * sizeof(float), sb = (size_t)a->state_count * sizeof(float);
     bool host = compute_is_host(a->compute);
@@ -197,8 +199,9 @@ int checkpoint_save(const char *path, const model_t *m, const arena_t *a, const 
                            {host ? (const void *)a->params : copy, pb},
                            {host ? (const void *)history : copy + pb, pb},
                            {host ? (const void *)a->state : copy + 2 * pb, sb},
-                           {rng, rng_bytes}};
-    int rc = ckpt_write(path, parts, 5, err, errlen);
+                           {rng, rng_bytes},
+                           {meta->keys, (size_t)h.keys_bytes}};
+    int rc = ckpt_write(path, parts, 6, err, errlen);
     free(copy);
     return rc;
 }
@@ -212,7 +215,7 @@ int checkpoint_load(const char *path, const model_t *m, arena_t *a, float *histo
     if (!r) return -1;
     h.model[sizeof h.model - 1] = '\0';
     if (strcmp(h.model, m->name) || h.params != a->count || h.state != a->state_count ||
-        h.rng_bytes != (int64_t)rng_bytes) {
+        h.rng_bytes != (int64_t)rng_bytes || h.keys_bytes < 0 || h.keys_bytes > (1 << 20)) {
         ckpt_discard(&r);
         snprintf(err, errlen, "%s: checkpoint of model '%s' (%lld parameters), not of '%s' (%lld)",
                  path, h.model, (long long)h.params, m->name, (long long)a->count);
@@ -226,8 +229,11 @@ int checkpoint_load(const char *path, const model_t *m, arena_t *a, float *histo
     ckpt_read(r, host ? (void *)history : copy + pb, pb);
     ckpt_read(r, host ? (void *)a->state : copy + 2 * pb, sb);
     ckpt_read(r, rng, rng_bytes);
+    char *keys = h.keys_bytes ? xcalloc((size_t)h.keys_bytes + 1, 1) : NULL;
+    if (keys) ckpt_read(r, keys, (size_t)h.keys_bytes);
     if (ckpt_close(&r, err, errlen)) {
         free(copy);
+        free(keys);
         return -1;
     }
     if (copy) {
@@ -238,5 +244,6 @@ int checkpoint_load(const char *path, const model_t *m, arena_t *a, float *histo
         free(copy);
     }
     meta->epoch = h.epoch, meta->iter = h.iter, meta->seed = h.seed;
+    meta->keys = keys;
     return 0;
 }

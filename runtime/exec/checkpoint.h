@@ -8,7 +8,7 @@
  *
  * On top of it, one replica's state (the single-worker `poseidon train`): parameters,
  * momentum history, layer state (BN running statistics), the dropout layers' random state,
- * epoch, iteration and seed, tagged with the model's name and sizes. The distributed job's
+ * epoch, iteration, seed and the job's keys, tagged with the model's name and sizes. The distributed job's
  * checkpoints are in runtime/exec/job_checkpoint.h.
  */
 #ifndef POSEIDON_CHECKPOINT_H
@@ -62,6 +62,9 @@ typedef struct {
     int64_t epoch;   /* epochs completed */
     int64_t iter;    /* iterations completed */
     uint64_t seed;
+    char *keys;      /* the job's keys (job_ckpt_job_keys), so that a resume can tell which
+                        changed: written when not NULL; checkpoint_load malloc's it (NULL
+                        when the file has none) */
 } checkpoint_meta_t;
 
 /* A replica: rng (rng_bytes, possibly 0) is the net's dropout state (nnet_rng_state_save);

@@ -9,15 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/outfile.h"
 #include "runtime/exec/checkpoint.h"
 
 #define JOB_CKPT_MAGIC "PSDNJOBC"
 #define JOB_CKPT_VERSION 2u /* 2: devices per node, a state per device */
 #define COMPLETE_FIRST_LINE "poseidon job checkpoint"
+#define KEYS_LINE "keys\n" /* opens the job's keys, after the ranks' lines */
 
 typedef struct {
     ckpt_tag_t tag;
@@ -75,6 +78,41 @@ static ckpt_part_t *state_parts(const job_ckpt_header_t *h, const job_ckpt_state
         parts[5 + 2 * d] = (ckpt_part_t){rng, (size_t)h->rng_bytes};
     }
     return parts;
+}
+
+int64_t job_ckpt_rank_bytes(const job_ckpt_header_t *h)
+{
+    int64_t arena = h->n_params * (int64_t)sizeof(float);
+    return (int64_t)sizeof(disk_header_t) + 4 * arena +
+           h->devices * (h->state_count * (int64_t)sizeof(float) + h->rng_bytes) +
+           (int64_t)sizeof(uint64_t);
+}
+
+int job_ckpt_disk_free(const char *dir, int64_t *free_bytes, uint64_t *fsid, char *err,
+                       size_t errlen)
+{
+    struct statvfs fs;
+    char inside[4200];
+    snprintf(inside, sizeof inside, "%s/x", dir);
+    if (outfile_make_parents(inside) != 0 || statvfs(dir, &fs) != 0) {
+        snprintf(err, errlen, "%s: cannot use it: %s", dir, strerror(errno));
+        return -1;
+    }
+    double avail = (double)fs.f_bavail * (double)fs.f_frsize;
+    *free_bytes = avail > 9e18 ? INT64_MAX : (int64_t)avail;
+    *fsid = (uint64_t)fs.f_fsid;
+    return 0;
+}
+
+int job_ckpt_space_check(const char *dir, int64_t free_bytes, int64_t bytes, const char *what,
+                         char *err, size_t errlen)
+{
+    double need = (double)bytes * 1.01 + (1 << 20);
+    if ((double)free_bytes >= need) return 0;
+    snprintf(err, errlen, "%s: %.1f MB free on its disk, %s needs %.1f MB: free space, write "
+                          "elsewhere (--checkpoint-dir), or keep fewer checkpoints "
+                          "(keep_checkpoints)", dir, free_bytes / 1e6, what, need / 1e6);
+    return -1;
 }
 
 int job_ckpt_write_rank(const char *path, const job_ckpt_header_t *h,
@@ -202,6 +240,11 @@ char *job_ckpt_complete_text(const job_ckpt_complete_t *c)
         n += (size_t)snprintf(t + n, cap - n, "rank %d bytes %lld checksum %016llx\n", r,
                               (long long)c->files[r].bytes,
                               (unsigned long long)c->files[r].checksum);
+    if (c->keys) {
+        size_t need = n + strlen(KEYS_LINE) + strlen(c->keys) + 1;
+        t = xrealloc(t, need);
+        snprintf(t + n, need - n, KEYS_LINE "%s", c->keys);
+    }
     return t;
 }
 
@@ -238,6 +281,10 @@ int job_ckpt_complete_parse(const char *text, const char *what, job_ckpt_complet
         }
         c->files[r] = (job_ckpt_file_t){bytes, sum};
         p += n;
+    }
+    if (!strncmp(p, KEYS_LINE, strlen(KEYS_LINE))) {
+        c->keys = xstrdup(p + strlen(KEYS_LINE));
+        p += strlen(p);
     }
     if (*p) {
         snprintf(err, errlen, "%s: text after the line of rank %d", what, world - 1);
@@ -306,6 +353,119 @@ int job_ckpt_check_complete(const job_ckpt_complete_t *c, const char *path, cons
                  path, (long long)c->iter, (long long)iterations);
     else
         return 0;
+    return -1;
+}
+
+void job_ckpt_complete_free(job_ckpt_complete_t *c)
+{
+    free(c->files);
+    free(c->keys);
+    c->files = NULL;
+    c->keys = NULL;
+}
+
+char *job_ckpt_job_keys(const experiment_t *e)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ASSERT(f, "open_memstream: %s", strerror(errno));
+    experiment_write(e, 0, &e->cluster, NULL, f);
+    fclose(f);
+    /* the cluster's lines go: its world, devices and plan are compared on their own */
+    char *out = xmalloc(len + 1), *w = out;
+    for (char *line = text; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) + 1 : strlen(line);
+        if (strncmp(line, "cluster", 7)) {
+            memcpy(w, line, n);
+            w += n;
+        }
+        line += n;
+    }
+    *w = '\0';
+    free(text);
+    return out;
+}
+
+/* Keys that may differ on a resume: they do not change what the resumed iterations compute
+ * (how many there are; the simulator's; the probe and emulated compute's timing; the
+ * initialisation, which the checkpoint's parameters replace; restarts, kept checkpoints), or
+ * the plan's hash, compared on its own, judges them. */
+static const char *const s_free_keys[] = {
+    "iterations", "epochs", "warmup", "net_model", "sample", "probe", "probe_bytes",
+    "time_dilation", "profile", "init", "max_restarts", "keep_checkpoints",
+    "scheme", "kv_block_mb", "kv_placement", "hybrid_rule", "allreduce_bucket_mb",
+};
+
+static bool key_listed(const char *key, const char *list)
+{
+    if (!list) return false;
+    if (!strcmp(list, "all")) return true;
+    size_t n = strlen(key);
+    for (const char *p = list; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == n && !strncmp(p, key, n)) return true;
+        p += len + (comma ? 1 : 0);
+    }
+    return false;
+}
+
+/* The value of key in keys ("key = value" lines) into out ("(none)" when absent). */
+static void key_value(const char *keys, const char *key, char *out, size_t n)
+{
+    size_t klen = strlen(key);
+    for (const char *line = keys; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (len > klen + 3 && !strncmp(line, key, klen) && !strncmp(line + klen, " = ", 3)) {
+            snprintf(out, n, "%.*s", (int)(len - klen - 3), line + klen + 3);
+            return;
+        }
+        line += len + (nl ? 1 : 0);
+    }
+    snprintf(out, n, "(none)");
+}
+
+/* Appends to diff (and names to names) every key of `from` whose value in a and b differs
+ * and that may not; keys already in names are skipped. */
+static void keys_differ(const char *from, const char *a, const char *b, const char *changed,
+                        char *diff, size_t dn, char *names, size_t nn)
+{
+    for (const char *line = from; *line;) {
+        const char *nl = strchr(line, '\n'), *eq = strstr(line, " = ");
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char key[64] = "";
+        if (eq && eq < line + len && eq - line < (ptrdiff_t)sizeof key)
+            snprintf(key, sizeof key, "%.*s", (int)(eq - line), line);
+        line += len + (nl ? 1 : 0);
+        bool free_key = !key[0] || key_listed(key, changed) || key_listed(key, names);
+        for (size_t i = 0; i < sizeof s_free_keys / sizeof *s_free_keys && !free_key; i++)
+            free_key = !strcmp(key, s_free_keys[i]);
+        if (free_key) continue;
+        char va[600], vb[600];
+        key_value(a, key, va, sizeof va);
+        key_value(b, key, vb, sizeof vb);
+        if (!strcmp(va, vb)) continue;
+        size_t d = strlen(diff), m = strlen(names);
+        snprintf(diff + d, dn - d, "%s%s (%s in the checkpoint, %s now)", d ? ", " : "", key,
+                 va, vb);
+        snprintf(names + m, nn - m, "%s%s", m ? "," : "", key);
+    }
+}
+
+int job_ckpt_keys_check(const char *path, const char *was, const char *now, const char *changed,
+                        char *err, size_t errlen)
+{
+    if (!was) return 0;
+    char diff[2048] = "", names[512] = "";
+    keys_differ(was, was, now, changed, diff, sizeof diff, names, sizeof names);
+    keys_differ(now, was, now, changed, diff, sizeof diff, names, sizeof names);
+    if (!diff[0]) return 0;
+    snprintf(err, errlen, "%s: this job differs from the checkpoint's in %s; resume with the "
+                          "checkpoint's values, or say so: --resume-changed %s", path, diff,
+             names);
     return -1;
 }
 
@@ -385,13 +545,16 @@ static int64_t *list_iters(const char *dir, int *n)
     return v;
 }
 
-void job_ckpt_prune(const char *dir, int64_t current, int64_t previous)
+void job_ckpt_prune(const char *dir, int64_t current, int64_t oldest)
 {
     int n;
     int64_t *js = list_iters(dir, &n);
     for (int i = 0; i < n; i++) {
         int64_t j = js[i];
-        bool drop = current >= 0 ? j < current && j != previous : j > previous;
+        char done[4200];
+        job_ckpt_complete_path(done, sizeof done, dir, j);
+        bool drop = current >= 0 ? j < oldest || (j < current && access(done, F_OK) != 0)
+                                 : j > oldest;
         if (!drop) continue;
         remove_iter_dir(dir, j);
         char path[4200];
@@ -401,12 +564,36 @@ void job_ckpt_prune(const char *dir, int64_t current, int64_t previous)
     free(js);
 }
 
-void job_ckpt_prune_rank(const char *dir, int rank, int64_t previous)
+static int cmp_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void job_ckpt_prune_resumed(const char *dir, int64_t k, int keep)
+{
+    int n;
+    int64_t *js = list_iters(dir, &n);
+    if (!js) return;
+    qsort(js, (size_t)n, sizeof *js, cmp_desc);
+    int older = 0;
+    for (int i = 0; i < n; i++) {
+        char done[4200];
+        job_ckpt_complete_path(done, sizeof done, dir, js[i]);
+        if (js[i] >= k || access(done, F_OK) != 0 || ++older < keep) continue;
+        remove_iter_dir(dir, js[i]);
+        log_info("checkpoint: removed %s/iter-%lld (keep_checkpoints = %d)", dir,
+                 (long long)js[i], keep);
+    }
+    free(js);
+}
+
+void job_ckpt_prune_rank(const char *dir, int rank, int64_t oldest)
 {
     int n;
     int64_t *js = list_iters(dir, &n);
     for (int i = 0; i < n; i++) {
-        if (js[i] >= previous) continue;
+        if (js[i] >= oldest) continue;
         char path[4200], tmp[4300];
         job_ckpt_rank_path(path, sizeof path, dir, js[i], rank);
         snprintf(tmp, sizeof tmp, "%s.tmp", path);

@@ -14,8 +14,10 @@
  * blocks at their offsets, zeros elsewhere), then per device (0 first) its replica's layer
  * state and dropout RNG state. At K every device's replica holds the node's parameters (the
  * local broadcasts of K - 1 are done), and its data position is K: the parameters are saved
- * once. COMPLETE is text (K, world, devices per node, plan hash, model, seed, and each rank
- * file's size and checksum) closed by the same checksum as every checkpoint file.
+ * once. COMPLETE is text (K, world, devices per node, plan hash, model, seed, each rank
+ * file's size and checksum, then "keys" and the job's keys, one "key = value" a line, so
+ * that a resume can tell which of them changed) closed by the same checksum as every
+ * checkpoint file.
  */
 #ifndef POSEIDON_JOB_CHECKPOINT_H
 #define POSEIDON_JOB_CHECKPOINT_H
@@ -23,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/experiment.h"
 #include "core/model.h"
 
 /* What a rank's file says about itself; a loader compares it with the job it runs. */
@@ -82,7 +85,27 @@ typedef struct {
     uint64_t plan_hash, seed;
     char model[MODEL_NAME_MAX];
     job_ckpt_file_t *files;    /* world of them; malloc'ed by job_ckpt_read_complete */
+    char *keys;                /* the job's keys (job_ckpt_job_keys), malloc'ed; NULL in a
+                                  checkpoint written before they were recorded */
 } job_ckpt_complete_t;
+
+/* Frees what parsing c malloc'ed (files, keys); accepts a zeroed c. */
+void job_ckpt_complete_free(job_ckpt_complete_t *c);
+
+/* The keys of job e that COMPLETE records ("key = value" lines as experiment_write writes
+ * them, without the cluster's: the world, devices and plan are compared on their own). A
+ * malloc'ed string. */
+char *job_ckpt_job_keys(const experiment_t *e);
+
+/* Whether a checkpoint with keys `was` (COMPLETE's; NULL: not recorded, nothing to compare)
+ * may be resumed by a job with keys `now`: every key must be equal but those that do not
+ * change what the resumed iterations compute (the iteration count, the simulator's and the
+ * probe's keys, timing-only keys, the initialisation, restarts and kept checkpoints) and
+ * those the plan's hash already judges (scheme, KV blocks, buckets), and those the user
+ * lets change (`changed`: "KEY,KEY,..." or "all"; NULL for none). 0, or -1 with one line
+ * "PATH: ..." naming every key that differs, both values, and how to resume anyway. */
+int job_ckpt_keys_check(const char *path, const char *was, const char *now, const char *changed,
+                        char *err, size_t errlen);
 
 /* COMPLETE as text (the bytes before its checksum): a malloc'ed string. */
 char *job_ckpt_complete_text(const job_ckpt_complete_t *c);
@@ -108,15 +131,35 @@ int job_ckpt_check_complete(const job_ckpt_complete_t *c, const char *path, cons
  * there is none (or DIR cannot be read), with "DIR: reason" in err. */
 int job_ckpt_newest(const char *dir, int64_t *iter, char *err, size_t errlen);
 
-/* Rank 0, after COMPLETE of iteration `current`: removes every DIR/iter-J with J < current
- * but `previous` (the checkpoint before it, -1 for none), complete or not, so that the two
- * newest checkpoints stay. With current = -1: every iter-J with J > previous (checkpoints a
- * killed run left incomplete after the one a job resumes from). Logs what it removed. */
-void job_ckpt_prune(const char *dir, int64_t current, int64_t previous);
+/* Rank 0, after COMPLETE of iteration `current`: removes every DIR/iter-J with J < `oldest`
+ * (the oldest checkpoint kept: keep_checkpoints of them stay, the newest) and every
+ * incomplete one with J < current. With current = -1: every iter-J with J > oldest
+ * (checkpoints a killed run left after the one a job resumes from). Logs what it removed. */
+void job_ckpt_prune(const char *dir, int64_t current, int64_t oldest);
+
+/* Rank 0, resuming from checkpoint k: removes the complete checkpoints before k beyond the
+ * keep - 1 newest of them, so that the resumed job holds at most `keep` (the next write
+ * needs room beside them), logging what it removed. */
+void job_ckpt_prune_resumed(const char *dir, int64_t k, int keep);
 
 /* Any other rank, after the same COMPLETE: removes its own rank-R.ckpt (and a stale .tmp)
- * from every DIR/iter-J with J < previous, and the directory once empty: on a node that does
+ * from every DIR/iter-J with J < oldest, and the directory once empty: on a node that does
  * not share DIR with rank 0, its own files are the only ones it holds. */
-void job_ckpt_prune_rank(const char *dir, int rank, int64_t previous);
+void job_ckpt_prune_rank(const char *dir, int rank, int64_t oldest);
+
+/* The bytes of a rank's file with header h (what job_ckpt_write_rank writes). */
+int64_t job_ckpt_rank_bytes(const job_ckpt_header_t *h);
+
+/* The room left on dir's file system (made if missing; statvfs: the bytes an unprivileged
+ * writer may use) in *free_bytes, and the file system's id in *fsid. 0, or -1 with "DIR:
+ * reason" in err. */
+int job_ckpt_disk_free(const char *dir, int64_t *free_bytes, uint64_t *fsid, char *err,
+                       size_t errlen);
+
+/* Whether free_bytes (job_ckpt_disk_free's, measured before anyone wrote) hold `bytes` more
+ * with a margin of 1% and 1 MB. 0, or -1 with one line "DIR: ..." in err saying how much is
+ * free and how much `what` needs. */
+int job_ckpt_space_check(const char *dir, int64_t free_bytes, int64_t bytes, const char *what,
+                         char *err, size_t errlen);
 
 #endif

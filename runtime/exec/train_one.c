@@ -17,6 +17,7 @@
 #include "runtime/exec/checkpoint.h"
 #include "runtime/exec/data.h"
 #include "runtime/exec/textgen.h"
+#include "runtime/exec/job_checkpoint.h"
 #include "runtime/exec/train.h"
 
 /* Everything a run holds; one_fini frees any stage of it. */
@@ -36,6 +37,7 @@ typedef struct {
     int steps;          /* per epoch */
     int64_t iterations; /* in all */
     checkpoint_meta_t meta;
+    char *keys;         /* the job's keys, recorded in each checkpoint */
 } one_t;
 
 typedef struct {
@@ -109,9 +111,12 @@ static int one_build(one_t *o)
     if (o->c->checkpoint) ckpt_remove_stale(o->c->checkpoint);
     o->rng_bytes = nnet_rng_state_bytes(o->net);
     o->rng_state = xcalloc(1, o->rng_bytes + 1);
+    o->keys = job_ckpt_job_keys(j);
     if (!o->c->resume) return 0;
     if (checkpoint_load(o->c->resume, &o->model, nnet_arena(o->net), solver_history(o->solver),
-                        o->rng_state, o->rng_bytes, &o->meta, err, sizeof err)) {
+                        o->rng_state, o->rng_bytes, &o->meta, err, sizeof err) ||
+        job_ckpt_keys_check(o->c->resume, o->meta.keys, o->keys, o->c->resume_changed, err,
+                            sizeof err)) {
         fprintf(stderr, "poseidon train: --resume: %s\n", err);
         return -1;
     }
@@ -163,7 +168,7 @@ static int64_t one_loop(one_t *o)
             fflush(o->csv);
         }
         if (!o->c->checkpoint) continue;
-        checkpoint_meta_t now = {.epoch = e + 1, .iter = iter, .seed = j->seed};
+        checkpoint_meta_t now = {.epoch = e + 1, .iter = iter, .seed = j->seed, .keys = o->keys};
         nnet_rng_state_save(o->net, o->rng_state);
         if (checkpoint_save(o->c->checkpoint, &o->model, nnet_arena(o->net),
                             solver_history(o->solver), o->rng_state, o->rng_bytes, &now, err,
@@ -221,6 +226,8 @@ static int one_fini(one_t *o, int rc)
 {
     if (o->csv && fclose(o->csv)) rc = 1;
     free(o->rng_state);
+    free(o->keys);
+    free(o->meta.keys);
     solver_destroy(&o->solver);
     nnet_destroy(&o->net);
     compute_destroy(&o->compute);

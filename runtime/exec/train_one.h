@@ -22,6 +22,7 @@ typedef struct {
     const char *csv_path;       /* the rows, appended to when resuming */
     const char *checkpoint;     /* written after every epoch */
     const char *resume;         /* a checkpoint file to start from */
+    const char *resume_changed; /* keys the job may change on the resume (job_ckpt_keys_check) */
     const char *job_out;        /* where the job it ran is written */
 } train_one_config_t;
 

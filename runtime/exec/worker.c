@@ -25,6 +25,7 @@
 #include "runtime/transport/coord.h"
 #include "runtime/exec/data.h"
 #include "runtime/exec/job_checkpoint.h"
+#include "runtime/exec/restart.h"
 #include "runtime/transport/launch.h"
 #include "runtime/compute/nnet.h"
 #include "runtime/transport/probe.h"
@@ -152,6 +153,7 @@ static worker_t *worker_alloc(const worker_config_t *cfg)
     w->ckpt_last = -1;
     w->cfg = cfg;
     w->job = &cfg->job;
+    w->ckpt_kept = xcalloc((size_t)w->job->train.keep_checkpoints + 1, sizeof *w->ckpt_kept);
     w->devices = w->job->cluster.devices_per_node;
     w->n_slots = w->job->staleness + 1;
     w->emulate = w->job->train.compute == COMPUTE_MODE_EMULATE;
@@ -317,6 +319,9 @@ static char ***endpoints_parse(worker_t *w, char **tab, int n_units)
         if (k != n_units + 1)
             coord_client_fail(w->cl, "rank %d registered %d endpoints, expected %d", r, k,
                               n_units + 1);
+        /* its host's connections count against no flood (conn_cap.h's budget) */
+        char host[64] = "";
+        if (sscanf(eps[r][0], "tcp://%63[^:]:", host) == 1) conn_cap_trust(host);
     }
     return eps;
 }
@@ -423,8 +428,9 @@ static void plan_log(const worker_t *w, const probe_result_t *pr, const cluster_
     char sb[64];
     log_info("plan hash %016llx", (unsigned long long)plan_hash(&w->plan));
     log_info("connections: per host at most %d to the coordinator, %d to a PS shard or any "
-             "other socket (more are ended when accepted)", conn_cap_for(2 * w->world),
-             conn_cap_for(w->world));
+             "other socket (more are ended when accepted); beyond %d in all, the newest of the "
+             "host without ranks that holds the most", conn_cap_for(2 * w->world),
+             conn_cap_for(w->world), conn_cap_budget());
     log_info("link probe: %.1f MB/s, %.1f us one-way; planned on %.1f MB/s, %.1f us "
              "(job_link_settle); plan: %s on %d workers, %d shards",
              pr->bw_Bps / 1e6, pr->lat_ns / 1e3, cl->nic_Bps * cl->nic_efficiency / 1e6,
@@ -704,6 +710,7 @@ void worker_destroy(worker_t **wp)
     free(w->hist_local);
     free(w->hist_server);
     free(w->shard_snapshot);
+    free(w->ckpt_kept);
     free(w->zeros);
     free(w->layer_off);
     free(w->entries);
@@ -752,6 +759,7 @@ int worker_run(const worker_config_t *cfg)
         if (err[0]) fprintf(stderr, "poseidon train: %s\n", err);
         return rc;
     }
+    if (w->rank == 0) restart_record(cfg, (long long)w->t_start);
     worker_exec_run(w);
     worker_finish(w);
     worker_destroy(&w);
@@ -776,7 +784,15 @@ int worker_run_local(worker_config_t *cfg, int n)
         }
         cfg->security.keys = keys;
     }
-    int rc = launch_local(n, launch_free_port(), 15000, run_local_rank, cfg);
+    const char *resume = cfg->resume_dir;
+    int rc, max = cfg->job.train.max_restarts;
+    char why[256];
+    for (int done = 0;; done++) {
+        rc = launch_local_why(n, launch_free_port(), 15000, run_local_rank, cfg, why, sizeof why);
+        if (!restart_wanted(rc, done, max)) break;
+        restart_prepare(cfg, done + 1, max, why);
+    }
+    cfg->resume_dir = resume;
     cfg->security.keys = given;
     keyring_destroy(&keys);
     return rc;

@@ -91,6 +91,10 @@ typedef struct {
     const char *checkpoint_dir;
     int64_t checkpoint_every;
     const char *resume_dir;
+    const char *resume_changed; /* keys the job may change on a resume ("K,K,..." or "all",
+                                  job_ckpt_keys_check); NULL: none */
+    int restart_no;            /* > 0: this start of a launched job is that restart
+                                  (runtime/exec/restart.h); rank 0 records it */
     transport_security_t security; /* the keys of the job's sockets (CURVE), or insecure */
 } worker_config_t;
 
@@ -129,9 +133,11 @@ void worker_destroy(worker_t **wp);
  * input; a failure of a peer exits with COORD_EXIT_ABORT. */
 int worker_run(const worker_config_t *cfg);
 
-/* A local job: forks n ranks (launch_local) that run worker_run(cfg). Unless cfg asks for
- * --insecure or gives a keys directory, the job's keys are made here, in memory, and the
- * ranks inherit them. The exit status of launch_local, or 1 if no keys could be made. */
+/* A local job: forks n ranks (launch_local) that run worker_run(cfg), and again, from the
+ * newest complete checkpoint, after a failure, up to the job's max_restarts times
+ * (runtime/exec/restart.h). Unless cfg asks for --insecure or gives a keys directory, the
+ * job's keys are made here, in memory, and the ranks inherit them. The exit status of the
+ * last launch_local, or 1 if no keys could be made. */
 int worker_run_local(worker_config_t *cfg, int n);
 
 /* The training samples rank uses at iteration t: order[0..batch) of a set of n samples split

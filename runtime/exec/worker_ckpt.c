@@ -88,6 +88,17 @@ int worker_csv_keep_rows_to(const char *path, int64_t k)
 #define RESUME_BCAST_ID (1LL << 40)
 #define RESUME_STATUS_ID0 ((1LL << 40) + 16)
 
+int64_t worker_ckpt_kept(worker_t *w, int64_t k)
+{
+    int keep = w->job->train.keep_checkpoints;
+    if (w->n_kept == keep) {
+        memmove(w->ckpt_kept, w->ckpt_kept + 1, (size_t)(keep - 1) * sizeof *w->ckpt_kept);
+        w->n_kept--;
+    }
+    w->ckpt_kept[w->n_kept++] = k;
+    return w->ckpt_kept[0];
+}
+
 job_ckpt_header_t worker_ckpt_header(const worker_t *w, int64_t iter)
 {
     job_ckpt_header_t h;
@@ -157,12 +168,16 @@ static char *resume_choose(const worker_t *w, const char *dir, char *err, size_t
         snprintf(err, errlen, "%s: says iteration %lld, its directory %lld", path,
                  (long long)c.iter, (long long)k);
     else if (job_ckpt_check_complete(&c, path, h.model, w->world, w->devices, h.seed,
-                                     h.plan_hash,
-                                     w->iterations, err, errlen) == 0) {
-        free(c.files);
-        return text;
+                                     h.plan_hash, w->iterations, err, errlen) == 0) {
+        char *keys = job_ckpt_job_keys(w->job);
+        int rc = job_ckpt_keys_check(path, c.keys, keys, w->cfg->resume_changed, err, errlen);
+        free(keys);
+        job_ckpt_complete_free(&c);
+        if (rc == 0) return text;
+        free(text);
+        return NULL;
     }
-    free(c.files);
+    job_ckpt_complete_free(&c);
     free(text);
     return NULL;
 }
@@ -194,6 +209,7 @@ int worker_resume(worker_t *w, char *msg, size_t msglen)
     if (job_ckpt_complete_parse(text, "rank 0's checkpoint choice", &c, err, sizeof err))
         coord_client_fail(w->cl, "%s", err);
     free(text);
+    free(c.keys);
     int64_t k = c.iter;
     job_ckpt_header_t want = worker_ckpt_header(w, k), got;
     job_ckpt_state_t st = worker_ckpt_state(w, &want);
@@ -232,11 +248,13 @@ int worker_resume(worker_t *w, char *msg, size_t msglen)
     w->correct = got.correct;
     w->report_iter0 = got.report_iter0;
     w->t_start = w->ckpt_last = k;
+    worker_ckpt_kept(w, k);
     for (int op = 0; op < w->plan.n_ops; op++) w->done[op] = k;
     if (w->rank == 0) {
         log_info("resumed from %s/iter-%lld: every rank starts at iteration %lld", dir,
                  (long long)k, (long long)k);
         job_ckpt_prune(dir, -1, k); /* checkpoints the killed run left unfinished */
+        job_ckpt_prune_resumed(dir, k, w->job->train.keep_checkpoints);
     }
     return 0;
 }

@@ -406,8 +406,47 @@ static double process_cpu_s(void)
 
 /* ----------------------------------------------------------------- checkpoints */
 
-/* Coordinator ids of a checkpoint's exchange: one broadcast per rank and iteration */
+/* Coordinator ids of a checkpoint's exchanges: one broadcast per rank and iteration */
 #define CKPT_GATHER_ID0 (1LL << 41)
+#define CKPT_SPACE_ID0 (1LL << 42)
+
+/* Before rank files of checkpoint k are written: whether this rank's disk has room for the
+ * files of every rank that writes to it (those of its host whose directory is on the same
+ * file system: a local job's all share one), said before the disk fills rather than by a
+ * write that fails half-way. The room is measured before the exchange, which no rank leaves
+ * before every rank has measured, so no rank's file is counted twice; the ranks of one disk
+ * judge it by the same numbers and agree. A shortage ends the job with one line. */
+static void checkpoint_space(worker_t *w, int64_t k, int64_t bytes)
+{
+    char dir[4200], host[256] = "", line[400], err[4800], what[160];
+    job_ckpt_iter_dir(dir, sizeof dir, w->cfg->checkpoint_dir, k);
+    int64_t room = 0;
+    uint64_t fsid = 0;
+    if (job_ckpt_disk_free(dir, &room, &fsid, err, sizeof err))
+        coord_client_fail(w->cl, "rank %d: %s", w->rank, err);
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
+    snprintf(line, sizeof line, "%lld %lld %llx %.200s", (long long)bytes, (long long)room,
+             (unsigned long long)fsid, host);
+    char **tab = worker_allgather(w, CKPT_SPACE_ID0 + k * (int64_t)w->world, line,
+                                  w->cfg->timeout_ms);
+    int64_t total = 0, least = room;
+    int sharing = 0;
+    const char *mine = strchr(strchr(line, ' ') + 1, ' '); /* " FSID HOST" */
+    for (int r = 0; r < w->world; r++) {
+        long long b, free_r;
+        const char *rest = strchr(tab[r], ' ');
+        rest = rest ? strchr(rest + 1, ' ') : NULL;
+        if (sscanf(tab[r], "%lld %lld", &b, &free_r) != 2 || !rest || strcmp(rest, mine))
+            continue;
+        total += b, sharing++;
+        if (free_r < least) least = free_r;
+    }
+    worker_allgather_free(w, tab);
+    snprintf(what, sizeof what, "the checkpoint of iteration %lld (%d rank file%s of %.1f MB)",
+             (long long)k, sharing, sharing == 1 ? "" : "s", bytes / 1e6);
+    if (job_ckpt_space_check(dir, least, total, what, err, sizeof err))
+        coord_client_fail(w->cl, "rank %d: %s", w->rank, err);
+}
 
 static bool checkpoint_due(const worker_t *w, int64_t t)
 {
@@ -461,8 +500,9 @@ static void complete_write(worker_t *w, const job_ckpt_header_t *h, char **tab, 
             coord_client_fail(w->cl, "%s: malformed record from rank %d", what, r);
         c.files[r] = (job_ckpt_file_t){bytes, sum};
     }
+    c.keys = job_ckpt_job_keys(w->job);
     int rc = job_ckpt_write_complete(w->cfg->checkpoint_dir, &c, err, sizeof err);
-    free(c.files);
+    job_ckpt_complete_free(&c);
     if (rc) coord_client_fail(w->cl, "%s", err);
 }
 
@@ -501,6 +541,7 @@ static void checkpoint_take(worker_t *w, int64_t k)
         coord_client_fail(w->cl, "%s: the PS shard did not reach version %lld", what,
                           (long long)k);
     job_ckpt_header_t h = worker_ckpt_header(w, k);
+    checkpoint_space(w, k, job_ckpt_rank_bytes(&h));
     h.loss_sum = w->loss_sum;
     h.loss_n = w->loss_n;
     h.correct = w->correct;
@@ -537,12 +578,13 @@ static void checkpoint_take(worker_t *w, int64_t k)
     worker_allgather_free(w, tab);
     if (coord_client_barrier(w->cl, w->barrier_next++, wait_ms))
         coord_client_fail(w->cl, "%s: not every rank saw it complete", what);
+    int64_t oldest = worker_ckpt_kept(w, k);
     if (w->rank == 0) {
-        job_ckpt_prune(dir, k, w->ckpt_last);
+        job_ckpt_prune(dir, k, oldest);
         log_info("checkpoint of iteration %lld complete: %s/iter-%lld (%d ranks, %.1f ms)",
                  (long long)k, dir, (long long)k, w->world, (clock_now_ns() - t0) * 1e-6);
-    } else if (w->ckpt_last >= 0) {
-        job_ckpt_prune_rank(dir, w->rank, w->ckpt_last);
+    } else {
+        job_ckpt_prune_rank(dir, w->rank, oldest);
     }
     pthread_mutex_lock(&w->mu);
     w->ckpt_last = k;

@@ -211,6 +211,10 @@ struct worker {
      * every op this rank runs has completed its instances < K. */
     int64_t t_start;           /* the first iteration this run executes: K when resumed */
     int64_t ckpt_last;         /* the newest complete checkpoint's iteration; -1: none */
+    /* The newest complete checkpoints this run resumed from or took, oldest first: at most
+     * keep_checkpoints of them, the ones that stay (worker_ckpt_kept) */
+    int64_t *ckpt_kept;
+    int n_kept;
     int64_t barrier_next;      /* the id of the next coordinator barrier (the start's is 0) */
     float *shard_snapshot;     /* n_params: this shard's blocks at the checkpoint, zeros
                                 * elsewhere; NULL without checkpoints */
@@ -273,6 +277,10 @@ void worker_same_job_check(worker_t *w, int timeout_ms);
 int64_t worker_time_base(worker_t *w, int timeout_ms);
 
 /* ---- the rank's state on disk (runtime/exec/worker_ckpt.c) ---- */
+
+/* Checkpoint k is complete (taken, or resumed from): it joins the kept ones, and the oldest
+ * beyond keep_checkpoints leaves them. Returns the oldest that stays. */
+int64_t worker_ckpt_kept(worker_t *w, int64_t k);
 
 /* The header of this rank's checkpoint file of iteration k (runtime/exec/job_checkpoint.h):
  * what a file must say to be resumed by this job; the report accumulators zero. */

@@ -12,6 +12,7 @@
 #include "core/cost.h"
 #include "core/log.h"
 #include "runtime/transport/comm.h"
+#include "runtime/transport/reject_log.h"
 #include "runtime/transport/clock.h"
 
 /* ---------------------------------------------------------------- layout */
@@ -127,9 +128,11 @@ static sblock_t *server_block(ps_server_t *s, uint64_t offset)
 static void reject(ps_server_t *s, const comm_msg_t *m, const char *why)
 {
     atomic_fetch_add(&s->n_rejected, 1);
-    log_warn("ps shard %d: rejected %s from rank %d (iteration %lld, layer %d, offset %llu): %s",
-             s->cfg.shard, msg_type_name(m->hdr.type), m->peer, (long long)m->hdr.iteration,
-             m->hdr.layer, (unsigned long long)m->hdr.offset, why);
+    char source[48];
+    snprintf(source, sizeof source, "ps shard %d/rank %d", s->cfg.shard, m->peer);
+    reject_log(source, "ps shard %d: rejected %s from rank %d (iteration %lld, layer %d, "
+               "offset %llu): %s", s->cfg.shard, msg_type_name(m->hdr.type), m->peer,
+               (long long)m->hdr.iteration, m->hdr.layer, (unsigned long long)m->hdr.offset, why);
 }
 
 static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *rid,

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +51,17 @@ struct conn_cap {
 static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
 static conn_cap_t *s_watches;
 static bool s_started;
+
+/* The process's budget: live TCP connections of every watch together, per remote host
+ * (guard thread only), and the hosts the budget never ends (under s_mu). */
+typedef struct {
+    char host[64];
+    int n;
+} host_count_t;
+static host_count_t *s_hosts;
+static int s_n_hosts, s_room_hosts, s_total, s_budget;
+static char (*s_trusted)[64];
+static int s_n_trusted;
 
 static int64_t now_ms(void)
 {
@@ -105,10 +117,81 @@ static bool still_same(const conn_cap_t *w, const conn_t *c)
     return accepted_peer(w, c->fd, &now) == 0 && same_peer(&now, &c->peer);
 }
 
+/* host's entry in the process's counts (made with 0 when missing and make is set), or
+ * NULL. Guard thread. */
+static host_count_t *host_count(const char *host, bool make)
+{
+    for (int i = 0; i < s_n_hosts; i++)
+        if (!strcmp(s_hosts[i].host, host)) return &s_hosts[i];
+    if (!make) return NULL;
+    if (s_n_hosts == s_room_hosts) {
+        s_room_hosts = s_room_hosts ? 2 * s_room_hosts : 64;
+        s_hosts = xrealloc(s_hosts, (size_t)s_room_hosts * sizeof *s_hosts);
+    }
+    host_count_t *h = &s_hosts[s_n_hosts++];
+    snprintf(h->host, sizeof h->host, "%s", host);
+    h->n = 0;
+    return h;
+}
+
+static void host_add(const char *host, int d)
+{
+    host_count_t *h = host_count(host, d > 0);
+    if (!h) return;
+    h->n += d;
+    s_total += d;
+    if (h->n <= 0) *h = s_hosts[--s_n_hosts];
+}
+
 static void forget(conn_cap_t *w, int i)
 {
+    host_add(w->conns[i].host, -1);
     w->conns[i] = w->conns[--w->n_conns];
     atomic_fetch_sub(&w->live, 1);
+}
+
+static bool trusted(const char *host)
+{
+    pthread_mutex_lock(&s_mu);
+    bool yes = false;
+    for (int i = 0; i < s_n_trusted && !yes; i++) yes = !strcmp(s_trusted[i], host);
+    pthread_mutex_unlock(&s_mu);
+    return yes;
+}
+
+/* Over the process's budget: ends the newest connection of the untrusted host that holds
+ * the most (a flood spread over many hosts, each under its cap), and says so. Guard
+ * thread. */
+static void budget_enforce(void)
+{
+    if (s_budget <= 0 || s_total <= s_budget) return;
+    host_count_t *most = NULL;
+    for (int i = 0; i < s_n_hosts; i++)
+        if ((!most || s_hosts[i].n > most->n) && !trusted(s_hosts[i].host)) most = &s_hosts[i];
+    if (!most) return;
+    char host[64];
+    snprintf(host, sizeof host, "%s", most->host);
+    int held = most->n, hosts = s_n_hosts, total = s_total;
+    conn_cap_t *victim_w = NULL;
+    int victim = -1;
+    pthread_mutex_lock(&s_mu);
+    for (conn_cap_t *w = s_watches; w; w = w->next) {
+        if (w->gone) continue;
+        for (int i = w->n_conns - 1; i >= 0 && !victim_w; i--)
+            if (!strcmp(w->conns[i].host, host)) victim_w = w, victim = i;
+        if (victim_w) break;
+    }
+    pthread_mutex_unlock(&s_mu);
+    if (!victim_w) return;
+    conn_t c = victim_w->conns[victim];
+    forget(victim_w, victim); /* counted no more: its end's event finds no record */
+    if (!still_same(victim_w, &c)) return;
+    shutdown(c.fd, SHUT_RDWR);
+    atomic_fetch_add(&victim_w->refused, 1);
+    reject_log("the process's connections", "%s: ended a connection from %s: this process "
+               "holds %d connections from %d hosts, its budget is %d (POSEIDON_CONN_BUDGET), "
+               "and %s holds the most (%d): a flood of connections from many hosts?",
+               victim_w->what, host, total, hosts, s_budget, host, held);
 }
 
 static int find_fd(const conn_cap_t *w, int fd)
@@ -135,6 +218,7 @@ static void on_accepted(conn_cap_t *w, int fd)
     }
     w->conns[w->n_conns++] = c;
     atomic_fetch_add(&w->live, 1);
+    host_add(c.host, 1);
     int cap = atomic_load(&w->per_host);
     /* counted until ZeroMQ has seen the end and closed the descriptor */
     if (cap > 0 && from_host > cap && still_same(w, &c)) {
@@ -142,7 +226,9 @@ static void on_accepted(conn_cap_t *w, int fd)
         atomic_fetch_add(&w->refused, 1);
         reject_log(c.host, "%s: refused a connection from %s: %d open from that host, at most "
                    "%d (POSEIDON_CONN_CAP)", w->what, c.host, from_host, cap);
+        return;
     }
+    budget_enforce();
 }
 
 static void on_closed(conn_cap_t *w, int fd, bool disconnected)
@@ -195,6 +281,7 @@ static void recheck(conn_cap_t *w)
 
 static void watch_free(conn_cap_t *w)
 {
+    for (int i = 0; i < w->n_conns; i++) host_add(w->conns[i].host, -1);
     zmq_close(w->pair);
     pthread_mutex_destroy(&w->mu);
     free(w->conns);
@@ -246,6 +333,52 @@ static void *guard_main(void *arg)
     return NULL;
 }
 
+/* The whole number 0..max in the environment variable name, or -1 when it is not set; a
+ * value that is not one ends the process, saying it expects `what`. */
+static int env_count(const char *name, long max, const char *what)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return -1;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 0 || n > max)
+        die("%s=%s: expected %s, a whole number from 0 (none) to %ld", name, v, what, max);
+    return (int)n;
+}
+
+/* POSEIDON_CONN_BUDGET, or half the descriptor limit (at least 64). */
+static int budget_default(void)
+{
+    int n = env_count("POSEIDON_CONN_BUDGET", 10000000,
+                      "the TCP connections this process may hold open to its listening sockets");
+    if (n >= 0) return n;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1 << 20;
+    long half = (long)(rl.rlim_cur / 2);
+    return half < 64 ? 64 : half > (1 << 20) ? 1 << 20 : (int)half;
+}
+
+void conn_cap_trust(const char *host)
+{
+    pthread_mutex_lock(&s_mu);
+    bool known = false;
+    for (int i = 0; i < s_n_trusted && !known; i++) known = !strcmp(s_trusted[i], host);
+    if (!known) {
+        s_trusted = xrealloc(s_trusted, (size_t)(s_n_trusted + 1) * sizeof *s_trusted);
+        snprintf(s_trusted[s_n_trusted++], sizeof *s_trusted, "%s", host);
+    }
+    pthread_mutex_unlock(&s_mu);
+}
+
+int conn_cap_budget(void)
+{
+    pthread_mutex_lock(&s_mu);
+    if (!s_started && !s_budget) s_budget = budget_default();
+    int b = s_budget;
+    pthread_mutex_unlock(&s_mu);
+    return b;
+}
+
 conn_cap_t *conn_cap_watch(void *ctx, void *listener, const char *what, int per_host)
 {
     static atomic_int next_id;
@@ -273,6 +406,7 @@ conn_cap_t *conn_cap_watch(void *ctx, void *listener, const char *what, int per_
     w->next = s_watches;
     s_watches = w;
     if (!s_started) {
+        if (!s_budget) s_budget = budget_default();
         pthread_t th;
         pthread_attr_t at;
         pthread_attr_init(&at);
@@ -319,15 +453,9 @@ void conn_cap_unwatch(conn_cap_t **wp)
 
 int conn_cap_for(int legit)
 {
-    const char *v = getenv("POSEIDON_CONN_CAP");
-    if (v && *v) {
-        char *end;
-        long cap = strtol(v, &end, 10);
-        if (*end || cap < 0 || cap > 1000000)
-            die("POSEIDON_CONN_CAP=%s: expected the connections one host may hold open to a "
-                "socket, a whole number from 0 (no cap) to 1000000", v);
-        return (int)cap;
-    }
+    int cap = env_count("POSEIDON_CONN_CAP", 1000000,
+                        "the connections one host may hold open to a socket");
+    if (cap >= 0) return cap;
     int margin = legit / 4 > MARGIN_MIN ? legit / 4 : MARGIN_MIN;
     return legit + margin;
 }

@@ -18,6 +18,13 @@
  * connections from that host beyond it are refused, whoever opens them. Non-TCP peers (ipc)
  * are never capped.
  *
+ * The process has a budget too: the per-host cap does not stop a flood spread over many
+ * hosts (150 loopback addresses with 20 connections each pinned a rank at its descriptor
+ * limit). When the live connections of every watch together exceed the budget (half the
+ * descriptor limit, or POSEIDON_CONN_BUDGET), the newest connection of the host that holds
+ * the most is ended, the job's own hosts (conn_cap_trust) excepted, and a rate-limited line
+ * names the flood.
+ *
  * Ownership: the caller owns the listening socket and must unwatch before closing it; the
  * guard thread owns the monitor's receiving socket. Thread-safe.
  */
@@ -55,5 +62,12 @@ void conn_cap_unwatch(conn_cap_t **wp);
  * before the old one's end is seen), or the value of the environment variable
  * POSEIDON_CONN_CAP when it is set (0: no cap). */
 int conn_cap_for(int legit);
+
+/* A host (numeric address, as getnameinfo gives it) whose connections the process's budget
+ * never ends: one of the job's ranks. */
+void conn_cap_trust(const char *host);
+
+/* The process's budget of live connections (0: none). */
+int conn_cap_budget(void);
 
 #endif

@@ -14,6 +14,7 @@
 #include "runtime/transport/comm.h"
 #include "runtime/transport/conn_cap.h"
 #include "runtime/transport/clock.h"
+#include "runtime/transport/reject_log.h"
 
 #define TEXT_MAX 512
 
@@ -28,6 +29,15 @@ coord_config_t coord_config_default(void)
     v = getenv("POSEIDON_STALL_MS");
     if (v && atoi(v) > 0) c.stall_ms = atoi(v);
     return c;
+}
+
+/* The key of the rate limit of the coordinator's warnings about rank r's messages (a
+ * stranger under --insecure speaks as any rank). */
+static const char *s_reject_source(int r)
+{
+    static _Thread_local char src[48];
+    snprintf(src, sizeof src, "coordinator/rank %d", r);
+    return src;
 }
 
 static int64_t ms_since(int64_t t_ns) { return (clock_now_ns() - t_ns) / 1000000; }
@@ -110,7 +120,8 @@ static void server_register(coord_server_t *s, comm_msg_t *m, msg_header_t ok)
     memcpy(st->line, comm_msg_data(m), n);
     st->line[n] = '\0';
     if (memchr(st->line, '\n', n)) {
-        log_warn("coordinator: registration of rank %d holds a newline: dropped", r);
+        reject_log(s_reject_source(r), "coordinator: registration of rank %d holds a newline: "
+                                       "dropped", r);
         free(st->line);
         st->line = NULL;
         s->n_registered--;
@@ -167,6 +178,16 @@ static void server_heartbeat(coord_server_t *s, comm_msg_t *m, msg_header_t ok)
     }
     ok.type = MSG_HEARTBEAT_ACK;
     ok.shard = (uint32_t)s->stop_requested;
+    /* the rank silent longest (but the one beating), so that a rank whose own wait times
+     * out can name the rank it waits on rather than only its own wait */
+    ok.layer = -1;
+    for (int q = 0; q < s->world; q++) {
+        const rank_state_t *x = &s->ranks[q];
+        if (q == r || x->bye || !x->last_beat_ns) continue;
+        int64_t silent = ms_since(x->last_beat_ns);
+        if (silent > 4 * (int64_t)s->cfg.heartbeat_ms && (uint64_t)silent > ok.offset)
+            ok.layer = q, ok.offset = (uint64_t)silent;
+    }
     comm_send_rid(s->comm, m->rid, m->rid_len, ok, NULL, 0);
 }
 
@@ -179,8 +200,9 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
     case MSG_REGISTER: server_register(s, m, ok); break;
     case MSG_BARRIER:
         if (m->hdr.iteration != s->barrier_id) {
-            log_warn("coordinator: rank %d at barrier %lld while barrier %lld is open: dropped",
-                     r, (long long)m->hdr.iteration, (long long)s->barrier_id);
+            reject_log(s_reject_source(r), "coordinator: rank %d at barrier %lld while barrier "
+                       "%lld is open: dropped", r, (long long)m->hdr.iteration,
+                       (long long)s->barrier_id);
             break;
         }
         memcpy(st->main_rid, m->rid, m->rid_len);
@@ -212,8 +234,8 @@ static void server_handle(coord_server_t *s, comm_msg_t *m)
         comm_send_rid(s->comm, m->rid, m->rid_len, ok, NULL, 0);
         break;
     default:
-        log_warn("coordinator: unexpected %s from rank %d: dropped",
-                 msg_type_name(m->hdr.type), r);
+        reject_log(s_reject_source(r), "coordinator: unexpected %s from rank %d: dropped",
+                   msg_type_name(m->hdr.type), r);
     }
 }
 
@@ -263,16 +285,71 @@ static void note_closed(coord_server_t *s)
         }
 }
 
+/* How long a process may not have run (stopped, starved of CPU) before the time is not
+ * counted against the ranks it could not hear meanwhile. */
+static int64_t paused_ns(const coord_config_t *cfg)
+{
+    int64_t ms = 4 * (int64_t)cfg->heartbeat_ms;
+    return (ms > 1000 ? ms : 1000) * 1000000;
+}
+
+/* The coordinator's own process (rank 0) did not run for gap_ns: whatever the ranks said
+ * meanwhile waits unread, so their silence in that time is its own, not theirs. Says so
+ * (rank 0 is the rank that went silent) and moves every rank's clocks on by the gap. */
+static void server_paused(coord_server_t *s, int64_t gap_ns)
+{
+    char node[300];
+    node_of(&s->ranks[0], 0, node, sizeof node);
+    log_warn("stall: %s, which hosts the coordinator, did not run for %.1f s (stopped, or "
+             "starved of CPU): the other ranks' silence in that time is its own", node,
+             gap_ns * 1e-9);
+    for (int q = 0; q < s->world; q++) {
+        rank_state_t *r = &s->ranks[q];
+        if (r->last_beat_ns) r->last_beat_ns += gap_ns;
+        if (r->cut_ns) r->cut_ns += gap_ns;
+        if (r->still_since_ns) r->still_since_ns += gap_ns;
+    }
+}
+
+/* Every message waiting (the first waited for up to 50 ms): after a pause the ranks' beats
+ * are all read before anyone is judged by the time of their last. -1 when the socket
+ * failed. */
+static int server_drain(coord_server_t *s)
+{
+    for (int i = 0; i < 100000; i++) {
+        comm_msg_t m;
+        int rc = comm_recv(s->comm, NULL, &m, i == 0 ? 50 : 0);
+        if (rc < 0) return -1;
+        if (rc != 1) return 0;
+        server_handle(s, &m);
+        comm_msg_close(&m);
+    }
+    return 0;
+}
+
+/* The time since *last_ns when it is longer than a pause (this process did not run), else
+ * 0; *last_ns becomes now. Called at least every heartbeat_ms by a thread that runs. */
+static int64_t pause_since(int64_t *last_ns, const coord_config_t *cfg)
+{
+    int64_t now = clock_now_ns(), gap = now - *last_ns;
+    *last_ns = now;
+    return gap > paused_ns(cfg) ? gap : 0;
+}
+
 static void *server_main(void *arg)
 {
     coord_server_t *s = arg;
+    int64_t last_ns = clock_now_ns();
     while (!atomic_load(&s->stop) && s->n_bye < s->world) {
-        comm_msg_t m;
-        int rc = comm_recv(s->comm, NULL, &m, 50);
-        if (rc < 0) break;
-        if (rc == 1) {
-            server_handle(s, &m);
-            comm_msg_close(&m);
+        if (server_drain(s) < 0) break;
+        int64_t gap = pause_since(&last_ns, &s->cfg);
+        if (gap) {
+            /* ZeroMQ's I/O thread was stopped too: give it a moment to read what the
+             * sockets hold, and read it, before the ranks are judged */
+            usleep(100000);
+            server_paused(s, gap);
+            if (server_drain(s) < 0) break;
+            pause_since(&last_ns, &s->cfg);
         }
         note_closed(s);
         int dead = -1;
@@ -314,6 +391,7 @@ coord_server_t *coord_server_new(const launch_env_t *env, coord_config_t cfg)
     snprintf(ep, sizeof ep, "tcp://%s:%d", addr, env->master_port);
     comm_t *c = comm_new_control("coord", 0, env->world, ep, 2000);
     if (!c) return NULL;
+    conn_cap_trust(addr); /* the ranks on rank 0's host come from it */
     coord_server_t *s = xcalloc(1, sizeof *s);
     s->comm = c;
     s->cfg = cfg;
@@ -358,6 +436,8 @@ struct coord_client {
     atomic_int stop;
     atomic_int stop_asked, stop_heard; /* this rank asks the job to stop; the coordinator
                                         * said some rank did */
+    atomic_int silent_rank;   /* from the last ack: the rank silent longest (-1: none) */
+    atomic_llong silent_ms;   /* and for how long, when the ack was sent */
     pthread_t thread;
     int64_t barrier_next;
 };
@@ -402,9 +482,16 @@ static _Noreturn void fail_with(coord_client_t *c, const char *lead, const char 
 
 void coord_client_fail(coord_client_t *c, const char *fmt, ...)
 {
+    /* a wait of this rank timed out: when the coordinator last saw a rank silent, that rank
+     * is the likelier cause, and it leads the line */
+    char lead[160] = "";
+    int q = atomic_load(&c->silent_rank);
+    if (q >= 0)
+        snprintf(lead, sizeof lead, "rank %d has sent no heartbeat for %.1f s (stopped, or its "
+                 "host is gone); here, ", q, (double)atomic_load(&c->silent_ms) / 1e3);
     va_list ap;
     va_start(ap, fmt);
-    fail_with(c, "", fmt, ap);
+    fail_with(c, lead, fmt, ap);
 }
 
 /* This rank's last line when rank 0's coordinator is gone, then the abort exit. */
@@ -423,7 +510,7 @@ static _Noreturn void coordinator_gone(coord_client_t *c, const char *fmt, ...)
 static void *client_beat(void *arg)
 {
     coord_client_t *c = arg;
-    int64_t last_ack = clock_now_ns(), cut_ns = 0;
+    int64_t last_ack = clock_now_ns(), cut_ns = 0, last_ns = last_ack;
     while (!atomic_load(&c->stop)) {
         char text[TEXT_MAX];
         pthread_mutex_lock(&c->lock);
@@ -440,10 +527,19 @@ static void *client_beat(void *arg)
             int left_ms = (int)((t_next - clock_now_ns()) / 1000000);
             if (left_ms <= 0 || atomic_load(&c->stop)) break;
             comm_msg_t m;
-            if (comm_recv(c->hb, NULL, &m, left_ms) != 1) continue;
+            int got = comm_recv(c->hb, NULL, &m, left_ms);
+            /* this process did not run (stopped): the coordinator's silence meanwhile is
+             * this rank's own */
+            int64_t gap = pause_since(&last_ns, &c->cfg);
+            last_ack += gap;
+            if (cut_ns) cut_ns += gap;
+            if (got != 1) continue;
             if (m.hdr.type == MSG_HEARTBEAT_ACK) {
                 last_ack = clock_now_ns(), cut_ns = 0;
                 if (m.hdr.shard == 1) atomic_store(&c->stop_heard, 1);
+                int q = m.hdr.layer;
+                atomic_store(&c->silent_rank, q >= 0 && q < c->env.world ? q : -1);
+                atomic_store(&c->silent_ms, (long long)m.hdr.offset);
             }
             if (m.hdr.type == MSG_ABORT) {
                 char w[700];
@@ -477,6 +573,7 @@ coord_client_t *coord_client_new(const launch_env_t *env, coord_config_t cfg, co
     pthread_mutex_init(&c->lock, NULL);
     atomic_init(&c->iteration, -1);
     atomic_init(&c->layer, -1);
+    atomic_init(&c->silent_rank, -1);
     if (node) snprintf(c->node, sizeof c->node, "%s", node);
     else {
         char host[128] = "?", addr[64] = "?";

@@ -18,6 +18,13 @@
  * and exits the same way. So a process that dies ends the whole job within about a second,
  * a stopped one only after dead_ms, never a hang.
  *
+ * Silent is named: every acknowledgement tells a rank which other rank the coordinator has
+ * heard nothing from for over 4 beats, and a rank whose own wait times out leads its last
+ * line with it (coord_client_fail). A process that did not run for over 1 s (stopped or
+ * starved) does not count that time against the others: the coordinator (rank 0) says it
+ * was stopped itself, reads the beats that waited meanwhile and moves the ranks' clocks on
+ * by the gap; a client does the same with its coordinator's answers.
+ *
  * Slow is not dead: a rank that beats is alive however long it waits. When a live rank's
  * reported position (iteration, layer, what it waits on) has not moved for stall_ms, the
  * coordinator logs a stall report naming the rank, its node, what it waits on and since

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +119,57 @@ int keyring_write(const keyring_t *k, const char *dir, char *err, size_t errlen)
     return rc;
 }
 
+/* Whether st (a file or directory) could have been written by someone other than this
+ * user or root: owned by another user, or writable by its group or by others. A line
+ * naming path and what to do in err when it could. */
+static int owner_only_writes(const char *path, const struct stat *st, const char *what,
+                             char *err, size_t errlen)
+{
+    if (st->st_uid != geteuid() && st->st_uid != 0)
+        return fail(err, errlen, "%s: %s owned by uid %u, not by this user or root; keys are "
+                                 "read only from places no one else controls", path, what,
+                    (unsigned)st->st_uid);
+    if (st->st_mode & 022)
+        return fail(err, errlen, "%s: others may write this %s (mode %03o); chmod go-w it",
+                    path, what, (unsigned)(st->st_mode & 0777));
+    return 0;
+}
+
+/* ssh's StrictModes for a key file: path, where a symbolic link leads (resolved, then
+ * checked), must be a regular file that only this user (or root) can write, in a directory
+ * that only they can write; the directory named (dir) is checked too, for a link that leads
+ * elsewhere. A secret file must also be unreadable by others. 0, or -1 with one line naming
+ * the path in err. */
+static int key_file_check(const char *dir, const char *path, int secret, char *err,
+                          size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) return fail(err, errlen, "%s: %s", dir, strerror(errno));
+    if (owner_only_writes(dir, &st, "key directory", err, errlen) != 0) return -1;
+    if (lstat(path, &st) != 0) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    int linked = S_ISLNK(st.st_mode);
+    char real[PATH_MAX];
+    if (!realpath(path, real)) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (stat(real, &st) != 0) return fail(err, errlen, "%s: %s", real, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return fail(err, errlen, "%s: not a regular file", path);
+    char shown[PATH_MAX + 64];
+    if (linked) snprintf(shown, sizeof shown, "%s (a link to %s)", path, real);
+    else snprintf(shown, sizeof shown, "%s", path);
+    if (owner_only_writes(shown, &st, "key file", err, errlen) != 0) return -1;
+    if (secret && (st.st_mode & 077))
+        return fail(err, errlen, "%s: others may read this secret key (mode %03o); chmod 600 "
+                                 "it", shown, (unsigned)(st.st_mode & 0777));
+    if (!linked) return 0;
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", real);
+    const char *up = dirname(parent);
+    if (stat(up, &st) != 0) return fail(err, errlen, "%s: %s", up, strerror(errno));
+    char shown_dir[PATH_MAX + 64];
+    snprintf(shown_dir, sizeof shown_dir, "%s (where %s leads)", up, path);
+    return owner_only_writes(shown_dir, &st, "key directory", err, errlen);
+}
+
 /* Reads up to cap-1 bytes of path; NULL with the reason in err. */
 static char *slurp(const char *path, size_t cap, char *err, size_t errlen)
 {
@@ -158,6 +211,7 @@ static int load_public(keyring_t *k, const char *dir, char *err, size_t errlen)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/public.keys", dir);
+    if (key_file_check(dir, path, 0, err, errlen) != 0) return -1;
     char *buf = slurp(path, 64 + (size_t)k->world * 64 + 4096, err, errlen);
     if (!buf) return -1;
     char *p = buf, *line;
@@ -200,11 +254,7 @@ static int load_secret(keyring_t *k, const char *dir, int rank, char *err, size_
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/rank-%d.secret", dir, rank);
-    struct stat st;
-    if (stat(path, &st) != 0) return fail(err, errlen, "%s: %s", path, strerror(errno));
-    if (st.st_mode & 077)
-        return fail(err, errlen, "%s: others may read this secret key (mode %03o); "
-                                 "chmod 600 it", path, (unsigned)(st.st_mode & 0777));
+    if (key_file_check(dir, path, 1, err, errlen) != 0) return -1;
     char *buf = slurp(path, 512, err, errlen);
     if (!buf) return -1;
     char *p = buf, *line = next_line(&p);

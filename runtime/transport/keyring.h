@@ -9,6 +9,9 @@
  *   DIR/public.keys      "poseidon-keys 1 ranks N", then one line "R <public key>" per rank
  *   DIR/rank-R.secret    "poseidon-secret 1 rank R", then "<public key> <secret key>"
  *                        (mode 0600; a file that others may read is refused, as ssh does)
+ * As ssh's StrictModes: a key file, and the directory that holds it, that anyone but this
+ * user (or root) can write is refused, and a symbolic link in place of a key file is
+ * followed and what it leads to (file and directory) checked the same way.
  * Keys are Z85 text, 40 characters. A local job (`poseidon train --workers N`) makes its
  * keys in memory before it forks, so nothing is written.
  */
@@ -38,8 +41,9 @@ int keyring_write(const keyring_t *k, const char *dir, char *err, size_t errlen)
 
 /* Reads dir/public.keys and dir/rank-<rank>.secret for a job of world ranks. NULL with
  * "file:line: what" in err for a missing, malformed or foreign file, a world size that
- * differs, a secret key that does not belong to its public key, or a secret file that
- * others may read. */
+ * differs, a secret key that does not belong to its public key, a secret file that
+ * others may read, or a key file or directory (or where a link leads) that others may
+ * write. */
 keyring_t *keyring_load(const char *dir, int rank, int world, char *err, size_t errlen);
 
 /* The rank whose public key is the 32 bytes key, or -1. */

@@ -232,6 +232,13 @@ static void note_term(int sig)
 
 int launch_local(int n, int port, int grace_ms, launch_child_fn fn, void *arg)
 {
+    return launch_local_why(n, port, grace_ms, fn, arg, NULL, 0);
+}
+
+int launch_local_why(int n, int port, int grace_ms, launch_child_fn fn, void *arg, char *why,
+                     size_t why_len)
+{
+    if (why && why_len) why[0] = '\0';
     ASSERT(n >= 1 && n <= 4096, "workers %d", n);
     pid_t *pids = xcalloc((size_t)n, sizeof *pids);
     pid_t parent = getpid();
@@ -301,10 +308,13 @@ int launch_local(int n, int port, int grace_ms, launch_child_fn fn, void *arg)
         left--;
         int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         if (code != 0) {
+            char line[128];
             if (WIFSIGNALED(st))
-                log_error("launch: worker %d killed by signal %d (%s)", r, WTERMSIG(st),
-                          strsignal(WTERMSIG(st)));
-            else log_error("launch: worker %d exited with status %d", r, code);
+                snprintf(line, sizeof line, "worker %d killed by signal %d (%s)", r,
+                         WTERMSIG(st), strsignal(WTERMSIG(st)));
+            else snprintf(line, sizeof line, "worker %d exited with status %d", r, code);
+            log_error("launch: %s", line);
+            if (!first_bad && why && why_len) snprintf(why, why_len, "%s", line);
             if (!first_bad) {
                 first_bad = code;
                 kill_at = now_ms() + grace_ms;

@@ -60,5 +60,9 @@ typedef int (*launch_child_fn)(int rank, void *arg);
  * one fails, the rest get grace_ms to finish, then SIGKILL. Returns 0 if every child
  * exited 0, else the first failing child's status (a signal as 128+sig), and logs which. */
 int launch_local(int n, int port, int grace_ms, launch_child_fn fn, void *arg);
+/* The same, with the first failure in words ("worker 1 killed by signal 9 (Killed)") in why
+ * (empty when every child exited 0). */
+int launch_local_why(int n, int port, int grace_ms, launch_child_fn fn, void *arg, char *why,
+                     size_t why_len);
 
 #endif

@@ -54,6 +54,9 @@ int transport_security_install(const transport_security_t *s, const launch_env_t
                               "on loopback (give the job keys: --keys DIR)", env->master_addr);
         return -1;
     }
-    if (env->rank == 0) log_info("transport: plain TCP on loopback (--insecure): not encrypted");
+    if (env->rank == 0)
+        log_warn("transport: plain TCP on loopback (--insecure): not encrypted, and any local "
+                 "process can join the job, read and change its parameters and end it; use it "
+                 "only where every local user is trusted");
     return 0;
 }
