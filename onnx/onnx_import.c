@@ -527,6 +527,22 @@ static int op_reshape(imp_t *im, const Onnx__NodeProto *n)
     return ox_alias_data(im, n, x, rank, dims);
 }
 
+/* Whether an Identity of x makes a weight of its own. PyTorch's exporter merges initializers
+ * of equal values (in eval mode: an untrained network's zero biases, unit scales, the zero
+ * biases of the convolutions it folded batch norms into) and writes each merged one as an
+ * Identity of the first (`b.bias = Identity(a.bias)`), whereas a parameter truly shared
+ * (one module called twice, a tied head) is read by its one name, with no Identity. So an
+ * Identity of a declared weight (an initializer, or a graph input not yet read as data) is a
+ * copy that the layer reading it owns, as PyTorch's own model owns both parameters; sharing
+ * is still judged on weights read by one name, or through Transpose or Expand. */
+static bool weight_copy(const val_t *x)
+{
+    if (x->source) return false; /* an alias made by Transpose, Expand or another Identity */
+    if (x->kind == VAL_PARAM) return true;
+    if (x->kind == VAL_CONST) return x->initializer && x->reals;
+    return x->kind == VAL_INPUT;
+}
+
 static int op_identity(imp_t *im, const Onnx__NodeProto *n)
 {
     if (!ox_has_input(n, 0) || n->n_output < 1) return ox_node_fail(im, n, "needs one input and output");
@@ -551,6 +567,12 @@ static int op_identity(imp_t *im, const Onnx__NodeProto *n)
     y->ints = ints;
     y->reals = reals;
     y->source = x->kind == VAL_DATA ? NULL : src;
+    if (weight_copy(x)) { /* a tensor of its own, declared here: no owner yet */
+        y->source = NULL;
+        y->owner_node = NULL;
+        y->tied_node = NULL;
+        y->embed_layer = -1;
+    }
     return 0;
 }
 
