@@ -5,11 +5,13 @@
  *   onnx_import.c  the graph walk, image operators, the .net text and the public API
  *   onnx_fold.c    constant folding of the shape arithmetic exporters emit
  *   onnx_seq.c     sequence operators: embeddings, linear layers, layer norm, GELU, attention
+ *   onnx_zoo.c     the operators of today's image networks: activations, gates, channel
+ *                  slices and shuffles
  *   onnx_vals.c    the value table, tensors and types, emitted layers, a node's inputs
  *   onnx_attr.c    errors, dimension arithmetic, attributes, scalar constants
  *
- * Calls go down that list and never back up: onnx_import.c calls fold and seq, all three
- * call vals, and everything calls attr.
+ * Calls go down that list and never back up: onnx_import.c calls fold, seq and zoo, all
+ * four call vals, and everything calls attr.
  */
 #ifndef POSEIDON_ONNX_INTERNAL_H
 #define POSEIDON_ONNX_INTERNAL_H
@@ -91,6 +93,11 @@ typedef struct val {
     int gelu_stage, gelu_x;    /* VAL_GELU: the term, and the value index of GELU's input */
     bool gelu_tanh;
     int pos_table;             /* VAL_POSEMB: value index of the table (max × D) */
+
+    /* a channel shuffle on its way (Reshape to (N,G,C/G,H,W), Transpose of axes 1 and 2,
+     * Reshape back): G on the 5-D views, and whether the groups are transposed yet */
+    int shuffle_groups;
+    bool shuffle_transposed;
 } val_t;
 
 /* A layer of the generated .net text. */
@@ -185,6 +192,17 @@ val_t *ox_in_weight(imp_t *im, const Onnx__NodeProto *n, size_t k, int rank, boo
 val_t *ox_in_ints(imp_t *im, const Onnx__NodeProto *n, size_t k);
 int ox_outputs_unused_from(imp_t *im, const Onnx__NodeProto *n, size_t k);
 int ox_input_to_layer(imp_t *im, const Onnx__NodeProto *n, val_t *v);
+
+/* The dimensions a Reshape of x makes into dims (rank into *rank). Returns 0, or -1 with the
+ * error set. */
+int ox_reshape_dims(imp_t *im, const Onnx__NodeProto *n, const val_t *x, int *rank,
+                    int64_t *dims);
+
+/* onnx_zoo.c: maps n when it is an operator of today's image networks (Clip, Sigmoid,
+ * HardSigmoid, HardSwish, Mul of data, ReduceMean over the plane, Split and Slice of
+ * channels, channel shuffle). Returns 1 when mapped, 0 when n is not one, -1 with the error
+ * set. */
+int ox_zoo_node(imp_t *im, const Onnx__NodeProto *n);
 
 /* onnx_fold.c: evaluates node n when every input it reads is a constant with data (or, for
  * Shape, has known dimensions). Returns 1 when folded, 0 when not a folding case, -1 with
