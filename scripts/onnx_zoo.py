@@ -16,6 +16,11 @@ test` never runs it. Usage:
 
   /usr/bin/python3 scripts/onnx_zoo.py [--size 224] [--opset 14] [--no-params]
                                        [--dynamic-batch] [--only a,b] [build/poseidon]
+  /usr/bin/python3 scripts/onnx_zoo.py --fixtures tests/data/onnx
+
+--fixtures writes the small default exports `make test` imports (zoo_*.onnx, without their
+weights except zoo_tiny_weights, 32x32 inputs, a spread of opsets and one dynamic batch) and
+their counts (zoo_reference.csv), instead of the table.
 """
 import argparse
 import csv
@@ -165,6 +170,76 @@ def one(name, args, tmp):
             f"{n_folded} BN folded; sim {iter_s * 1000:.1f} ms/iter |")
 
 
+class TinyNet(torch.nn.Module):
+    """A small untrained CNN exported with its weights: folded batch norms whose zero biases
+    the exporter merges by value, ReLU6, a squeeze-and-excitation gate, Hardswish, SiLU."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU6())
+        self.dw = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False),
+                                nn.BatchNorm2d(8), nn.Hardswish())
+        self.se = torchvision.ops.SqueezeExcitation(8, 4)
+        self.pw = nn.Sequential(nn.Conv2d(8, 16, 1, bias=False), nn.BatchNorm2d(16), nn.SiLU())
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2),
+                                  nn.Linear(16, 10))
+
+    def forward(self, x):
+        return self.head(self.pw(self.se(self.dw(self.stem(x)))))
+
+
+class SharedConv(torch.nn.Module):
+    """One convolution called twice: a weight truly shared, refused in eval mode too."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(torch.relu(self.conv(x))).flatten(1)
+
+
+# name, builder, opset (None: the exporter's default), dynamic batch, with weights
+FIXTURES = [
+    ("resnet18", lambda: build("resnet18"), 11, True, False),
+    ("mobilenet_v2", lambda: build("mobilenet_v2"), None, False, False),
+    ("mobilenet_v3_small", lambda: build("mobilenet_v3_small"), 13, False, False),
+    ("efficientnet_b0", lambda: build("efficientnet_b0"), 17, False, False),
+    ("shufflenet_v2_x0_5", lambda: build("shufflenet_v2_x0_5"), 12, False, False),
+    ("mnasnet0_5", lambda: build("mnasnet0_5"), 15, False, False),
+    ("densenet121", lambda: build("densenet121"), None, False, False),
+    ("tiny_weights", lambda: TinyNet().eval(), 16, False, True),
+]
+
+
+def fixtures(out):
+    torch.manual_seed(0)
+    rows = []
+    for name, make, opset, dynamic, weights in FIXTURES:
+        model = make()
+        x = torch.randn(1, 3, 32, 32)
+        kw = {"export_params": weights}
+        if opset:
+            kw["opset_version"] = opset
+        if dynamic:
+            kw.update(input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, x, os.path.join(out, f"zoo_{name}.onnx"), **kw)
+        params, flops, _ = pytorch_counts(model, x)
+        rows.append((f"zoo_{name}", "1x3x32x32", params, flops))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(SharedConv().eval(), torch.randn(1, 4, 8, 8),
+                          os.path.join(out, "bad_zoo_shared_conv.onnx"), export_params=False)
+    with open(os.path.join(out, "zoo_reference.csv"), "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["model", "input_shape", "params", "matrix_flops"])
+        w.writerows(rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("poseidon", nargs="?", default=os.path.join(ROOT, "build/poseidon"))
@@ -173,7 +248,11 @@ def main():
     ap.add_argument("--no-params", action="store_true", help="export_params=False")
     ap.add_argument("--dynamic-batch", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated network names")
+    ap.add_argument("--fixtures", metavar="DIR", help="write the test fixtures into DIR")
     args = ap.parse_args()
+    if args.fixtures:
+        fixtures(args.fixtures)
+        return 0
     names = args.only.split(",") if args.only else NETWORKS
     torch.manual_seed(0)
     print(f"# torch {torch.__version__}, torchvision {torchvision.__version__}, input "
