@@ -40,6 +40,7 @@ typedef enum {
     VAL_SCORES,    /* attention scores Q·Kᵀ on their way to the attention layer */
     VAL_GELU,      /* a term of GELU's erf or tanh formula on its way to the gelu layer */
     VAL_POSEMB,    /* rows 0..S-1 of a position table, on their way to posembed */
+    VAL_LNORM,     /* a term of layer norm written out (opsets before 17), on its way */
 } val_kind_t;
 
 /* What an axis of a sequence value is. A sequence layer holds D×1×S per sample; ONNX sees it
@@ -93,6 +94,8 @@ typedef struct val {
     int gelu_stage, gelu_x;    /* VAL_GELU: the term, and the value index of GELU's input */
     bool gelu_tanh;
     int pos_table;             /* VAL_POSEMB: value index of the table (max × D) */
+    int ln_stage, ln_x;        /* VAL_LNORM: the term, and the value index of the input */
+    double ln_eps;             /* VAL_LNORM: from the Add to the variance on */
 
     /* a channel shuffle on its way (Reshape to (N,G,C/G,H,W), Transpose of axes 1 and 2,
      * Reshape back): G on the 5-D views, and whether the groups are transposed yet */

@@ -751,6 +751,95 @@ static int gelu_done(imp_t *im, const Onnx__NodeProto *n, int x, bool tanh_form)
 }
 
 /* One step of either formula; 0 when n is not one. */
+/* ---- layer norm written out ---------------------------------------------------------- */
+
+/* Before opset 17 PyTorch writes LayerNorm over the features as
+ *   m = ReduceMean(x), d = x - m, v = ReduceMean(d^2), y = d / Sqrt(v + eps) * g + b
+ * (means over the last axis, kept): each term is a VAL_LNORM of its stage, and the Add of b
+ * is the layernorm layer, whose scale and shift are g and b. */
+enum { LN_MEAN, LN_DIFF, LN_SQ, LN_VAR, LN_VEPS, LN_STD, LN_NORM, LN_SCALED };
+
+static bool ln_stage(const val_t *v, int s) { return v && v->kind == VAL_LNORM && v->ln_stage == s; }
+
+static int ln_set(imp_t *im, const Onnx__NodeProto *n, int s, const val_t *from, double eps)
+{
+    val_t *y = ox_out(im, n, 0), *x = &im->vals[from->kind == VAL_LNORM ? from->ln_x
+                                                                         : vindex(im, from)];
+    y->kind = VAL_LNORM;
+    y->ln_stage = s;
+    y->ln_x = vindex(im, x);
+    y->ln_eps = eps;
+    y->rank = x->rank;
+    memcpy(y->dims, x->dims, sizeof y->dims);
+    y->dims_known = true;
+    return 1;
+}
+
+/* A mean over the last axis, kept: the features of a sequence */
+static int ln_mean_of(imp_t *im, const Onnx__NodeProto *n, const val_t *x, bool *yes)
+{
+    int64_t axes[ONNX_RANK_MAX], keep;
+    int got;
+    *yes = false;
+    if (ox_attr_ints(im, n, "axes", -1, axes, ONNX_RANK_MAX, &got) ||
+        ox_attr_int(im, n, "keepdims", 1, &keep))
+        return -1;
+    *yes = got == 1 && keep && (axes[0] == -1 || axes[0] == x->rank - 1);
+    return 0;
+}
+
+/* The scale or the shift: a weight of D values; read (and counted) as input k of n */
+static int ln_param(imp_t *im, const Onnx__NodeProto *n, size_t k, const val_t *x)
+{
+    val_t *p = ox_in_weight(im, n, k, -1, true);
+    if (!p) return -1;
+    if (ox_dims_count(p->rank, p->dims) != lay_D(im, x))
+        return ox_node_fail(im, n, "'%s' does not have the %" PRId64 " values of a layer norm's "
+                            "scale or shift", p->name, lay_D(im, x));
+    return 0;
+}
+
+static int ln_step(imp_t *im, const Onnx__NodeProto *n)
+{
+    const char *op = ox_node_op(n);
+    val_t *a = ox_in(im, n, 0), *b = ox_in(im, n, 1);
+    double c;
+    bool yes;
+    if (!strcmp(op, "ReduceMean") && (seq_plain(a) || ln_stage(a, LN_SQ))) {
+        if (ln_mean_of(im, n, a, &yes)) return -1;
+        if (!yes) return ox_node_fail(im, n, "a mean of a sequence other than over its features");
+        return ln_set(im, n, a->kind == VAL_LNORM ? LN_VAR : LN_MEAN, a, 0);
+    }
+    if (!strcmp(op, "Sqrt") && ln_stage(a, LN_VEPS)) return ln_set(im, n, LN_STD, a, a->ln_eps);
+    if (!b) return 0;
+    if (!strcmp(op, "Sub") && seq_plain(a) && ln_stage(b, LN_MEAN) && b->ln_x == vindex(im, a))
+        return ln_set(im, n, LN_DIFF, a, 0);
+    if (!strcmp(op, "Pow") && ln_stage(a, LN_DIFF) && ox_const_scalar(b, &c) && c == 2)
+        return ln_set(im, n, LN_SQ, a, 0);
+    if (!strcmp(op, "Div") && ln_stage(a, LN_DIFF) && ln_stage(b, LN_STD) && a->ln_x == b->ln_x)
+        return ln_set(im, n, LN_NORM, a, b->ln_eps);
+    for (size_t k = 0; k < 2; k++) {
+        val_t *p = k ? b : a, *q = k ? a : b;
+        if (!strcmp(op, "Add") && ln_stage(p, LN_VAR) && ox_const_scalar(q, &c)) {
+            if (!(c >= 0 && c <= 1)) return ox_node_fail(im, n, "epsilon %g outside [0, 1]", c);
+            return ln_set(im, n, LN_VEPS, p, c);
+        }
+        if (!strcmp(op, "Mul") && ln_stage(p, LN_NORM) && is_weight(q))
+            return ln_param(im, n, 1 - k, &im->vals[p->ln_x]) ? -1
+                                                              : ln_set(im, n, LN_SCALED, p, p->ln_eps);
+        if (!strcmp(op, "Add") && ln_stage(p, LN_SCALED) && is_weight(q)) {
+            val_t *x = &im->vals[p->ln_x];
+            if (ln_param(im, n, 1 - k, x)) return -1;
+            out_layer_t *l = seq_like(im, n, "layernorm", x);
+            if (!l) return -1;
+            snprintf(l->keys, sizeof l->keys, "eps=%.7g", p->ln_eps);
+            l->op = "LayerNorm written out";
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int gelu_step(imp_t *im, const Onnx__NodeProto *n)
 {
     const char *op = ox_node_op(n);
@@ -935,6 +1024,8 @@ int ox_seq_node(imp_t *im, const Onnx__NodeProto *n)
     if (!strcmp(op, "Gather")) return seq_gather(im, n);
     if (!a) return 0;
     int g = gelu_step(im, n);
+    if (g) return g;
+    g = ln_step(im, n);
     if (g) return g;
     /* a weight exported with its values is a real constant; integer ones are shape data */
     if ((!strcmp(op, "Transpose") || !strcmp(op, "Expand")) && is_weight(a) &&
