@@ -155,7 +155,7 @@ static const char *const s_type_names[LAYER_TYPE_COUNT] = {
     [LAYER_GELU] = "gelu",           [LAYER_SELECT] = "select",
     [LAYER_SEQ_LOSS] = "seq_loss",
     [LAYER_ACT] = "act",             [LAYER_MUL] = "mul",       [LAYER_SLICE] = "slice",
-    [LAYER_SHUFFLE] = "shuffle",
+    [LAYER_SHUFFLE] = "shuffle",     [LAYER_TO_IMAGE] = "to_image", [LAYER_SCALE] = "scale",
 };
 
 const char *layer_type_name(layer_type_t t)
@@ -739,7 +739,7 @@ static int parse_act_keys(args_t *a, layer_t *l)
     return args_check_unused(a, "fn, in");
 }
 
-/* act, slice, shuffle (mul takes no keys) */
+/* act, slice, shuffle, to_image (mul and scale take no keys) */
 static int parse_zoo_keys(args_t *a, layer_t *l)
 {
     int rc = 0;
@@ -753,6 +753,10 @@ static int parse_zoo_keys(args_t *a, layer_t *l)
     case LAYER_SHUFFLE:
         rc |= arg_int(a, "groups", true, 0, 1, &l->groups);
         return rc ? -1 : args_check_unused(a, "groups, in");
+    case LAYER_TO_IMAGE:
+        rc |= arg_int(a, "h", true, 0, 1, &l->image_h);
+        if (!rc) rc |= arg_int(a, "w", true, 0, 1, &l->image_w);
+        return rc ? -1 : args_check_unused(a, "h, w, in");
     default:
         return keys_unhandled(l);
     }
@@ -781,10 +785,12 @@ static int parse_layer_keys(args_t *a, layer_t *l)
     case LAYER_CLSTOKEN:
     case LAYER_TO_SEQ:
     case LAYER_MUL:
+    case LAYER_SCALE:
         return args_check_unused(a, "in");
     case LAYER_ACT:
     case LAYER_SLICE:
     case LAYER_SHUFFLE:
+    case LAYER_TO_IMAGE:
         return parse_zoo_keys(a, l);
     case LAYER_TOKENS:
     case LAYER_EMBED:
@@ -1015,7 +1021,7 @@ static int expand_block_line(parser_t *p, const scope_t *sc, const line_t *ln)
                           "conv, fc, relu, pool, lrn, dropout, batchnorm, concat, add, "
                           "softmax_loss, tanh, tokens, embed, posembed, clstoken, to_seq, "
                           "linear, attention, layernorm, gelu, select, seq_loss, act, mul, "
-                          "slice, shuffle)",
+                          "slice, shuffle, to_image, scale)",
                           ln->tok[at]);
     }
     if (ln->n_tok < at + 2)
@@ -1557,7 +1563,7 @@ static int infer_mul(infer_t *x)
     return 0;
 }
 
-/* act, mul, slice, shuffle: the layers of today's image networks */
+/* act, mul, slice, shuffle, to_image, scale: the layers of today's image networks */
 static int infer_zoo(infer_t *x)
 {
     layer_t *l = x->l;
@@ -1580,6 +1586,20 @@ static int infer_zoo(infer_t *x)
         if (x->in_seq || in.c % l->groups)
             return ierr(x->m, l, x->err, x->errlen, "%d channels do not split into groups=%d",
                         in.c, l->groups);
+        return 0;
+    case LAYER_TO_IMAGE:
+        if (!x->in_seq || x->S != (int64_t)l->image_h * l->image_w)
+            return ierr(x->m, l, x->err, x->errlen, "h=%d w=%d: expected a sequence of %lld "
+                        "positions", l->image_h, l->image_w, (long long)l->image_h * l->image_w);
+        x->out = (shape_t){in.c, l->image_h, l->image_w};
+        l->seq = false;
+        return 0;
+    case LAYER_SCALE:
+        if (x->in_seq && x->S > 1)
+            return ierr(x->m, l, x->err, x->errlen, "scales the channels of an image, not a sequence");
+        l->weights = in.c;
+        l->fwd_flops = x->in_count;     /* one multiply per value */
+        l->bwd_flops = 2 * x->in_count; /* dx = dy w, dw = sum of dy x */
         return 0;
     default:
         break;

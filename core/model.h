@@ -57,6 +57,8 @@ typedef enum {
     LAYER_MUL,        /* x times s, s of x's shape or C x 1 x 1 (a per-channel gate) */
     LAYER_SLICE,      /* channels [slice_from, slice_from + out) of its input */
     LAYER_SHUFFLE,    /* channel shuffle across `groups` (ShuffleNet) */
+    LAYER_TO_IMAGE,   /* D x 1 x S sequence -> D x h x w image (S = h*w): to_seq undone */
+    LAYER_SCALE,      /* a learned factor per channel (ConvNeXt's layer scale) */
     LAYER_TYPE_COUNT
 } layer_type_t;
 
@@ -104,6 +106,7 @@ typedef struct {
     act_t act;                     /* act */
     double act_a, act_b;           /* act: clip's lo and hi; hardsigmoid's alpha and beta */
     int slice_from;                /* slice: first channel (out: how many) */
+    int image_h, image_w;          /* to_image: the plane */
 
     /* Derived by model_infer(). */
     shape_t in_shape;              /* shape of inputs[0] */

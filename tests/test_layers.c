@@ -69,7 +69,7 @@ static double ref_act(const layer_t *l, double v)
     return NAN;
 }
 
-/* act, mul, slice, shuffle */
+/* act, mul, slice, shuffle, to_image, scale */
 static double ref_zoo(const ref_t *r, double *out)
 {
     const layer_t *l = r->l;
@@ -88,6 +88,15 @@ static double ref_zoo(const ref_t *r, double *out)
     case LAYER_SLICE:
         for (int b = 0; b < B; b++)
             for (int64_t i = 0; i < oc; i++) out[b * oc + i] = x[b * ic + l->slice_from * P + i];
+        return 0;
+    case LAYER_TO_IMAGE: /* (p, c) -> (c, p) */
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < is.c; c++)
+                for (int64_t p = 0; p < is.w; p++)
+                    out[b * oc + c * is.w + p] = x[b * ic + p * is.c + c];
+        return 0;
+    case LAYER_SCALE:
+        for (int64_t i = 0; i < B * ic; i++) out[i] = x[i] * r->w[(i % ic) / P];
         return 0;
     case LAYER_SHUFFLE: { /* PyTorch: view (G, C/G), transpose to (C/G, G), flatten */
         int G = l->groups, per = is.c / G;
@@ -597,6 +606,8 @@ LAYER_CASE(test_layers_mul_same_shape,
 LAYER_CASE(test_layers_slice, "input data shape=5x2x3\nslice s from=1 out=3\n", "s")
 LAYER_CASE(test_layers_shuffle, "input data shape=6x2x2\nshuffle s groups=2\n", "s")
 LAYER_CASE(test_layers_shuffle_3, "input data shape=6x1x3\nshuffle s groups=3\n", "s")
+LAYER_CASE(test_layers_to_image, "input data shape=3x2x4\nto_seq s\nto_image i h=2 w=4\n", "i")
+LAYER_CASE(test_layers_scale, "input data shape=3x2x5\nscale k\n", "k")
 
 /* A whole decoder with a tied output layer: backward against finite differences of the
  * net's own forward (in double accumulation), every parameter of a few layers checked. */

@@ -553,7 +553,7 @@ static float *input_dout(nnet_t *n, const layer_t *l, int k)
     return need ? n->ls[l->inputs[k]].dout : NULL;
 }
 
-/* ---- act, mul, slice, shuffle ---------------------------------------------------------- */
+/* ---- act, mul, slice, shuffle, to_image, scale ------------------------------------------ */
 
 /* act_t's function as kernels_elementwise.h numbers it */
 static int act_kernel(act_t a)
@@ -600,6 +600,14 @@ static void zoo_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x
         lo->shuffle_channels(ctx, n->batch, l->groups, l->in_shape.c / l->groups, plane, x,
                              s->out, false);
         break;
+    case LAYER_TO_IMAGE: /* B x S x D -> B x D x S */
+        lo->transpose(ctx, n->batch, s->seq, s->dim, x, s->out, false);
+        break;
+    case LAYER_SCALE: /* each sample's channels times w */
+        for (int b = 0; b < n->batch; b++)
+            lo->mul_rows(ctx, l->in_shape.c, plane, x + b * s->in_count, s->w,
+                         s->out + b * s->out_count);
+        break;
     default: ASSERT(0, "layer type %d has no forward", (int)l->type);
     }
 }
@@ -632,6 +640,16 @@ static void zoo_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *
         if (dx)
             lo->shuffle_channels(ctx, n->batch, l->in_shape.c / l->groups, l->groups, plane,
                                  s->dout, dx, true);
+        break;
+    case LAYER_TO_IMAGE:
+        if (dx) lo->transpose(ctx, n->batch, s->dim, s->seq, s->dout, dx, true);
+        break;
+    case LAYER_SCALE: /* dw summed over the batch, sample by sample */
+        n->c->ops->zero(ctx, s->dw, (size_t)l->weights * sizeof(float));
+        for (int b = 0; b < n->batch; b++)
+            lo->mul_rows_grad(ctx, l->in_shape.c, plane, x + b * s->in_count, s->w,
+                              s->dout + b * s->out_count, dx ? dx + b * s->in_count : NULL,
+                              s->dw);
         break;
     default: ASSERT(0, "layer type %d has no backward", (int)l->type);
     }
