@@ -669,6 +669,7 @@ static int map_node(imp_t *im, const Onnx__NodeProto *n)
         return ox_node_fail(im, n, "operator of domain '%s': only the default ONNX domain maps",
                          n->domain);
     int done = ox_fold(im, n);
+    if (!done) done = ox_seq_channels_last(im, n);
     if (!done) done = ox_seq_node(im, n);
     if (!done) done = ox_zoo_node(im, n);
     if (done) return done < 0 ? -1 : 0;

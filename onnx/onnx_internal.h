@@ -216,6 +216,12 @@ int ox_fold(imp_t *im, const Onnx__NodeProto *n);
  * when mapped, 0 when n is not one (the image mapping goes on), -1 with the error set. */
 int ox_seq_node(imp_t *im, const Onnx__NodeProto *n);
 
+/* onnx_seq.c: channels last, the layout of ConvNeXt's blocks: a Transpose of (1,C,H,W) image
+ * data to (1,H,W,C) becomes a to_seq layer (the H*W pixels a sequence of C features, held as
+ * (1,S,C)), and the Transpose back a to_image layer. Returns 1 when mapped, 0 when n is not
+ * one, -1 with the error set. */
+int ox_seq_channels_last(imp_t *im, const Onnx__NodeProto *n);
+
 /* onnx_seq.c: the loss of a graph output that is a sequence (seq_loss). Returns 1 when
  * emitted, 0 when v is not a sequence, -1 with the error set. */
 int ox_seq_output(imp_t *im, val_t *v);

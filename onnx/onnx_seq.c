@@ -1125,3 +1125,55 @@ int ox_seq_output(imp_t *im, val_t *v)
     l->in[0] = v->layer;
     return 1;
 }
+
+/* ---- channels last -------------------------------------------------------------------- */
+
+/* The plane of the image a channels-last sequence came from: the input of the to_seq that a
+ * Transpose made, found up the first inputs of the layers since. false when there is none. */
+static bool channels_last_plane(const imp_t *im, int layer, int64_t *h, int64_t *w)
+{
+    for (int k = layer; k >= 0; k = im->layers[k].n_in ? im->layers[k].in[0] : -1) {
+        const out_layer_t *l = &im->layers[k];
+        if (strcmp(l->type, "to_seq")) continue;
+        if (strcmp(l->op, "Transpose")) return false;
+        *h = im->layers[l->in[0]].shape.h;
+        *w = im->layers[l->in[0]].shape.w;
+        return true;
+    }
+    return false;
+}
+
+int ox_seq_channels_last(imp_t *im, const Onnx__NodeProto *n)
+{
+    if (strcmp(ox_node_op(n), "Transpose")) return 0;
+    val_t *x = ox_in(im, n, 0);
+    int64_t perm[ONNX_RANK_MAX];
+    int got;
+    if (!x || x->kind != VAL_DATA || ox_attr_ints(im, n, "perm", -1, perm, ONNX_RANK_MAX, &got))
+        return x && x->kind == VAL_DATA ? -1 : 0;
+    static const int64_t to_last[4] = {0, 2, 3, 1}, to_first[4] = {0, 3, 1, 2};
+    if (got == 4 && !memcmp(perm, to_last, sizeof to_last) && !x->seq && x->rank == 4 &&
+        x->dims[0] == 1 && ox_data_is_layer_shaped(im, x)) {
+        /* (1,C,H,W) -> (1,H,W,C): a sequence of the H*W pixels, held as (1,S,C) */
+        int in = x->layer;
+        int64_t S = x->dims[2] * x->dims[3], C = x->dims[1];
+        int k = seq_emit(im, n, "to_seq", &in, 1, S, C);
+        if (k < 0) return -1;
+        int64_t dims[3] = {1, S, C};
+        uint8_t ax[3] = {AX_UNIT, AX_S, AX_D};
+        seq_define(im, n, 0, k, 3, dims, ax, 0);
+        return 1;
+    }
+    int64_t h, w;
+    if (got != 4 || memcmp(perm, to_first, sizeof to_first) || !seq_plain(x) || x->rank != 3 ||
+        !channels_last_plane(im, x->layer, &h, &w))
+        return 0;
+    if (h * w != lay_S(im, x))
+        return ox_node_fail(im, n, "a channels-last sequence of %" PRId64 " positions back to a "
+                            "%" PRId64 "x%" PRId64 " plane", lay_S(im, x), h, w);
+    int64_t dims[4] = {1, lay_D(im, x), h, w};
+    out_layer_t *l = ox_emit(im, n, "to_image", &x, 1, 4, dims);
+    if (!l) return -1;
+    snprintf(l->keys, sizeof l->keys, "h=%" PRId64 " w=%" PRId64, h, w);
+    return 1;
+}

@@ -273,10 +273,33 @@ static int zoo_reshape(imp_t *im, const Onnx__NodeProto *n, val_t *x)
     return 1;
 }
 
+/* Mul of (N,C,H,W) data by a learned (C,1,1) weight -> scale (ConvNeXt's layer scale) */
+static int op_scale(imp_t *im, const Onnx__NodeProto *n, size_t k_data)
+{
+    val_t *x = ox_in(im, n, k_data), *w = ox_in_weight(im, n, 1 - k_data, -1, true);
+    if (!w) return -1;
+    int64_t c = x->dims[1];
+    if (x->rank != 4 || !ox_data_is_layer_shaped(im, x) || w->rank != 3 || w->dims[0] != c ||
+        w->dims[1] != 1 || w->dims[2] != 1)
+        return ox_node_fail(im, n, "multiplies data by weight '%s': only (N,C,H,W) data by a "
+                            "(C,1,1) weight maps (to scale)", w->name);
+    return ox_emit(im, n, "scale", &x, 1, x->rank, x->dims) ? 1 : -1;
+}
+
+static bool learned(const val_t *v)
+{
+    return v && (v->kind == VAL_PARAM || v->kind == VAL_INPUT ||
+                 (v->kind == VAL_CONST && v->initializer && v->reals && v->n_values > 1));
+}
+
 int ox_zoo_node(imp_t *im, const Onnx__NodeProto *n)
 {
     const char *op = ox_node_op(n);
     val_t *a = ox_in(im, n, 0), *b = ox_in(im, n, 1);
+    if (!strcmp(op, "Mul") && a && b && learned(a) && b->kind == VAL_DATA && !b->seq)
+        return op_scale(im, n, 1);
+    if (!strcmp(op, "Mul") && a && b && learned(b) && a->kind == VAL_DATA && !a->seq)
+        return op_scale(im, n, 0);
     if (!a || a->kind != VAL_DATA || a->seq) return 0;
     if (a->shuffle_groups && !strcmp(op, "Transpose")) return shuffle_transpose(im, n, a);
     if (!strcmp(op, "Reshape")) return zoo_reshape(im, n, a);

@@ -6,8 +6,10 @@ x, path)`, imports it, and compares with counts made from PyTorch:
   params   exact: PyTorch's model.parameters(), less what the exporter's batch-norm folding
            removes (a BatchNorm2d that reads a Conv2d's output becomes that conv's bias: its
            2C scale and shift become C biases, or none when the conv had a bias already);
-  FLOPs    exact: 2 per multiply-add of every Conv2d and Linear, from forward hooks, against
-           the imported conv, fc and linear layers' forward FLOPs less their bias additions;
+  FLOPs    exact: 2 per multiply-add of every Conv2d and Linear (and of the four projections
+           of each MultiheadAttention, which calls no Linear module), from forward hooks,
+           against the imported conv, fc and linear layers' forward FLOPs less their bias
+           additions (attention's own products, Q.K^T and the sum of V, are left out);
   sim      `poseidon sim` of the imported network, 4 nodes of the Titan X cluster, batch 32.
 
 Prints one row per network (a network that does not import gets the importer's one line).
@@ -79,6 +81,12 @@ def pytorch_counts(model, x):
     def linear_hook(m, inp, out):
         flops[0] += 2 * out[0].numel() * m.in_features
 
+    def attention_hook(m, inp, out):
+        # the Q, K, V and output projections, which F.multi_head_attention_forward computes
+        # from the module's tensors, not through nn.Linear modules (so no hook of theirs)
+        s = out[0].shape[1] if m.batch_first else out[0].shape[0]  # inputs may be keywords
+        flops[0] += 2 * s * 4 * m.embed_dim * m.embed_dim
+
     def bn_hook(m, inp, out):
         conv = outputs.get(id(inp[0]))
         if conv is not None and conv[1] is inp[0]:
@@ -90,6 +98,8 @@ def pytorch_counts(model, x):
             hooks.append(m.register_forward_hook(conv_hook))
         elif isinstance(m, torch.nn.Linear):
             hooks.append(m.register_forward_hook(linear_hook))
+        elif isinstance(m, torch.nn.MultiheadAttention):
+            hooks.append(m.register_forward_hook(attention_hook))
         elif isinstance(m, torch.nn.BatchNorm2d):
             hooks.append(m.register_forward_hook(bn_hook))
     with torch.no_grad():
