@@ -36,6 +36,7 @@ import warnings
 import torch
 import torchvision
 from torchvision import models
+from torchvision.models.convnext import CNBlockConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -219,7 +220,12 @@ FIXTURES = [
     ("efficientnet_b0", lambda: build("efficientnet_b0"), 17, False, False),
     ("shufflenet_v2_x0_5", lambda: build("shufflenet_v2_x0_5"), 12, False, False),
     ("mnasnet0_5", lambda: build("mnasnet0_5"), 15, False, False),
-    ("densenet121", lambda: build("densenet121"), None, False, False),
+    # torchvision's DenseNet and ConvNeXt classes cut small (their graphs run to 150 kB):
+    # one dense block of 10 layers (a Concat of 10 inputs), two ConvNeXt stages of one block
+    ("densenet_block10", lambda: models.DenseNet(8, (10,), 16).eval(), None, False, False),
+    ("convnext_2stage", lambda: models.ConvNeXt([CNBlockConfig(16, 32, 1),
+                                                 CNBlockConfig(32, None, 1)]).eval(),
+     None, False, False),
     ("tiny_weights", lambda: TinyNet().eval(), 16, False, True),
 ]
 

@@ -57,7 +57,7 @@ static int check_zoo_reference(void)
     return rows;
 }
 
-TEST(onnx_zoo_default_exports_count_equal_pytorch) { CHECK_EQ_I64(check_zoo_reference(), 8); }
+TEST(onnx_zoo_default_exports_count_equal_pytorch) { CHECK_EQ_I64(check_zoo_reference(), 9); }
 
 /* The .net text of fixture NAME (caller frees). */
 static char *zoo_text(const char *name)
@@ -105,6 +105,26 @@ TEST(onnx_zoo_operators_map_to_their_layers)
     free(t);
     t = zoo_text("mnasnet0_5");
     CHECK_EQ_I64(count(t, "op=avg global=1 "), 1);
+    free(t);
+}
+
+/* ConvNeXt at the exporter's default opset: each Transpose to channels last a to_seq, each
+ * layer norm written out one layernorm (stem, 2 blocks, downsampling, head), GELU's erf form
+ * a gelu, the Transpose back a to_image, the layer scale a scale. DenseNet: the Concat of the
+ * first layer's one input is no layer, the block's output reads 11 (more than 8). */
+TEST(onnx_zoo_channels_last_and_dense_blocks)
+{
+    char *t = zoo_text("convnext_2stage");
+    CHECK(count(t, "\nto_seq ") == 5 && count(t, "\nto_image ") == 5, "%d to_seq, %d to_image",
+          count(t, "\nto_seq "), count(t, "\nto_image "));
+    CHECK_EQ_I64(count(t, "\nlayernorm "), 5);
+    CHECK_EQ_I64(count(t, " approx=erf "), 2);
+    CHECK_EQ_I64(count(t, "\nscale "), 2);
+    free(t);
+    t = zoo_text("densenet_block10");
+    CHECK_EQ_I64(count(t, "\nconcat "), 10); /* layers 2 to 10, and the block's output */
+    const char *last = strstr(t, "\nconcat features.denseblock1 in=");
+    CHECK(last && count(last, ",") == 10, "no concat of 11 inputs");
     free(t);
 }
 
