@@ -893,6 +893,31 @@ static char *single_input(parser_t *p, const scope_t *sc, attrs_t *kv)
     return NULL;
 }
 
+/* in=A,B,... of a layer of several inputs (concat, add, attention, mul) into r */
+static int parse_inputs(parser_t *p, const scope_t *sc, int lineno, const char *what, int type,
+                        attrs_t *kv, raw_layer_t *r)
+{
+    const char *in = attrs_get(kv, "in");
+    if (!in) return perr_scope(p, sc, lineno, "%s: missing required key 'in' (A,B,...)", what);
+    char buf[MODEL_MAX_INPUTS * (MODEL_NAME_MAX + 1)];
+    snprintf(buf, sizeof buf, "%s", in);
+    for (char *s = buf, *tok; (tok = strsep(&s, ",")) != NULL;) {
+        if (!*tok) return perr_scope(p, sc, lineno, "%s: empty name in in=%s", what, in);
+        if (r->n_inputs == MODEL_MAX_INPUTS)
+            return perr_scope(p, sc, lineno, "%s: more than %d inputs", what, MODEL_MAX_INPUTS);
+        r->input_name[r->n_inputs++] = resolve_ref(sc, tok);
+    }
+    if (type == LAYER_ATTENTION && r->n_inputs != 3)
+        return perr_scope(p, sc, lineno, "%s: expected three inputs in=Q,K,V, got %d", what,
+                          r->n_inputs);
+    if (type == LAYER_MUL && r->n_inputs != 2)
+        return perr_scope(p, sc, lineno, "%s: expected two inputs in=X,S, got %d", what,
+                          r->n_inputs);
+    if (r->n_inputs < 2)
+        return perr_scope(p, sc, lineno, "%s: expected at least two inputs in in=", what);
+    return 0;
+}
+
 static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int type)
 {
     if (ln->n_tok < 2)
@@ -935,29 +960,7 @@ static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int ty
         if (attrs_get(&kv, "in")) rc = perr_scope(p, sc, ln->lineno, "%s: an input takes no in=", what);
     } else if (type == LAYER_CONCAT || type == LAYER_ADD || type == LAYER_ATTENTION ||
                type == LAYER_MUL) {
-        const char *in = attrs_get(&kv, "in");
-        if (!in) {
-            rc = perr_scope(p, sc, ln->lineno, "%s: missing required key 'in' (A,B,...)", what);
-        } else {
-            char buf[MODEL_MAX_INPUTS * (MODEL_NAME_MAX + 1)];
-            snprintf(buf, sizeof buf, "%s", in);
-            for (char *s = buf, *tok; !rc && (tok = strsep(&s, ",")) != NULL;) {
-                if (!*tok) rc = perr_scope(p, sc, ln->lineno, "%s: empty name in in=%s", what, in);
-                else if (r.n_inputs == MODEL_MAX_INPUTS)
-                    rc = perr_scope(p, sc, ln->lineno, "%s: more than %d inputs", what,
-                                    MODEL_MAX_INPUTS);
-                else r.input_name[r.n_inputs++] = resolve_ref(sc, tok);
-            }
-            if (!rc && type == LAYER_ATTENTION && r.n_inputs != 3)
-                rc = perr_scope(p, sc, ln->lineno, "%s: expected three inputs in=Q,K,V, got %d",
-                                what, r.n_inputs);
-            else if (!rc && type == LAYER_MUL && r.n_inputs != 2)
-                rc = perr_scope(p, sc, ln->lineno, "%s: expected two inputs in=X,S, got %d",
-                                what, r.n_inputs);
-            else if (!rc && r.n_inputs < 2)
-                rc = perr_scope(p, sc, ln->lineno, "%s: expected at least two inputs in in=",
-                                what);
-        }
+        rc = parse_inputs(p, sc, ln->lineno, what, type, &kv, &r);
     } else {
         const char *in = attrs_get(&kv, "in");
         char *input = NULL;

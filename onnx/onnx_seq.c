@@ -324,6 +324,21 @@ static bool is_weight(const val_t *v)
 
 /* ---- images into sequences and back ---------------------------------------------------- */
 
+/* A to_seq layer of (1,C,H,W) image data x: the H*W pixels, a sequence of C features, seen
+ * as (1,C,S) (ViT's Reshape) or with the features last, (1,S,C) (a Transpose to channels
+ * last). Returns 1, or -1 with the error set. */
+static int to_seq_emit(imp_t *im, const Onnx__NodeProto *n, const val_t *x, bool features_last)
+{
+    int in = x->layer;
+    int64_t S = x->dims[2] * x->dims[3], C = x->dims[1];
+    int k = seq_emit(im, n, "to_seq", &in, 1, S, C);
+    if (k < 0) return -1;
+    int64_t dims[3] = {1, features_last ? S : C, features_last ? C : S};
+    uint8_t ax[3] = {AX_UNIT, features_last ? AX_S : AX_D, features_last ? AX_D : AX_S};
+    seq_define(im, n, 0, k, 3, dims, ax, 0);
+    return 1;
+}
+
 /* Reshape of (N,C,H,W) to (N,C,H·W): ViT's patches, a to_seq layer seen as (1,D,S). */
 static int to_seq(imp_t *im, const Onnx__NodeProto *n, val_t *x)
 {
@@ -336,13 +351,7 @@ static int to_seq(imp_t *im, const Onnx__NodeProto *n, val_t *x)
     if (t0 == -1) t0 = x->dims[0];
     if (t2 == -1) t2 = p;
     if (t0 != 1 || t1 != c || t2 != p) return 0;
-    int in = x->layer;
-    int k = seq_emit(im, n, "to_seq", &in, 1, p, c);
-    if (k < 0) return -1;
-    int64_t dims[3] = {1, c, p};
-    uint8_t ax[3] = {AX_UNIT, AX_D, AX_S};
-    seq_define(im, n, 0, k, 3, dims, ax, 0);
-    return 1;
+    return to_seq_emit(im, n, x, false);
 }
 
 /* Gather: token embedding, rows 0..S-1 of a position table, or one position (select). */
@@ -1153,17 +1162,8 @@ int ox_seq_channels_last(imp_t *im, const Onnx__NodeProto *n)
         return x && x->kind == VAL_DATA ? -1 : 0;
     static const int64_t to_last[4] = {0, 2, 3, 1}, to_first[4] = {0, 3, 1, 2};
     if (got == 4 && !memcmp(perm, to_last, sizeof to_last) && !x->seq && x->rank == 4 &&
-        x->dims[0] == 1 && ox_data_is_layer_shaped(im, x)) {
-        /* (1,C,H,W) -> (1,H,W,C): a sequence of the H*W pixels, held as (1,S,C) */
-        int in = x->layer;
-        int64_t S = x->dims[2] * x->dims[3], C = x->dims[1];
-        int k = seq_emit(im, n, "to_seq", &in, 1, S, C);
-        if (k < 0) return -1;
-        int64_t dims[3] = {1, S, C};
-        uint8_t ax[3] = {AX_UNIT, AX_S, AX_D};
-        seq_define(im, n, 0, k, 3, dims, ax, 0);
-        return 1;
-    }
+        x->dims[0] == 1 && ox_data_is_layer_shaped(im, x))
+        return to_seq_emit(im, n, x, true); /* (1,C,H,W) -> (1,H,W,C), held as (1,S,C) */
     int64_t h, w;
     if (got != 4 || memcmp(perm, to_first, sizeof to_first) || !seq_plain(x) || x->rank != 3 ||
         !channels_last_plane(im, x->layer, &h, &w))
