@@ -154,6 +154,8 @@ static const char *const s_type_names[LAYER_TYPE_COUNT] = {
     [LAYER_ATTENTION] = "attention", [LAYER_LAYERNORM] = "layernorm",
     [LAYER_GELU] = "gelu",           [LAYER_SELECT] = "select",
     [LAYER_SEQ_LOSS] = "seq_loss",
+    [LAYER_ACT] = "act",             [LAYER_MUL] = "mul",       [LAYER_SLICE] = "slice",
+    [LAYER_SHUFFLE] = "shuffle",     [LAYER_TO_IMAGE] = "to_image", [LAYER_SCALE] = "scale",
 };
 
 const char *layer_type_name(layer_type_t t)
@@ -708,6 +710,58 @@ static int parse_seq_keys(args_t *a, layer_t *l)
     }
 }
 
+/* act's functions, in the order of act_t */
+static const char *const s_act_names[] = {"sigmoid", "silu", "hardsigmoid", "hardswish", "clip"};
+
+/* act fn=NAME [min= max=] [alpha= beta=]: the keys its function reads, no others */
+static int parse_act_keys(args_t *a, layer_t *l)
+{
+    const char *v = attrs_get(a->kv, "fn");
+    int fn = -1;
+    for (int i = 0; v && i < (int)(sizeof s_act_names / sizeof *s_act_names); i++)
+        if (!strcmp(v, s_act_names[i])) fn = i;
+    if (fn < 0)
+        return perr_scope(a->p, a->sc, a->lineno, "%s: %s '%s' for fn: expected sigmoid, silu, "
+                          "hardsigmoid, hardswish or clip", a->what, v ? "bad value" : "missing",
+                          v ? v : "");
+    l->act = (act_t)fn;
+    int rc = 0;
+    if (l->act == ACT_CLIP) {
+        rc |= arg_double(a, "min", 0.0, -1e9, 1e9, false, &l->act_a);
+        if (!rc) rc |= arg_double(a, "max", 6.0, l->act_a, 1e9, false, &l->act_b);
+        return rc ? -1 : args_check_unused(a, "fn, min, max, in");
+    }
+    if (l->act == ACT_HARDSIGMOID || l->act == ACT_HARDSWISH) {
+        rc |= arg_double(a, "alpha", 1.0 / 6, -1e9, 1e9, false, &l->act_a);
+        if (!rc) rc |= arg_double(a, "beta", 0.5, -1e9, 1e9, false, &l->act_b);
+        return rc ? -1 : args_check_unused(a, "fn, alpha, beta, in");
+    }
+    return args_check_unused(a, "fn, in");
+}
+
+/* act, slice, shuffle, to_image (mul and scale take no keys) */
+static int parse_zoo_keys(args_t *a, layer_t *l)
+{
+    int rc = 0;
+    switch (l->type) {
+    case LAYER_ACT:
+        return parse_act_keys(a, l);
+    case LAYER_SLICE:
+        rc |= arg_int(a, "from", false, 0, 0, &l->slice_from);
+        if (!rc) rc |= arg_int(a, "out", true, 0, 1, &l->out);
+        return rc ? -1 : args_check_unused(a, "from, out, in");
+    case LAYER_SHUFFLE:
+        rc |= arg_int(a, "groups", true, 0, 1, &l->groups);
+        return rc ? -1 : args_check_unused(a, "groups, in");
+    case LAYER_TO_IMAGE:
+        rc |= arg_int(a, "h", true, 0, 1, &l->image_h);
+        if (!rc) rc |= arg_int(a, "w", true, 0, 1, &l->image_w);
+        return rc ? -1 : args_check_unused(a, "h, w, in");
+    default:
+        return keys_unhandled(l);
+    }
+}
+
 /* Reads the type's keys from kv into l; "in" has been consumed already. */
 static int parse_layer_keys(args_t *a, layer_t *l)
 {
@@ -730,7 +784,14 @@ static int parse_layer_keys(args_t *a, layer_t *l)
     case LAYER_TANH:
     case LAYER_CLSTOKEN:
     case LAYER_TO_SEQ:
+    case LAYER_MUL:
+    case LAYER_SCALE:
         return args_check_unused(a, "in");
+    case LAYER_ACT:
+    case LAYER_SLICE:
+    case LAYER_SHUFFLE:
+    case LAYER_TO_IMAGE:
+        return parse_zoo_keys(a, l);
     case LAYER_TOKENS:
     case LAYER_EMBED:
     case LAYER_POSEMBED:
@@ -832,6 +893,31 @@ static char *single_input(parser_t *p, const scope_t *sc, attrs_t *kv)
     return NULL;
 }
 
+/* in=A,B,... of a layer of several inputs (concat, add, attention, mul) into r */
+static int parse_inputs(parser_t *p, const scope_t *sc, int lineno, const char *what, int type,
+                        attrs_t *kv, raw_layer_t *r)
+{
+    const char *in = attrs_get(kv, "in");
+    if (!in) return perr_scope(p, sc, lineno, "%s: missing required key 'in' (A,B,...)", what);
+    char buf[MODEL_MAX_INPUTS * (MODEL_NAME_MAX + 1)];
+    snprintf(buf, sizeof buf, "%s", in);
+    for (char *s = buf, *tok; (tok = strsep(&s, ",")) != NULL;) {
+        if (!*tok) return perr_scope(p, sc, lineno, "%s: empty name in in=%s", what, in);
+        if (r->n_inputs == MODEL_MAX_INPUTS)
+            return perr_scope(p, sc, lineno, "%s: more than %d inputs", what, MODEL_MAX_INPUTS);
+        r->input_name[r->n_inputs++] = resolve_ref(sc, tok);
+    }
+    if (type == LAYER_ATTENTION && r->n_inputs != 3)
+        return perr_scope(p, sc, lineno, "%s: expected three inputs in=Q,K,V, got %d", what,
+                          r->n_inputs);
+    if (type == LAYER_MUL && r->n_inputs != 2)
+        return perr_scope(p, sc, lineno, "%s: expected two inputs in=X,S, got %d", what,
+                          r->n_inputs);
+    if (r->n_inputs < 2)
+        return perr_scope(p, sc, lineno, "%s: expected at least two inputs in in=", what);
+    return 0;
+}
+
 static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int type)
 {
     if (ln->n_tok < 2)
@@ -872,27 +958,9 @@ static int expand_layer(parser_t *p, const scope_t *sc, const line_t *ln, int ty
     int rc = 0;
     if (type == LAYER_INPUT || type == LAYER_TOKENS) {
         if (attrs_get(&kv, "in")) rc = perr_scope(p, sc, ln->lineno, "%s: an input takes no in=", what);
-    } else if (type == LAYER_CONCAT || type == LAYER_ADD || type == LAYER_ATTENTION) {
-        const char *in = attrs_get(&kv, "in");
-        if (!in) {
-            rc = perr_scope(p, sc, ln->lineno, "%s: missing required key 'in' (A,B,...)", what);
-        } else {
-            char buf[4096];
-            snprintf(buf, sizeof buf, "%s", in);
-            for (char *s = buf, *tok; !rc && (tok = strsep(&s, ",")) != NULL;) {
-                if (!*tok) rc = perr_scope(p, sc, ln->lineno, "%s: empty name in in=%s", what, in);
-                else if (r.n_inputs == MODEL_MAX_INPUTS)
-                    rc = perr_scope(p, sc, ln->lineno, "%s: more than %d inputs", what,
-                                    MODEL_MAX_INPUTS);
-                else r.input_name[r.n_inputs++] = resolve_ref(sc, tok);
-            }
-            if (!rc && type == LAYER_ATTENTION && r.n_inputs != 3)
-                rc = perr_scope(p, sc, ln->lineno, "%s: expected three inputs in=Q,K,V, got %d",
-                                what, r.n_inputs);
-            else if (!rc && r.n_inputs < 2)
-                rc = perr_scope(p, sc, ln->lineno, "%s: expected at least two inputs in in=",
-                                what);
-        }
+    } else if (type == LAYER_CONCAT || type == LAYER_ADD || type == LAYER_ATTENTION ||
+               type == LAYER_MUL) {
+        rc = parse_inputs(p, sc, ln->lineno, what, type, &kv, &r);
     } else {
         const char *in = attrs_get(&kv, "in");
         char *input = NULL;
@@ -955,7 +1023,8 @@ static int expand_block_line(parser_t *p, const scope_t *sc, const line_t *ln)
                           "unknown layer type '%s' (expected a layer type or a block: input, "
                           "conv, fc, relu, pool, lrn, dropout, batchnorm, concat, add, "
                           "softmax_loss, tanh, tokens, embed, posembed, clstoken, to_seq, "
-                          "linear, attention, layernorm, gelu, select, seq_loss)",
+                          "linear, attention, layernorm, gelu, select, seq_loss, act, mul, "
+                          "slice, shuffle, to_image, scale)",
                           ln->tok[at]);
     }
     if (ln->n_tok < at + 2)
@@ -1472,6 +1541,76 @@ static int infer_norm(infer_t *x)
     return 0;
 }
 
+/* FLOPs per element of act's functions, forward and backward, in the order of act_t:
+ * sigmoid 1/(1+exp(-x)) 4 (negate, exp, add, divide), its gradient s(1-s)dy 3; silu one
+ * multiply more, its gradient (s + x s (1-s)) dy 6; hardsigmoid a multiply-add and a clamp
+ * 3, its gradient a test and a multiply 2; hardswish a multiply more 4 and 4; clip a
+ * compare and a select, counted 1 as relu. */
+static const int s_act_flops[][2] = {{4, 3}, {5, 6}, {3, 2}, {4, 4}, {1, 1}};
+
+/* mul: s is x's shape, or C x 1 x 1 with x's channels (scaled over the plane) */
+static int infer_mul(infer_t *x)
+{
+    model_t *m = x->m;
+    layer_t *l = x->l;
+    const layer_t *g = &m->layers[l->inputs[1]];
+    shape_t s = g->out_shape, in = x->in;
+    bool same = s.c == in.c && s.h == in.h && s.w == in.w && g->seq == x->in_seq;
+    bool gate = s.c == in.c && s.h == 1 && s.w == 1 && !g->seq && !x->in_seq;
+    char b1[48], b2[48];
+    if (!same && !gate)
+        return ierr(m, l, x->err, x->errlen, "shape mismatch: '%s' is %s, not %s nor %dx1x1",
+                    g->name, shape_str(s, b1, sizeof b1), shape_str(in, b2, sizeof b2), in.c);
+    l->fwd_flops = x->in_count;     /* one multiply per output */
+    l->bwd_flops = 2 * x->in_count; /* dx = dy s, ds = dy x (summed over the plane) */
+    return 0;
+}
+
+/* act, mul, slice, shuffle, to_image, scale: the layers of today's image networks */
+static int infer_zoo(infer_t *x)
+{
+    layer_t *l = x->l;
+    shape_t in = x->in;
+    switch (l->type) {
+    case LAYER_ACT:
+        l->fwd_flops = cost_mul(x->in_count, s_act_flops[l->act][0]);
+        l->bwd_flops = cost_mul(x->in_count, s_act_flops[l->act][1]);
+        return 0;
+    case LAYER_MUL:
+        return infer_mul(x);
+    case LAYER_SLICE:
+        if (x->in_seq || (int64_t)l->slice_from + l->out > in.c)
+            return ierr(x->m, l, x->err, x->errlen, "channels %d..%d of %s input of %d",
+                        l->slice_from, l->slice_from + l->out - 1, x->in_seq ? "a sequence" : "an",
+                        in.c);
+        x->out.c = l->out;
+        return 0;
+    case LAYER_SHUFFLE:
+        if (x->in_seq || in.c % l->groups)
+            return ierr(x->m, l, x->err, x->errlen, "%d channels do not split into groups=%d",
+                        in.c, l->groups);
+        return 0;
+    case LAYER_TO_IMAGE:
+        if (!x->in_seq || x->S != (int64_t)l->image_h * l->image_w)
+            return ierr(x->m, l, x->err, x->errlen, "h=%d w=%d: expected a sequence of %lld "
+                        "positions", l->image_h, l->image_w, (long long)l->image_h * l->image_w);
+        x->out = (shape_t){in.c, l->image_h, l->image_w};
+        l->seq = false;
+        return 0;
+    case LAYER_SCALE:
+        if (x->in_seq && x->S > 1)
+            return ierr(x->m, l, x->err, x->errlen, "scales the channels of an image, not a sequence");
+        l->weights = in.c;
+        l->fwd_flops = x->in_count;     /* one multiply per value */
+        l->bwd_flops = 2 * x->in_count; /* dx = dy w, dw = sum of dy x */
+        return 0;
+    default:
+        break;
+    }
+    ASSERT(0, "bad layer type");
+    return -1;
+}
+
 /* The image layers and those that read either kind (relu, dropout, tanh, gelu, add). */
 static int infer_image(infer_t *x)
 {
@@ -1521,7 +1660,7 @@ static int infer_image(infer_t *x)
         l->bwd_flops = in_count;
         return 0;
     default:
-        break;
+        return infer_zoo(x);
     }
     ASSERT(0, "bad layer type");
     return -1;

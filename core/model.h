@@ -25,7 +25,7 @@
 #include <stdio.h>
 
 #define MODEL_NAME_MAX 96
-#define MODEL_MAX_INPUTS 8
+#define MODEL_MAX_INPUTS 64 /* a concat of DenseNet-201 reads 49 */
 
 typedef enum {
     LAYER_INPUT,
@@ -52,10 +52,22 @@ typedef enum {
     LAYER_GELU,
     LAYER_SELECT,     /* one position of a sequence */
     LAYER_SEQ_LOSS,   /* cross-entropy over the vocabulary at every position */
+    /* the operators of today's image networks (MobileNet, EfficientNet, ShuffleNet, ...) */
+    LAYER_ACT,        /* an element-wise activation other than relu: act_t */
+    LAYER_MUL,        /* x times s, s of x's shape or C x 1 x 1 (a per-channel gate) */
+    LAYER_SLICE,      /* channels [slice_from, slice_from + out) of its input */
+    LAYER_SHUFFLE,    /* channel shuffle across `groups` (ShuffleNet) */
+    LAYER_TO_IMAGE,   /* D x 1 x S sequence -> D x h x w image (S = h*w): to_seq undone */
+    LAYER_SCALE,      /* a learned factor per channel (ConvNeXt's layer scale) */
     LAYER_TYPE_COUNT
 } layer_type_t;
 
 typedef enum { POOL_MAX, POOL_AVG } pool_op_t;
+
+/* act: y = f(x) per element. hardsigmoid is clip(alpha x + beta, 0, 1) (PyTorch: alpha 1/6,
+ * beta 1/2), hardswish x * hardsigmoid(x) with PyTorch's alpha and beta, silu x * sigmoid(x),
+ * clip min(max(x, lo), hi) (ReLU6: lo 0, hi 6). */
+typedef enum { ACT_SIGMOID, ACT_SILU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_CLIP } act_t;
 
 typedef struct {
     int c, h, w;
@@ -72,7 +84,7 @@ typedef struct {
     int kernel_h, kernel_w;        /* conv, pool */
     int stride_h, stride_w;        /* conv, pool */
     int pad_h, pad_w;              /* conv, pool */
-    int groups;                    /* conv */
+    int groups;                    /* conv; shuffle: channel groups */
     bool bias;                     /* conv, fc */
     pool_op_t pool;                /* pool */
     bool ceil_mode;                /* pool: Caffe's ceil rounding of the output size */
@@ -91,6 +103,10 @@ typedef struct {
     int select_pos;                /* select */
     bool tied;                     /* linear: its weight is the embed tie_layer's matrix */
     int tie_layer;                 /* linear with tied: index of that embed (before it) */
+    act_t act;                     /* act */
+    double act_a, act_b;           /* act: clip's lo and hi; hardsigmoid's alpha and beta */
+    int slice_from;                /* slice: first channel (out: how many) */
+    int image_h, image_w;          /* to_image: the plane */
 
     /* Derived by model_infer(). */
     shape_t in_shape;              /* shape of inputs[0] */

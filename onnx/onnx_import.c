@@ -353,6 +353,8 @@ static int op_concat(imp_t *im, const Onnx__NodeProto *n)
     val_t *ins[MODEL_MAX_INPUTS];
     for (size_t k = 0; k < n->n_input; k++)
         if (!(ins[k] = ox_in_data(im, n, k))) return -1;
+    if (n->n_input == 1) /* a concatenation of one (DenseNet's first layer): the same data */
+        return ox_data_define(im, n, 0, ins[0]->layer, ins[0]->rank, ins[0]->dims);
     int rank = ins[0]->rank;
     if (axis < 0) axis += rank;
     if (axis != 1 || rank < 2 || rank > 4)
@@ -490,41 +492,31 @@ static int op_reshape(imp_t *im, const Onnx__NodeProto *n)
 {
     val_t *x = ox_in_data(im, n, 0);
     if (!x) return -1;
-    val_t *s = ox_in_ints(im, n, 1);
-    if (!s) return -1;
-    if (s->rank != 1 || s->n_values > ONNX_RANK_MAX)
-        return ox_node_fail(im, n, "target shape '%s' is not a list of at most %d sizes", s->name,
-                         ONNX_RANK_MAX);
-    int64_t allow_zero;
-    if (ox_attr_int(im, n, "allowzero", 0, &allow_zero)) return -1;
-    int rank = (int)s->n_values, infer = -1;
-    int64_t dims[ONNX_RANK_MAX], known = 1;
-    for (int i = 0; i < rank; i++) {
-        int64_t d = s->ints[i];
-        if (d == 0 && !allow_zero) {
-            if (i >= x->rank) return ox_node_fail(im, n, "copies a dimension the input lacks");
-            d = x->dims[i];
-        }
-        if (d == -1) {
-            if (infer >= 0) return ox_node_fail(im, n, "two dimensions to infer");
-            infer = i;
-            d = 1;
-        } else if (d < 0 || d > DIM_MAX)
-            return ox_node_fail(im, n, "target dimension %" PRId64 " out of range", d);
-        dims[i] = d;
-        known = ox_mul_sat(known, d);
-    }
-    int64_t total = ox_dims_count(x->rank, x->dims);
-    if (infer >= 0) {
-        if (known == 0 || total % known) return ox_node_fail(im, n, "cannot infer a dimension");
-        dims[infer] = total / known;
-    }
+    int rank;
+    int64_t dims[ONNX_RANK_MAX];
+    if (ox_reshape_dims(im, n, x, &rank, dims)) return -1;
     if (rank != 2 || dims[0] != x->dims[0]) {
         char b[96];
         ox_dims_str(rank, dims, b, sizeof b);
         return ox_node_fail(im, n, "reshape to %s: only flattening all but the batch maps", b);
     }
     return ox_alias_data(im, n, x, rank, dims);
+}
+
+/* Whether an Identity of x makes a weight of its own. PyTorch's exporter merges initializers
+ * of equal values (in eval mode: an untrained network's zero biases, unit scales, the zero
+ * biases of the convolutions it folded batch norms into) and writes each merged one as an
+ * Identity of the first (`b.bias = Identity(a.bias)`), whereas a parameter truly shared
+ * (one module called twice, a tied head) is read by its one name, with no Identity. So an
+ * Identity of a declared weight (an initializer, or a graph input not yet read as data) is a
+ * copy that the layer reading it owns, as PyTorch's own model owns both parameters; sharing
+ * is still judged on weights read by one name, or through Transpose or Expand. */
+static bool weight_copy(const val_t *x)
+{
+    if (x->source) return false; /* an alias made by Transpose, Expand or another Identity */
+    if (x->kind == VAL_PARAM) return true;
+    if (x->kind == VAL_CONST) return x->initializer && x->reals;
+    return x->kind == VAL_INPUT;
 }
 
 static int op_identity(imp_t *im, const Onnx__NodeProto *n)
@@ -551,6 +543,12 @@ static int op_identity(imp_t *im, const Onnx__NodeProto *n)
     y->ints = ints;
     y->reals = reals;
     y->source = x->kind == VAL_DATA ? NULL : src;
+    if (weight_copy(x)) { /* a tensor of its own, declared here: no owner yet */
+        y->source = NULL;
+        y->owner_node = NULL;
+        y->tied_node = NULL;
+        y->embed_layer = -1;
+    }
     return 0;
 }
 
@@ -671,7 +669,9 @@ static int map_node(imp_t *im, const Onnx__NodeProto *n)
         return ox_node_fail(im, n, "operator of domain '%s': only the default ONNX domain maps",
                          n->domain);
     int done = ox_fold(im, n);
+    if (!done) done = ox_seq_channels_last(im, n);
     if (!done) done = ox_seq_node(im, n);
+    if (!done) done = ox_zoo_node(im, n);
     if (done) return done < 0 ? -1 : 0;
     if (!strcmp(op, "Conv")) return op_conv(im, n);
     if (!strcmp(op, "MaxPool")) return op_pool(im, n, "max");

@@ -5,11 +5,13 @@
  *   onnx_import.c  the graph walk, image operators, the .net text and the public API
  *   onnx_fold.c    constant folding of the shape arithmetic exporters emit
  *   onnx_seq.c     sequence operators: embeddings, linear layers, layer norm, GELU, attention
+ *   onnx_zoo.c     the operators of today's image networks: activations, gates, channel
+ *                  slices and shuffles
  *   onnx_vals.c    the value table, tensors and types, emitted layers, a node's inputs
  *   onnx_attr.c    errors, dimension arithmetic, attributes, scalar constants
  *
- * Calls go down that list and never back up: onnx_import.c calls fold and seq, all three
- * call vals, and everything calls attr.
+ * Calls go down that list and never back up: onnx_import.c calls fold, seq and zoo, all
+ * four call vals, and everything calls attr.
  */
 #ifndef POSEIDON_ONNX_INTERNAL_H
 #define POSEIDON_ONNX_INTERNAL_H
@@ -38,6 +40,7 @@ typedef enum {
     VAL_SCORES,    /* attention scores Q·Kᵀ on their way to the attention layer */
     VAL_GELU,      /* a term of GELU's erf or tanh formula on its way to the gelu layer */
     VAL_POSEMB,    /* rows 0..S-1 of a position table, on their way to posembed */
+    VAL_LNORM,     /* a term of layer norm written out (opsets before 17), on its way */
 } val_kind_t;
 
 /* What an axis of a sequence value is. A sequence layer holds D×1×S per sample; ONNX sees it
@@ -91,6 +94,13 @@ typedef struct val {
     int gelu_stage, gelu_x;    /* VAL_GELU: the term, and the value index of GELU's input */
     bool gelu_tanh;
     int pos_table;             /* VAL_POSEMB: value index of the table (max × D) */
+    int ln_stage, ln_x;        /* VAL_LNORM: the term, and the value index of the input */
+    double ln_eps;             /* VAL_LNORM: from the Add to the variance on */
+
+    /* a channel shuffle on its way (Reshape to (N,G,C/G,H,W), Transpose of axes 1 and 2,
+     * Reshape back): G on the 5-D views, and whether the groups are transposed yet */
+    int shuffle_groups;
+    bool shuffle_transposed;
 } val_t;
 
 /* A layer of the generated .net text. */
@@ -186,6 +196,17 @@ val_t *ox_in_ints(imp_t *im, const Onnx__NodeProto *n, size_t k);
 int ox_outputs_unused_from(imp_t *im, const Onnx__NodeProto *n, size_t k);
 int ox_input_to_layer(imp_t *im, const Onnx__NodeProto *n, val_t *v);
 
+/* The dimensions a Reshape of x makes into dims (rank into *rank). Returns 0, or -1 with the
+ * error set. */
+int ox_reshape_dims(imp_t *im, const Onnx__NodeProto *n, const val_t *x, int *rank,
+                    int64_t *dims);
+
+/* onnx_zoo.c: maps n when it is an operator of today's image networks (Clip, Sigmoid,
+ * HardSigmoid, HardSwish, Mul of data, ReduceMean over the plane, Split and Slice of
+ * channels, channel shuffle). Returns 1 when mapped, 0 when n is not one, -1 with the error
+ * set. */
+int ox_zoo_node(imp_t *im, const Onnx__NodeProto *n);
+
 /* onnx_fold.c: evaluates node n when every input it reads is a constant with data (or, for
  * Shape, has known dimensions). Returns 1 when folded, 0 when not a folding case, -1 with
  * the error set. */
@@ -194,6 +215,12 @@ int ox_fold(imp_t *im, const Onnx__NodeProto *n);
 /* onnx_seq.c: maps n when it is a sequence operator or reads a sequence value. Returns 1
  * when mapped, 0 when n is not one (the image mapping goes on), -1 with the error set. */
 int ox_seq_node(imp_t *im, const Onnx__NodeProto *n);
+
+/* onnx_seq.c: channels last, the layout of ConvNeXt's blocks: a Transpose of (1,C,H,W) image
+ * data to (1,H,W,C) becomes a to_seq layer (the H*W pixels a sequence of C features, held as
+ * (1,S,C)), and the Transpose back a to_image layer. Returns 1 when mapped, 0 when n is not
+ * one, -1 with the error set. */
+int ox_seq_channels_last(imp_t *im, const Onnx__NodeProto *n);
 
 /* onnx_seq.c: the loss of a graph output that is a sequence (seq_loss). Returns 1 when
  * emitted, 0 when v is not a sequence, -1 with the error set. */

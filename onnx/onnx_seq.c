@@ -324,6 +324,21 @@ static bool is_weight(const val_t *v)
 
 /* ---- images into sequences and back ---------------------------------------------------- */
 
+/* A to_seq layer of (1,C,H,W) image data x: the H*W pixels, a sequence of C features, seen
+ * as (1,C,S) (ViT's Reshape) or with the features last, (1,S,C) (a Transpose to channels
+ * last). Returns 1, or -1 with the error set. */
+static int to_seq_emit(imp_t *im, const Onnx__NodeProto *n, const val_t *x, bool features_last)
+{
+    int in = x->layer;
+    int64_t S = x->dims[2] * x->dims[3], C = x->dims[1];
+    int k = seq_emit(im, n, "to_seq", &in, 1, S, C);
+    if (k < 0) return -1;
+    int64_t dims[3] = {1, features_last ? S : C, features_last ? C : S};
+    uint8_t ax[3] = {AX_UNIT, features_last ? AX_S : AX_D, features_last ? AX_D : AX_S};
+    seq_define(im, n, 0, k, 3, dims, ax, 0);
+    return 1;
+}
+
 /* Reshape of (N,C,H,W) to (N,C,H·W): ViT's patches, a to_seq layer seen as (1,D,S). */
 static int to_seq(imp_t *im, const Onnx__NodeProto *n, val_t *x)
 {
@@ -336,13 +351,7 @@ static int to_seq(imp_t *im, const Onnx__NodeProto *n, val_t *x)
     if (t0 == -1) t0 = x->dims[0];
     if (t2 == -1) t2 = p;
     if (t0 != 1 || t1 != c || t2 != p) return 0;
-    int in = x->layer;
-    int k = seq_emit(im, n, "to_seq", &in, 1, p, c);
-    if (k < 0) return -1;
-    int64_t dims[3] = {1, c, p};
-    uint8_t ax[3] = {AX_UNIT, AX_D, AX_S};
-    seq_define(im, n, 0, k, 3, dims, ax, 0);
-    return 1;
+    return to_seq_emit(im, n, x, false);
 }
 
 /* Gather: token embedding, rows 0..S-1 of a position table, or one position (select). */
@@ -751,6 +760,95 @@ static int gelu_done(imp_t *im, const Onnx__NodeProto *n, int x, bool tanh_form)
 }
 
 /* One step of either formula; 0 when n is not one. */
+/* ---- layer norm written out ---------------------------------------------------------- */
+
+/* Before opset 17 PyTorch writes LayerNorm over the features as
+ *   m = ReduceMean(x), d = x - m, v = ReduceMean(d^2), y = d / Sqrt(v + eps) * g + b
+ * (means over the last axis, kept): each term is a VAL_LNORM of its stage, and the Add of b
+ * is the layernorm layer, whose scale and shift are g and b. */
+enum { LN_MEAN, LN_DIFF, LN_SQ, LN_VAR, LN_VEPS, LN_STD, LN_NORM, LN_SCALED };
+
+static bool ln_stage(const val_t *v, int s) { return v && v->kind == VAL_LNORM && v->ln_stage == s; }
+
+static int ln_set(imp_t *im, const Onnx__NodeProto *n, int s, const val_t *from, double eps)
+{
+    val_t *y = ox_out(im, n, 0), *x = &im->vals[from->kind == VAL_LNORM ? from->ln_x
+                                                                         : vindex(im, from)];
+    y->kind = VAL_LNORM;
+    y->ln_stage = s;
+    y->ln_x = vindex(im, x);
+    y->ln_eps = eps;
+    y->rank = x->rank;
+    memcpy(y->dims, x->dims, sizeof y->dims);
+    y->dims_known = true;
+    return 1;
+}
+
+/* A mean over the last axis, kept: the features of a sequence */
+static int ln_mean_of(imp_t *im, const Onnx__NodeProto *n, const val_t *x, bool *yes)
+{
+    int64_t axes[ONNX_RANK_MAX], keep;
+    int got;
+    *yes = false;
+    if (ox_attr_ints(im, n, "axes", -1, axes, ONNX_RANK_MAX, &got) ||
+        ox_attr_int(im, n, "keepdims", 1, &keep))
+        return -1;
+    *yes = got == 1 && keep && (axes[0] == -1 || axes[0] == x->rank - 1);
+    return 0;
+}
+
+/* The scale or the shift: a weight of D values; read (and counted) as input k of n */
+static int ln_param(imp_t *im, const Onnx__NodeProto *n, size_t k, const val_t *x)
+{
+    val_t *p = ox_in_weight(im, n, k, -1, true);
+    if (!p) return -1;
+    if (ox_dims_count(p->rank, p->dims) != lay_D(im, x))
+        return ox_node_fail(im, n, "'%s' does not have the %" PRId64 " values of a layer norm's "
+                            "scale or shift", p->name, lay_D(im, x));
+    return 0;
+}
+
+static int ln_step(imp_t *im, const Onnx__NodeProto *n)
+{
+    const char *op = ox_node_op(n);
+    val_t *a = ox_in(im, n, 0), *b = ox_in(im, n, 1);
+    double c;
+    bool yes;
+    if (!strcmp(op, "ReduceMean") && (seq_plain(a) || ln_stage(a, LN_SQ))) {
+        if (ln_mean_of(im, n, a, &yes)) return -1;
+        if (!yes) return ox_node_fail(im, n, "a mean of a sequence other than over its features");
+        return ln_set(im, n, a->kind == VAL_LNORM ? LN_VAR : LN_MEAN, a, 0);
+    }
+    if (!strcmp(op, "Sqrt") && ln_stage(a, LN_VEPS)) return ln_set(im, n, LN_STD, a, a->ln_eps);
+    if (!b) return 0;
+    if (!strcmp(op, "Sub") && seq_plain(a) && ln_stage(b, LN_MEAN) && b->ln_x == vindex(im, a))
+        return ln_set(im, n, LN_DIFF, a, 0);
+    if (!strcmp(op, "Pow") && ln_stage(a, LN_DIFF) && ox_const_scalar(b, &c) && c == 2)
+        return ln_set(im, n, LN_SQ, a, 0);
+    if (!strcmp(op, "Div") && ln_stage(a, LN_DIFF) && ln_stage(b, LN_STD) && a->ln_x == b->ln_x)
+        return ln_set(im, n, LN_NORM, a, b->ln_eps);
+    for (size_t k = 0; k < 2; k++) {
+        val_t *p = k ? b : a, *q = k ? a : b;
+        if (!strcmp(op, "Add") && ln_stage(p, LN_VAR) && ox_const_scalar(q, &c)) {
+            if (!(c >= 0 && c <= 1)) return ox_node_fail(im, n, "epsilon %g outside [0, 1]", c);
+            return ln_set(im, n, LN_VEPS, p, c);
+        }
+        if (!strcmp(op, "Mul") && ln_stage(p, LN_NORM) && is_weight(q))
+            return ln_param(im, n, 1 - k, &im->vals[p->ln_x]) ? -1
+                                                              : ln_set(im, n, LN_SCALED, p, p->ln_eps);
+        if (!strcmp(op, "Add") && ln_stage(p, LN_SCALED) && is_weight(q)) {
+            val_t *x = &im->vals[p->ln_x];
+            if (ln_param(im, n, 1 - k, x)) return -1;
+            out_layer_t *l = seq_like(im, n, "layernorm", x);
+            if (!l) return -1;
+            snprintf(l->keys, sizeof l->keys, "eps=%.7g", p->ln_eps);
+            l->op = "LayerNorm written out";
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int gelu_step(imp_t *im, const Onnx__NodeProto *n)
 {
     const char *op = ox_node_op(n);
@@ -936,6 +1034,8 @@ int ox_seq_node(imp_t *im, const Onnx__NodeProto *n)
     if (!a) return 0;
     int g = gelu_step(im, n);
     if (g) return g;
+    g = ln_step(im, n);
+    if (g) return g;
     /* a weight exported with its values is a real constant; integer ones are shape data */
     if ((!strcmp(op, "Transpose") || !strcmp(op, "Expand")) && is_weight(a) &&
         (a->kind != VAL_CONST || a->reals))
@@ -1032,5 +1132,48 @@ int ox_seq_output(imp_t *im, val_t *v)
     l->shape = (shape_t){1, 1, 1};
     l->n_in = 1;
     l->in[0] = v->layer;
+    return 1;
+}
+
+/* ---- channels last -------------------------------------------------------------------- */
+
+/* The plane of the image a channels-last sequence came from: the input of the to_seq that a
+ * Transpose made, found up the first inputs of the layers since. false when there is none. */
+static bool channels_last_plane(const imp_t *im, int layer, int64_t *h, int64_t *w)
+{
+    for (int k = layer; k >= 0; k = im->layers[k].n_in ? im->layers[k].in[0] : -1) {
+        const out_layer_t *l = &im->layers[k];
+        if (strcmp(l->type, "to_seq")) continue;
+        if (strcmp(l->op, "Transpose")) return false;
+        *h = im->layers[l->in[0]].shape.h;
+        *w = im->layers[l->in[0]].shape.w;
+        return true;
+    }
+    return false;
+}
+
+int ox_seq_channels_last(imp_t *im, const Onnx__NodeProto *n)
+{
+    if (strcmp(ox_node_op(n), "Transpose")) return 0;
+    val_t *x = ox_in(im, n, 0);
+    int64_t perm[ONNX_RANK_MAX];
+    int got;
+    if (!x || x->kind != VAL_DATA || ox_attr_ints(im, n, "perm", -1, perm, ONNX_RANK_MAX, &got))
+        return x && x->kind == VAL_DATA ? -1 : 0;
+    static const int64_t to_last[4] = {0, 2, 3, 1}, to_first[4] = {0, 3, 1, 2};
+    if (got == 4 && !memcmp(perm, to_last, sizeof to_last) && !x->seq && x->rank == 4 &&
+        x->dims[0] == 1 && ox_data_is_layer_shaped(im, x))
+        return to_seq_emit(im, n, x, true); /* (1,C,H,W) -> (1,H,W,C), held as (1,S,C) */
+    int64_t h, w;
+    if (got != 4 || memcmp(perm, to_first, sizeof to_first) || !seq_plain(x) || x->rank != 3 ||
+        !channels_last_plane(im, x->layer, &h, &w))
+        return 0;
+    if (h * w != lay_S(im, x))
+        return ox_node_fail(im, n, "a channels-last sequence of %" PRId64 " positions back to a "
+                            "%" PRId64 "x%" PRId64 " plane", lay_S(im, x), h, w);
+    int64_t dims[4] = {1, lay_D(im, x), h, w};
+    out_layer_t *l = ox_emit(im, n, "to_image", &x, 1, 4, dims);
+    if (!l) return -1;
+    snprintf(l->keys, sizeof l->keys, "h=%" PRId64 " w=%" PRId64, h, w);
     return 1;
 }

@@ -499,3 +499,41 @@ int ox_outputs_unused_from(imp_t *im, const Onnx__NodeProto *n, size_t k)
                              "counterpart in a layer", i, n->output[i]);
     return 0;
 }
+
+/* The dimensions a Reshape of x makes (its target read as ONNX reads it: 0 copies x's
+ * dimension unless allowzero, -1 is inferred). Returns 0, or -1 with the error set. */
+int ox_reshape_dims(imp_t *im, const Onnx__NodeProto *n, const val_t *x, int *rank_out,
+                    int64_t *dims)
+{
+    val_t *s = ox_in_ints(im, n, 1);
+    if (!s) return -1;
+    if (s->rank != 1 || s->n_values > ONNX_RANK_MAX)
+        return ox_node_fail(im, n, "target shape '%s' is not a list of at most %d sizes", s->name,
+                         ONNX_RANK_MAX);
+    int64_t allow_zero;
+    if (ox_attr_int(im, n, "allowzero", 0, &allow_zero)) return -1;
+    int rank = (int)s->n_values, infer = -1;
+    int64_t known = 1;
+    for (int i = 0; i < rank; i++) {
+        int64_t d = s->ints[i];
+        if (d == 0 && !allow_zero) {
+            if (i >= x->rank) return ox_node_fail(im, n, "copies a dimension the input lacks");
+            d = x->dims[i];
+        }
+        if (d == -1) {
+            if (infer >= 0) return ox_node_fail(im, n, "two dimensions to infer");
+            infer = i;
+            d = 1;
+        } else if (d < 0 || d > ONNX_DIM_MAX)
+            return ox_node_fail(im, n, "target dimension %" PRId64 " out of range", d);
+        dims[i] = d;
+        known = ox_mul_sat(known, d);
+    }
+    int64_t total = ox_dims_count(x->rank, x->dims);
+    if (infer >= 0) {
+        if (known == 0 || total % known) return ox_node_fail(im, n, "cannot infer a dimension");
+        dims[infer] = total / known;
+    }
+    *rank_out = rank;
+    return 0;
+}

@@ -184,6 +184,19 @@ static const gpu_case_t s_cases[] = {
          "attention a heads=2 causal=1 in=q,k,v\nlinear o out=8\nadd r in=o,p\n"
          "gelu g approx=tanh\nlinear head out=11 bias=0 tie=e\nseq_loss loss\n",
      2},
+    /* today's image networks: ReLU6, depthwise conv, hardswish, a squeeze-and-excitation
+     * gate, SiLU, channel slices and shuffle, channels-last layer norm, layer scale */
+    {"input data shape=4x6x6\n"
+         "conv stem out=8 kernel=3 pad=1\nact r6 fn=clip min=0 max=6\n"
+         "conv dw out=8 kernel=3 pad=1 groups=8\nact hs fn=hardswish\n"
+         "pool sq op=avg global=1\nconv f1 out=4 kernel=1\nact hsig fn=hardsigmoid\n"
+         "conv f2 out=8 kernel=1\nact sig fn=sigmoid\nmul gate in=hs,sig\n"
+         "act silu fn=silu\nslice a from=0 out=4\nslice b in=silu from=4 out=4\n"
+         "concat cat in=a,b\nshuffle sh groups=2\nmul prod in=sh,silu\n"
+         "to_seq cl\nlayernorm ln\nlinear up out=16\ngelu g\nlinear down out=8\n"
+         "to_image img h=6 w=6\nscale ls\nadd res in=ls,prod\n"
+         "pool gap op=avg global=1\nfc out out=5\nsoftmax_loss loss\n",
+     3},
 };
 
 TEST(test_cuda_net_conv_pool_lrn_dropout_fc)
@@ -211,6 +224,13 @@ TEST(test_cuda_net_decoder)
 {
     compute_t *g = gpu_or_skip();
     CHECK(run_both(NULL, s_cases[3].text, s_cases[3].batch, g) == 0);
+    compute_destroy(&g);
+}
+
+TEST(test_cuda_net_zoo_layers)
+{
+    compute_t *g = gpu_or_skip();
+    CHECK(run_both(NULL, s_cases[4].text, s_cases[4].batch, g) == 0);
     compute_destroy(&g);
 }
 

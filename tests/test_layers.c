@@ -55,6 +55,63 @@ typedef struct {
     bool train;
 } ref_t;
 
+/* act in double, from its definition (PyTorch's): sigmoid, x sigmoid(x), clamps */
+static double ref_act(const layer_t *l, double v)
+{
+    double h = fmin(fmax(l->act_a * v + l->act_b, 0), 1);
+    switch (l->act) {
+    case ACT_SIGMOID: return 1 / (1 + exp(-v));
+    case ACT_SILU: return v / (1 + exp(-v));
+    case ACT_HARDSIGMOID: return h;
+    case ACT_HARDSWISH: return v * h;
+    case ACT_CLIP: return fmin(fmax(v, l->act_a), l->act_b);
+    }
+    return NAN;
+}
+
+/* act, mul, slice, shuffle, to_image, scale */
+static double ref_zoo(const ref_t *r, double *out)
+{
+    const layer_t *l = r->l;
+    int B = r->batch;
+    shape_t is = l->in_shape;
+    int64_t ic = r->in_count[0], P = (int64_t)is.h * is.w, oc = shape_count(l->out_shape);
+    const double *x = r->in[0];
+    switch (l->type) {
+    case LAYER_ACT:
+        for (int64_t i = 0; i < B * ic; i++) out[i] = ref_act(l, x[i]);
+        return 0;
+    case LAYER_MUL: /* s per element, or per channel of each sample */
+        for (int64_t i = 0; i < B * ic; i++)
+            out[i] = x[i] * (r->in_count[1] == ic ? r->in[1][i] : r->in[1][i / P]);
+        return 0;
+    case LAYER_SLICE:
+        for (int b = 0; b < B; b++)
+            for (int64_t i = 0; i < oc; i++) out[b * oc + i] = x[b * ic + l->slice_from * P + i];
+        return 0;
+    case LAYER_TO_IMAGE: /* (p, c) -> (c, p) */
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < is.c; c++)
+                for (int64_t p = 0; p < is.w; p++)
+                    out[b * oc + c * is.w + p] = x[b * ic + p * is.c + c];
+        return 0;
+    case LAYER_SCALE:
+        for (int64_t i = 0; i < B * ic; i++) out[i] = x[i] * r->w[(i % ic) / P];
+        return 0;
+    case LAYER_SHUFFLE: { /* PyTorch: view (G, C/G), transpose to (C/G, G), flatten */
+        int G = l->groups, per = is.c / G;
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < is.c; c++)
+                for (int64_t q = 0; q < P; q++)
+                    out[b * ic + ((int64_t)(c % per) * G + c / per) * P + q] = x[b * ic + c * P + q];
+        return 0;
+    }
+    default:
+        break;
+    }
+    ASSERT(0, "no reference for layer type %d", (int)l->type);
+}
+
 /* Output of the layer (batch x out_count) into out; returns the loss for a loss layer. */
 static double ref_forward(const ref_t *r, double *out)
 {
@@ -289,7 +346,7 @@ static double ref_forward(const ref_t *r, double *out)
         return l->loss_weight * loss / T;
     }
     default:
-        break;
+        return ref_zoo(r, out);
     }
     ASSERT(0, "no reference for layer type %d", (int)l->type);
 }
@@ -530,6 +587,27 @@ LAYER_CASE(test_layers_attention_causal,
            SEQ_IN "linear q out=6\nlinear k out=6 in=s\nrelu v in=s\n"
            "attention a heads=3 causal=1 in=q,k,v\n", "a")
 LAYER_CASE(test_layers_seq_loss, SEQ_IN "seq_loss loss weight=0.5\n", "loss")
+
+/* The layers of today's image networks (act, mul, slice, shuffle). The inputs are in
+ * [-1, 1): act's clamps are stretched so that their bounds fall inside. */
+LAYER_CASE(test_layers_act_sigmoid, "input data shape=2x3x3\nact a fn=sigmoid\n", "a")
+LAYER_CASE(test_layers_act_silu, "input data shape=2x3x3\nact a fn=silu\n", "a")
+LAYER_CASE(test_layers_act_hardsigmoid,
+           "input data shape=2x3x3\nact a fn=hardsigmoid alpha=1.5 beta=0.5\n", "a")
+LAYER_CASE(test_layers_act_hardswish,
+           "input data shape=2x3x3\nact a fn=hardswish alpha=1.5 beta=0.5\n", "a")
+LAYER_CASE(test_layers_act_clip, "input data shape=2x3x3\nact a fn=clip min=-0.5 max=0.5\n",
+           "a")
+LAYER_CASE(test_layers_mul_gate,
+           "input data shape=3x4x4\npool g op=avg global=1\nact s fn=sigmoid\n"
+           "mul m in=data,s\n", "m")
+LAYER_CASE(test_layers_mul_same_shape,
+           "input data shape=2x3x3\nact s fn=sigmoid\nmul m in=data,s\n", "m")
+LAYER_CASE(test_layers_slice, "input data shape=5x2x3\nslice s from=1 out=3\n", "s")
+LAYER_CASE(test_layers_shuffle, "input data shape=6x2x2\nshuffle s groups=2\n", "s")
+LAYER_CASE(test_layers_shuffle_3, "input data shape=6x1x3\nshuffle s groups=3\n", "s")
+LAYER_CASE(test_layers_to_image, "input data shape=3x2x4\nto_seq s\nto_image i h=2 w=4\n", "i")
+LAYER_CASE(test_layers_scale, "input data shape=3x2x5\nscale k\n", "k")
 
 /* A whole decoder with a tied output layer: backward against finite differences of the
  * net's own forward (in double accumulation), every parameter of a few layers checked. */

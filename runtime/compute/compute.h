@@ -166,6 +166,21 @@ typedef struct {
                           const float *dy, float *dx);
     void (*tanh_forward)(void *ctx, int64_t n, const float *x, float *y);
     void (*tanh_backward)(void *ctx, int64_t n, const float *y, const float *dy, float *dx);
+    /* act (fn: KE_ACT_*, a and b its parameters, kernels_elementwise.h) */
+    void (*act_forward)(void *ctx, int64_t n, int fn, double a, double b, const float *x,
+                        float *y);
+    void (*act_backward)(void *ctx, int64_t n, int fn, double a, double b, const float *x,
+                         const float *dy, float *dx);
+    /* rows of p values times one factor each: y[r*p + j] = x[r*p + j] * s[r] */
+    void (*mul_rows)(void *ctx, int64_t rows, int64_t p, const float *x, const float *s,
+                     float *y);
+    /* its backward: dx[r*p + j] += dy * s[r], ds[r] += sum over j of dy * x (either NULL) */
+    void (*mul_rows_grad)(void *ctx, int64_t rows, int64_t p, const float *x, const float *s,
+                          const float *dy, float *dx, float *ds);
+    /* channel shuffle of (batch, groups * per_group, p): channel g*per_group + j of x goes to
+     * channel j*groups + g of y (with add, y +=); its inverse swaps groups and per_group */
+    void (*shuffle_channels)(void *ctx, int batch, int groups, int per_group, int64_t p,
+                             const float *x, float *y, bool add);
 } compute_layer_ops_t;
 
 typedef struct {

@@ -393,6 +393,54 @@ static void cpu_tanh_backward(void *ctx, int64_t n, const float *y, const float 
     for (int64_t i = 0; i < n; i++) dx[i] += ke_tanh_grad(y[i], dy[i]);
 }
 
+static void cpu_act_forward(void *ctx, int64_t n, int fn, double a, double b, const float *x,
+                            float *y)
+{
+    (void)ctx;
+    for (int64_t i = 0; i < n; i++) y[i] = ke_act(fn, a, b, x[i]);
+}
+
+static void cpu_act_backward(void *ctx, int64_t n, int fn, double a, double b, const float *x,
+                             const float *dy, float *dx)
+{
+    (void)ctx;
+    for (int64_t i = 0; i < n; i++) dx[i] += ke_act_grad(fn, a, b, x[i], dy[i]);
+}
+
+static void cpu_mul_rows(void *ctx, int64_t rows, int64_t p, const float *x, const float *s,
+                         float *y)
+{
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < p; j++) y[r * p + j] = x[r * p + j] * s[r];
+}
+
+static void cpu_mul_rows_grad(void *ctx, int64_t rows, int64_t p, const float *x,
+                              const float *s, const float *dy, float *dx, float *ds)
+{
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *dyr = dy + r * p, *xr = x + r * p;
+        if (dx)
+            for (int64_t j = 0; j < p; j++) dx[r * p + j] += dyr[j] * s[r];
+        if (ds) ds[r] += ke_dot_rows(dyr, xr, p);
+    }
+}
+
+static void cpu_shuffle_channels(void *ctx, int batch, int groups, int per_group, int64_t p,
+                                 const float *x, float *y, bool add)
+{
+    (void)ctx;
+    int64_t c = (int64_t)groups * per_group;
+    for (int b = 0; b < batch; b++)
+        for (int g = 0; g < groups; g++)
+            for (int j = 0; j < per_group; j++) {
+                const float *src = x + (b * c + (int64_t)g * per_group + j) * p;
+                float *dst = y + (b * c + (int64_t)j * groups + g) * p;
+                for (int64_t q = 0; q < p; q++) dst[q] = add ? dst[q] + src[q] : src[q];
+            }
+}
+
 const compute_layer_ops_t compute_cpu_layer_ops = {
     .fill = cpu_fill,
     .copy_rows = cpu_copy_rows,
@@ -424,4 +472,9 @@ const compute_layer_ops_t compute_cpu_layer_ops = {
     .gelu_backward = cpu_gelu_backward,
     .tanh_forward = cpu_tanh_forward,
     .tanh_backward = cpu_tanh_backward,
+    .act_forward = cpu_act_forward,
+    .act_backward = cpu_act_backward,
+    .mul_rows = cpu_mul_rows,
+    .mul_rows_grad = cpu_mul_rows_grad,
+    .shuffle_channels = cpu_shuffle_channels,
 };

@@ -167,6 +167,74 @@ static void cu_tanh_backward(void *ctx, int64_t n, const float *y, const float *
     LAUNCH(k_tanh_grad, n, n, y, dy, dx);
 }
 
+/* ---- act, mul, shuffle ------------------------------------------------------------------- */
+
+__global__ void k_act(int64_t n, int fn, double a, double b, const float *x, float *y)
+{
+    GRID_STRIDE(i, n) y[i] = ke_act(fn, a, b, x[i]);
+}
+__global__ void k_act_grad(int64_t n, int fn, double a, double b, const float *x,
+                           const float *dy, float *dx)
+{
+    GRID_STRIDE(i, n) dx[i] += ke_act_grad(fn, a, b, x[i], dy[i]);
+}
+__global__ void k_mul_rows(int64_t n, int64_t p, const float *x, const float *s, float *y)
+{
+    GRID_STRIDE(i, n) y[i] = x[i] * s[i / p];
+}
+__global__ void k_mul_rows_dx(int64_t n, int64_t p, const float *s, const float *dy, float *dx)
+{
+    GRID_STRIDE(i, n) dx[i] += dy[i] * s[i / p];
+}
+/* one thread per row, summing in index order as the CPU does */
+__global__ void k_mul_rows_ds(int64_t rows, int64_t p, const float *x, const float *dy,
+                              float *ds)
+{
+    GRID_STRIDE(r, rows) ds[r] += ke_dot_rows(dy + r * p, x + r * p, p);
+}
+__global__ void k_shuffle(int64_t n, int groups, int per_group, int64_t p, const float *x,
+                          float *y, bool add)
+{
+    int64_t c = (int64_t)groups * per_group;
+    GRID_STRIDE(i, n)
+    {
+        int64_t q = i % p, ch = (i / p) % c, b = i / (p * c);
+        int64_t j = ch / groups, g = ch % groups; /* y's channel j*groups + g */
+        float v = x[(b * c + g * per_group + j) * p + q];
+        y[i] = add ? y[i] + v : v;
+    }
+}
+
+static void cu_act_forward(void *ctx, int64_t n, int fn, double a, double b, const float *x,
+                           float *y)
+{
+    LAUNCH(k_act, n, n, fn, a, b, x, y);
+}
+static void cu_act_backward(void *ctx, int64_t n, int fn, double a, double b, const float *x,
+                            const float *dy, float *dx)
+{
+    LAUNCH(k_act_grad, n, n, fn, a, b, x, dy, dx);
+}
+static void cu_mul_rows(void *ctx, int64_t rows, int64_t p, const float *x, const float *s,
+                        float *y)
+{
+    int64_t n = rows * p;
+    LAUNCH(k_mul_rows, n, n, p, x, s, y);
+}
+static void cu_mul_rows_grad(void *ctx, int64_t rows, int64_t p, const float *x,
+                             const float *s, const float *dy, float *dx, float *ds)
+{
+    int64_t n = rows * p;
+    if (dx) LAUNCH(k_mul_rows_dx, n, n, p, s, dy, dx);
+    if (ds) LAUNCH(k_mul_rows_ds, rows, rows, p, x, dy, ds);
+}
+static void cu_shuffle_channels(void *ctx, int batch, int groups, int per_group, int64_t p,
+                                const float *x, float *y, bool add)
+{
+    int64_t n = (int64_t)batch * groups * per_group * p;
+    LAUNCH(k_shuffle, n, n, groups, per_group, p, x, y, add);
+}
+
 /* ---- pooling ------------------------------------------------------------------------------ */
 
 __global__ void k_pool_forward(ke_window_t k, int64_t n, bool avg, const float *x, float *y,
@@ -620,4 +688,9 @@ extern "C" const compute_layer_ops_t compute_cuda_layer_ops = {
     cu_gelu_backward,
     cu_tanh_forward,
     cu_tanh_backward,
+    cu_act_forward,
+    cu_act_backward,
+    cu_mul_rows,
+    cu_mul_rows_grad,
+    cu_shuffle_channels,
 };

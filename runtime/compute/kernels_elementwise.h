@@ -14,6 +14,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __CUDACC__
@@ -260,5 +261,58 @@ KE_FN float ke_gelu_grad(float x, float dy, int tanh_approx)
 
 /* tanh's gradient from its output y */
 KE_FN float ke_tanh_grad(float y, float dy) { return dy * (1 - y * y); }
+
+/* ---- the activations of act (core/model.h act_t) ----------------------------------------- */
+
+/* fn: the act_t's value, a and b its parameters (clip: lo, hi; hardsigmoid and hardswish:
+ * alpha, beta). Computed in double, as GELU, so both backends round once. */
+enum { KE_ACT_SIGMOID, KE_ACT_SILU, KE_ACT_HARDSIGMOID, KE_ACT_HARDSWISH, KE_ACT_CLIP };
+
+/* sum of a[j] * b[j], j < n, in index order, accumulated in double (mul's gate gradient) */
+KE_FN float ke_dot_rows(const float *a, const float *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t j = 0; j < n; j++) s += (double)a[j] * b[j];
+    return (float)s;
+}
+
+KE_FN double ke_sigmoid(double v) { return 1 / (1 + exp(-v)); }
+
+KE_FN float ke_act(int fn, double a, double b, float x)
+{
+    double v = x, h = a * v + b;
+    h = h < 0 ? 0 : h > 1 ? 1 : h;
+    switch (fn) {
+    case KE_ACT_SIGMOID: return (float)ke_sigmoid(v);
+    case KE_ACT_SILU: return (float)(v * ke_sigmoid(v));
+    case KE_ACT_HARDSIGMOID: return (float)h;
+    case KE_ACT_HARDSWISH: return (float)(v * h);
+    default: return (float)(v < a ? a : v > b ? b : v); /* clip */
+    }
+}
+
+/* the gradient through act at input x, times dy; at a kink the side PyTorch takes (a clamp
+ * passes no gradient at its bounds) */
+KE_FN float ke_act_grad(int fn, double a, double b, float x, float dy)
+{
+    double v = x, d, u = a * v + b;
+    bool inside = u > 0 && u < 1;
+    switch (fn) {
+    case KE_ACT_SIGMOID: {
+        double s = ke_sigmoid(v);
+        d = s * (1 - s);
+        break;
+    }
+    case KE_ACT_SILU: {
+        double s = ke_sigmoid(v);
+        d = s + v * s * (1 - s);
+        break;
+    }
+    case KE_ACT_HARDSIGMOID: d = inside ? a : 0; break;
+    case KE_ACT_HARDSWISH: d = inside ? u + v * a : u >= 1 ? 1 : 0; break;
+    default: d = v > a && v < b ? 1 : 0; break; /* clip */
+    }
+    return (float)(d * dy);
+}
 
 #endif

@@ -553,6 +553,108 @@ static float *input_dout(nnet_t *n, const layer_t *l, int k)
     return need ? n->ls[l->inputs[k]].dout : NULL;
 }
 
+/* ---- act, mul, slice, shuffle, to_image, scale ------------------------------------------ */
+
+/* act_t's function as kernels_elementwise.h numbers it */
+static int act_kernel(act_t a)
+{
+    switch (a) {
+    case ACT_SIGMOID: return KE_ACT_SIGMOID;
+    case ACT_SILU: return KE_ACT_SILU;
+    case ACT_HARDSIGMOID: return KE_ACT_HARDSIGMOID;
+    case ACT_HARDSWISH: return KE_ACT_HARDSWISH;
+    case ACT_CLIP: return KE_ACT_CLIP;
+    }
+    ASSERT(0, "bad act %d", (int)a);
+    return -1;
+}
+
+/* mul's rows: one factor of s per plane (a C x 1 x 1 gate) or per element (s like x) */
+static void mul_rows_of(const nnet_t *n, const layer_t *l, int64_t *rows, int64_t *p)
+{
+    const lstate_t *s = &n->ls[l->inputs[1]], *x = &n->ls[l->inputs[0]];
+    *p = s->out_count == x->out_count ? 1 : (int64_t)l->in_shape.h * l->in_shape.w;
+    *rows = x->out_count / *p * n->batch;
+}
+
+static void zoo_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    void *ctx = n->c->ctx;
+    const compute_layer_ops_t *lo = n->lo;
+    int64_t total = s->out_count * n->batch, plane = (int64_t)l->in_shape.h * l->in_shape.w;
+    switch (l->type) {
+    case LAYER_ACT:
+        lo->act_forward(ctx, total, act_kernel(l->act), l->act_a, l->act_b, x, s->out);
+        break;
+    case LAYER_MUL: {
+        int64_t rows, p;
+        mul_rows_of(n, l, &rows, &p);
+        lo->mul_rows(ctx, rows, p, x, input_out(n, l, 1), s->out);
+        break;
+    }
+    case LAYER_SLICE:
+        lo->copy_rows(ctx, n->batch, s->out_count, s->out, s->out_count,
+                      x + (int64_t)l->slice_from * plane, s->in_count);
+        break;
+    case LAYER_SHUFFLE:
+        lo->shuffle_channels(ctx, n->batch, l->groups, l->in_shape.c / l->groups, plane, x,
+                             s->out, false);
+        break;
+    case LAYER_TO_IMAGE: /* B x S x D -> B x D x S */
+        lo->transpose(ctx, n->batch, s->seq, s->dim, x, s->out, false);
+        break;
+    case LAYER_SCALE: /* each sample's channels times w */
+        for (int b = 0; b < n->batch; b++)
+            lo->mul_rows(ctx, l->in_shape.c, plane, x + b * s->in_count, s->w,
+                         s->out + b * s->out_count);
+        break;
+    default: ASSERT(0, "layer type %d has no forward", (int)l->type);
+    }
+}
+
+/* dx NULL: input 0 needs no gradient */
+static void zoo_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
+{
+    void *ctx = n->c->ctx;
+    const compute_layer_ops_t *lo = n->lo;
+    int64_t total = s->out_count * n->batch, plane = (int64_t)l->in_shape.h * l->in_shape.w;
+    switch (l->type) {
+    case LAYER_ACT:
+        if (dx)
+            lo->act_backward(ctx, total, act_kernel(l->act), l->act_a, l->act_b, x, s->dout,
+                             dx);
+        break;
+    case LAYER_MUL: {
+        int64_t rows, p;
+        mul_rows_of(n, l, &rows, &p);
+        lo->mul_rows_grad(ctx, rows, p, x, input_out(n, l, 1), s->dout, dx,
+                          input_dout(n, l, 1));
+        break;
+    }
+    case LAYER_SLICE:
+        if (dx)
+            lo->add_rows(ctx, n->batch, s->out_count, dx + (int64_t)l->slice_from * plane,
+                         s->in_count, s->dout, s->out_count);
+        break;
+    case LAYER_SHUFFLE: /* the inverse shuffle, added */
+        if (dx)
+            lo->shuffle_channels(ctx, n->batch, l->in_shape.c / l->groups, l->groups, plane,
+                                 s->dout, dx, true);
+        break;
+    case LAYER_TO_IMAGE:
+        if (dx) lo->transpose(ctx, n->batch, s->dim, s->seq, s->dout, dx, true);
+        break;
+    case LAYER_SCALE: /* dw summed over the batch, sample by sample */
+        n->c->ops->zero(ctx, s->dw, (size_t)l->weights * sizeof(float));
+        for (int b = 0; b < n->batch; b++)
+            lo->mul_rows_grad(ctx, l->in_shape.c, plane, x + b * s->in_count, s->w,
+                              s->dout + b * s->out_count, dx ? dx + b * s->in_count : NULL,
+                              s->dw);
+        break;
+    default: ASSERT(0, "layer type %d has no backward", (int)l->type);
+    }
+}
+
 /* ---- dispatch ------------------------------------------------------------------------- */
 
 /* A backend without host memory gets the input and labels the caller staged. */
@@ -664,7 +766,7 @@ void nnet_forward_layer(nnet_t *n, int li)
                   (double)tokens;
         break;
     }
-    default: ASSERT(0, "layer type %d has no forward", (int)l->type);
+    default: zoo_forward(n, l, s, x); break;
     }
 }
 
@@ -789,7 +891,7 @@ void nnet_backward_layer(nnet_t *n, int li)
                                       (float)(l->loss_weight / (double)tokens), dx);
         }
         break;
-    default: ASSERT(0, "layer type %d has no backward", (int)l->type);
+    default: zoo_backward(n, l, s, x, dx); break;
     }
 }
 

@@ -109,7 +109,7 @@ void solver_init_params(const model_t *m, arena_t *a, init_kind_t kind, uint64_t
             memset(p, 0, (size_t)e->count * sizeof(float));
             continue;
         }
-        if (l->type == LAYER_BATCHNORM || l->type == LAYER_LAYERNORM) {
+        if (l->type == LAYER_BATCHNORM || l->type == LAYER_LAYERNORM || l->type == LAYER_SCALE) {
             for (int64_t k = 0; k < e->count; k++) p[k] = 1.0f;
             continue;
         }
