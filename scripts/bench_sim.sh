@@ -15,8 +15,8 @@
 # configuration alone, every iteration; sim_rss_MB = peak RSS minus that of the bare binary,
 # whose linked CUDA/BLAS libraries dominate small runs; cpu_s: user + system CPU seconds of
 # the whole run, loading and the 1-node baseline included, which a machine busy with other
-# jobs inflates far less than wall time; extra: the run's other --set overrides; a run
-# stopped at its limit has status timeout and wall_s the limit), and
+# jobs inflates far less than wall time; extra: the run's other --set overrides, - for
+# none; a run stopped at its limit has status timeout and wall_s the limit), and
 # out/reports/sim-scaling.{png,svg} where gnuplot is installed. Targets (one core): 1,024
 # nodes <= 1 s, 10,000 nodes <= 60 s, 100,000 GPUs <= 60 s and 4 GB.
 # BENCH_ONLY=100k runs the 100,000-GPU points alone, BENCH_ONLY=grid the rest alone.
@@ -43,7 +43,7 @@ echo "model,nodes,gbps,scheme,net_model,status,wall_s,events,events_per_s,peak_r
 run() {
     local x=$1 n=$2 g=$3 sc=$4 nm=$5 lim=$6
     shift 6
-    local start rc wall events simwall model_used rss cpu status m extra="$*" sets=()
+    local start rc wall events simwall model_used rss cpu status m extra="${*:--}" sets=()
     for kv in "$@"; do sets+=(--set "$kv"); done
     rm -f "$tmp/row.csv"
     start=$(date +%s.%N)
