@@ -5,7 +5,9 @@
 # bytes once the wall_s column (the host's time, found by its header name) is cut out, rows
 # in the same order; the table on stdout of -j 3 the same as -j 1's. Then the merge must
 # refuse a missing part, a part given twice, a part of another sweep and a part cut short,
-# each with one line naming the fault, and write nothing.
+# each with one line naming the fault, and write nothing. Last, a configuration that fails
+# mid-sweep (its trace file is a directory): -j 3 must stop as -j 1 does, exit 1 after the
+# rows of the configurations before it, with the same table.
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -56,4 +58,13 @@ refuse "another sweep's part" "different sweeps" "$tmp/part1.csv" "$tmp/part2.cs
 head -n -1 "$tmp/part3.csv" >"$tmp/short3.csv"
 refuse "a part cut short" "stopped early" "$tmp/part1.csv" "$tmp/part2.csv" "$tmp/short3.csv"
 refuse "a whole run's CSV" "not a part" "$tmp/j1.csv"
-echo "ok: -j 3 and 3 parts merged give -j 1's CSV (24 rows, wall_s aside); 5 bad merges refused"
+mkdir -p "$tmp/tr/x-8n-40g-ps.csv"
+for j in 1 3; do
+    "$bin" sim "${sweep[@]}" --trace "$tmp/tr/x" -j $j --csv "$tmp/fail$j.csv" >"$tmp/fail$j.txt" \
+        2>"$tmp/err$j" && fail "-j $j: a failing configuration gave exit 0"
+    grep -q "x-8n-40g-ps.csv: cannot write" "$tmp/err$j" || { cat "$tmp/err$j"; fail "-j $j: no error line"; }
+done
+[ "$(wc -l <"$tmp/fail1.csv")" -eq 3 ] || fail "-j 1 before the failure: $(wc -l <"$tmp/fail1.csv") lines, expected 3"
+cmp <(no_wall "$tmp/fail1.csv") <(no_wall "$tmp/fail3.csv") || fail "-j 3 stopped otherwise than -j 1"
+cmp "$tmp/fail1.txt" "$tmp/fail3.txt" || fail "-j 3's table up to the failure differs"
+echo "ok: -j 3 and 3 parts merged give -j 1's CSV (24 rows, wall_s aside); 5 bad merges refused; a failure mid-sweep stops -j 3 as -j 1"
