@@ -140,7 +140,6 @@ struct net {
     int *tpos;       /* [2N + L] place in touched, -1 when not touched */
     int ntouched;
     int64_t *special; /* [2R]: touched NIC sides of rack q and side s, at 2q + s */
-    const int32_t *rt_grp; /* rates_member_groups(rt), for prefetching */
     rates_t *rt;     /* each entity's rate, bytes left and finish time, one per level of
                         the last computation that gave it a rate (sim/rates.h) */
     due_t *due;      /* scratch of net_finish */
@@ -593,7 +592,6 @@ static int64_t new_slot(net_t *n)
             n->cold = xrealloc(n->cold, (size_t)n->cap * sizeof *n->cold);
             n->free_slots = xrealloc(n->free_slots, (size_t)n->cap * sizeof *n->free_slots);
             rates_reserve(n->rt, n->cap);
-            n->rt_grp = rates_member_groups(n->rt);
         }
         i = n->used_slots++;
     }
@@ -902,13 +900,6 @@ static void freeze_list(net_t *n, int r, double x)
     int64_t cr = n->cnt[r], nf = 0;
     const rlist_t *L = &n->list[r];
     for (int64_t a = 0, len = n->lcnt[r]; a < len; a++) {
-        /* most of the time goes into fetching the entries' frozen tags, at random slots:
-         * ask for them a few entries ahead */
-        if (a + 16 < len) {
-            int64_t ahead = L->v[a + 16].slot;
-            __builtin_prefetch(&n->fz[ahead]);
-            __builtin_prefetch(&n->rt_grp[ahead]);
-        }
         lent_t l = L->v[a];
         int64_t j = l.slot;
         if (l.other == LIST_DEAD || is_frozen(n, j)) continue;

@@ -338,8 +338,6 @@ void rates_copy(rates_t *r, int64_t j, int64_t i)
 
 void rates_drop(rates_t *r, int64_t i) { leave(r, i); }
 
-const int32_t *rates_member_groups(const rates_t *r) { return r->grp; }
-
 double rates_rate(const rates_t *r, int64_t i) { return r->grp[i] >= 0 ? r->g[r->grp[i]].rate : 0; }
 
 double rates_left(const rates_t *r, int64_t i, int64_t now)

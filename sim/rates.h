@@ -52,11 +52,6 @@ double rates_rate(const rates_t *r, int64_t i);
 double rates_left(const rates_t *r, int64_t i, int64_t now_ns);
 int64_t rates_fin(const rates_t *r, int64_t i);
 
-/* Where the members' group indices lie (member i's at [i]), for a caller that scans members
- * in an order of its own to prefetch what rates_note reads; valid until the next
- * rates_reserve. */
-const int32_t *rates_member_groups(const rates_t *r);
-
 /* The earliest finish time of any member, INT64_MAX when none. */
 int64_t rates_next(const rates_t *r);
 
