@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/check.h"
 #include "core/outfile.h"
 #include "sim/simpart.h"
 
@@ -25,7 +26,7 @@ int cmd_report_merge(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"out", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char **parts = calloc(argc, sizeof *parts), *out = NULL;
+    const char **parts = xcalloc((size_t)argc, sizeof *parts), *out = NULL;
     int n = 0;
     flag_parser_t p;
     flag_begin(&p, "report merge", argc, argv, "ho:", opts);
