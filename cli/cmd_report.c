@@ -5,6 +5,7 @@
  *   compare SIM.csv REAL.csv       two traces joined, per op kind (reports/compare.h)
  *   timeline TRACE.csv ...         one iteration as lanes per node (reports/timeline.h)
  *   html DIR                       one page per study (reports/html.h)
+ *   merge PART.csv... -o OUT.csv   a sweep's parts into its CSV (cli/cmd_sim_merge.c)
  * Every subcommand reads its options as the other commands do (cli/flags.h: getopt_long) and
  * answers --help (-h) with its usage on stdout, exit 0. A wrong option or a missing argument is exit 2; bad input (unreadable
  * file, wrong header, malformed row) is reported as file:line by the renderer and exits 2.
@@ -79,6 +80,8 @@ static void usage(FILE *f)
     const char *const subs[] = {s_usage_speedup, s_usage_train, s_usage_compare, s_usage_html,
                                 NULL};
     for (int i = 0; subs[i]; i++) fprintf(f, "%s\n", subs[i]);
+    cmd_report_merge_usage(f);
+    fputc('\n', f);
     fprintf(f, "usage: poseidon report timeline TRACE.csv [--compare OTHER.csv] [options]\n"
                "       (poseidon report timeline --help)\n");
 }
@@ -261,7 +264,8 @@ int cmd_report(int argc, char **argv)
         const char *name;
         int (*run)(int argc, char **argv);
     } subs[] = {{"speedup", run_plot},       {"train", run_plot}, {"compare", run_compare},
-                {"timeline", run_timeline}, {"html", run_html}};
+                {"timeline", run_timeline}, {"html", run_html},
+                {"merge", cmd_report_merge}};
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         usage(stdout);
         return 0;
@@ -276,6 +280,6 @@ int cmd_report(int argc, char **argv)
         return subs[i].run(argc - 1, argv + 1);
     }
     fprintf(stderr, "poseidon report: unknown report '%s' (speedup, train, compare, timeline, "
-                    "html)\n", argv[1]);
+                    "html, merge)\n", argv[1]);
     return 2;
 }

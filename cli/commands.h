@@ -4,6 +4,8 @@
 #ifndef POSEIDON_COMMANDS_H
 #define POSEIDON_COMMANDS_H
 
+#include <stdio.h>
+
 int cmd_model(int argc, char **argv);
 int cmd_commtest(int argc, char **argv);
 /* the CURVE keys of a job across machines (cli/cmd_keygen.c) */
@@ -17,5 +19,8 @@ int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 /* plots and trace comparisons from the CSVs (cli/cmd_report.c) */
 int cmd_report(int argc, char **argv);
+/* report merge: the CSVs of a sweep's parts into the whole sweep's (cli/cmd_sim_merge.c) */
+int cmd_report_merge(int argc, char **argv);
+int cmd_report_merge_usage(FILE *f);
 
 #endif
