@@ -316,3 +316,33 @@ TEST(comm_accepts_a_burst_of_connections)
     free(fds);
     comm_destroy(&a);
 }
+
+/* A peer that reconnects while the ROUTER still holds its old connection (a handshake that
+ * outlasted its limit on a loaded host, then a retry) is heard on the new one: ZeroMQ's
+ * default kept such a connection open and dropped all it carried. */
+TEST(comm_reconnected_peer_takes_over_its_routing_id)
+{
+    comm_t *a = comm_new("t", 0, 2, "tcp://127.0.0.1:*", 2000);
+    comm_t *old = comm_new("t", 1, 2, NULL, 2000);
+    REQUIRE(a && old);
+    REQUIRE(comm_connect(old, 0, comm_endpoint(a)) == 0);
+    comm_msg_t g;
+    REQUIRE(comm_send(old, 0, (msg_header_t){.type = MSG_TEST, .layer = 1}, NULL, 0, NULL) == 0);
+    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
+    comm_msg_close(&g);
+    comm_t *fresh = comm_new("t", 1, 2, NULL, 2000); /* the same rank, the same routing id */
+    REQUIRE(fresh);
+    REQUIRE(comm_connect(fresh, 0, comm_endpoint(a)) == 0);
+    REQUIRE(comm_send(fresh, 0, (msg_header_t){.type = MSG_TEST, .layer = 2}, NULL, 0, NULL) ==
+            0);
+    CHECK(comm_recv(a, NULL, &g, 5000) == 1, "the reconnected peer's message never came");
+    CHECK_EQ_I64(g.hdr.layer, 2);
+    comm_msg_close(&g);
+    /* answers go to the newer connection */
+    REQUIRE(comm_send(a, 1, (msg_header_t){.type = MSG_TEST, .layer = 3}, NULL, 0, NULL) == 0);
+    CHECK(comm_recv(fresh, NULL, &g, 5000) == 1);
+    comm_msg_close(&g);
+    comm_destroy(&fresh);
+    comm_destroy(&old);
+    comm_destroy(&a);
+}

@@ -199,8 +199,15 @@ static comm_t *comm_create(const char *name, int rank, int n_peers, const char *
         ZMQ_CHECK(zmq_setsockopt(c->router, ZMQ_AFFINITY, &affinity, sizeof affinity),
                   "AFFINITY");
         set_int(c->router, ZMQ_ROUTER_MANDATORY, 1, "ROUTER_MANDATORY");
-        /* Every sync thread of every peer connects at once when training starts (a PS
-         * shard takes two connections per unit and worker); with ZeroMQ's default backlog
+        /* A peer that reconnects (its handshake outlasted HANDSHAKE_IVL on a loaded host)
+         * comes back with its routing id while the ROUTER may still hold the old
+         * connection's: by default ZeroMQ then keeps the new connection open but drops
+         * everything it carries, and a 32-rank job waited forever for one rank's pushes.
+         * The newer connection takes the id over instead. Under CURVE only a holder of the
+         * job's keys gets this far (the id is exchanged after the handshake), and every
+         * message is still checked against the rank its key authenticates. */
+        set_int(c->router, ZMQ_ROUTER_HANDOVER, 1, "ROUTER_HANDOVER");
+        /* Every peer connects at once when training starts; with ZeroMQ's default backlog
          * of 100 the kernel dropped most of those SYNs, and each dropped one cost its
          * sender a 1 s retransmission timeout in the first iteration. The kernel caps the
          * value at net.core.somaxconn. */
