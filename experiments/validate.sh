@@ -39,6 +39,23 @@
 #                       reports divided by K (the job key time_dilation) - so that what the
 #                       host spends per message shrinks K-fold against the emulated time; a
 #                       run takes K times as long
+#   --dilation auto     per row, the smallest K that keeps the ranks' CPU under a third of
+#                       the host's cores, from the simulator's prediction of the row: the
+#                       bytes all nodes send per iteration times the host's CPU seconds per
+#                       MB moved (VALIDATE_HOST_S_PER_MB, default 0.009: 12- and 16-node
+#                       GoogLeNet PS runs at K = 20 spent 7.3-9.3 ms of CPU per MB sent,
+#                       encrypted; all-reduce 4.3), over the predicted iteration time; at
+#                       least 2 (a run's start-up storm of connections and the emulated
+#                       links' shaping), and at most VALIDATE_MAX_DILATION (default 400)
+#   --device-model D    emulated compute sleeps the simulator's times for device D (e.g.
+#                       titanx-maxwell, the Titan X of the papers) instead of a profile
+#                       scaled to --compute-s: the runs stand for the papers' GPUs
+#   --paper             the grid at the papers' scale: GoogLeNet, Inception-V3, ResNet-152
+#                       and VGG19 on Titan X nodes (batch 32), 8, 16 and 32 nodes, 10 and 40
+#                       GbE, ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp, the median
+#                       of 3 runs, --dilation auto
+#   --paper-quick       a few rows of it: GoogLeNet and Inception-V3 on 16 and 32 nodes at
+#                       10 GbE, ps+wfbp hybrid allreduce+wfbp, one run each
 #   --out DIR           default out/validate
 #   --build DIR         where poseidon is (default build)
 #
@@ -80,11 +97,20 @@ cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=8 warmup=3 batch=16 compute_s=0.3 out=out/validate
 repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100 dilation=1 racks=""
-build=build
+build=build device_model=""
+paper() { # paper FULL: the papers' scale; options after it still apply
+    models="googlenet inception-v3" nodes="16 32" gbps="10" schemes="ps+wfbp hybrid allreduce+wfbp"
+    device_model=titanx-maxwell batch=32 dilation=auto iters=5 warmup=2
+    [ "$1" = 1 ] || return 0
+    models="googlenet inception-v3 resnet-152 vgg19" nodes="8 16 32" gbps="10 40" repeat=3
+    schemes="ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp"
+}
 usage() { sed -n '2,/^set -u$/{/^set -u$/!p}' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift; continue ;;
+    --paper) paper 1; shift; continue ;;
+    --paper-quick) paper 0; shift; continue ;;
     -h|--help) usage; exit 0 ;;
     esac
     [ $# -ge 2 ] || { echo "validate: $1 needs a value" >&2; exit 2; }
@@ -93,7 +119,7 @@ while [ $# -gt 0 ]; do
     --iterations) iters=$2 ;; --warmup) warmup=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
     --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;; --dilation) dilation=$2 ;; --racks) racks=$2 ;;
     --devices-per-node) devices_list=$2 ;; --intra-gbps) intra_gbps=$2 ;; --intra-latency-us) intra_lat_us=$2 ;;
-    --out) out=$2 ;; --build) build=$2 ;;
+    --out) out=$2 ;; --build) build=$2 ;; --device-model) device_model=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     esac
     shift 2
@@ -105,7 +131,7 @@ if [ $quick = 1 ]; then models="googlenet" nodes="2 4" gbps="1"; fi
 [ "$iters" -ge $((warmup + 2)) ] 2>/dev/null ||
     { echo "validate: --iterations must be >= --warmup + 2 (two measured iterations at least)" >&2; exit 2; }
 [ "$repeat" -ge 1 ] 2>/dev/null || { echo "validate: --repeat must be >= 1" >&2; exit 2; }
-[[ "$dilation" =~ ^[1-9][0-9]{0,3}$ ]] || { echo "validate: --dilation must be an integer 1..9999" >&2; exit 2; }
+[[ "$dilation" =~ ^([1-9][0-9]{0,3}|auto)$ ]] || { echo "validate: --dilation must be an integer 1..9999 or auto" >&2; exit 2; }
 per_rack=0 oversub=1
 if [ -n "$racks" ]; then
     [[ "$racks" =~ ^([1-9][0-9]*):([0-9]+([.][0-9]+)?)$ ]] ||
@@ -150,17 +176,20 @@ for model in $models; do
     net=$root/models/$model.net
     [ -f "$net" ] || { echo "validate: no $net" >&2; exit 2; }
     prof=$out/profiles/$model-b$batch.csv
-    experiments/validate_profile.sh "$bin" "$net" "$batch" "$compute_s" >"$prof" || exit 1
+    if [ -z "$device_model" ]; then
+        experiments/validate_profile.sh "$bin" "$net" "$batch" "$compute_s" >"$prof" || exit 1
+    fi
     for devices in $devices_list; do
         for g in $gbps; do
             cl=$out/clusters/emu-veth-${g}g.cluster
-            sed "s/^nic_gbps = .*/nic_gbps = $g/" experiments/clusters/emu-veth.cluster >"$cl"
+            sed -e "s/^nic_gbps = .*/nic_gbps = $g/" \
+                -e "${device_model:+s/^device = .*/device = $device_model/}" experiments/clusters/emu-veth.cluster >"$cl"
             dtag=""; [ "$devices" -gt 1 ] && dtag=-d$devices
             exp=$out/sim/$model-${g}g$dtag.exp
             {
                 echo "model = $net"
                 echo "cluster = $(cd "$(dirname "$cl")" && pwd)/$(basename "$cl")"
-                echo "profile = $(cd "$(dirname "$prof")" && pwd)/$(basename "$prof")"
+                [ -n "$device_model" ] || echo "profile = $(cd "$(dirname "$prof")" && pwd)/$(basename "$prof")"
                 echo "batch = $batch"
                 echo "iterations = $iters"
                 echo "warmup = $warmup"
@@ -201,6 +230,11 @@ for model in $models; do
                     rm -rf "$run"; mkdir -p "$run"
                     pred=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $7; exit }' "$simcsv")
                     sent=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $10; exit }' "$simcsv")
+                    k_row=$dilation
+                    [ "$dilation" = auto ] && k_row=$(awk -v mb="$sent" -v n="$n" -v t="$pred" -v P="$cores" \
+                        -v c="${VALIDATE_HOST_S_PER_MB:-0.009}" -v hi="${VALIDATE_MAX_DILATION:-400}" 'BEGIN {
+                        k = (t > 0) ? mb * n * c / (t * P / 3) : hi; k = int(k) + (k > int(k))
+                        print k < 2 ? 2 : k > hi ? hi : k }')
                     # the simulator's per-layer methods, to check that the runtime ran the same plan
                     "$bin" plan "$exp" --csv --set sweep_nodes="$n" --set sweep_schemes="$s" 2>/dev/null |
                         awk -F, '$1 ~ /^[0-9]+$/ { print $1, $5 }' >"$run/plan_sim.txt"
@@ -215,10 +249,10 @@ for model in $models; do
                         (while :; do echo "$(date +%s.%N) $(cpu_ticks)"; sleep 0.2; done) >"$rd/host_cpu.txt" &
                         sampler=$!
                         "$bin" keygen --ranks "$n" -o "$rd/keys" >/dev/null || exit 1
-                        timeout $((600 * dilation)) experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -k "$dilation" "${emu_racks[@]}" -l "$rd/logs" -- \
+                        timeout $((600 * k_row)) experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -k "$k_row" "${emu_racks[@]}" -l "$rd/logs" -- \
                             sh -c '"$@"; rc=$?; date +%s.%N >"$0.$RANK"; exit $rc' "$rd/logs/end" \
                             nice -n -10 "$bin" train "$exp" --set sweep_nodes="$n" --set sweep_schemes="$s" \
-                            --set time_dilation="$dilation" --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" \
+                            --set time_dilation="$k_row" --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" \
                             >"$rd/out.log" 2>&1
                         rc=$?
                         kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
@@ -274,8 +308,8 @@ for model in $models; do
                               c / NR, f / NR, h / NR, w, NR, same }')
                     bound=$(awk -v f="$frac" -v h="$busy" -v b="$bound_frac" 'BEGIN { print ((f != "nan" && f + 0 >= b) || (h != "nan" && h + 0 >= b)) ? 1 : 0 }')
                     err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%.4f", (p - m) / m }')
-                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$devices,$dilation" >>"$csv"
-                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same,$devices,$dilation" >>"$detail"
+                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$devices,$k_row" >>"$csv"
+                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same,$devices,$k_row" >>"$detail"
                     spread=""
                     [ "$nok" -gt 1 ] && spread=$(printf ", %d runs %.3f-%.3f s" "$nok" "$mmin" "$mmax")
                     printf "%-14s %d nodes%s %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (cpu %s s/iter, %s of %d cores, host %s busy%s%s, %ss)\n" \
