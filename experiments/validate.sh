@@ -234,7 +234,7 @@ for model in $models; do
                     [ "$dilation" = auto ] && k_row=$(awk -v mb="$sent" -v n="$n" -v t="$pred" -v P="$cores" \
                         -v c="${VALIDATE_HOST_S_PER_MB:-0.009}" -v hi="${VALIDATE_MAX_DILATION:-400}" 'BEGIN {
                         k = (t > 0) ? mb * n * c / (t * P / 3) : hi; k = int(k) + (k > int(k))
-                        print k < 2 ? 2 : k > hi ? hi : k }')
+                        print (k < 2 ? 2 : (k > hi ? hi : k)) }')
                     # the simulator's per-layer methods, to check that the runtime ran the same plan
                     "$bin" plan "$exp" --csv --set sweep_nodes="$n" --set sweep_schemes="$s" 2>/dev/null |
                         awk -F, '$1 ~ /^[0-9]+$/ { print $1, $5 }' >"$run/plan_sim.txt"
