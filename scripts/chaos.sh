@@ -10,12 +10,14 @@
 #   kill0     kill -9 of rank 0 (the coordinator's process)        -> the job restarts
 #   stop      SIGSTOP of a rank for 5-20 s (under the 60 s death)  -> the job goes on
 #   stoplong  SIGSTOP of a rank for 65-90 s (over it)              -> aborted, restarts
-#   slowlink  a rank's link at 2 Mbit/s for 10 s, both ways: a delay spike (this kernel has
-#             no netem, so no random loss; the queues under the link hold 10,000 packets a
-#             class, so the count of dropped packets is reported, not caused)
+#   slowlink  a rank's link at 2 Mbit/s for 10 s, both ways: a delay spike (the queues
+#             under the link hold 10,000 packets a class, so the count of dropped packets is
+#             reported, not caused)
 #   linkdown  a rank's link down for 10 s (ip link set down)       -> the job goes on
 #   diskfull  the checkpoint disk (a tmpfs) filled before a checkpoint: the job stops with a
 #             line saying so; the space is freed once it has; the restart goes on
+#   loss      1-5% of a rank's packets dropped at random, both ways, for 5 s (an nftables
+#             rule in its namespace: this kernel has no netem; nftables from `make deps`)
 # For each: whether the job finished (exit 0), how many restarts, how many iterations were
 # redone (reached before a failure, past the checkpoint the restart resumed from), and whether
 # every rank's final parameters equal the undisturbed run's, bit for bit. Writes
@@ -28,7 +30,7 @@ cd "$(dirname "$0")/.."
 . tests/integration/lib/common.bash
 require_netns
 seed=${SEED:-1}
-faults=${CHAOS_FAULTS:-kill kill0 stop stoplong slowlink linkdown diskfull}
+faults=${CHAOS_FAULTS:-kill kill0 stop stoplong slowlink linkdown diskfull loss}
 out=out/chaos
 mkdir -p "$out"
 tmp=$(mktemp -d)
@@ -85,6 +87,23 @@ link_rate() {
     [ -n "$host" ] && tc qdisc change dev "$host" root handle 2: tbf rate "$rate" burst 262144 latency "$lat"
 }
 
+# drops PCT% of rank R's packets at random, both ways, for S seconds; prints how many
+link_loss() {
+    local r=$1 pct=$2 s=$3 n d
+    n=$(ns "$r")
+    ip netns exec "$n" nft -f - <<EOF || return 1
+table inet chaos {
+    chain in { type filter hook input priority 0; numgen random mod 100 < $pct counter drop; }
+    chain out { type filter hook output priority 0; numgen random mod 100 < $pct counter drop; }
+}
+EOF
+    sleep "$s"
+    d=$(ip netns exec "$n" nft list table inet chaos | sed -n 's/.*packets \([0-9]*\).*/\1/p' |
+        awk '{ t += $1 } END { print t + 0 }')
+    ip netns exec "$n" nft delete table inet chaos
+    echo "$d"
+}
+
 # inject NAME FAULT AT RANK SECONDS: the fault, once the first attempt has reached
 # iteration AT; writes what it did to $tmp/NAME/fault.
 inject() {
@@ -107,6 +126,10 @@ inject() {
     linkdown)
         ip -n "$(ns "$r")" link set eth0 down; sleep 10; ip -n "$(ns "$r")" link set eth0 up
         echo "rank $r's link down for 10 s at iteration $at" ;;
+    loss)
+        if ! command -v nft >/dev/null; then echo "not run: no nft (make deps installs nftables)"; return; fi
+        d=$(link_loss "$r" "$s" 5)
+        echo "$s% of rank $r's packets dropped for 5 s at iteration $at (${d:-?} packets)" ;;
     diskfull)
         free=$(df -B1 --output=avail "$tmp/disk" | tail -1)
         fallocate -l $(( free - 8 * 1024 * 1024 )) "$tmp/disk/filler" 2>/dev/null ||
@@ -146,6 +169,7 @@ for f in $faults; do
     [ "$f" = kill0 ] && r=0
     [ "$f" = stop ] && s=$(( 5 + RANDOM % 16 ))
     [ "$f" = stoplong ] && s=$(( 65 + RANDOM % 26 ))
+    [ "$f" = loss ] && s=$(( 1 + RANDOM % 5 )) # the percentage
     t1=$(date +%s)
     inject "$f" "$f" "$at" "$r" "$s" &
     injector=$!

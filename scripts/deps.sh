@@ -35,6 +35,7 @@ run_probes() {
     probe fortunes-min          "text for the char model"       test -e /usr/share/games/fortunes/fortunes
     probe openmpi-bin           "mpirun: multi-node launch"     command -v mpirun
     probe iproute2              "ip/tc: emulated clusters"      command -v ip
+    probe nftables              "nft: packet loss (chaos.sh)"   command -v nft
     probe clang                 "clang: make fuzz"              command -v clang
     probe libclang-rt-14-dev    "libFuzzer runtime: make fuzz"  have_libfuzzer
     probe chromium              "headless browser: HTML report test" command -v chromium
