@@ -238,15 +238,26 @@ static void cpu_pool_backward(void *ctx, const ke_window_t *k, int64_t planes, b
         }
         return;
     }
+    /* average: outputs in row-major order as before (overlapping windows add to dx in the
+     * same order); an inner window skips the clipping */
+    int ylo, yhi, xlo, xhi;
+    pool_inner_range(kw.h, kw.kh, kw.sh, kw.ph, kw.oh, &ylo, &yhi);
+    pool_inner_range(kw.w, kw.kw, kw.sw, kw.pw, kw.ow, &xlo, &xhi);
     for (int64_t pl = 0; pl < planes; pl++) {
         float *dxp = dx + pl * in_plane;
         int64_t obase = pl * out_plane;
         for (int oy = 0; oy < kw.oh; oy++)
             for (int ox = 0; ox < kw.ow; ox++) {
                 int64_t o = obase + (int64_t)oy * kw.ow + ox;
-                int y0, y1, x0, x1;
-                int size = ke_pool_window(&kw, oy, ox, &y0, &y1, &x0, &x1);
-                if (size <= 0) continue;
+                int y0, y1, x0, x1, size;
+                if (oy >= ylo && oy < yhi && ox >= xlo && ox < xhi) {
+                    y0 = oy * kw.sh - kw.ph, y1 = y0 + kw.kh;
+                    x0 = ox * kw.sw - kw.pw, x1 = x0 + kw.kw;
+                    size = kw.kh * kw.kw;
+                } else {
+                    size = ke_pool_window(&kw, oy, ox, &y0, &y1, &x0, &x1);
+                    if (size <= 0) continue;
+                }
                 float g = dy[o] / (float)size;
                 for (int yy = y0; yy < y1; yy++)
                     for (int xx = x0; xx < x1; xx++) dxp[yy * kw.w + xx] += g;
