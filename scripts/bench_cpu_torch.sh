@@ -56,7 +56,8 @@ for r in $(seq 1 "$reps"); do
         a=$(cpu_s 1 "$net" "$n")
         b=$(cpu_s $((s + 1)) "$net" "$n")
         p=$(awk -v a="$a" -v b="$b" -v s="$s" -v k="$batch" 'BEGIN {printf "%.4f", (b - a) * 1e3 / (s * k)}')
-        read -r t tw < <("$py" scripts/torch_step.py "models/$net.net" "$batch" "$s" 1)
+        read -r t tw < <("$py" scripts/torch_step.py "models/$net.net" "$batch" "$s" 1) || true
+        [ -n "${tw:-}" ] || { echo "bench_cpu_torch.sh: scripts/torch_step.py failed on $net" >&2; exit 1; }
         echo "$net $p $t $tw" >> "$tmp/rows"
         echo "round $r $net: poseidon $p ms/img, torch $t ms/img (cpu)" >&2
     done
