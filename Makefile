@@ -105,7 +105,8 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh $(BUILD)
 
-bench: deps
+bench:
+	@scripts/deps.sh --install --bench
 	@$(MAKE) --no-print-directory all
 	@scripts/bench.sh $(BUILD)
 

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# deps.sh [--install]: one ✓/✗ line per dependency. With --install, as root, installs the
-# missing Debian packages (apt-get update first); otherwise prints the apt-get line to run.
+# deps.sh [--install] [--bench]: one ✓/✗ line per dependency. With --install, as root, installs
+# the missing Debian packages (apt-get update first); otherwise prints the apt-get line to run.
+# --bench adds what only `make bench` needs (PyTorch, for scripts/bench_cpu_torch.sh).
 set -u
-install=0
-[ "${1:-}" = "--install" ] && install=1
+install=0 bench=0
+for a in "$@"; do
+    case $a in
+    --install) install=1 ;;
+    --bench) bench=1 ;;
+    esac
+done
 
 missing=()
 probe() { # probe PACKAGE DESCRIPTION TEST-COMMAND...
@@ -16,6 +22,7 @@ probe() { # probe PACKAGE DESCRIPTION TEST-COMMAND...
     fi
 }
 have_libfuzzer() { compgen -G '/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a' >/dev/null; }
+have_torch() { "$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)" -c 'import torch'; }
 have_header() { for d in /usr/include /usr/include/x86_64-linux-gnu /usr/include/aarch64-linux-gnu /usr/local/include; do [ -e "$d/$1" ] && return 0; done; return 1; }
 
 run_probes() {
@@ -39,6 +46,9 @@ run_probes() {
     probe clang                 "clang: make fuzz"              command -v clang
     probe libclang-rt-14-dev    "libFuzzer runtime: make fuzz"  have_libfuzzer
     probe chromium              "headless browser: HTML report test" command -v chromium
+    if [ $bench -eq 1 ]; then
+        probe python3-torch     "PyTorch: make bench's CPU comparison" have_torch
+    fi
 }
 
 echo "dependencies:"

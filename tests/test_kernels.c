@@ -92,6 +92,65 @@ TEST(test_kernels_pool_windows)
     rng_destroy(&r);
 }
 
+/* The CPU pool op (inner windows on a fast path, border ones through the bodies) equals the
+ * bodies at every output, bit for bit and argmax included, forward and backward, over
+ * windows the fast path unrolls (2x2, 3x3) and others, with and without padding and ceil
+ * rounding, on planes too small to have inner windows at all. */
+TEST(test_kernels_cpu_pool_equals_bodies)
+{
+    static const int shapes[][8] = {/* h, w, kh, kw, sh, sw, ph, pw */
+                                    {28, 28, 2, 2, 2, 2, 0, 0}, {14, 13, 2, 2, 2, 2, 0, 0},
+                                    {32, 32, 3, 3, 2, 2, 0, 0}, {7, 7, 3, 3, 2, 2, 1, 1},
+                                    {9, 11, 3, 2, 1, 3, 1, 0},  {2, 3, 3, 3, 2, 2, 1, 1},
+                                    {6, 5, 5, 4, 1, 1, 2, 1}};
+    rng_t *r = rng_new(24, 0);
+    char err[128];
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    REQUIRE(c, "%s", err);
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
+        for (int ceil_mode = 0; ceil_mode < 2; ceil_mode++) {
+            const int *s = shapes[t];
+            ke_window_t k = {.h = s[0], .w = s[1], .kh = s[2], .kw = s[3], .sh = s[4],
+                             .sw = s[5], .ph = s[6], .pw = s[7]};
+            int ry = ceil_mode ? k.sh - 1 : 0, rx = ceil_mode ? k.sw - 1 : 0;
+            k.oh = (k.h + 2 * k.ph - k.kh + ry) / k.sh + 1;
+            k.ow = (k.w + 2 * k.pw - k.kw + rx) / k.sw + 1;
+            int planes = 3, in = k.h * k.w, on = k.oh * k.ow;
+            float *x = rnd(r, (int64_t)planes * in, 1), *dy = rnd(r, (int64_t)planes * on, 1);
+            x[1] = x[0]; /* a tie: the first maximum wins */
+            float *y = malloc((size_t)planes * on * sizeof *y);
+            float *dx = calloc((size_t)planes * in, sizeof *dx);
+            float *ref = calloc((size_t)planes * in, sizeof *ref);
+            int *arg = malloc((size_t)planes * on * sizeof *arg);
+            int bad = 0;
+            for (int avg = 0; avg < 2; avg++) {
+                c->layers->pool_forward(c->ctx, &k, planes, avg, x, y, arg);
+                memset(dx, 0, (size_t)planes * in * sizeof *dx);
+                memset(ref, 0, (size_t)planes * in * sizeof *ref);
+                c->layers->pool_backward(c->ctx, &k, planes, avg, dy, arg, dx);
+                for (int p = 0; p < planes; p++)
+                    for (int oy = 0; oy < k.oh; oy++)
+                        for (int ox = 0; ox < k.ow; ox++) {
+                            int o = p * on + oy * k.ow + ox, a = -1;
+                            float want = avg ? ke_pool_avg_at(x + p * in, &k, oy, ox)
+                                             : ke_pool_max_at(x + p * in, &k, oy, ox, &a);
+                            bad += y[o] != want || (!avg && arg[o] != a);
+                            int y0, y1, x0, x1;
+                            int size = ke_pool_window(&k, oy, ox, &y0, &y1, &x0, &x1);
+                            if (!avg && a >= 0) ref[p * in + a] += dy[o];
+                            for (int yy = y0; avg && size > 0 && yy < y1; yy++)
+                                for (int xx = x0; xx < x1; xx++)
+                                    ref[p * in + yy * k.w + xx] += dy[o] / (float)size;
+                        }
+                for (int i = 0; i < planes * in; i++) bad += dx[i] != ref[i];
+            }
+            CHECK(bad == 0, "shape %zu ceil %d: %d outputs differ", t, ceil_mode, bad);
+            free(x), free(dy), free(y), free(dx), free(ref), free(arg);
+        }
+    compute_destroy(&c);
+    rng_destroy(&r);
+}
+
 TEST(test_kernels_lrn_bn_bodies)
 {
     /* LRN: y = x (k + alpha/n sum x^2)^-beta, beta 0.75 through square roots and another */

@@ -87,7 +87,126 @@ static void cpu_add(void *ctx, int64_t n, const float *x, float *y)
     vec_add(y, x, n);
 }
 
-/* ---- pooling -------------------------------------------------------------------------- */
+/* ---- pooling --------------------------------------------------------------------------
+ * Most windows lie wholly inside the image (all of LeNet's; all but the last row and column
+ * of a ceil-rounded pool): for those the loops below skip ke_pool_window's clipping and read
+ * the window with a fixed row stride, and for the common 2x2 and 3x3 windows with constant
+ * bounds the compiler unrolls. Same visiting order and comparisons as ke_pool_max_at and
+ * ke_pool_avg_at, so the results and argmax are identical; the border windows use those. */
+
+/* The outputs [*lo, *hi) along one axis whose window [o*s - p, o*s - p + k) lies in [0, n). */
+static void pool_inner_range(int n, int k, int s, int p, int on, int *lo, int *hi)
+{
+    int l = p <= 0 ? 0 : (p + s - 1) / s;
+    int h = n + p - k < 0 ? 0 : (n + p - k) / s + 1;
+    if (h > on) h = on;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* Max over a kh x kw window at xp (row stride w) whose first element is input index base. */
+static inline float pool_max_inner(const float *xp, int w, int kh, int kw, int base, int *arg)
+{
+    float best = -FLT_MAX;
+    int a = -1;
+    for (int y = 0; y < kh; y++)
+        for (int x = 0; x < kw; x++) {
+            /* without branches: on activations of random sign a branch here mispredicts
+             * about half the time (GCC 12 at -O2 branched on the index's select) */
+            float v = xp[y * w + x];
+            int gt = v > best;
+            best = gt ? v : best;
+            a += (base + y * w + x - a) & -gt;
+        }
+    *arg = a;
+    return a >= 0 ? best : 0.0f;
+}
+
+static inline float pool_avg_inner(const float *xp, int w, int kh, int kw)
+{
+    float sum = 0.0f;
+    for (int y = 0; y < kh; y++)
+        for (int x = 0; x < kw; x++) sum += xp[y * w + x];
+    return sum / (float)(kh * kw);
+}
+
+/* Four adjacent inner windows at once, one per lane (lane j: the window at xp + j*sw), in
+ * the scalar loops' order and with their comparisons, so each lane's result is theirs; four
+ * independent chains instead of one serial chain of compares per output. */
+static inline void pool_inner4(const float *xp, int w, int sw, int kh, int kw, int base,
+                               bool avg, float *y, int *arg)
+{
+    const vec_f4 zero = {0, 0, 0, 0};
+    vec_f4 best = {-FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX}, sum = zero;
+    vec_i4 a = {-1, -1, -1, -1};
+    const vec_i4 lane = {0, sw, 2 * sw, 3 * sw};
+    for (int yy = 0; yy < kh; yy++)
+        for (int xx = 0; xx < kw; xx++) {
+            const float *p = xp + yy * w + xx;
+            vec_f4 v = {p[0], p[sw], p[2 * sw], p[3 * sw]};
+            if (avg) {
+                sum += v;
+                continue;
+            }
+            vec_i4 gt = v > best;
+            best = (vec_f4)(((vec_i4)v & gt) | ((vec_i4)best & ~gt));
+            vec_i4 idx = (vec_i4){0, 0, 0, 0} + (base + yy * w + xx) + lane;
+            a = (idx & gt) | (a & ~gt);
+        }
+    if (avg) {
+        vec_store(y, sum / (float)(kh * kw));
+        return;
+    }
+    vec_i4 found = a >= (vec_i4){0, 0, 0, 0};
+    vec_store(y, (vec_f4)((vec_i4)best & found));
+    memcpy(arg, &a, sizeof a);
+}
+
+/* One output row's inner windows, [lo, hi); kh and kw constant where the caller inlines it. */
+static inline void pool_row_inner(const float *xp, const ke_window_t *k, int oy, int lo, int hi,
+                                  bool avg, int kh, int kw, float *y, int *argmax)
+{
+    int iy = oy * k->sh - k->ph;
+    int ox = lo;
+    for (; ox + 4 <= hi; ox += 4) {
+        int base = iy * k->w + ox * k->sw - k->pw;
+        pool_inner4(xp + base, k->w, k->sw, kh, kw, base, avg, y + ox,
+                    avg ? NULL : argmax + ox);
+    }
+    for (; ox < hi; ox++) {
+        int base = iy * k->w + ox * k->sw - k->pw;
+        if (avg) y[ox] = pool_avg_inner(xp + base, k->w, kh, kw);
+        else y[ox] = pool_max_inner(xp + base, k->w, kh, kw, base, &argmax[ox]);
+    }
+}
+
+/* One plane: border windows through the shared bodies, inner ones through pool_row_inner. */
+static void pool_plane_forward(const float *xp, const ke_window_t *k, bool avg, float *y,
+                               int *argmax)
+{
+    int ylo, yhi, xlo, xhi;
+    pool_inner_range(k->h, k->kh, k->sh, k->ph, k->oh, &ylo, &yhi);
+    pool_inner_range(k->w, k->kw, k->sw, k->pw, k->ow, &xlo, &xhi);
+    for (int oy = 0; oy < k->oh; oy++) {
+        float *yr = y + (int64_t)oy * k->ow;
+        int *ar = avg ? NULL : argmax + (int64_t)oy * k->ow;
+        bool inner_row = oy >= ylo && oy < yhi;
+        int lo = inner_row ? xlo : k->ow, hi = inner_row ? xhi : k->ow;
+        for (int ox = 0; ox < k->ow; ox++) {
+            if (ox == lo) {
+                if (k->kh == 2 && k->kw == 2) pool_row_inner(xp, k, oy, lo, hi, avg, 2, 2, yr, ar);
+                else if (k->kh == 3 && k->kw == 3)
+                    pool_row_inner(xp, k, oy, lo, hi, avg, 3, 3, yr, ar);
+                else pool_row_inner(xp, k, oy, lo, hi, avg, k->kh, k->kw, yr, ar);
+                ox = hi - 1;
+                continue;
+            }
+            if (avg) yr[ox] = ke_pool_avg_at(xp, k, oy, ox);
+            else yr[ox] = ke_pool_max_at(xp, k, oy, ox, &ar[ox]);
+        }
+    }
+}
 
 static void cpu_pool_forward(void *ctx, const ke_window_t *k, int64_t planes, bool avg,
                              const float *x, float *y, int *argmax)
@@ -97,38 +216,48 @@ static void cpu_pool_forward(void *ctx, const ke_window_t *k, int64_t planes, bo
      * would reload the window for every output */
     const ke_window_t kw = *k;
     const int64_t in_plane = (int64_t)kw.h * kw.w, out_plane = (int64_t)kw.oh * kw.ow;
-    for (int64_t pl = 0; pl < planes; pl++) {
-        const float *xp = x + pl * in_plane;
-        int64_t obase = pl * out_plane;
-        for (int oy = 0; oy < kw.oh; oy++)
-            for (int ox = 0; ox < kw.ow; ox++) {
-                int64_t o = obase + (int64_t)oy * kw.ow + ox;
-                if (avg) y[o] = ke_pool_avg_at(xp, &kw, oy, ox);
-                else y[o] = ke_pool_max_at(xp, &kw, oy, ox, &argmax[o]);
-            }
-    }
+    for (int64_t pl = 0; pl < planes; pl++)
+        pool_plane_forward(x + pl * in_plane, &kw, avg, y + pl * out_plane,
+                           avg ? NULL : argmax + pl * out_plane);
 }
 
-/* Scatter: each output adds its gradient to the inputs it read. */
+/* Scatter: each output adds its gradient to the inputs it read (max: its argmax). */
 static void cpu_pool_backward(void *ctx, const ke_window_t *k, int64_t planes, bool avg,
                               const float *dy, const int *argmax, float *dx)
 {
     (void)ctx;
     const ke_window_t kw = *k;
     const int64_t in_plane = (int64_t)kw.h * kw.w, out_plane = (int64_t)kw.oh * kw.ow;
+    if (!avg) {
+        for (int64_t pl = 0; pl < planes; pl++) {
+            float *dxp = dx + pl * in_plane;
+            const float *dyp = dy + pl * out_plane;
+            const int *ap = argmax + pl * out_plane;
+            for (int64_t o = 0; o < out_plane; o++)
+                if (ap[o] >= 0) dxp[ap[o]] += dyp[o];
+        }
+        return;
+    }
+    /* average: outputs in row-major order as before (overlapping windows add to dx in the
+     * same order); an inner window skips the clipping */
+    int ylo, yhi, xlo, xhi;
+    pool_inner_range(kw.h, kw.kh, kw.sh, kw.ph, kw.oh, &ylo, &yhi);
+    pool_inner_range(kw.w, kw.kw, kw.sw, kw.pw, kw.ow, &xlo, &xhi);
     for (int64_t pl = 0; pl < planes; pl++) {
         float *dxp = dx + pl * in_plane;
         int64_t obase = pl * out_plane;
         for (int oy = 0; oy < kw.oh; oy++)
             for (int ox = 0; ox < kw.ow; ox++) {
                 int64_t o = obase + (int64_t)oy * kw.ow + ox;
-                if (!avg) {
-                    if (argmax[o] >= 0) dxp[argmax[o]] += dy[o];
-                    continue;
+                int y0, y1, x0, x1, size;
+                if (oy >= ylo && oy < yhi && ox >= xlo && ox < xhi) {
+                    y0 = oy * kw.sh - kw.ph, y1 = y0 + kw.kh;
+                    x0 = ox * kw.sw - kw.pw, x1 = x0 + kw.kw;
+                    size = kw.kh * kw.kw;
+                } else {
+                    size = ke_pool_window(&kw, oy, ox, &y0, &y1, &x0, &x1);
+                    if (size <= 0) continue;
                 }
-                int y0, y1, x0, x1;
-                int size = ke_pool_window(&kw, oy, ox, &y0, &y1, &x0, &x1);
-                if (size <= 0) continue;
                 float g = dy[o] / (float)size;
                 for (int yy = y0; yy < y1; yy++)
                     for (int xx = x0; xx < x1; xx++) dxp[yy * kw.w + xx] += g;
