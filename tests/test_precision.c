@@ -14,6 +14,7 @@
 #include "core/model.h"
 #include "core/plan.h"
 #include "core/unit_times.h"
+#include "sim/simrun.h"
 #include "tests/exp_fixture.h"
 #include "tests/test.h"
 
@@ -323,5 +324,60 @@ TEST(precision_profiles_carry_their_precision)
     snprintf(want, sizeof want, "%s:2: expected # precision = fp32 | bf16 | fp16", path);
     CHECK(!strcmp(err, want), "'%s'", err);
     plan_fini(&p);
+    model_fini(&m);
+}
+
+/* A choice that moves with the wire (scripts/precision_sweep.sh): VGG19 on 8 Titan X nodes at
+ * 40 GbE, hybrid3. A ring pays 2(P-1) latencies and PS two, so once bf16 halves the bytes,
+ * conv1.2 (37k parameters) is cheaper through PS than around the ring. */
+TEST(precision_wire_changes_a_hybrid3_choice)
+{
+    experiment_t e;
+    model_t m;
+    fixture_load_exp(&e, &m, fixture_exp_text("vgg19", "sweep_nodes = 8\nsweep_gbps = 40\n"
+                                                        "sweep_schemes = hybrid3\n"));
+    cluster_t c;
+    plan_opts_t po;
+    job_config(&e, 0, NULL, &c, &po);
+    int layer = model_find(&m, "conv1.2/conv");
+    REQUIRE(layer >= 0);
+    sync_method_t got[2];
+    for (int w = 0; w < 2; w++) {
+        plan_t p;
+        plan_at(&p, &m, &c, po, w ? PRECISION_BF16 : PRECISION_FP32);
+        got[w] = SYNC_NONE;
+        for (int u = 0; u < p.n_units; u++)
+            if (p.units[u].layer == layer) got[w] = p.units[u].method;
+        plan_fini(&p);
+    }
+    CHECK(got[0] == SYNC_ALLREDUCE && got[1] == SYNC_PS, "conv1.2: %s at fp32, %s at bf16",
+          sync_method_name(got[0]), sync_method_name(got[1]));
+    model_fini(&m);
+}
+
+/* The simulator moves the plan's bytes: each scheme of one method sends and receives exactly
+ * half per node with bf16 on the wire (a hybrid may choose other methods at bf16). */
+TEST(precision_simulator_moves_half_the_bytes_at_bf16)
+{
+    experiment_t e;
+    model_t m;
+    fixture_load_exp(&e, &m, fixture_exp_text("lenet", "sweep_nodes = 4\nkv_block_mb = 0\n"
+                                                        "sweep_schemes = ps,ps+wfbp,"
+                                                        "sfb+wfbp,allreduce+wfbp\n"));
+    for (int i = 0; i < experiment_config_count(&e); i++) {
+        double sent[2], recv[2];
+        for (int w = 0; w < 2; w++) {
+            e.wire_precision = w ? PRECISION_BF16 : PRECISION_FP32;
+            cluster_t c;
+            simrun_out_t o;
+            char err[1024];
+            REQUIRE(simrun_config(&e, &m, i, &c, NULL, &o, err, sizeof err) == 0, "%s", err);
+            sent[w] = o.r.sent_bytes_per_node;
+            recv[w] = o.r.recv_bytes_per_node;
+        }
+        CHECK(sent[0] > 0 && sent[0] == 2 * sent[1] && recv[0] == 2 * recv[1],
+              "config %d: sent %.0f / %.0f, received %.0f / %.0f bytes per node", i, sent[0],
+              sent[1], recv[0], recv[1]);
+    }
     model_fini(&m);
 }
