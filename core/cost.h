@@ -5,11 +5,11 @@
  *
  * Byte counts are the formulas of POSEIDON.md §2 (×4 bytes, fp32; ×2 at a bf16 or fp16 wire
  * precision: every value crosses the network in wire_bytes) when the PS split is even
- * (kv_block_bytes = 0, in whole values); with KV blocks each shard holds whole blocks. Blocks are numbered
- * globally, tensor after tensor in the plan's unit order, and placed one at a time by a
- * kv_place_t policy (least-loaded by default), so a small layer lands on one shard; the
- * plan records every block's shard in a table (cost_params_t.block_shard). A node that is
- * both a worker and a shard does not send to itself.
+ * (kv_block_bytes = 0, in whole values); with KV blocks each shard holds whole blocks.
+ * Blocks are numbered globally, tensor after tensor in the plan's unit order, and placed one
+ * at a time by a kv_place_t policy (least-loaded by default), so a small layer lands on one
+ * shard; the plan records every block's shard in a table (cost_params_t.block_shard). A
+ * node that is both a worker and a shard does not send to itself.
  *
  * Time is for the layer alone on an idle full-duplex network: per phase, the busiest NIC
  * direction's bytes / bandwidth + one latency (blocks are pipelined). PS: push, apply on the

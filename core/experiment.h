@@ -1,8 +1,9 @@
 /* experiment: a job and the sweeps around it — what `poseidon plan`, `poseidon sim` and
  * `poseidon train` all run. A job is a model, a cluster, a synchronisation scheme,
  * consistency, per-node batch, iterations, KV blocks and their placement, all-reduce buckets,
- * the arithmetic and wire precisions (core/precision.h) and a seed; training adds its data, compute (real or emulated), solver and link probe keys,
- * which the simulator reads and ignores. The sweeps (nodes, bandwidths, schemes) make the
+ * the arithmetic and wire precisions (core/precision.h) and a seed; training adds its data,
+ * compute (real or emulated), solver and link probe keys, which the simulator reads and
+ * ignores. The sweeps (nodes, bandwidths, schemes) make the
  * configurations a report iterates over; a real run executes exactly one of them.
  *
  * An experiment file is `key = value` lines with '#' comments (keys in experiment_keys_help());
@@ -156,7 +157,8 @@ int experiment_override(experiment_t *e, const char *kv, char *err, size_t errle
 int experiment_override_as(experiment_t *e, const char *kv, const char *where, char *err,
                            size_t errlen);
 /* After the overrides: the keys that constrain each other (warmup < iterations, the pair of
- * precisions), which one override alone cannot judge, and a model. Returns 0, or -1 with "--set: expected ..." in
+ * precisions), which one override alone cannot judge, and a model. Returns 0, or -1 with
+ * "--set: expected ..." (the pair of precisions: where the later of the two was given) in
  * err. */
 int experiment_check_overrides(const experiment_t *e, char *err, size_t errlen);
 

@@ -37,7 +37,8 @@ static void times_alloc(unit_times_t *t, const plan_t *p)
     t->n_units = p->n_units;
     t->fwd_ns = xcalloc((size_t)p->n_units, sizeof *t->fwd_ns);
     t->bwd_ns = xcalloc((size_t)p->n_units, sizeof *t->bwd_ns);
-    t->update_flops = device_peak_flops(&p->cluster.device, p->precision) * p->cluster.device.eff_fc;
+    const device_t *d = &p->cluster.device;
+    t->update_flops = device_peak_flops(d, p->precision) * d->eff_fc;
 }
 
 void unit_times_device(unit_times_t *t, const plan_t *p)

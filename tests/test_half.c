@@ -90,7 +90,7 @@ TEST(half_subnormals_both_ways)
     CHECK_H(half_fp16_from_f32(5 * 0x1p-25f), 0x0002);           /* 2.5 x 2^-24: tie, to 2 */
     CHECK_H(half_fp16_from_f32(-0x1p-24f), 0x8001);
     CHECK_H(half_fp16_from_f32(1023 * 0x1p-24f), 0x03ff);        /* the largest subnormal */
-    CHECK_H(half_fp16_from_f32(1023.5f * 0x1p-24f), 0x0400);     /* tie: up to the smallest normal */
+    CHECK_H(half_fp16_from_f32(1023.5f * 0x1p-24f), 0x0400);     /* tie: up to the least normal */
     CHECK_H(half_fp16_from_f32(0x1p-14f), 0x0400);
     CHECK_H(half_fp16_from_f32(1e-10f), 0x0000);
     CHECK_H(half_fp16_from_f32(-1e-10f), 0x8000);                /* the sign survives */
@@ -144,7 +144,8 @@ TEST(half_bulk_matches_scalar)
     enum { N = 1000 };
     float src[N], back[N];
     uint16_t h[N];
-    for (int i = 0; i < N; i++) src[i] = (float)((i - N / 2) * 0.37) * powf(2.0f, (float)(i % 40 - 20));
+    for (int i = 0; i < N; i++)
+        src[i] = (float)((i - N / 2) * 0.37) * powf(2.0f, (float)(i % 40 - 20));
     src[0] = NAN;
     src[1] = INFINITY;
     src[2] = 70000.0f;
