@@ -11,7 +11,7 @@ set logscale x 2
 set xrange [6:40]
 set xlabel "nodes"
 set ylabel "images/s (best scheme)"
-rows(d, m, g) = sprintf("< awk -F, '$1 == \"%s\" && $2 == \"%s\" && $4 == %s' %s", d, m, g, csv)
+rows(d, m, g) = sprintf("< awk -F, '$1 == \"%s\" && $2 == \"%s\" && $4 == %d' %s", d, m, g, csv)
 n = words(models)
 nodes = "titanx-fp32 h100-bf16"
 do for [fmt in "pngcairo svg"] {
