@@ -98,15 +98,23 @@ TEST(precision_refused_values_and_pairs_name_key_file_and_line)
     free(e);
 }
 
+/* An experiment on models/NET.net (exp_fixture's cluster, then extra), its model, and the
+ * cluster and plan options of its first configuration. */
+static void load_job(experiment_t *e, model_t *m, cluster_t *c, plan_opts_t *po, const char *net,
+                     const char *extra)
+{
+    fixture_load_exp(e, m, fixture_exp_text(net, extra));
+    job_config(e, 0, NULL, c, po);
+}
+
 TEST(precision_written_job_carries_both_keys)
 {
     experiment_t e;
     model_t m;
-    fixture_load_exp(&e, &m, fixture_exp_text("lenet", "precision = fp16\nwire_precision = bf16\n"
-                                                        "sweep_nodes = 4\n"));
     cluster_t c;
     plan_opts_t po;
-    job_config(&e, 0, NULL, &c, &po);
+    load_job(&e, &m, &c, &po, "lenet",
+             "precision = fp16\nwire_precision = bf16\nsweep_nodes = 4\n");
     CHECK(po.precision == PRECISION_FP16 && po.wire_precision == PRECISION_BF16, "plan options");
     char path[600], err[2048];
     snprintf(path, sizeof path, "%s/run.exp", test_tmpdir());
@@ -334,11 +342,10 @@ TEST(precision_wire_changes_a_hybrid3_choice)
 {
     experiment_t e;
     model_t m;
-    fixture_load_exp(&e, &m, fixture_exp_text("vgg19", "sweep_nodes = 8\nsweep_gbps = 40\n"
-                                                        "sweep_schemes = hybrid3\n"));
     cluster_t c;
     plan_opts_t po;
-    job_config(&e, 0, NULL, &c, &po);
+    load_job(&e, &m, &c, &po, "vgg19",
+             "sweep_nodes = 8\nsweep_gbps = 40\nsweep_schemes = hybrid3\n");
     int layer = model_find(&m, "conv1.2/conv");
     REQUIRE(layer >= 0);
     sync_method_t got[2];
