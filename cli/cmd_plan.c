@@ -85,8 +85,12 @@ int cmd_plan(int argc, char **argv)
         if (i > 0) fputc('\n', stdout);
         if (csv) {
             char sb[64];
-            printf("# %s nodes=%d gbps=%g scheme=%s\n", m.name, c.nodes, c.nic_Bps * 8 / 1e9,
+            printf("# %s nodes=%d gbps=%g scheme=%s", m.name, c.nodes, c.nic_Bps * 8 / 1e9,
                    scheme_name(s, sb, sizeof sb));
+            if (po.precision != PRECISION_FP32 || po.wire_precision != PRECISION_FP32)
+                printf(" precision=%s wire_precision=%s", precision_name(po.precision),
+                       precision_name(po.wire_precision));
+            putchar('\n');
         }
         plan_print(&p, stdout, csv);
         plan_fini(&p);

@@ -396,6 +396,15 @@ static int build_job(train_args_t *a, job_sets_t *s)
                 job->model_path[0] ? "" : " (--model FILE, or an EXPERIMENT file)");
         return -1;
     }
+    if (job->precision != PRECISION_FP32 || job->wire_precision != PRECISION_FP32) {
+        fprintf(stderr, "poseidon train: %s: expected precision = fp32 and wire_precision = "
+                        "fp32 (the runtime computes and sends fp32 so far; `poseidon plan` and "
+                        "`poseidon sim` take bf16 and fp16), got precision = %s, "
+                        "wire_precision = %s\n",
+                job->precision_at, precision_name(job->precision),
+                precision_name(job->wire_precision));
+        return -1;
+    }
     if (experiment_config_count(job) != 1) {
         fprintf(stderr, "poseidon train: the experiment has %d configurations (sweep_nodes, "
                         "sweep_gbps, sweep_schemes); choose one with --set sweep_KEY=VALUE\n",

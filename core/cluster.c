@@ -17,11 +17,16 @@
  * The efficiencies are assumptions, not measurements: cuDNN-era convolutions reach a large
  * fraction of peak on 3x3 kernels (Winograd even exceeds the direct-convolution FLOP count),
  * FC GEMMs at batch 32 somewhat less; replace them with a measured profile
- * (`poseidon profile`) whenever one exists. */
+ * (`poseidon profile`) whenever one exists.
+ * Half-precision peaks, dense (without 2:4 sparsity): H100 SXM5 tensor cores, 989.4
+ * TFLOP/s bf16 and fp16 with fp32 accumulation (NVIDIA H100 Tensor Core GPU datasheet);
+ * Maxwell GM200 and Kepler GK110 have no faster half arithmetic (no fp16x2 units, no bf16:
+ * NVIDIA's Pascal P100 whitepaper introduces fp16x2 at 2x; CUDA computes their halves in
+ * fp32), so 0: the fp32 peak. */
 static const device_t s_devices[] = {
-    {"titanx-maxwell", 6.6e12, 336.5e9, 0.75, 0.70, 20000},
-    {"k20", 3.52e12, 208e9, 0.60, 0.60, 20000},
-    {"h100", 67e12, 3.35e12, 0.60, 0.60, 10000},
+    {"titanx-maxwell", 6.6e12, 336.5e9, 0.75, 0.70, 20000, 0, 0},
+    {"k20", 3.52e12, 208e9, 0.60, 0.60, 20000, 0, 0},
+    {"h100", 67e12, 3.35e12, 0.60, 0.60, 10000, 989.4e12, 989.4e12},
 };
 
 /* Interconnect presets, per direction, from the specifications (x16 links): PCIe 3.0 /
@@ -61,6 +66,14 @@ int device_preset(device_t *d, const char *name)
     return -1;
 }
 
+double device_peak_flops(const device_t *d, precision_t p)
+{
+    double half = p == PRECISION_BF16   ? d->peak_bf16_flops
+                  : p == PRECISION_FP16 ? d->peak_fp16_flops
+                                        : 0;
+    return half > 0 ? half : d->peak_flops;
+}
+
 void cluster_init(cluster_t *c)
 {
     memset(c, 0, sizeof *c);
@@ -98,6 +111,8 @@ const char *cluster_keys_help(void)
            "  server_gbps = G           PS shard apply throughput, 0 = free (0)\n"
            "  device = NAME             titanx-maxwell | k20 | h100 (titanx-maxwell)\n"
            "  peak_tflops, mem_gbps, eff_conv, eff_fc, launch_us   device overrides\n"
+           "  peak_bf16_tflops, peak_fp16_tflops   the device's half-precision peaks (dense,\n"
+           "                            fp32 accumulation); 0 = as peak_tflops\n"
            "  straggler_sigma = S       lognormal sigma of per-node speed (0)\n"
            "  jitter_sigma = S          lognormal sigma of per-op compute noise (0)\n"
            "  speed = NODE:FACTOR       fixed speed of one node, repeatable (1)\n";
@@ -265,6 +280,10 @@ static int set_node_key(cluster_t *c, const char *key, const char *val, const ch
     } else if (!strcmp(key, "peak_tflops")) {
         if (get_in(key, val, 1e-3, 1e6, false, &d, where, err, errlen)) return -1;
         c->device.peak_flops = d * 1e12;
+    } else if (!strcmp(key, "peak_bf16_tflops") || !strcmp(key, "peak_fp16_tflops")) {
+        if (get_in(key, val, 1e-3, 1e6, true, &d, where, err, errlen)) return -1;
+        if (!strcmp(key, "peak_bf16_tflops")) c->device.peak_bf16_flops = d * 1e12;
+        else c->device.peak_fp16_flops = d * 1e12;
     } else if (!strcmp(key, "mem_gbps")) {
         if (get_in(key, val, 1e-3, 1e9, false, &d, where, err, errlen)) return -1;
         c->device.mem_Bps = d * 1e9;
@@ -463,6 +482,10 @@ int cluster_write(const cluster_t *c, FILE *f, const char *prefix)
     device_t preset;
     if (device_preset(&preset, d->name) == 0) fprintf(f, "%sdevice = %s\n", prefix, d->name);
     fprintf(f, "%speak_tflops = %s\n", prefix, D(exact_key_value(d->peak_flops, 1e12, 1)));
+    fprintf(f, "%speak_bf16_tflops = %s\n", prefix,
+            D(exact_key_value(d->peak_bf16_flops, 1e12, 1)));
+    fprintf(f, "%speak_fp16_tflops = %s\n", prefix,
+            D(exact_key_value(d->peak_fp16_flops, 1e12, 1)));
     fprintf(f, "%smem_gbps = %s\n", prefix, D(exact_key_value(d->mem_Bps, 1e9, 1)));
     fprintf(f, "%seff_conv = %s\n", prefix, D(d->eff_conv));
     fprintf(f, "%seff_fc = %s\n", prefix, D(d->eff_fc));

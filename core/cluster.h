@@ -23,13 +23,15 @@
 #include <stdio.h>
 
 #include "kvfile.h"
+#include "precision.h"
 
 #define CLUSTER_NAME_MAX 64
 #define CLUSTER_MAX_SPEED 256 /* explicit `speed = NODE:FACTOR` lines */
 #define CLUSTER_MAX_NIC 256   /* explicit `nic_gbps_node = NODES:GBPS` lines */
 
 /* A compute device model: time of a layer = max(FLOPs / (peak * efficiency of its type),
- * bytes touched / memory bandwidth) + a fixed launch overhead. */
+ * bytes touched / memory bandwidth) + a fixed launch overhead. The peak is the one of the
+ * job's arithmetic precision (device_peak_flops). */
 typedef struct {
     char name[CLUSTER_NAME_MAX];
     double peak_flops;     /* FLOP/s, fp32 */
@@ -37,6 +39,9 @@ typedef struct {
     double eff_conv;       /* fraction of peak reached by convolutions */
     double eff_fc;         /* fraction of peak reached by GEMMs of FC layers */
     int64_t launch_ns;     /* per layer and pass: kernel launch and framework overhead */
+    double peak_bf16_flops; /* FLOP/s of bf16 products (fp32 accumulation), dense; 0: the
+                               fp32 peak (no faster bf16 arithmetic) */
+    double peak_fp16_flops; /* the same for fp16 */
 } device_t;
 
 typedef struct {
@@ -119,6 +124,9 @@ int interconnect_preset(cluster_t *c, const char *name);
 
 /* Fill a device model from a preset name (titanx-maxwell, k20, h100). Returns 0 or -1. */
 int device_preset(device_t *d, const char *name);
+
+/* The device's peak FLOP/s at an arithmetic precision (a half peak of 0 reads as fp32's). */
+double device_peak_flops(const device_t *d, precision_t p);
 
 /* Write c as `PREFIXkey = value` lines (every key, a device's fields after its preset name)
  * that cluster_set() reads back into exactly the same values. Returns 0, or -1 when a write

@@ -64,11 +64,14 @@ int cost_kv_next_shard(kv_place_t k, const int64_t *load, int shards, int64_t bl
     return best;
 }
 
+int cost_value_bytes(const cost_params_t *p) { return p->wire_bytes > 0 ? p->wire_bytes : 4; }
+
 int64_t cost_ps_blocks(const cost_params_t *p, int64_t bytes)
 {
     if (bytes <= 0) return 0;
     if (p->kv_block_bytes > 0) return (bytes + p->kv_block_bytes - 1) / p->kv_block_bytes;
-    int64_t elems = (bytes + 3) / 4;
+    int w = cost_value_bytes(p);
+    int64_t elems = (bytes + w - 1) / w;
     return elems < p->shards ? elems : p->shards;
 }
 
@@ -81,10 +84,11 @@ static int64_t rotation_pos(const cost_params_t *p, int64_t block0, int shard)
 
 static int64_t even_piece_bytes(const cost_params_t *p, int64_t bytes, int64_t r)
 {
-    /* Even split in fp32 elements; the first (elems % P2) positions hold one more. */
-    int64_t elems = bytes / 4, P2 = p->shards;
-    int64_t b = (elems / P2 + (r < elems % P2 ? 1 : 0)) * 4;
-    if (r == 0) b += bytes % 4; /* odd byte counts never occur for fp32; keep the sum exact */
+    /* Even split in whole values; the first (elems % P2) positions hold one more. */
+    int w = cost_value_bytes(p);
+    int64_t elems = bytes / w, P2 = p->shards;
+    int64_t b = (elems / P2 + (r < elems % P2 ? 1 : 0)) * w;
+    if (r == 0) b += bytes % w; /* partial values never occur in a plan; keep the sum exact */
     return b;
 }
 
@@ -202,7 +206,10 @@ cost_t cost_ps(const cost_params_t *p, int64_t bytes, int64_t block0)
     return c;
 }
 
-int64_t cost_sfb_peer_bytes(int64_t k, int64_t m, int64_t n) { return k * (m + n) * 4; }
+int64_t cost_sfb_peer_bytes(const cost_params_t *p, int64_t k, int64_t m, int64_t n)
+{
+    return k * (m + n) * cost_value_bytes(p);
+}
 
 int64_t cost_sfb_k(const cost_params_t *p, const cost_tensor_t *t)
 {
@@ -215,14 +222,14 @@ cost_t cost_sfb_rows(const cost_params_t *p, int64_t rows, int64_t m, int64_t n)
     int P1 = p->workers;
     if (P1 == 1) return c;
     int64_t k = (int64_t)p->batch * rows;
-    int64_t b = (int64_t)(P1 - 1) * cost_sfb_peer_bytes(k, m, n);
+    int64_t b = (int64_t)(P1 - 1) * cost_sfb_peer_bytes(p, k, m, n);
     c.worker_sent = c.worker_recv = b;
     c.node_sent = c.node_recv = b;
     int64_t recon = 0;
     if (p->gemm_flops > 0)
         recon = llround(2.0 * (double)k * (double)m * (double)n * (P1 - 1) / p->gemm_flops * 1e9);
     int64_t S = p->nodes_per_rack;
-    if (cost_racks(p) > 1) c.rack_sent = S * (P1 - S) * cost_sfb_peer_bytes(k, m, n);
+    if (cost_racks(p) > 1) c.rack_sent = S * (P1 - S) * cost_sfb_peer_bytes(p, k, m, n);
     c.time_ns = p->lat_ns + max64(xfer_ns(p, b), rack_ns(p, c.rack_sent)) + recon;
     return c;
 }
@@ -286,11 +293,10 @@ int64_t cost_local(const cost_params_t *p, const cost_tensor_t *t, sync_method_t
     *reduce_bytes = *bcast_bytes = 0;
     int d = p->devices > 1 ? p->devices : 1;
     int64_t all = t->weight_bytes + t->bias_bytes;
+    int64_t factors = cost_sfb_peer_bytes(p, cost_sfb_k(p, t), t->m, t->n); /* a node's */
     if (p->host_staging) {
         if (m == SYNC_NONE) return 0;
-        int64_t own = m == SYNC_SFB ? cost_sfb_peer_bytes(cost_sfb_k(p, t), t->m, t->n) / d +
-                                          t->bias_bytes
-                                    : all;
+        int64_t own = m == SYNC_SFB ? factors / d + t->bias_bytes : all;
         /* SFB: every device but itself, of every node */
         int64_t back = m == SYNC_SFB ? ((int64_t)p->workers * d - 1) * (own - t->bias_bytes) +
                                            t->bias_bytes
@@ -303,8 +309,7 @@ int64_t cost_local(const cost_params_t *p, const cost_tensor_t *t, sync_method_t
     }
     if (d <= 1) return 0; /* SYNC_NONE (one node): the devices still reduce and broadcast */
     if (m == SYNC_SFB) /* the other devices' factors, and their biases' gradients */
-        *reduce_bytes = (int64_t)(d - 1) * (cost_sfb_peer_bytes(cost_sfb_k(p, t), t->m, t->n) / d +
-                                            t->bias_bytes);
+        *reduce_bytes = (int64_t)(d - 1) * (factors / d + t->bias_bytes);
     else
         *reduce_bytes = (int64_t)(d - 1) * all;
     *bcast_bytes = (int64_t)(d - 1) * all;

@@ -3,12 +3,13 @@
  * sufficient-factor broadcasting (SFB, FC weights only; biases go through PS) and ring
  * all-reduce. The planner chooses schemes with it; the simulator adds contention on top.
  *
- * Byte counts are the formulas of POSEIDON.md §2 (×4 bytes, fp32) when the PS split is even
- * (kv_block_bytes = 0); with KV blocks each shard holds whole blocks. Blocks are numbered
- * globally, tensor after tensor in the plan's unit order, and placed one at a time by a
- * kv_place_t policy (least-loaded by default), so a small layer lands on one shard; the
- * plan records every block's shard in a table (cost_params_t.block_shard). A node that is
- * both a worker and a shard does not send to itself.
+ * Byte counts are the formulas of POSEIDON.md §2 (×4 bytes, fp32; ×2 at a bf16 or fp16 wire
+ * precision: every value crosses the network in wire_bytes) when the PS split is even
+ * (kv_block_bytes = 0, in whole values); with KV blocks each shard holds whole blocks.
+ * Blocks are numbered globally, tensor after tensor in the plan's unit order, and placed one
+ * at a time by a kv_place_t policy (least-loaded by default), so a small layer lands on one
+ * shard; the plan records every block's shard in a table (cost_params_t.block_shard). A
+ * node that is both a worker and a shard does not send to itself.
  *
  * Time is for the layer alone on an idle full-duplex network: per phase, the busiest NIC
  * direction's bytes / bandwidth + one latency (blocks are pipelined). PS: push, apply on the
@@ -81,6 +82,10 @@ typedef struct {
     int devices;            /* D, devices per node (0 or 1: one; batch is the node's D x B) */
     double intra_Bps;       /* the node's interconnect, bytes/s (D > 1) */
     int64_t intra_lat_ns;   /* per local transfer */
+    int wire_bytes;         /* bytes of one value on the wire and the interconnect: 4
+                               (fp32), 2 (bf16, fp16); 0 reads as 4. Tensor byte counts
+                               (cost_tensor_t) are already at it; KV blocks are blocks of
+                               wire bytes */
     bool host_staging;      /* each device stages its gradient (SFB: its factors) in host
                              * memory and gets the synced values (SFB: the peers' factors)
                              * back over the interconnect; the host reduces a node's devices */
@@ -91,7 +96,7 @@ typedef struct {
     int64_t m, n;           /* FC weight m x n (outputs x inputs); 0 if not an FC layer */
     int64_t rows;           /* factor rows per sample: 1 for fc (0 reads as 1), S positions
                                for a linear layer over a sequence: K = batch x rows tokens */
-    int64_t weight_bytes;
+    int64_t weight_bytes;   /* at the wire precision (cost_params_t.wire_bytes a value) */
     int64_t bias_bytes;
     int64_t block0;         /* first global KV block of the layer's PS tensor */
 } cost_tensor_t;
@@ -143,9 +148,12 @@ int64_t cost_allreduce_bytes(int nodes, int64_t bytes);
 int cost_allreduce_steps(int nodes);
 int64_t cost_allreduce_chunk_bytes(int nodes, int64_t bytes);
 
-/* SFB bytes one worker sends to one peer per iteration: K(M+N) fp32 values (K: tokens of a
- * linear layer, batch x positions). */
-int64_t cost_sfb_peer_bytes(int64_t k, int64_t m, int64_t n);
+/* SFB bytes one worker sends to one peer per iteration: K(M+N) values at the wire precision
+ * (K: tokens of a linear layer, batch x positions). */
+int64_t cost_sfb_peer_bytes(const cost_params_t *p, int64_t k, int64_t m, int64_t n);
+
+/* Bytes of one value on the wire: p->wire_bytes, or 4 when it is 0. */
+int cost_value_bytes(const cost_params_t *p);
 
 /* The whole layer with method m: PS moves weights+biases; SFB broadcasts the weights' factors
  * and sends biases through PS (concurrently: time is the larger); all-reduce moves both. */

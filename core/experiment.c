@@ -89,6 +89,10 @@ const char *experiment_keys_help(void)
            "                            (Poseidon's: each layer cheapest alone) (iteration)\n"
            "  allreduce_bucket_mb = B   fuse all-reduce units, in backward order, into buckets\n"
            "                            of >= B MB, one ring each; 0 = one per layer (0)\n"
+           "  precision = P             arithmetic: fp32 | bf16 | fp16; bf16 and fp16 keep\n"
+           "                            fp32 master weights, fp16 scales the loss (fp32)\n"
+           "  wire_precision = P        what gradients, parameters and factors are sent as:\n"
+           "                            fp32 | bf16 | fp16; fp16 needs precision = fp16 (fp32)\n"
            "  net_model = M             simulated bandwidth sharing: exact (per-flow max-min),\n"
            "                            whole (broadcasts/gathers move as one, faster), or\n"
            "                            auto (exact at every size) (auto)\n"
@@ -363,6 +367,11 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
         else if (!strcmp(val, "whole")) e->net_model = NET_MODEL_WHOLE;
         else return kv_error(err, errlen, where,
                              "expected net_model = auto | exact | whole, got '%s'", val);
+    } else if (!strcmp(key, "precision") || !strcmp(key, "wire_precision")) {
+        if (precision_parse(val, !strcmp(key, "precision") ? &e->precision : &e->wire_precision))
+            return kv_error(err, errlen, where, "expected %s = fp32 | bf16 | fp16, got '%s'", key,
+                            val);
+        snprintf(e->precision_at, sizeof e->precision_at, "%s", where);
     } else if (!strcmp(key, "sweep_nodes")) {
         if (split_list(val, EXPERIMENT_MAX_SWEEP, item_nodes, e->nodes, &e->n_nodes))
             return kv_error(err, errlen, where,
@@ -423,12 +432,22 @@ static int check_node_lines(const experiment_t *e, const char *where, char *err,
     return 0;
 }
 
+/* The arithmetic and wire precisions together (core/precision.h), named where the later of
+ * the two keys was given. */
+static int check_precisions(const experiment_t *e, char *err, size_t errlen)
+{
+    char why[512];
+    if (precision_check_pair(e->precision, e->wire_precision, why, sizeof why) == 0) return 0;
+    return kv_error(err, errlen, e->precision_at[0] ? e->precision_at : e->path, "%s", why);
+}
+
 int experiment_check_overrides(const experiment_t *e, char *err, size_t errlen)
 {
     if (!e->model_path[0])
         return kv_error(err, errlen, "--set", "expected a model (model=FILE.net)");
     if (check_node_lines(e, "--set", err, errlen)) return -1;
     if (cluster_check_devices(&e->cluster, "--set", err, errlen)) return -1;
+    if (check_precisions(e, err, errlen)) return -1;
     return check_warmup(e, "--set", err, errlen);
 }
 
@@ -458,6 +477,7 @@ int experiment_parse(experiment_t *e, const char *path, const char *text, char *
     if (!e->model_path[0]) return kv_error(err, errlen, where, "expected a 'model = FILE' line");
     if (!e->cluster_given) return kv_error(err, errlen, where, "expected a 'cluster = FILE' line");
     if (check_warmup(e, where, err, errlen)) return -1;
+    if (check_precisions(e, err, errlen)) return -1;
     if (e->cluster.ps_shards > e->cluster.nodes)
         return kv_error(err, errlen, where, "expected cluster ps_shards <= nodes (%d), got %d",
                         e->cluster.nodes, e->cluster.ps_shards);
@@ -588,6 +608,8 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     fprintf(f, "allreduce_bucket_mb = %s\n",
             kv_format_double((double)e->allreduce_bucket_bytes / (1 << 20), num));
     fprintf(f, "net_model = %s\n", net_model_name(e->net_model));
+    fprintf(f, "precision = %s\n", precision_name(e->precision));
+    fprintf(f, "wire_precision = %s\n", precision_name(e->wire_precision));
     const experiment_train_t *t = &e->train;
     fprintf(f, "epochs = %d\n", t->epochs);
     fprintf(f, "data = %s\n", t->data);

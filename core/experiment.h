@@ -1,8 +1,9 @@
 /* experiment: a job and the sweeps around it — what `poseidon plan`, `poseidon sim` and
  * `poseidon train` all run. A job is a model, a cluster, a synchronisation scheme,
- * consistency, per-node batch, iterations, KV blocks and their placement, all-reduce buckets
- * and a seed; training adds its data, compute (real or emulated), solver and link probe keys,
- * which the simulator reads and ignores. The sweeps (nodes, bandwidths, schemes) make the
+ * consistency, per-node batch, iterations, KV blocks and their placement, all-reduce buckets,
+ * the arithmetic and wire precisions (core/precision.h) and a seed; training adds its data,
+ * compute (real or emulated), solver and link probe keys, which the simulator reads and
+ * ignores. The sweeps (nodes, bandwidths, schemes) make the
  * configurations a report iterates over; a real run executes exactly one of them.
  *
  * An experiment file is `key = value` lines with '#' comments (keys in experiment_keys_help());
@@ -30,6 +31,7 @@
 #include "cluster.h"
 #include "cost.h"
 #include "hybrid.h"
+#include "precision.h"
 #include "scheme.h"
 
 #define EXPERIMENT_MAX_SWEEP 64
@@ -110,6 +112,10 @@ typedef struct {
     kv_place_t kv_placement;   /* KV block to shard policy (core/cost.h) */
     hybrid_rule_t hybrid_rule; /* how hybrid and hybrid3 choose (core/hybrid.h) */
     net_model_t net_model;
+    precision_t precision;      /* arithmetic: fp32, or bf16 / fp16 with fp32 master weights */
+    precision_t wire_precision; /* what every exchange sends (core/precision.h) */
+    char precision_at[600];     /* "file:line" (or "--set") of the later of the two keys; ""
+                                   when neither was given: where a refused pair is named */
     experiment_train_t train;
     bool cluster_given;        /* a `cluster =` line (or --set cluster=) was read */
 
@@ -122,7 +128,8 @@ typedef struct {
 } experiment_t;
 
 /* Defaults: scheme hybrid, BSP, batch 32, 5 iterations (1 of them warm-up), seed 1, 4 MB KV blocks
- * (Poseidon-TF's default, POSEIDON.md §4), no all-reduce fusion, network model auto;
+ * (Poseidon-TF's default, POSEIDON.md §4), no all-reduce fusion, network model auto, fp32
+ * arithmetic and wire;
  * training: Fashion-MNIST, shuffled, real compute, SGD lr 0.01, momentum 0.9, weight decay
  * 5e-4, a fixed rate (step: gamma 0.1 every two epochs; poly: power 1), auto initialisation,
  * no sample, the link probe on with 4 MB, two checkpoints kept, no restarts. No model and no
@@ -149,8 +156,9 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
 int experiment_override(experiment_t *e, const char *kv, char *err, size_t errlen);
 int experiment_override_as(experiment_t *e, const char *kv, const char *where, char *err,
                            size_t errlen);
-/* After the overrides: the keys that constrain each other (warmup < iterations), which one
- * override alone cannot judge, and a model. Returns 0, or -1 with "--set: expected ..." in
+/* After the overrides: the keys that constrain each other (warmup < iterations, the pair of
+ * precisions), which one override alone cannot judge, and a model. Returns 0, or -1 with
+ * "--set: expected ..." (the pair of precisions: where the later of the two was given) in
  * err. */
 int experiment_check_overrides(const experiment_t *e, char *err, size_t errlen);
 

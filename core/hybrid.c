@@ -91,10 +91,11 @@ static void loads_add_tensor(shard_loads_t *s, int64_t bytes, int64_t block0)
     int64_t P2 = s->shards, nb = cost_ps_blocks(p, bytes);
     if (nb == 0) return;
     if (p->kv_block_bytes <= 0) { /* even split over min(elems, P2) shards from block0 */
-        int64_t elems = bytes / 4, start = block0 % P2;
-        s->all += elems / P2 * 4;
-        range_add(s, start, elems % P2, 4);
-        range_add(s, start, 1, bytes % 4);
+        int w = cost_value_bytes(p);
+        int64_t elems = bytes / w, start = block0 % P2;
+        s->all += elems / P2 * w;
+        range_add(s, start, elems % P2, w);
+        range_add(s, start, 1, bytes % w);
         return;
     }
     int64_t B = p->kv_block_bytes, last = bytes - (nb - 1) * B;
@@ -198,7 +199,7 @@ static hybrid_cost_t cost_with(search_t *st, const sync_method_t *method)
         spread += ps; /* pushes to the other shards, pulls from them */
         ps_total += ps;
         if (m == SYNC_SFB) {
-            int64_t k = cost_sfb_k(p, t), peer = cost_sfb_peer_bytes(k, t->m, t->n);
+            int64_t k = cost_sfb_k(p, t), peer = cost_sfb_peer_bytes(p, k, t->m, t->n);
             spread += (P1 - 1) * peer;
             rack_other += S * (P1 - S) * peer; /* S workers' factors to the P1 - S outside */
             update_flops += 2.0 * (double)k * (double)t->m * (double)t->n * (p->workers - 1);

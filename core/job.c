@@ -41,7 +41,9 @@ void job_config(const experiment_t *e, int config, const job_link_t *link, clust
                         .kv_block_bytes = e->kv_block_bytes,
                         .allreduce_bucket_bytes = e->allreduce_bucket_bytes,
                         .kv_placement = e->kv_placement,
-                        .hybrid_rule = e->hybrid_rule};
+                        .hybrid_rule = e->hybrid_rule,
+                        .precision = e->precision,
+                        .wire_precision = e->wire_precision};
 }
 
 void job_host_memory_link(cluster_t *c)

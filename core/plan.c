@@ -202,8 +202,8 @@ static void units_assign(plan_t *p, const model_t *m, unsigned mask, const sync_
             t.n = l->type == LAYER_FC ? shape_count(l->in_shape) : l->in_shape.c;
             t.rows = layer_sf_rows(l);
         }
-        t.weight_bytes = l->weights * 4;
-        t.bias_bytes = l->biases * 4;
+        t.weight_bytes = l->weights * cost_value_bytes(&p->cost); /* at the wire precision */
+        t.bias_bytes = l->biases * cost_value_bytes(&p->cost);
         t.block0 = block;
         if (kv.load) kv_preview(&kv, block, t.weight_bytes + t.bias_bytes);
         for (int j = 0; j < SYNC_METHOD_COUNT; j++)
@@ -215,7 +215,7 @@ static void units_assign(plan_t *p, const model_t *m, unsigned mask, const sync_
         case SYNC_PS: un->ps_bytes = t.weight_bytes + t.bias_bytes; break;
         case SYNC_SFB:
             un->ps_bytes = t.bias_bytes;
-            un->sfb_peer_bytes = cost_sfb_peer_bytes(cost_sfb_k(&p->cost, &t), t.m, t.n);
+            un->sfb_peer_bytes = cost_sfb_peer_bytes(&p->cost, cost_sfb_k(&p->cost, &t), t.m, t.n);
             break;
         case SYNC_ALLREDUCE:
             un->ar_bytes = cost_allreduce_bytes(p->workers, t.weight_bytes + t.bias_bytes);
@@ -295,6 +295,8 @@ static void plan_setup(plan_t *p, const model_t *m, const cluster_t *c, const pl
     p->allreduce_bucket_bytes = o->allreduce_bucket_bytes;
     p->kv_placement = o->kv_placement;
     p->hybrid_rule = o->hybrid_rule;
+    p->precision = o->precision;
+    p->wire_precision = o->wire_precision;
     p->model = m;
     p->cluster = *c;
     p->scheme = o->scheme;
@@ -316,11 +318,12 @@ static void plan_setup(plan_t *p, const model_t *m, const cluster_t *c, const pl
         .rack_Bps = cluster_rack_Bps(c),
         .lat_ns = c->lat_ns,
         .server_Bps = c->server_Bps,
-        .gemm_flops = c->device.peak_flops * c->device.eff_fc,
+        .gemm_flops = device_peak_flops(&c->device, o->precision) * c->device.eff_fc,
         .devices = c->devices_per_node,
         .intra_Bps = c->intra_Bps,
         .intra_lat_ns = c->intra_lat_ns,
         .host_staging = c->host_staging,
+        .wire_bytes = precision_bytes(o->wire_precision),
     };
 }
 
@@ -708,6 +711,12 @@ static void plan_print_header(const plan_t *p, FILE *f, int csv, int local, int 
                "all-reduce buckets of %.6g MB\n",
             p->model->name, p->workers, p->shards, p->cost.bw_Bps * 8 / 1e9, p->batch, sb,
             p->staleness ? "ssp" : "bsp", p->allreduce_bucket_bytes / (double)(1 << 20));
+    if (p->precision != PRECISION_FP32 || p->wire_precision != PRECISION_FP32)
+        fprintf(f, "# precision %s%s, wire precision %s: every byte count is at %d bytes a "
+                   "value\n",
+                precision_name(p->precision),
+                p->precision != PRECISION_FP32 ? " (fp32 master weights)" : "",
+                precision_name(p->wire_precision), precision_bytes(p->wire_precision));
     if (local)
         fprintf(f, "# %d devices per node, batch %d each, over %s (%.4g Gbit/s, %.3g us): "
                    "per unit a local reduce and a local broadcast (bytes over the "

@@ -103,6 +103,11 @@
  *   the counters of the instances that wait on it. Iterations are unrolled: instance (op, t)
  *   only waits on iterations t and t - iter_back.
  *
+ * Precision. Every byte count (tensors, PS pieces, KV blocks, SFB factors, ring chunks, the
+ * local steps) is at the wire precision: 2 bytes a value at bf16 or fp16, half of fp32's, so
+ * the methods' costs, the hybrid choices and what the simulator moves all follow from it.
+ * The arithmetic precision sets the device's peak (core/cluster.h, device_peak_flops).
+ *
  * Invariants: ops[i].id == i; each op's deps are deps[dep_first .. dep_first + n_deps);
  * DEP_LOCAL only joins ops of the same placement; iter_back <= 1 + staleness.
  */
@@ -115,6 +120,7 @@
 #include "cluster.h"
 #include "cost.h"
 #include "hybrid.h"
+#include "precision.h"
 #include "scheme.h"
 #include "model.h"
 
@@ -217,6 +223,8 @@ typedef struct {
     plan_bucket_t *buckets; /* in backward order: bucket 0 holds unit U-1's all-reduce */
     kv_place_t kv_placement;
     hybrid_rule_t hybrid_rule;
+    precision_t precision;  /* arithmetic: the device's peak of it (compute, SFB rebuilds) */
+    precision_t wire_precision; /* every byte count of the plan is at it (cost.wire_bytes) */
     int *kv_block_shard;    /* the shard of each global KV block (kv_block_bytes > 0; else
                                NULL); cost.block_shard points here */
     int n_pieces;
@@ -233,6 +241,8 @@ typedef struct {
     kv_place_t kv_placement;        /* which shard each KV block goes to (core/cost.h) */
     hybrid_rule_t hybrid_rule;      /* hybrid, hybrid3: for the iteration (default) or per
                                        layer (Poseidon's rule; core/hybrid.h) */
+    precision_t precision;          /* arithmetic (core/precision.h); fp32 when 0 */
+    precision_t wire_precision;     /* what the exchanges send; fp32 when 0 */
 } plan_opts_t;
 
 /* Build the plan. Returns 0, or -1 with a message in err (a model without layers). The plan

@@ -12,6 +12,13 @@
  * measured at another batch is scaled linearly (a first-order model); a time must lie in
  * [0, 1e15] ns, so that a whole run of them sums within int64 nanoseconds.
  *
+ * Precision. The device model computes at the plan's arithmetic precision: its peak
+ * (device_peak_flops: bf16 and fp16 on tensor cores where the device has them) and
+ * activations of that precision's size. A profile says what it measured in a comment line
+ * `# precision = fp32 | bf16 | fp16` before its first row (none: fp32, as `poseidon profile`
+ * measures); a profile of the plan's precision is used as it is, one of another precision is
+ * scaled by the device's peak ratio (an fp32 profile of an h100 job at bf16: x 67 / 989.4).
+ *
  * These are the times at speed 1: an executor divides them by the node's speed
  * (cluster_node_speed); the simulator also multiplies by its noise.
  */
@@ -34,8 +41,11 @@ typedef struct {
     double update_flops;    /* FLOP/s of UPDATE ops (SFB reconstruction GEMMs) */
 } unit_times_t;
 
-/* Time of one layer for `batch` samples on device d (bwd: 0 forward, 1 backward). */
+/* Time of one layer for `batch` samples on device d (bwd: 0 forward, 1 backward), in fp32;
+ * unit_times_layer_ns_at: at arithmetic precision prec. */
 int64_t unit_times_layer_ns(const device_t *d, const layer_t *l, int batch, int bwd);
+int64_t unit_times_layer_ns_at(const device_t *d, const layer_t *l, int batch, int bwd,
+                               precision_t prec);
 
 /* Per-unit times from the device model of the plan's cluster. */
 void unit_times_device(unit_times_t *t, const plan_t *p);

@@ -40,7 +40,7 @@ TEST(cost_sfb_bytes_equal_paper_formula)
             cost_params_t p = params(P, P, K);
             cost_t c = cost_sfb(&p, M, N);
             CHECK_EQ_I64(c.worker_sent + c.worker_recv, 2 * K * (P - 1) * (M + N) * 4);
-            CHECK_EQ_I64(cost_sfb_peer_bytes(K, M, N), K * (M + N) * 4);
+            CHECK_EQ_I64(cost_sfb_peer_bytes(&p, K, M, N), K * (M + N) * 4);
         }
 }
 

@@ -37,6 +37,8 @@ static void cluster_diff(const cluster_t *a, const cluster_t *b, char *out, size
     FIELD(device.eff_conv, "%.17g");
     FIELD(device.eff_fc, "%.17g");
     FIELD(device.launch_ns, "%" PRId64);
+    FIELD(device.peak_bf16_flops, "%.17g");
+    FIELD(device.peak_fp16_flops, "%.17g");
     FIELD(straggler_sigma, "%.17g");
     FIELD(jitter_sigma, "%.17g");
     FIELD(n_speed, "%d");
