@@ -63,7 +63,7 @@ run() {
         read -r events simwall model_used < <(awk -F, 'NR == 2 { print $18, $19, $20 }' "$tmp/row.csv")
         awk -v m=$m -v n=$n -v g=$g -v sc=$sc -v nm="$nm:$model_used" -v e="$events" \
             -v w="$simwall" -v r="$rss" -v b="$base_kb" -v c="$cpu" -v x="$extra" 'BEGIN {
-            printf "%s,%d,%d,%s,%s,ok,%.3f,%d,%.0f,%.1f,%.1f,%.1f,%.2f,%s\n", m, n, g, sc, nm, w,
+            printf "%s,%d,%d,%s,%s,ok,%.3f,%.0f,%.0f,%.1f,%.1f,%.1f,%.2f,%s\n", m, n, g, sc, nm, w,
                    e, (w > 0 ? e / w : 0), r / 1024, b / 1024, (r - b) / 1024, c, x }' >> "$out"
     else
         status=$([ $rc -eq 124 ] && echo timeout || echo "error-$rc")

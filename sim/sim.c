@@ -109,6 +109,7 @@ typedef struct {
     int64_t ring_time, ring_since; /* time with rings_live > 0 up to ring_since */
     int64_t *ring_last;    /* [node] ring_time as of its last touch */
     int64_t ring_bytes;    /* bytes every node sent (and received) in lockstep steps */
+    int64_t ring_steps;    /* lockstep steps delivered */
     uint64_t ring_events;  /* per-node deliveries a lockstep step's one delivery stands for,
                               counted as events as they would be one by one */
 } sim_t;
@@ -326,6 +327,7 @@ static void ring_delivered(sim_t *s, int op, int t)
     int64_t ri = rix(s, t, op), bytes;
     int S = s->p->ops[op].steps, N = s->nodes;
     plan_dest(s->p, op, 0, 0, &bytes);
+    s->ring_steps++;
     if (++s->ar_step[ri] < S) {
         ring_issue(s, op, t, bytes);
         return;
@@ -368,6 +370,7 @@ static void ring_unlock(sim_t *s, int op, int t)
 static void rings_lock(sim_t *s)
 {
     int N = s->nodes, any = 0;
+    if (s->o->ring_flows) return;
     for (int64_t i = 0; i < s->n_pend; i++) {
         const pflow_t *f = &s->pend[i];
         if (s->ar_of_op[f->op] < 0) continue;
@@ -975,6 +978,7 @@ static void sim_fill_result(sim_t *s, const plan_t *p, const sim_opts_t *o, sim_
     r->compute_idle_frac = s->now > 0 ? 1 - busy / ((double)s->nodes * (double)s->now) : 0;
     r->comm_hidden_frac = comm > 0 ? both / comm : 1;
     r->events = evq_pushed(s->q) + s->ring_events;
+    r->ring_steps_whole = s->ring_steps;
     r->net_recomputes = net_recomputes(s->net);
 }
 
