@@ -1334,7 +1334,9 @@ static int rings_recompute(net_t *n, int64_t now)
     if (core < x) x = core;
     double lim = x * (1 + 1e-12);
     if (!(nic <= lim || core <= lim)) return 0;
-    start_at_level(n, 0); /* no kept level: the next computation starts from scratch */
+    /* no kept level: the next computation starts from scratch (and with no other entity
+     * there is nothing else to reset; start_at_level costs O(racks)) */
+    if (n->nlv > 0) start_at_level(n, 0);
     rates_level(n->rt, 0, x);
     for (int64_t a = 0; a < n->nring; a++) rates_note(n->rt, n->ring[a], 0);
     rates_apply(n->rt, now);
