@@ -1357,7 +1357,8 @@ void net_recompute(net_t *n, int64_t now)
     n->dirty = 0;
     n->next_ns = INT64_MAX;
     if (n->live == 0) {
-        start_at_level(n, 0);
+        /* nothing to rate; drop the kept levels, once (it costs O(racks)) */
+        if (n->nlv > 0) start_at_level(n, 0);
         n->redo = INT64_MAX;
         return;
     }
