@@ -98,7 +98,8 @@ typedef struct {
      * its flows) or the ring completes. */
     char *ar_lock;         /* RING_* */
     int32_t *ar_step;
-    int32_t *ar_n0;        /* nodes that issued step 0 at the instant ar_t0 */
+    int32_t *ar_n0;        /* nodes that issued step ar_k0 at the instant ar_t0 */
+    int32_t *ar_k0;
     int64_t *ar_t0;
     struct ring_pend {
         int t, op;
@@ -114,7 +115,9 @@ typedef struct {
                               counted as events as they would be one by one */
 } sim_t;
 
-enum { RING_NEVER = 0, RING_LOCKED = 1, RING_ENDED = 2, RING_LOCKING = 3 };
+/* A ring instance's lockstep: not yet, in it, ended (it may start again at a later step),
+ * starting at this instant, never (its nodes' steps differ in size). */
+enum { RING_NEVER = 0, RING_LOCKED = 1, RING_ENDED = 2, RING_LOCKING = 3, RING_UNALIKE = 4 };
 
 static int ctx_fn(char *buf, size_t len, void *arg)
 {
@@ -267,11 +270,10 @@ static void step_try(sim_t *s, int op, int node, int t)
     int d = plan_dest(s->p, op, node, 0, &bytes);
     ASSERT(d != node && bytes > 0, "step of op %d: flow %d -> %d of %lld bytes", op, node, d,
            (long long)bytes);
-    if (k == 0) {
-        int64_t ri = rix(s, t, op);
-        if (s->ar_t0[ri] != s->now) s->ar_t0[ri] = s->now, s->ar_n0[ri] = 0;
-        s->ar_n0[ri]++;
-    }
+    int64_t ri = rix(s, t, op);
+    if (s->ar_t0[ri] != s->now || s->ar_k0[ri] != k)
+        s->ar_t0[ri] = s->now, s->ar_k0[ri] = k, s->ar_n0[ri] = 0;
+    s->ar_n0[ri]++;
     s->ar_issued[i]++;
     flow_start(s, op, node, d, bytes, t);
 }
@@ -365,8 +367,10 @@ static void ring_unlock(sim_t *s, int op, int t)
     s->ar_lock[ri] = RING_ENDED;
 }
 
-/* Ring instances whose every node issued step 0 at this instant go into lockstep: their
- * pending flows leave the list for one ring step each. */
+/* Ring instances whose every node issued the same step at this instant go into lockstep
+ * (again, after the network split one): every node then holds the same counters (step k
+ * issued, k of its own and of its predecessor's delivered), and their pending flows leave
+ * the list for one ring step each. */
 static void rings_lock(sim_t *s)
 {
     int N = s->nodes, any = 0;
@@ -375,26 +379,27 @@ static void rings_lock(sim_t *s)
         const pflow_t *f = &s->pend[i];
         if (s->ar_of_op[f->op] < 0) continue;
         int64_t ri = rix(s, f->t, f->op), b0;
-        if (s->ar_lock[ri] != RING_NEVER || s->ar_t0[ri] != s->now || s->ar_n0[ri] != N)
+        char st = s->ar_lock[ri];
+        if (st == RING_LOCKED || st == RING_UNALIKE || s->ar_t0[ri] != s->now ||
+            s->ar_n0[ri] != N)
             continue;
         plan_dest(s->p, f->op, 0, 0, &b0);
-        if (f->bytes != b0) s->ar_lock[ri] = RING_ENDED; /* nodes not alike */
-        else any = 1;
+        s->ar_lock[ri] = f->bytes != b0 ? RING_UNALIKE : RING_LOCKING;
+        any |= f->bytes == b0;
     }
     if (!any) return;
     int64_t w = 0;
     for (int64_t i = 0; i < s->n_pend; i++) {
         const pflow_t *f = &s->pend[i];
         int64_t ri = s->ar_of_op[f->op] < 0 ? -1 : rix(s, f->t, f->op);
-        if (ri < 0 || s->ar_t0[ri] != s->now || s->ar_n0[ri] != N ||
-            (s->ar_lock[ri] != RING_NEVER && s->ar_lock[ri] != RING_LOCKING)) {
+        if (ri < 0 || s->ar_lock[ri] != RING_LOCKING || s->ar_t0[ri] != s->now) {
             s->pend[w++] = *f;
             continue;
         }
-        if (s->ar_lock[ri] == RING_NEVER) {
-            s->ar_lock[ri] = RING_LOCKING;
-            s->ar_step[ri] = 0;
-            s->ring_bytes -= f->bytes; /* its nodes' sent and recv hold step 0 already */
+        if (s->ar_n0[ri] == N) {
+            s->ar_n0[ri] = N + 1; /* its ring step is on the way */
+            s->ar_step[ri] = s->ar_k0[ri];
+            s->ring_bytes -= f->bytes; /* its nodes' sent and recv hold this step already */
             ring_issue(s, f->op, f->t, f->bytes);
         }
         s->nflows[f->src]--;
@@ -875,6 +880,7 @@ static void sim_setup_nodes(sim_t *s, const plan_t *p, const sim_opts_t *o)
     s->ar_lock = xcalloc((size_t)n_rix + 1, 1);
     s->ar_step = xcalloc((size_t)n_rix + 1, sizeof *s->ar_step);
     s->ar_n0 = xcalloc((size_t)n_rix + 1, sizeof *s->ar_n0);
+    s->ar_k0 = xcalloc((size_t)n_rix + 1, sizeof *s->ar_k0);
     s->ar_t0 = xcalloc((size_t)n_rix + 1, sizeof *s->ar_t0);
     for (int64_t i = 0; i < n_rix; i++) s->ar_t0[i] = -1;
     s->ring_last = xcalloc((size_t)s->nodes, sizeof *s->ring_last);
@@ -1027,6 +1033,7 @@ static void sim_free(sim_t *s)
     free(s->ar_lock);
     free(s->ar_step);
     free(s->ar_n0);
+    free(s->ar_k0);
     free(s->ar_t0);
     free(s->ring_pend);
     free(s->ring_last);
