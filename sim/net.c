@@ -1278,11 +1278,13 @@ static void start_at_level(net_t *n, int64_t k)
  * turns every ring step into its N single flows (same tag, bytes left and group), and the
  * model goes on per flow. */
 
+int net_ring_whole(const net_t *n) { return n->live == 0 && n->npinned == 0; }
+
 int net_add_ring(net_t *n, int64_t now, int64_t bytes, int64_t tag)
 {
     int N = n->nodes;
     ASSERT(N >= 2 && bytes > 0, "ring step of %lld bytes over %d nodes", (long long)bytes, N);
-    if (n->live > 0 || n->npinned > 0) {
+    if (!net_ring_whole(n)) {
         for (int v = 0; v < N; v++) net_add(n, now, v, (v + 1) % N, bytes, tag);
         return 0;
     }

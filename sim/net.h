@@ -112,6 +112,9 @@ int net_add_gather(net_t *n, int64_t now_ns, int dst, int64_t bytes, int64_t tag
  * starts, nodes single flows, each finishing on its own (src, dst) with this tag. Returns 1
  * when it entered as one entity. */
 int net_add_ring(net_t *n, int64_t now_ns, int64_t bytes, int64_t tag);
+/* true when a ring step started now would be one entity (nothing but ring steps live, every
+ * NIC at the common rate). */
+int net_ring_whole(const net_t *n);
 
 /* Keep every broadcast and gather whole: its flows move at one rate, the smallest fair share
  * among the resources it crosses, so it never splits (default: off, exact per-flow max-min).

@@ -374,7 +374,8 @@ static void ring_unlock(sim_t *s, int op, int t)
 static void rings_lock(sim_t *s)
 {
     int N = s->nodes, any = 0;
-    if (s->o->ring_flows) return;
+    /* a step that the network would take as flows is not worth a lockstep */
+    if (s->o->ring_flows || !net_ring_whole(s->net)) return;
     for (int64_t i = 0; i < s->n_pend; i++) {
         const pflow_t *f = &s->pend[i];
         if (s->ar_of_op[f->op] < 0) continue;
