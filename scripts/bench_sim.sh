@@ -19,7 +19,8 @@
 # none; a run stopped at its limit has status timeout and wall_s the limit), and
 # out/reports/sim-scaling.{png,svg} where gnuplot is installed. Targets (one core): 1,024
 # nodes <= 1 s, 10,000 nodes <= 60 s, 100,000 GPUs <= 60 s and 4 GB.
-# BENCH_ONLY=100k runs the 100,000-GPU points alone, BENCH_ONLY=grid the rest alone.
+# BENCH_ONLY=100k runs the 100,000-GPU points alone, BENCH_ONLY=grid the rest alone;
+# BENCH_100K_SCHEMES (default "hybrid3 allreduce+wfbp") picks the schemes of those points.
 # A default-model run is stopped after BENCH_TIMEOUT seconds (default 300).
 set -uo pipefail
 build=${1:-build}
@@ -63,7 +64,7 @@ run() {
         read -r events simwall model_used < <(awk -F, 'NR == 2 { print $18, $19, $20 }' "$tmp/row.csv")
         awk -v m=$m -v n=$n -v g=$g -v sc=$sc -v nm="$nm:$model_used" -v e="$events" \
             -v w="$simwall" -v r="$rss" -v b="$base_kb" -v c="$cpu" -v x="$extra" 'BEGIN {
-            printf "%s,%d,%d,%s,%s,ok,%.3f,%d,%.0f,%.1f,%.1f,%.1f,%.2f,%s\n", m, n, g, sc, nm, w,
+            printf "%s,%d,%d,%s,%s,ok,%.3f,%.0f,%.0f,%.1f,%.1f,%.1f,%.2f,%s\n", m, n, g, sc, nm, w,
                    e, (w > 0 ? e / w : 0), r / 1024, b / 1024, (r - b) / 1024, c, x }' >> "$out"
     else
         status=$([ $rc -eq 124 ] && echo timeout || echo "error-$rc")
@@ -93,7 +94,7 @@ fi
 # 100,000 GPUs, one at a time (each holds a core, and up to 4 GB)
 if [ "$only" != grid ]; then
     for x in vgg19 resnet-152 seq-length; do
-        for sc in hybrid3 allreduce+wfbp; do
+        for sc in ${BENCH_100K_SCHEMES:-hybrid3 allreduce+wfbp}; do
             for o in 2 4; do
                 run $x 12544 400 $sc auto "$big_limit" cluster.device=h100 \
                     cluster.devices_per_node=8 cluster.interconnect=nvlink4 \

@@ -32,6 +32,9 @@
  * its level's (sim/rates.h): freezing it notes its level, and the computation ends by giving
  * each level its rate. */
 #define FAN (-2)
+/* A ring step's src and dst (net_add_ring; below any SCOPE): N flows v -> v + 1 mod N, outside every kept
+ * structure while it lives (below, "Ring steps"). */
+#define RING INT32_MIN
 /* A multi's field for its leaves: SCOPE(q) = -3 - q, the leaves being the nodes of rack q
  * (every node when there is one rack). */
 #define SCOPE(q) (-3 - (q))
@@ -56,6 +59,7 @@ _Static_assert(sizeof(ent_t) <= 64, "entity larger than a cache line");
 
 static inline int is_single(const ent_t *e) { return e->src >= 0 && e->dst >= 0; }
 static inline int is_fan(const ent_t *e) { return e->src == FAN || e->dst == FAN; }
+static inline int is_ring(const ent_t *e) { return e->src == RING; }
 /* broadcast or fan out: the hub sends */
 static inline int hub_sends(const ent_t *e) { return e->dst < 0; }
 
@@ -204,6 +208,10 @@ struct net {
     int64_t core_cnt;
     double core_used;
     int64_t left;
+    /* ring steps kept whole (net_add_ring), in creation order; none while live > 0 */
+    int64_t *ring;
+    int64_t nring, ring_cap;
+    int npinned;     /* nodes with a NIC rate of their own: no ring step is kept whole */
 };
 
 static int leaf_side(const ent_t *e) { return hub_sends(e) ? 1 : 0; }
@@ -372,6 +380,7 @@ void net_destroy(net_t **np)
     free(n->leafbuf);
     free(n->heap);
     free(n->cold);
+    free(n->ring);
     free(n);
     *np = NULL;
 }
@@ -610,9 +619,12 @@ static void redo_from(net_t *n, int64_t k)
     if (k < n->redo) n->redo = k;
 }
 
+static void rings_expand(net_t *n);
+
 static void push_ent(net_t *n, int64_t now, ent_t e, int64_t bytes, int64_t tag)
 {
     advance(n, now);
+    if (n->nring > 0) rings_expand(n);
     int64_t i = new_slot(n);
     e.seq = n->next_seq++;
     rates_start(n->rt, i, (double)bytes);
@@ -689,6 +701,7 @@ void net_set_node_nic(net_t *n, int node, double nic_Bps)
         res_ref(n, node, pin ? 1 : -1);
         res_ref(n, N + node, pin ? 1 : -1);
         n->pinned[node] = (char)pin;
+        n->npinned += pin ? 1 : -1;
     }
 }
 
@@ -700,7 +713,7 @@ void net_set_whole(net_t *n, int whole)
 
 int net_dirty(const net_t *n) { return n->dirty; }
 int64_t net_next_ns(const net_t *n) { return n->next_ns; }
-int64_t net_active(const net_t *n) { return n->live; }
+int64_t net_active(const net_t *n) { return n->live + n->nring; }
 int64_t net_recomputes(const net_t *n) { return n->recomputes; }
 int64_t net_restarts(const net_t *n) { return n->restarts; }
 void net_set_from_scratch(net_t *n, int on) { n->from_scratch = on != 0; }
@@ -1252,14 +1265,102 @@ static void start_at_level(net_t *n, int64_t k)
     n->nov = 0;
 }
 
+/* ---- Ring steps ----
+ * One step of a ring all-reduce started by every node at one instant with the same bytes is
+ * N flows v -> v + 1 mod N. While nothing else is in the network they are all alike: every
+ * NIC side carries one flow of each live ring step (k of them), every rack link one, the core
+ * N each; so the progressive filling over the flows freezes them all at its first level, the
+ * smallest of the NIC sides' nic/k, the rack links' rack_Bps/k and the core's
+ * core_Bps/(N k), unless a rack link saturates alone below the NIC sides (then the flows
+ * crossing racks get less). Such a step is kept as one entity of weight N, outside the kept
+ * structures, and the computation is those three shares: O(steps), not O(N x steps). The
+ * first entity of another kind, a rack link below the NIC sides, or a NIC of its own rate
+ * turns every ring step into its N single flows (same tag, bytes left and group), and the
+ * model goes on per flow. */
+
+int net_ring_whole(const net_t *n) { return n->live == 0 && n->npinned == 0; }
+
+int net_add_ring(net_t *n, int64_t now, int64_t bytes, int64_t tag)
+{
+    int N = n->nodes;
+    ASSERT(N >= 2 && bytes > 0, "ring step of %lld bytes over %d nodes", (long long)bytes, N);
+    if (!net_ring_whole(n)) {
+        for (int v = 0; v < N; v++) net_add(n, now, v, (v + 1) % N, bytes, tag);
+        return 0;
+    }
+    advance(n, now);
+    int64_t i = new_slot(n);
+    rates_start(n->rt, i, (double)bytes);
+    n->cold[i] = (ent_cold_t){bytes, tag};
+    n->f[i] = (ent_t){.src = RING, .dst = RING, .mult = N, .seq = n->next_seq++};
+    if (n->nring == n->ring_cap) {
+        n->ring_cap = n->ring_cap ? 2 * n->ring_cap : 16;
+        n->ring = xrealloc(n->ring, (size_t)n->ring_cap * sizeof *n->ring);
+    }
+    n->ring[n->nring++] = i;
+    redo_from(n, 0);
+    n->dirty = 1;
+    return 1;
+}
+
+/* Every ring step into its N single flows, in ring order, each with the step's bytes left
+ * and in its group (so with its rate and finish until the next computation). */
+static void rings_expand(net_t *n)
+{
+    int N = n->nodes;
+    for (int64_t a = 0; a < n->nring; a++) {
+        int64_t i = n->ring[a];
+        for (int v = 0; v < N; v++) {
+            int64_t j = new_slot(n);
+            n->f[j] = (ent_t){.src = v, .dst = (v + 1) % N, .mult = 1, .seq = n->next_seq++};
+            n->cold[j] = n->cold[i];
+            register_ent(n, j);
+            rates_copy(n->rt, j, i);
+        }
+        rates_drop(n->rt, i);
+        n->f[i].seq = -1;
+        n->free_slots[n->nfree++] = i;
+    }
+    n->nring = 0;
+    redo_from(n, 0);
+    n->dirty = 1;
+}
+
+/* The computation when only ring steps live (the first level of the per-flow filling);
+ * false when they would not all freeze there (they are expanded then). */
+static int rings_recompute(net_t *n, int64_t now)
+{
+    double k = (double)n->nring, x = n->nic_Bps / k, nic = x;
+    if (n->racks > 1 && n->rack_Bps / k < x) x = n->rack_Bps / k;
+    double core = n->core_Bps > 0 ? n->core_Bps / ((double)n->nodes * k) : INFINITY;
+    if (core < x) x = core;
+    double lim = x * (1 + 1e-12);
+    if (!(nic <= lim || core <= lim)) return 0;
+    /* no kept level: the next computation starts from scratch (and with no other entity
+     * there is nothing else to reset; start_at_level costs O(racks)) */
+    if (n->nlv > 0) start_at_level(n, 0);
+    rates_level(n->rt, 0, x);
+    for (int64_t a = 0; a < n->nring; a++) rates_note(n->rt, n->ring[a], 0);
+    rates_apply(n->rt, now);
+    n->next_ns = rates_next(n->rt);
+    n->redo = INT64_MAX;
+    return 1;
+}
+
 void net_recompute(net_t *n, int64_t now)
 {
     advance(n, now);
-    n->dirty = 0;
     n->recomputes++;
+    if (n->nring > 0 && n->live == 0 && rings_recompute(n, now)) {
+        n->dirty = 0;
+        return;
+    }
+    if (n->nring > 0) rings_expand(n);
+    n->dirty = 0;
     n->next_ns = INT64_MAX;
     if (n->live == 0) {
-        start_at_level(n, 0);
+        /* nothing to rate; drop the kept levels, once (it costs O(racks)) */
+        if (n->nlv > 0) start_at_level(n, 0);
         n->redo = INT64_MAX;
         return;
     }
@@ -1346,6 +1447,18 @@ int net_finish(net_t *n, int64_t now, net_finish_fn fn, void *arg)
         int64_t i = due[k].slot;
         ent_t *e = &n->f[i];
         const ent_cold_t *c = &n->cold[i];
+        if (is_ring(e)) {
+            fn(arg, c->tag, NET_RING, NET_RING, c->bytes, NULL, 0);
+            e = &n->f[i];
+            int64_t w = 0;
+            for (int64_t a = 0; a < n->nring; a++)
+                if (n->ring[a] != i) n->ring[w++] = n->ring[a];
+            n->nring = w;
+            redo_from(n, 0);
+            e->seq = -1;
+            n->free_slots[n->nfree++] = i;
+            continue;
+        }
         if (is_fan(e)) {
             /* its flows finish as the single flows they were split off as */
             for (int a = 0; a < e->nset; a++) {

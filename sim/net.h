@@ -72,6 +72,8 @@ typedef struct net net_t;
 #define NET_SRC_ALL (-1)
 #define NET_RACK(q) (-2 - (q))
 #define NET_RACK_OF(code) (-2 - (code))
+/* The src and dst a finish callback gets for a ring step kept whole (net_add_ring). */
+#define NET_RING INT32_MIN
 
 /* core_Bps <= 0: a non-blocking switch. */
 net_t *net_new(int nodes, double nic_Bps, double core_Bps);
@@ -101,6 +103,18 @@ int net_add_bcast(net_t *n, int64_t now_ns, int src, int64_t bytes, int64_t tag)
  * to dst, nex <= nodes - 2) to dst. Returns its parts, as net_add_bcast. */
 int net_add_gather(net_t *n, int64_t now_ns, int dst, int64_t bytes, int64_t tag, const int *ex,
                    int nex);
+
+/* Start one step of a ring all-reduce over every node: bytes > 0 from each node v to
+ * (v + 1) % nodes (nodes >= 2), tag coming back on finish. While the network holds nothing
+ * but such steps (and every NIC has the common rate) the step is one entity: its flows share
+ * every resource alike, so they get one rate (the exact per-flow max-min one) and finish as
+ * one call with src = dst = NET_RING. Otherwise it is, or becomes when another entity
+ * starts, nodes single flows, each finishing on its own (src, dst) with this tag. Returns 1
+ * when it entered as one entity. */
+int net_add_ring(net_t *n, int64_t now_ns, int64_t bytes, int64_t tag);
+/* true when a ring step started now would be one entity (nothing but ring steps live, every
+ * NIC at the common rate). */
+int net_ring_whole(const net_t *n);
 
 /* Keep every broadcast and gather whole: its flows move at one rate, the smallest fair share
  * among the resources it crosses, so it never splits (default: off, exact per-flow max-min).

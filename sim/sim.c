@@ -91,7 +91,33 @@ typedef struct {
     int n_ar;
     int32_t *ar_issued, *ar_own, *ar_got;
     char *ar_ready;
+    /* Ring instances in lockstep, [t][ar_of_op[op]]: every node issued step 0 at one instant,
+     * so while the network keeps each step whole (net_add_ring) every node is at the same
+     * step, held once: ar_step steps delivered, step ar_step in flight. The per-node
+     * counters above are filled in when the lockstep ends (the network split a step into
+     * its flows) or the ring completes. */
+    char *ar_lock;         /* RING_* */
+    int32_t *ar_step;
+    int32_t *ar_n0;        /* nodes that issued step ar_k0 at the instant ar_t0 */
+    int32_t *ar_k0;
+    int64_t *ar_t0;
+    struct ring_pend {
+        int t, op;
+        int64_t bytes;
+    } *ring_pend;          /* lockstep steps started at this instant, not yet in the network */
+    int64_t n_ring_pend, cap_ring_pend;
+    int64_t rings_live;    /* lockstep steps in flight: every node sends and receives one */
+    int64_t ring_time, ring_since; /* time with rings_live > 0 up to ring_since */
+    int64_t *ring_last;    /* [node] ring_time as of its last touch */
+    int64_t ring_bytes;    /* bytes every node sent (and received) in lockstep steps */
+    int64_t ring_steps;    /* lockstep steps delivered */
+    uint64_t ring_events;  /* per-node deliveries a lockstep step's one delivery stands for,
+                              counted as events as they would be one by one */
 } sim_t;
+
+/* A ring instance's lockstep: not yet, in it, ended (it may start again at a later step),
+ * starting at this instant, never (its nodes' steps differ in size). */
+enum { RING_NEVER = 0, RING_LOCKED = 1, RING_ENDED = 2, RING_LOCKING = 3, RING_UNALIKE = 4 };
 
 static int ctx_fn(char *buf, size_t len, void *arg)
 {
@@ -104,16 +130,33 @@ static inline int64_t idx(const sim_t *s, int t, int op, int node)
     return ((int64_t)t * s->n_ops + op) * s->nodes + node;
 }
 
+/* The time so far with a lockstep ring step in flight. */
+static int64_t ring_now(const sim_t *s)
+{
+    return s->ring_time + (s->rings_live > 0 ? s->now - s->ring_since : 0);
+}
+
+static void rings_add(sim_t *s, int k)
+{
+    s->ring_time = ring_now(s);
+    s->ring_since = s->now;
+    s->rings_live += k;
+}
+
+/* Bring node n's accounting up to now. A lockstep ring step makes every node communicate
+ * without touching each: the time it was in flight is read off ring_now. */
 static void touch(sim_t *s, int n)
 {
-    int64_t dt = s->now - s->last_ns[n];
+    int64_t dt = s->now - s->last_ns[n], g = ring_now(s);
     if (dt > 0) {
         int c = s->computing[n], f = s->nflows[n] > 0 || s->bcasts > 0;
+        int64_t comm = f ? dt : g - s->ring_last[n];
         if (c) s->busy_ns[n] += dt;
-        if (f) s->comm_ns[n] += dt;
-        if (c && f) s->both_ns[n] += dt;
+        s->comm_ns[n] += comm;
+        if (c) s->both_ns[n] += comm;
     }
     s->last_ns[n] = s->now;
+    s->ring_last[n] = g;
 }
 
 static void dec(sim_t *s, int op, int node, int t);
@@ -122,6 +165,12 @@ static void complete(sim_t *s, int op, int node, int t, int peer, int64_t bytes)
 static inline int64_t arx(const sim_t *s, int t, int op, int node)
 {
     return ((int64_t)t * s->n_ar + s->ar_of_op[op]) * s->nodes + node;
+}
+
+/* A ring instance's index in the lockstep tables. */
+static inline int64_t rix(const sim_t *s, int t, int op)
+{
+    return (int64_t)t * s->n_ar + s->ar_of_op[op];
 }
 
 /* The broadcast count changes whether every node communicates: bring all up to now first. */
@@ -221,6 +270,10 @@ static void step_try(sim_t *s, int op, int node, int t)
     int d = plan_dest(s->p, op, node, 0, &bytes);
     ASSERT(d != node && bytes > 0, "step of op %d: flow %d -> %d of %lld bytes", op, node, d,
            (long long)bytes);
+    int64_t ri = rix(s, t, op);
+    if (s->ar_t0[ri] != s->now || s->ar_k0[ri] != k)
+        s->ar_t0[ri] = s->now, s->ar_k0[ri] = k, s->ar_n0[ri] = 0;
+    s->ar_n0[ri]++;
     s->ar_issued[i]++;
     flow_start(s, op, node, d, bytes, t);
 }
@@ -253,6 +306,111 @@ static void step_deliver(sim_t *s, int op, int src, int dst, int t)
     step_try(s, op, dst, t);
     step_check_done(s, op, src, t);
     step_check_done(s, op, dst, t);
+}
+
+/* Lockstep step k of ring instance (op, t) starts at every node: one network entity at the
+ * end of the instant. */
+static void ring_issue(sim_t *s, int op, int t, int64_t bytes)
+{
+    rings_add(s, 1);
+    s->ring_bytes += bytes;
+    if (s->n_ring_pend == s->cap_ring_pend) {
+        s->cap_ring_pend = s->cap_ring_pend ? 2 * s->cap_ring_pend : 16;
+        s->ring_pend = xrealloc(s->ring_pend, (size_t)s->cap_ring_pend * sizeof *s->ring_pend);
+    }
+    s->ring_pend[s->n_ring_pend++] = (struct ring_pend){t, op, bytes};
+}
+
+/* A lockstep step of ring instance (op, t) delivered at every node: the next step, or the
+ * instance completes everywhere, in the order the per-node deliveries 0 -> 1, 1 -> 2, ..
+ * would give (node v completes once v -> v+1 and v-1 -> v are in, node 0 last). */
+static void ring_delivered(sim_t *s, int op, int t)
+{
+    int64_t ri = rix(s, t, op), bytes;
+    int S = s->p->ops[op].steps, N = s->nodes;
+    plan_dest(s->p, op, 0, 0, &bytes);
+    s->ring_steps++;
+    if (++s->ar_step[ri] < S) {
+        ring_issue(s, op, t, bytes);
+        return;
+    }
+    for (int v = 0; v < N; v++) {
+        int64_t i = arx(s, t, op, v);
+        s->ar_issued[i] = s->ar_got[i] = S;
+        s->ar_own[i] = S + 1; /* completed */
+    }
+    for (int v = 0; v <= N; v++) {
+        int dst = (v + 1) % N;
+        for (int k = 0; v < N && k < s->rev_n[DEP_RECV][op]; k++) {
+            rev_t r = s->rev[DEP_RECV][s->rev_first[DEP_RECV][op] + k];
+            if (t + r.back < s->iterations && plan_has_instance(s->p, r.op, dst))
+                dec(s, r.op, dst, t + r.back);
+        }
+        if (v >= 1) complete(s, op, v % N, t, (v + 1) % N, s->p->ops[op].bytes);
+    }
+}
+
+/* The network split lockstep ring instance (op, t)'s step in flight into its flows: from
+ * now on its nodes go step by step on their own, from the counters the lockstep held. */
+static void ring_unlock(sim_t *s, int op, int t)
+{
+    int64_t ri = rix(s, t, op);
+    int k = s->ar_step[ri];
+    for (int v = 0; v < s->nodes; v++) {
+        int64_t i = arx(s, t, op, v);
+        s->ar_issued[i] = k + 1;
+        s->ar_own[i] = s->ar_got[i] = k;
+        touch(s, v);
+        s->nflows[v] += 2;
+    }
+    rings_add(s, -1);
+    s->ar_lock[ri] = RING_ENDED;
+}
+
+/* Ring instances whose every node issued the same step at this instant go into lockstep
+ * (again, after the network split one): every node then holds the same counters (step k
+ * issued, k of its own and of its predecessor's delivered), and their pending flows leave
+ * the list for one ring step each. */
+static void rings_lock(sim_t *s)
+{
+    int N = s->nodes, any = 0;
+    /* a step that the network would take as flows is not worth a lockstep */
+    if (s->o->ring_flows || !net_ring_whole(s->net)) return;
+    for (int64_t i = 0; i < s->n_pend; i++) {
+        const pflow_t *f = &s->pend[i];
+        if (s->ar_of_op[f->op] < 0) continue;
+        int64_t ri = rix(s, f->t, f->op), b0;
+        char st = s->ar_lock[ri];
+        if (st == RING_LOCKED || st == RING_UNALIKE || s->ar_t0[ri] != s->now ||
+            s->ar_n0[ri] != N)
+            continue;
+        plan_dest(s->p, f->op, 0, 0, &b0);
+        s->ar_lock[ri] = f->bytes != b0 ? RING_UNALIKE : RING_LOCKING;
+        any |= f->bytes == b0;
+    }
+    if (!any) return;
+    int64_t w = 0;
+    for (int64_t i = 0; i < s->n_pend; i++) {
+        const pflow_t *f = &s->pend[i];
+        int64_t ri = s->ar_of_op[f->op] < 0 ? -1 : rix(s, f->t, f->op);
+        if (ri < 0 || s->ar_lock[ri] != RING_LOCKING || s->ar_t0[ri] != s->now) {
+            s->pend[w++] = *f;
+            continue;
+        }
+        if (s->ar_n0[ri] == N) {
+            s->ar_n0[ri] = N + 1; /* its ring step is on the way */
+            s->ar_step[ri] = s->ar_k0[ri];
+            s->ring_bytes -= f->bytes; /* its nodes' sent and recv hold this step already */
+            ring_issue(s, f->op, f->t, f->bytes);
+        }
+        s->nflows[f->src]--;
+        s->nflows[f->dst]--;
+    }
+    s->n_pend = w;
+    for (int64_t a = 0; a < s->n_ring_pend; a++) {
+        int64_t ri = rix(s, s->ring_pend[a].t, s->ring_pend[a].op);
+        if (s->ar_lock[ri] == RING_LOCKING) s->ar_lock[ri] = RING_LOCKED;
+    }
 }
 
 static void ready(sim_t *s, int op, int node, int t)
@@ -425,7 +583,8 @@ static void deliver_gather(sim_t *s, int op, int src, int dst, int t)
 static void deliver(sim_t *s, int op, int src, int dst, int t)
 {
     if (s->p->ops[op].steps > 1) {
-        step_deliver(s, op, src, dst, t);
+        if (src == NET_RING) ring_delivered(s, op, t);
+        else step_deliver(s, op, src, dst, t);
         return;
     }
     if (src < 0) {
@@ -501,6 +660,13 @@ static int pkey_cmp(const void *a, const void *b)
  * gather (at the place of its first flow), the rest as single flows. */
 static void flush_pending(sim_t *s)
 {
+    rings_lock(s);
+    for (int64_t a = 0; a < s->n_ring_pend; a++) {
+        const struct ring_pend *g = &s->ring_pend[a];
+        int64_t tag = ((int64_t)g->t * s->n_ops + g->op) * s->nodes * s->nodes;
+        net_add_ring(s->net, s->now, g->bytes, tag);
+    }
+    s->n_ring_pend = 0;
     int64_t np = s->n_pend;
     if (np == 0) return;
     if (np > s->cap_pord) {
@@ -564,6 +730,15 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
     (void)bytes;
     int64_t rest = tag / ((int64_t)s->nodes * s->nodes);
     int op = (int)(rest % s->n_ops), t = (int)(rest / s->n_ops);
+    int stepped = s->ar_of_op[op] >= 0;
+    if (src == NET_RING) {
+        /* a lockstep ring step: every node's flow ended */
+        rings_add(s, -1);
+        s->ring_events += (uint64_t)s->nodes - 1;
+        evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, NET_RING, NET_RING, t);
+        return;
+    }
+    if (stepped && s->ar_lock[rix(s, t, op)] == RING_LOCKED) ring_unlock(s, op, t);
     if (src < 0) {
         /* a gather (or its part of a rack): its senders (all of its nodes but dst and those
          * skipped; flows split off finish on their own) stop sending */
@@ -596,7 +771,7 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
         evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
         return;
     }
-    if (tag % s->nodes == src) {
+    if (!stepped && tag % s->nodes == src) {
         /* a flow split off a broadcast: its group's accounting is the broadcast's */
         evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
         return;
@@ -702,6 +877,14 @@ static void sim_setup_nodes(sim_t *s, const plan_t *p, const sim_opts_t *o)
     s->ar_own = xcalloc((size_t)n_arx + 1, sizeof *s->ar_own);
     s->ar_got = xcalloc((size_t)n_arx + 1, sizeof *s->ar_got);
     s->ar_ready = xcalloc((size_t)n_arx + 1, 1);
+    int64_t n_rix = (int64_t)s->iterations * s->n_ar;
+    s->ar_lock = xcalloc((size_t)n_rix + 1, 1);
+    s->ar_step = xcalloc((size_t)n_rix + 1, sizeof *s->ar_step);
+    s->ar_n0 = xcalloc((size_t)n_rix + 1, sizeof *s->ar_n0);
+    s->ar_k0 = xcalloc((size_t)n_rix + 1, sizeof *s->ar_k0);
+    s->ar_t0 = xcalloc((size_t)n_rix + 1, sizeof *s->ar_t0);
+    for (int64_t i = 0; i < n_rix; i++) s->ar_t0[i] = -1;
+    s->ring_last = xcalloc((size_t)s->nodes, sizeof *s->ring_last);
 }
 
 /* Dependency counts of every instance; those with none start at time 0. */
@@ -791,16 +974,18 @@ static void sim_fill_result(sim_t *s, const plan_t *p, const sim_opts_t *o, sim_
         busy += (double)s->busy_ns[n];
         comm += (double)s->comm_ns[n];
         both += (double)s->both_ns[n];
-        sent += (double)s->sent[n];
-        recv += (double)(s->recv[n] + s->bcast_recv);
-        if (s->sent[n] > maxs) maxs = (double)s->sent[n];
+        int64_t sn = s->sent[n] + s->ring_bytes;
+        sent += (double)sn;
+        recv += (double)(s->recv[n] + s->ring_bytes + s->bcast_recv);
+        if (sn > maxs) maxs = (double)sn;
     }
     r->sent_bytes_per_node = sent / s->nodes / s->iterations;
     r->recv_bytes_per_node = recv / s->nodes / s->iterations;
     r->max_sent_bytes_node = maxs / s->iterations;
     r->compute_idle_frac = s->now > 0 ? 1 - busy / ((double)s->nodes * (double)s->now) : 0;
     r->comm_hidden_frac = comm > 0 ? both / comm : 1;
-    r->events = evq_pushed(s->q);
+    r->events = evq_pushed(s->q) + s->ring_events;
+    r->ring_steps_whole = s->ring_steps;
     r->net_recomputes = net_recomputes(s->net);
 }
 
@@ -846,6 +1031,13 @@ static void sim_free(sim_t *s)
     free(s->ar_own);
     free(s->ar_got);
     free(s->ar_ready);
+    free(s->ar_lock);
+    free(s->ar_step);
+    free(s->ar_n0);
+    free(s->ar_k0);
+    free(s->ar_t0);
+    free(s->ring_pend);
+    free(s->ring_last);
 }
 
 int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_result_t *r)

@@ -8,8 +8,11 @@
  * nodes (every worker's PUSH to a shard) are one gather; the rates are per-flow max-min
  * either way. An op with steps > 1 (the ring all-reduce) is a chain of single flows, one per
  * step, each step started at a node by its own previous step's delivery and its
- * predecessor's (plan.h); O(nodes x steps) flows per instance, so such plans are for the
- * cluster sizes one runs rings on, not 10,000 nodes.
+ * predecessor's (plan.h). When every node issues step 0 at one instant and the network holds
+ * nothing but such steps, every node stays at the same step: the ring is then in lockstep,
+ * each step one network entity (net_add_ring) and one counter for all nodes, O(steps) per
+ * instance; the first transfer of another kind ends the lockstep (the network splits the
+ * step in flight into its flows) and the ring goes on node by node, O(nodes x steps).
  *
  * State is O(iterations x ops x nodes) counters; everything is passed through sim_t, so one
  * process can run several simulations. Deterministic for a given (plan, times, seed).
@@ -31,6 +34,8 @@ typedef struct {
     trace_t *trace;      /* optional: one row per op instance */
     int whole_network;   /* broadcasts and gathers move whole (net_set_whole): faster on
                             thousands of nodes, not exactly per-flow max-min */
+    int ring_flows;      /* test aid: ring steps always go node by node, flow by flow (no
+                            lockstep), as a reference for the lockstep rings */
 } sim_opts_t;
 
 typedef struct {
@@ -48,6 +53,7 @@ typedef struct {
                                      communicates (1 when nothing is sent) */
     uint64_t events;
     int64_t net_recomputes;
+    int64_t ring_steps_whole;     /* ring steps that moved in lockstep, one entity each */
 } sim_result_t;
 
 /* Run the plan. Returns 0 (it cannot fail on a valid plan; bugs ASSERT). */
