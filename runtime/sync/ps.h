@@ -150,7 +150,5 @@ void ps_client_set_arena_lock(ps_client_t *c, pthread_mutex_t *lock);
 /* Waits until ZeroMQ released every pushed buffer. 0, or -1 after the timeout or when a
  * push could not be sent. */
 int ps_client_wait_sent(ps_client_t *c);
-/* Payload bytes sent and received, for goodput. */
-uint64_t ps_client_bytes(const ps_client_t *c);
 
 #endif

@@ -20,7 +20,6 @@ struct ps_client {
     int timeout_ms;
     comm_tracker_t tracker;
     pthread_mutex_t *arena_lock; /* NULL: none */
-    uint64_t bytes;
 };
 
 void ps_client_set_arena_lock(ps_client_t *c, pthread_mutex_t *lock) { c->arena_lock = lock; }
@@ -73,8 +72,6 @@ void ps_client_destroy(ps_client_t **cp)
     *cp = NULL;
 }
 
-uint64_t ps_client_bytes(const ps_client_t *c) { return c->bytes; }
-
 /* Block indices covering exactly [offset, offset + count). */
 static void span(const ps_client_t *c, uint64_t offset, uint64_t count, int *first, int *last)
 {
@@ -107,7 +104,6 @@ int ps_client_push(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64
                       (long long)t, layer, pb->shard);
             return -1;
         }
-        c->bytes += bytes;
     }
     return 0;
 }
@@ -133,7 +129,6 @@ static int values_take(ps_client_t *c, comm_msg_t *g, int first, int last, float
     if (c->arena_lock) pthread_mutex_lock(c->arena_lock);
     memcpy(arena + g->hdr.offset, comm_msg_data(g), comm_msg_bytes(g));
     if (c->arena_lock) pthread_mutex_unlock(c->arena_lock);
-    c->bytes += comm_msg_bytes(g);
     if (per_shard) {
         ps_pull_times_t *ps = &per_shard[g->peer];
         ps->bytes += (int64_t)comm_msg_bytes(g);
