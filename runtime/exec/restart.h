@@ -9,8 +9,8 @@
  * Under mpirun, srun or hand-started ranks the launcher starts the ranks again (the user's
  * loop, or the scheduler's requeue) with the same command line: a rank started with
  * max_restarts > 0 and a checkpoint directory that holds a complete checkpoint is a restart,
- * resumes from it, and rank 0 records it in DIR/restarts once every rank has started; the
- * N + 1st such start is refused. */
+ * resumes from it, and rank 0 records it, with the cause the ranks left in DIR/last-failure,
+ * in DIR/restarts once every rank has started; the N + 1st such start is refused. */
 #ifndef POSEIDON_RESTART_H
 #define POSEIDON_RESTART_H
 
@@ -19,14 +19,22 @@
 
 #include "runtime/exec/worker.h"
 
+/* DIR/last-failure: where each rank appends the line it ended a failed run with
+ * (coord_client_last_words), which names the cause; a restart reads it, so that its line
+ * says why the run before ended, under any launcher. */
+void restart_last_words_path(char *out, size_t n, const char *dir);
+/* A fresh job's: removes DIR/last-failure left by an earlier job in the directory. */
+void restart_forget(const char *dir);
+
 /* Whether a job that ended with exit status rc after `done` restarts of at most max is
  * started again. */
 bool restart_wanted(int rc, int done, int max);
 
-/* Before restart i (1-based) of max of a local job, after the failure `why`: points cfg at
- * the newest complete checkpoint of its checkpoint directory (resume_dir), or at the one it
- * was resumed from, or at none (it starts over), and logs one line saying which and why. */
-void restart_prepare(worker_config_t *cfg, int i, int max, const char *why);
+/* Before restart i (1-based) of max of a local job: points cfg at the newest complete
+ * checkpoint of its checkpoint directory (resume_dir), or at the one it was resumed from, or
+ * at none (it starts over), and logs one line saying which and why: the ranks' last line
+ * (DIR/last-failure), else the launcher's launcher_why. */
+void restart_prepare(worker_config_t *cfg, int i, int max, const char *launcher_why);
 
 /* A rank started by a launcher, before it runs (cfg's checkpoint flags read, resume_dir not
  * given by the user): when cfg asks for restarts and its checkpoint directory holds a

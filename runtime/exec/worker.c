@@ -634,6 +634,11 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc, char *err, size_t errl
         worker_destroy(&w);
         return NULL;
     }
+    if (cfg->checkpoint_dir) {
+        char path[4200];
+        restart_last_words_path(path, sizeof path, cfg->checkpoint_dir);
+        coord_client_last_words(w->cl, path);
+    }
     char addr[64], bind[128];
     if (launch_local_addr(w->env.master_addr, addr, sizeof addr))
         coord_client_fail(w->cl, "no route to the master %s", w->env.master_addr);
@@ -650,8 +655,10 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc, char *err, size_t errl
     }
     /* a fresh job starts from an empty checkpoint directory (the command line refused one
      * holding a complete checkpoint): what a run killed before its first one left goes */
-    if (w->rank == 0 && cfg->checkpoint_dir && !cfg->resume_dir)
+    if (w->rank == 0 && cfg->checkpoint_dir && !cfg->resume_dir) {
         job_ckpt_prune(cfg->checkpoint_dir, -1, -1);
+        restart_forget(cfg->checkpoint_dir);
+    }
     if (w->rank == 0) plan_log(w, &pr, &cl, &po);
     if (w->emulate) emulated_times(w, &cl);
     worker_units_build(w);

@@ -1,5 +1,6 @@
 #include "runtime/transport/coord.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -440,6 +441,7 @@ struct coord_client {
     atomic_llong silent_ms;   /* and for how long, when the ack was sent */
     pthread_t thread;
     int64_t barrier_next;
+    char last_words[4200]; /* where the abort line is also appended; "" for nowhere */
 };
 
 const char *coord_client_node(const coord_client_t *c) { return c->node; }
@@ -469,6 +471,26 @@ static void where(coord_client_t *c, char *out, size_t len)
     pthread_mutex_unlock(&c->lock);
 }
 
+void coord_client_last_words(coord_client_t *c, const char *path)
+{
+    snprintf(c->last_words, sizeof c->last_words, "%s", path ? path : "");
+}
+
+/* "rank R\tLINE" appended to the last-words file: opened only now, so a file removed or
+ * replaced meanwhile (a fresh job's prune) is not written through a stale descriptor.
+ * Never a symbolic link; nothing to do when the directory is not on this host. */
+static void last_words(const coord_client_t *c, const char *line)
+{
+    if (!c->last_words[0]) return;
+    int fd = open(c->last_words, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    char buf[2048];
+    int n = snprintf(buf, sizeof buf, "rank %d\t%s\n", c->env.rank, line);
+    if (n >= (int)sizeof buf) n = sizeof buf - 1, buf[n - 1] = '\n';
+    if (write(fd, buf, (size_t)n) != n) { /* best effort: stderr has the line anyway */ }
+    close(fd);
+}
+
 /* "poseidon: WHERE: LEAD<message>" on stderr, then the abort exit. */
 static _Noreturn void fail_with(coord_client_t *c, const char *lead, const char *fmt, va_list ap)
 {
@@ -477,6 +499,9 @@ static _Noreturn void fail_with(coord_client_t *c, const char *lead, const char 
     vsnprintf(msg, sizeof msg, fmt, ap);
     fprintf(stderr, "poseidon: %s: %s%s\n", w, lead, msg);
     fflush(NULL);
+    char line[1800];
+    snprintf(line, sizeof line, "%s: %s%s", w, lead, msg);
+    last_words(c, line);
     _exit(COORD_EXIT_ABORT);
 }
 
@@ -547,6 +572,10 @@ static void *client_beat(void *arg)
                 fprintf(stderr, "poseidon: %s: job aborted: %.*s\n", w,
                         (int)comm_msg_bytes(&m), (const char *)comm_msg_data(&m));
                 fflush(NULL);
+                char line[1800];
+                snprintf(line, sizeof line, "%s: job aborted: %.*s", w,
+                         (int)comm_msg_bytes(&m), (const char *)comm_msg_data(&m));
+                last_words(c, line);
                 /* give ZeroMQ's I/O thread a moment: rank 0's coordinator may still be
                  * flushing ABORTs to the others */
                 usleep(300000);

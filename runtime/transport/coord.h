@@ -103,6 +103,11 @@ bool coord_client_stop_requested(coord_client_t *c);
  * layer 3 from shard 2" (copied; NULL for none). */
 void coord_client_progress(coord_client_t *c, int64_t iteration, int layer, const char *what);
 
+/* Where this rank's last line (the abort it saw or made, below) is also appended, as "rank
+ * R<TAB>line": a restart reads why the run before ended (runtime/exec/restart.h). NULL or
+ * "": nowhere. */
+void coord_client_last_words(coord_client_t *c, const char *path);
+
 /* Prints "poseidon: node N (rank r): iteration I, layer L, waiting on W: <msg>" and exits
  * with COORD_EXIT_ABORT: for a timeout the caller saw itself. */
 _Noreturn void coord_client_fail(coord_client_t *c, const char *fmt, ...)

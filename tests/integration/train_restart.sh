@@ -53,15 +53,16 @@ wait "$pid"
 rc=$?
 pid=
 [ "$rc" -eq 0 ] || fail "the restarted job exited $rc: $(tail -5 "$d/restarted.log")"
-grep -q "restart 1 of 2: worker 1 killed by signal 9 (Killed); resuming from $d/ck/iter-[0-9]*" "$d/restarted.log" ||
+grep -q "restart 1 of 2: worker 1 killed by signal 9 (Killed); the ranks' account: .*rank 1.*; resuming from $d/ck/iter-[0-9]*" "$d/restarted.log" ||
     fail "no line for the first restart: $(grep -m3 restart "$d/restarted.log")"
-grep -q "restart 2 of 2: worker 0 killed by signal 9 (Killed); resuming from $d/ck/iter-[0-9]*" "$d/restarted.log" ||
+grep -q "restart 2 of 2: worker 0 killed by signal 9 (Killed); the ranks' account: .*rank 0.*; resuming from $d/ck/iter-[0-9]*" "$d/restarted.log" ||
     fail "no line for the second restart: $(grep -m3 restart "$d/restarted.log")"
 for r in 0 1; do
     cmp -s "$d/straight.$r" "$d/restarted.$r" || fail "rank $r: parameters differ from the straight run's"
 done
 diff <(cut -d, -f1-5 "$d/straight.csv") <(cut -d, -f1-5 "$d/restarted.csv") >/dev/null ||
     fail "the restarted CSV is not the straight run's table"
+grep -o "restart [12] of 2: .*" "$d/restarted.log" | sed 's/^/  /'
 echo "ok: killed rank 1 and rank 0, restarted twice ($(grep -o 'resuming from [^ ]*' "$d/restarted.log" | tr '\n' ' ')), parameters bit-identical"
 
 # under a launcher: two ranks started by hand, the launcher's loop restarts them
@@ -91,9 +92,9 @@ wait "${pids[0]}"; rc0=$?
 wait "${pids[1]}"; rc1=$?
 pids=()
 [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] || fail "launched restart: exits $rc0 $rc1: $(tail -3 "$d/launched-1-0.log")"
-grep -q "restart 1 of 1: the run before ended without finishing .*; resuming from $d/lck/iter-" "$d/launched-1-0.log" ||
+grep -q "restart 1 of 1: the run before ended: .*(rank 0).*job aborted: .*(rank 1) .*; resuming from $d/lck/iter-" "$d/launched-1-0.log" ||
     fail "launched: no restart line: $(grep -m2 -i 'restart\|resum' "$d/launched-1-0.log")"
-grep -q "^restart 1 at .*: resumed from iteration [0-9]*" "$d/lck/restarts" || fail "launched: no record in lck/restarts"
+grep -q "^restart 1 at .*: resumed from iteration [0-9]* after: .*(rank 1) closed its connection" "$d/lck/restarts" || fail "launched: no record in lck/restarts"
 for r in 0 1; do
     cmp -s "$d/straight.$r" "$d/launched.$r" || fail "launched: rank $r: parameters differ from the straight run's"
 done
@@ -103,4 +104,5 @@ RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "${job[@]}" --max-re
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "max_restarts (1) are spent" "$d/spent.log" ||
     fail "a third start was not refused ($rc): $(tail -2 "$d/spent.log")"
+grep -o "restart 1 of 1: .*" "$d/launched-1-0.log" | sed 's/^/  /'
 echo "ok: under a launcher, a rank killed, the ranks started again resumed from $(grep -o 'resumed from iteration [0-9]*' "$d/lck/restarts"), parameters bit-identical"
