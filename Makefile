@@ -12,7 +12,7 @@ OPT      ?= -O2
 CPPFLAGS += -I. -Icore -D_GNU_SOURCE -DPOSEIDON_HAVE_CUDA=$(CUDA)
 SAN      ?=
 BASE_CFLAGS := -std=c11 $(OPT) -g -Wall -Wextra -Werror -pthread -MMD -MP $(SAN)
-LDLIBS   += -lgsl -lopenblas -lzmq -lz -lprotobuf-c -lm -ldl -pthread
+LDLIBS   += -lgsl -lopenblas -lzmq -lsodium -lz -lprotobuf-c -lm -ldl -pthread
 # A machine without the Debian libraries (a lent GPU machine): DEPS_ROOT is a tree the
 # packages were unpacked into (scripts/gpu_bundle.sh), found there at build and at run time.
 ifdef DEPS_ROOT

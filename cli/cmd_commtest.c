@@ -40,11 +40,13 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: poseidon comm-test [--workers N] [--mode check|bench] [--iters N]\n"
             "         [--floats N] [--block-bytes B] [--total-bytes B] [--staleness S]\n"
-            "         [--kill-rank R --kill-at ITER] [--timeout-ms MS] [--keys DIR | --insecure]\n"
+            "         [--kill-rank R --kill-at ITER] [--timeout-ms MS]\n"
+            "         [--keys DIR | --insecure] [--trusted-fabric]\n"
             "Runs the PS / all-reduce / coordinator substrate across processes. Without\n"
             "--workers, the rank comes from RANK/WORLD_SIZE, Open MPI or Slurm variables.\n"
             "Sockets speak CURVE: a local job makes its keys, a launched one needs --keys DIR\n"
-            "(poseidon keygen); --insecure: plain TCP, on one machine only.\n");
+            "(poseidon keygen); --insecure: plain TCP, on one machine only; --trusted-fabric: data\n"
+            "authenticated by the keys but not encrypted (docs/security.md).\n");
 }
 
 static float grad_of(int rank, int64_t t, size_t i)
@@ -305,6 +307,7 @@ int cmd_commtest(int argc, char **argv)
         {"staleness", required_argument, 0, 's'}, {"kill-rank", required_argument, 0, 'k'},
         {"kill-at", required_argument, 0, 'a'},   {"timeout-ms", required_argument, 0, 'o'},
         {"keys", required_argument, 0, 'K'},      {"insecure", no_argument, 0, 'I'},
+        {"trusted-fabric", no_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     int ch, rc = 0;
     long long v = 0;
@@ -332,6 +335,7 @@ int cmd_commtest(int argc, char **argv)
         case 'o': rc = flag_int32("comm-test", a, val, 100, 1 << 30, &o.timeout_ms); break;
         case 'K': o.security.keys_dir = val; break;
         case 'I': o.security.insecure = true; break;
+        case 'F': o.security.trusted_fabric = true; break;
         case 'h': usage(stdout); return 0;
         case FLAG_ARG:
             fprintf(stderr, "poseidon comm-test: unexpected argument '%s'\n", val);

@@ -142,13 +142,17 @@ static void usage_run(FILE *f)
             "get in; a local job makes its keys in memory):\n"
             "  --keys DIR          the job's keys, from poseidon keygen --ranks N -o DIR\n"
             "                      (needed under mpirun, srun or RANK=...)\n"
-            "  --insecure          plain TCP, for a job whose ranks all run on this machine\n");
+            "  --insecure          plain TCP, for a job whose ranks all run on this machine\n"
+            "  --trusted-fabric    the keys authenticate every connection, but the data is not\n"
+            "                      encrypted: for a network no one else can observe or alter\n"
+            "                      (docs/security.md); the coordinator stays on CURVE\n");
 }
 
 /* What an option does beyond (or instead of) setting its key. */
 typedef enum {
     T_KEY, T_WORKERS, T_ITERATIONS, T_EPOCHS, T_SET, T_SSP, T_LINK, T_NO_SHUFFLE, T_NO_PROBE,
-    T_NO_EVAL, T_PRINT_PLAN, T_INSECURE, T_REPORT_EVERY, T_DEVICE, T_THREADS, T_TIMEOUT, T_CSV,
+    T_NO_EVAL, T_PRINT_PLAN, T_INSECURE, T_TRUSTED_FABRIC, T_REPORT_EVERY, T_DEVICE, T_THREADS,
+    T_TIMEOUT, T_CSV,
     T_TRACE, T_PARAMS_OUT, T_JOB_OUT, T_KEYS, T_CKPT_DIR, T_CKPT_EVERY, T_RESUME, T_CKPT,
     T_RESUME_CHANGED, T_HELP
 } topt_t;
@@ -183,6 +187,7 @@ static const struct {
     {"job-out", T_JOB_OUT, NULL, 0},             {"resume", T_RESUME, NULL, 0},
     {"checkpoint", T_CKPT, NULL, 0},             {"no-eval", T_NO_EVAL, NULL, 1},
     {"print-plan", T_PRINT_PLAN, NULL, 1},       {"insecure", T_INSECURE, NULL, 1},
+    {"trusted-fabric", T_TRUSTED_FABRIC, NULL, 1},
     {"report-every", T_REPORT_EVERY, NULL, 1},   {"timeout-ms", T_TIMEOUT, NULL, 1},
     {"trace", T_TRACE, NULL, 1},                 {"params-out", T_PARAMS_OUT, NULL, 1},
     {"keys", T_KEYS, NULL, 1},                   {"checkpoint-dir", T_CKPT_DIR, NULL, 1},
@@ -199,7 +204,7 @@ static bool is_job_option(topt_t id) { return id <= T_NO_PROBE; }
 static bool takes_value(topt_t id)
 {
     return id != T_NO_SHUFFLE && id != T_NO_PROBE && id != T_NO_EVAL && id != T_PRINT_PLAN &&
-           id != T_INSECURE && id != T_HELP;
+           id != T_INSECURE && id != T_TRUSTED_FABRIC && id != T_HELP;
 }
 
 /* The overrides of the job, "key=value" in command-line order with the flag each came from:
@@ -283,6 +288,7 @@ static int run_option(train_args_t *a, int i, const char *flag, const char *v)
     case T_NO_EVAL: c->evaluate = false; return 0;
     case T_PRINT_PLAN: c->print_plan = true; return 0;
     case T_INSECURE: c->security.insecure = true; return 0;
+    case T_TRUSTED_FABRIC: c->security.trusted_fabric = true; return 0;
     case T_REPORT_EVERY:
         if (flag_int("train", flag, v, 1, 1LL << 40, &x)) return -1;
         c->report_every = x;

@@ -18,7 +18,8 @@
 #             line saying so; the space is freed once it has; the restart goes on
 #   loss      1-5% of a rank's packets dropped at random, both ways, for 5 s (an nftables
 #             rule in its namespace: this kernel has no netem; nftables from `make deps`)
-# For each: whether the job finished (exit 0), how many restarts, how many iterations were
+# For each: whether the job finished (exit 0), how many restarts, the cause the first restart
+# named (from the ranks' last lines, runtime/exec/restart.h), how many iterations were
 # redone (reached before a failure, past the checkpoint the restart resumed from), and whether
 # every rank's final parameters equal the undisturbed run's, bit for bit. Writes
 # out/chaos/chaos.md (the table) and the logs under out/chaos/; exits 1 when a fault ended in
@@ -149,13 +150,28 @@ same_params() {
     for r in $(seq 0 7); do cmp -s "$tmp/calm/p.$r" "$tmp/$1/p.$r" || return 1; done
 }
 
+# What the first restart of fault $1's run said the run before ended with: the end of the line
+# (after "job aborted: "), shortened; "-" when it did not restart.
+restart_cause() {
+    local line
+    line=$(grep -rhom1 "restart 1 of [0-9]*: the run before ended: .*; resuming" "$tmp/$1"/a* | head -1)
+    [ -n "$line" ] || { echo "-"; return; }
+    line=${line%; resuming}
+    line=${line#*the run before ended: }
+    case $line in
+    *"job aborted: "*) line=${line#*job aborted: } ;;
+    *) line=$(sed 's/^node [^:]*: iteration [^:]*: //' <<<"$line") ;; # where the rank stood
+    esac
+    echo "${line:0:140}" | tr '|' '/'
+}
+
 t0=$(date +%s)
 mkdir -p "$tmp/calm"
 run_job calm "$tmp/calm/ck"
 [ "$rc" = 0 ] || fail "the undisturbed run failed ($rc): $(tail -3 "$tmp/calm/a0.out")"
 echo "undisturbed: $(( $(date +%s) - t0 )) s"
-table="| fault | what was done (seed $seed) | finished | restarts | iterations redone | parameters = undisturbed | wall s |
-|---|---|---|---|---|---|---|"
+table="| fault | what was done (seed $seed) | finished | restarts | cause the first restart named | iterations redone | parameters = undisturbed | wall s |
+|---|---|---|---|---|---|---|---|"
 bad=0
 for f in $faults; do
     mkdir -p "$tmp/$f"
@@ -187,7 +203,7 @@ for f in $faults; do
     [ "$rc" = 0 ] && [ "$same" = no ] && bad=1      # an exit 0 that hides a wrong model
     [ "$f" = diskfull ] && umount "$tmp/disk"
     table+="
-| $f | $(cat "$tmp/$f/fault") | $finished | $((attempts - 1)) | $redone | $same | $wall |"
+| $f | $(cat "$tmp/$f/fault") | $finished | $((attempts - 1)) | $(restart_cause "$f") | $redone | $same | $wall |"
     rm -rf "${out:?}/$f" && mkdir -p "$out/$f" && cp -r "$tmp/$f"/a* "$tmp/$f/fault" "$out/$f/"
     echo "$f: finished $finished, $((attempts - 1)) restarts, $redone iterations redone, parameters equal: $same ($wall s)"
 done

@@ -33,6 +33,7 @@ run_probes() {
     probe libgsl-dev            "GSL: RNG, distributions, fits" have_header gsl/gsl_rng.h
     probe libopenblas-dev       "OpenBLAS: CPU GEMM"            have_header openblas_config.h
     probe libzmq3-dev           "ZeroMQ: messaging"             have_header zmq.h
+    probe libsodium-dev         "libsodium: trusted-fabric auth" have_header sodium.h
     probe zlib1g-dev            "zlib: gzip data files"         have_header zlib.h
     probe libprotobuf-c-dev     "protobuf-c: ONNX import"       have_header protobuf-c/protobuf-c.h
     probe protobuf-c-compiler   "protoc-c: ONNX schema to C"    command -v protoc-c

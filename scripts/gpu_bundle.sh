@@ -14,7 +14,7 @@ out=gpu-bundle
 rm -rf "$out/debs" "$out/gen"
 mkdir -p "$out/debs" "$out/gen"
 pkgs=(libgsl-dev libgsl27 libgslcblas0
-      libzmq3-dev libzmq5 libsodium23 libpgm-5.3-0 libnorm1
+      libzmq3-dev libzmq5 libsodium-dev libsodium23 libpgm-5.3-0 libnorm1
       libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0 libgfortran5
       libprotobuf-c-dev libprotobuf-c1)
 (cd "$out/debs" && apt-get download "${pkgs[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed') ||

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "runtime/transport/comm.h"
+#include "runtime/transport/fabric_auth.h"
 #include "runtime/transport/keyring.h"
 #include "runtime/transport/zap.h"
 #include "test.h"
@@ -275,4 +276,118 @@ TEST(comm_frames_above_the_bound_are_cut_off)
     free(data);
     comm_destroy(&a);
     comm_destroy(&b);
+}
+
+/* A DEALER of the test's own making speaking PLAIN as user `user` with `password`. */
+static void *plain_stranger(const char *endpoint, const char *rid, const char *user,
+                            const char *password)
+{
+    void *d = zmq_socket(comm_context(), ZMQ_DEALER);
+    REQUIRE(d);
+    int linger = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, strlen(rid));
+    REQUIRE(zmq_setsockopt(d, ZMQ_PLAIN_USERNAME, user, strlen(user)) == 0);
+    REQUIRE(zmq_setsockopt(d, ZMQ_PLAIN_PASSWORD, password, strlen(password)) == 0);
+    REQUIRE(zmq_connect(d, endpoint) == 0);
+    return d;
+}
+
+TEST(fabric_passwords_bind_the_pair_and_the_direction)
+{
+    char err[256], p01[FABRIC_PASSWORD_LEN + 1], p01s[FABRIC_PASSWORD_LEN + 1],
+        p10[FABRIC_PASSWORD_LEN + 1], p02[FABRIC_PASSWORD_LEN + 1];
+    keyring_t *k = keyring_generate(3, err, sizeof err);
+    REQUIRE(k, "%s", err);
+    /* the client computes it from its secret, the server from its own: the same */
+    REQUIRE(fabric_password(k, 0, 0, 1, p01) == 0 && fabric_password(k, 1, 0, 1, p01s) == 0);
+    CHECK(!strcmp(p01, p01s), "client and server disagree");
+    CHECK(fabric_password_ok(k, 0, 1, p01, strlen(p01)));
+    REQUIRE(fabric_password(k, 1, 1, 0, p10) == 0 && fabric_password(k, 0, 0, 2, p02) == 0);
+    CHECK(strcmp(p01, p10) && strcmp(p01, p02), "a password serves another direction or pair");
+    CHECK(!fabric_password_ok(k, 1, 0, p01, strlen(p01)), "the reverse direction admitted");
+    CHECK(!fabric_password_ok(k, 0, 2, p01, strlen(p01)), "another pair admitted");
+    CHECK(!fabric_password_ok(k, 0, 1, p01, strlen(p01) - 1), "a prefix admitted");
+    CHECK(fabric_password(k, 2, 0, 1, p01) != 0, "a third rank computed the pair's password");
+    /* a rank that holds only its own secret (keys from files) computes its pairs only */
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/keys", test_tmpdir());
+    REQUIRE(keyring_write(k, dir, err, sizeof err) == 0, "%s", err);
+    keyring_t *one = keyring_load(dir, 1, 3, err, sizeof err);
+    REQUIRE(one, "%s", err);
+    REQUIRE(fabric_password(one, 1, 0, 1, p01s) == 0);
+    CHECK(!strcmp(p01, p01s), "rank 1 from its key file computes another password");
+    CHECK(fabric_password(one, 0, 0, 1, p10) != 0, "rank 0's password without rank 0's secret");
+    keyring_destroy(&one);
+    keyring_destroy(&k);
+}
+
+TEST(comm_trusted_fabric_admits_the_job_and_no_one_else)
+{
+    char err[256];
+    keyring_t *k = keyring_generate(3, err, sizeof err);
+    REQUIRE(k, "%s", err);
+    comm_set_keyring(k);
+    comm_set_trusted_fabric(true);
+    CHECK(comm_trusted_fabric());
+    comm_t *a = comm_new("t", 0, 3, "tcp://127.0.0.1:*", 2000);
+    comm_t *b = comm_new("t", 1, 3, NULL, 2000);
+    REQUIRE(a && b);
+    REQUIRE(comm_connect(b, 0, comm_endpoint(a)) == 0);
+    REQUIRE(comm_send(b, 0, (msg_header_t){.type = MSG_TEST, .layer = 7}, "rank1", 5, NULL) == 0);
+    comm_msg_t g;
+    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(g.peer, 1);
+    CHECK(!memcmp(comm_msg_data(&g), "rank1", 5));
+    comm_msg_close(&g);
+    REQUIRE(comm_send(a, 1, (msg_header_t){.type = MSG_TEST, .layer = 8}, "ok", 2, NULL) == 0);
+    REQUIRE(comm_recv(b, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(g.hdr.layer, 8);
+    comm_msg_close(&g);
+
+    /* strangers: no mechanism; CURVE; rank 1's name with a wrong password; rank 1's password
+     * for another server (rank 2); another job's; rank 2's own credentials speaking as rank 1 */
+    char p12[FABRIC_PASSWORD_LEN + 1], p20[FABRIC_PASSWORD_LEN + 1], pother[FABRIC_PASSWORD_LEN + 1];
+    REQUIRE(fabric_password(k, 1, 1, 2, p12) == 0 && fabric_password(k, 2, 2, 0, p20) == 0);
+    keyring_t *other = keyring_generate(3, err, sizeof err);
+    REQUIRE(other && fabric_password(other, 1, 1, 0, pother) == 0);
+    unsigned long refused0 = zap_refused();
+    void *s[6] = {
+        stranger(comm_endpoint(a), "n:1", NULL, 0, NULL),
+        stranger(comm_endpoint(a), "c:1", k, 1, k->pub[0]),
+        plain_stranger(comm_endpoint(a), "w:1", "1", "0000000000000000000000000000000000000000000000000000000000000000"),
+        plain_stranger(comm_endpoint(a), "r:1", "1", p12),
+        plain_stranger(comm_endpoint(a), "o:1", "1", pother),
+        plain_stranger(comm_endpoint(a), "i:1", "2", p20),
+    };
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 6; i++) send_as(s[i], 1, "stranger");
+    CHECK(comm_recv(a, NULL, &g, 1500) == 0, "a stranger's message was delivered: '%.*s'",
+          (int)comm_msg_bytes(&g), (const char *)comm_msg_data(&g));
+    CHECK(zap_refused() >= refused0 + 3, "wrong passwords were not refused by the ZAP handler "
+          "(%lu refusals)", zap_refused() - refused0);
+    CHECK(comm_n_bad(a) >= 1, "rank 2 speaking as rank 1 was not counted as bad");
+
+    /* the control channels keep CURVE: the right PLAIN credentials do not open them */
+    comm_t *ctl = comm_new_control("k", 0, 3, "tcp://127.0.0.1:*", 2000);
+    REQUIRE(ctl);
+    char p10[FABRIC_PASSWORD_LEN + 1];
+    REQUIRE(fabric_password(k, 1, 1, 0, p10) == 0);
+    void *to_ctl = plain_stranger(comm_endpoint(ctl), "k:1", "1", p10);
+    send_as(to_ctl, 1, "plain to control");
+    CHECK(comm_recv(ctl, NULL, &g, 800) == 0, "a PLAIN connection reached a control socket");
+    comm_t *ctl1 = comm_new_control("k", 1, 3, NULL, 2000);
+    REQUIRE(ctl1 && comm_connect(ctl1, 0, comm_endpoint(ctl)) == 0);
+    REQUIRE(comm_send(ctl1, 0, (msg_header_t){.type = MSG_TEST}, "ctl", 3, NULL) == 0);
+    REQUIRE(comm_recv(ctl, NULL, &g, 5000) == 1, "rank 1's control message (CURVE) was lost");
+    CHECK_EQ_I64(g.peer, 1);
+    comm_msg_close(&g);
+
+    zmq_close(to_ctl);
+    for (int i = 0; i < 6; i++) zmq_close(s[i]);
+    comm_destroy(&ctl);
+    comm_destroy(&ctl1);
+    comm_destroy(&a);
+    comm_destroy(&b);
+    keyring_destroy(&other);
 }

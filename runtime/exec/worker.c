@@ -613,7 +613,9 @@ static int local_setup(worker_t *w, char *err, size_t errlen)
     comm_set_max_payload(max_payload);
     if (w->rank == 0)
         log_info("transport: %s; a frame over %.1f MB ends its connection",
-                 comm_keyring() ? "CURVE, the job's keys only" : "plain TCP (--insecure)",
+                 comm_trusted_fabric() ? "the job's keys only; data unencrypted (--trusted-fabric)"
+                 : comm_keyring()      ? "CURVE, the job's keys only"
+                                       : "plain TCP (--insecure)",
                  max_payload / 1e6);
     return 0;
 }

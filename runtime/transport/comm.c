@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "runtime/transport/conn_cap.h"
 #include "runtime/transport/reject_log.h"
+#include "runtime/transport/fabric_auth.h"
 #include "runtime/transport/zap.h"
 #include "runtime/transport/zmq_check.h"
 #include "runtime/transport/clock.h"
@@ -57,6 +58,7 @@ static void *s_ctx;
 static pid_t s_ctx_pid;
 static pthread_mutex_t s_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static const keyring_t *s_keyring; /* set: every socket speaks CURVE */
+static bool s_trusted_fabric;      /* and set: data sockets speak PLAIN (fabric_auth.h) */
 static size_t s_max_payload = MSG_MAX_PAYLOAD_BYTES;
 
 void comm_set_keyring(const keyring_t *k)
@@ -68,6 +70,16 @@ void comm_set_keyring(const keyring_t *k)
 }
 
 const keyring_t *comm_keyring(void) { return s_keyring; }
+
+void comm_set_trusted_fabric(bool on)
+{
+    pthread_mutex_lock(&s_ctx_lock);
+    ASSERT(!s_ctx, "the transport's mode is set before the first socket");
+    s_trusted_fabric = on;
+    pthread_mutex_unlock(&s_ctx_lock);
+}
+
+bool comm_trusted_fabric(void) { return s_keyring && s_trusted_fabric; }
 
 void comm_set_max_payload(size_t bytes)
 {
@@ -121,7 +133,8 @@ void *comm_context(void)
         keep_heap();
     }
     /* before any CURVE server socket exists: libzmq asks the handler about each connection */
-    if (s_keyring && zap_start(s_ctx, s_keyring) != 0) die("cannot start the ZAP handler");
+    if (s_keyring && zap_start(s_ctx, s_keyring, s_trusted_fabric) != 0)
+        die("cannot start the ZAP handler");
     pthread_mutex_unlock(&s_ctx_lock);
     return s_ctx;
 }
@@ -174,6 +187,30 @@ static void secure_client(void *sock, int rank, int peer)
     memset(secret, 0, sizeof secret);
 }
 
+/* A trusted-fabric data socket's server side: PLAIN, each connection's password checked
+ * by the ZAP handler, which learns the server's rank from the domain. */
+static void fabric_server(void *sock, int rank)
+{
+    char domain[32];
+    int n = snprintf(domain, sizeof domain, "poseidon/%d", rank);
+    set_int(sock, ZMQ_PLAIN_SERVER, 1, "PLAIN_SERVER");
+    set_int(sock, ZMQ_HANDSHAKE_IVL, 10000, "HANDSHAKE_IVL");
+    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, domain, (size_t)n), "ZAP_DOMAIN");
+}
+
+/* A trusted-fabric data connection from rank to peer: rank's name and the pair's password. */
+static void fabric_client(void *sock, int rank, int peer)
+{
+    char user[16], password[FABRIC_PASSWORD_LEN + 1];
+    int n = snprintf(user, sizeof user, "%d", rank);
+    ASSERT(fabric_password(s_keyring, rank, rank, peer, password) == 0,
+           "no trusted-fabric password for rank %d to peer %d", rank, peer);
+    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_PLAIN_USERNAME, user, (size_t)n), "PLAIN_USERNAME");
+    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_PLAIN_PASSWORD, password, FABRIC_PASSWORD_LEN),
+              "PLAIN_PASSWORD");
+    memset(password, 0, sizeof password);
+}
+
 #define COMM_LISTEN_BACKLOG 65535
 
 /* I/O thread 0 serves the control channels, threads 1 and 2 the data. */
@@ -215,7 +252,8 @@ static comm_t *comm_create(const char *name, int rank, int n_peers, const char *
         set_int(c->router, ZMQ_LINGER, c->send_timeout_ms, "LINGER");
         set_int(c->router, ZMQ_SNDTIMEO, c->send_timeout_ms, "SNDTIMEO");
         set_max_message(c->router);
-        if (s_keyring) secure_server(c->router, rank);
+        if (s_keyring && s_trusted_fabric && affinity == AFFINITY_DATA) fabric_server(c->router, rank);
+        else if (s_keyring) secure_server(c->router, rank);
         if (zmq_bind(c->router, bind) != 0) {
             log_error("comm %s rank %d: cannot bind %s: %s (port in use, or an address this "
                       "host does not have?)",
@@ -362,7 +400,8 @@ int comm_connect(comm_t *c, int peer, const char *endpoint)
     set_int(s, ZMQ_LINGER, c->send_timeout_ms, "LINGER");
     set_int(s, ZMQ_SNDTIMEO, c->send_timeout_ms, "SNDTIMEO");
     set_max_message(s);
-    if (s_keyring) secure_client(s, c->rank, peer);
+    if (s_keyring && s_trusted_fabric && c->affinity == AFFINITY_DATA) fabric_client(s, c->rank, peer);
+    else if (s_keyring) secure_client(s, c->rank, peer);
     if (zmq_connect(s, endpoint) != 0) {
         log_error("comm %s rank %d: cannot connect to peer %d at '%s': %s", c->name, c->rank,
                   peer, endpoint, zmq_strerror(zmq_errno()));

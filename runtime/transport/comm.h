@@ -41,6 +41,7 @@
 #define POSEIDON_COMM_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -102,6 +103,15 @@ void *comm_context(void);
  * are plain TCP (a job on loopback run --insecure, tests of the transport). */
 void comm_set_keyring(const keyring_t *k);
 const keyring_t *comm_keyring(void);
+
+/* Trusted fabric (runtime/transport/fabric_auth.h says for which network): with a keyring,
+ * the data sockets (comm_new) admit and make connections by the pair's password over
+ * ZeroMQ's PLAIN, unencrypted, while the control sockets (comm_new_control: the coordinator,
+ * whose port is known in advance, and the rendezvous that hands out the data endpoints) keep
+ * CURVE, so that a rank always knows it reached the real coordinator. Set before the first
+ * comm. comm_trusted_fabric: whether it is on (and a keyring set). */
+void comm_set_trusted_fabric(bool on);
+bool comm_trusted_fabric(void);
 
 /* The largest payload a peer of this process may send (default MSG_MAX_PAYLOAD_BYTES): a
  * frame announcing more ends its connection before anything is allocated. For comms made

@@ -14,8 +14,24 @@ static bool master_is_loopback(const launch_env_t *env)
     return !strncmp(addr, "127.", 4) || !strcmp(addr, "::1");
 }
 
+static int install_keys(const transport_security_t *s, const launch_env_t *env, char *err,
+                        size_t errlen);
+
 int transport_security_install(const transport_security_t *s, const launch_env_t *env,
                                char *err, size_t errlen)
+{
+    if (s->trusted_fabric && s->insecure) {
+        snprintf(err, errlen, "--trusted-fabric authenticates every connection with the job's "
+                              "keys; --insecure has none: choose one");
+        return -1;
+    }
+    if (s->trusted_fabric) comm_set_trusted_fabric(true);
+    return install_keys(s, env, err, errlen);
+}
+
+/* The rules of the header, once the fabric's mode is set. */
+static int install_keys(const transport_security_t *s, const launch_env_t *env, char *err,
+                        size_t errlen)
 {
     if (s->keys) {
         if (s->keys->world != env->world) {

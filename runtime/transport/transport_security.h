@@ -3,6 +3,8 @@
  *   keys given (a local job's, made in memory before the fork)   CURVE with them
  *   keys_dir (poseidon keygen's files)                           CURVE with this rank's
  *   insecure, and the master on loopback                         plain TCP
+ * With trusted_fabric (and keys), the data sockets authenticate with the keys but are not
+ * encrypted (runtime/transport/fabric_auth.h: for which network); without keys it is refused.
  * Anything else is refused: a job across machines without keys would let anyone who reaches
  * a port change the model, and insecure is for one machine only.
  */
@@ -19,6 +21,7 @@ typedef struct {
     const keyring_t *keys; /* the whole job's, or NULL */
     const char *keys_dir;  /* or a directory of key files, or NULL */
     bool insecure;         /* plain TCP, asked for by the user */
+    bool trusted_fabric;   /* data authenticated by the keys, not encrypted */
 } transport_security_t;
 
 /* Installs this rank's choice (comm_set_keyring) before any comm exists. 0; or -1 with one

@@ -11,11 +11,16 @@
 #ifndef POSEIDON_ZAP_H
 #define POSEIDON_ZAP_H
 
+#include <stdbool.h>
+
 #include "runtime/transport/keyring.h"
 
 /* Binds the handler in ctx and starts its thread (once per process; later calls return 0).
- * The keyring must outlive the process's sockets. 0, or -1 with a logged error. */
-int zap_start(void *ctx, const keyring_t *k);
+ * The keyring must outlive the process's sockets. plain: the trusted fabric's data sockets
+ * (runtime/transport/fabric_auth.h): a PLAIN connection is admitted, as rank c, when its
+ * user name is "c" and its password the pair's for the server rank its ZAP domain
+ * "poseidon/<s>" names. 0, or -1 with a logged error. */
+int zap_start(void *ctx, const keyring_t *k, bool plain);
 
 /* Connections refused so far. */
 unsigned long zap_refused(void);
