@@ -428,14 +428,13 @@ static int emit_attn(imp_t *im, int r, const Onnx__NodeProto *on)
     if (!ox_in_weight(im, im->g->node[a.bias_node], a.bias_k, -1, a.table)) return -1;
     if (!a.table) im->learnable += (2 * a.win - 1) * (2 * a.win - 1) * a.heads;
     int in = x->layer;
-    int k = ox_seq_emit(im, on, "winattn", &in, 1, h * w, a.D);
+    int k = ox_seq_emit(im, pad, "winattn", &in, 1, h * w, a.D); /* named as the module */
     if (k < 0) return -1;
     out_layer_t *l = &im->layers[k];
     snprintf(l->keys, sizeof l->keys, "h=%" PRId64 " w=%" PRId64 " window=%" PRId64
              " shift=%" PRId64 " heads=%" PRId64, h, w, a.win, shift, a.heads);
     l->bias = a.qkv_b >= 0;
     l->plane_h = h, l->plane_w = w;
-    l->node = ox_node_name(pad);
     l->op = "window attention";
     ox_seq_define_plain(im, on, (size_t)rg->out_k, k);
     return 0;
@@ -484,12 +483,12 @@ static int emit_merge(imp_t *im, int r, const Onnx__NodeProto *on)
     if (!ox_seq_plane(im, x, &h, &w) || merge_check(im, r, on)) return -1;
     int in = x->layer;
     int64_t h2 = (h + 1) / 2, w2 = (w + 1) / 2;
-    int k = ox_seq_emit(im, on, "patchmerge", &in, 1, h2 * w2, 4 * (int64_t)im->layers[in].shape.c);
+    int k = ox_seq_emit(im, im->g->node[rg->pad_node], "patchmerge", &in, 1, h2 * w2,
+                        4 * (int64_t)im->layers[in].shape.c);
     if (k < 0) return -1;
     out_layer_t *l = &im->layers[k];
     snprintf(l->keys, sizeof l->keys, "h=%" PRId64 " w=%" PRId64, h, w);
     l->plane_h = h2, l->plane_w = w2;
-    l->node = ox_node_name(im->g->node[rg->pad_node]);
     l->op = "patch merge";
     ox_seq_define_plain(im, on, (size_t)rg->out_k, k);
     return 0;

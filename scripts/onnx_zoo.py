@@ -88,6 +88,14 @@ def pytorch_counts(model, x):
         s = out[0].shape[1] if m.batch_first else out[0].shape[0]  # inputs may be keywords
         flops[0] += 2 * s * 4 * m.embed_dim * m.embed_dim
 
+    def window_hook(m, inp, out):
+        # Swin's Q/K/V and output projections (F.linear on the module's tensors) over the
+        # plane padded to whole windows; the windows' own products are left out, as above
+        h, w, c = inp[0].shape[1:]
+        wh, ww = m.window_size
+        p = -(-h // wh) * wh * (-(-w // ww) * ww)
+        flops[0] += 2 * p * 4 * c * c
+
     def bn_hook(m, inp, out):
         conv = outputs.get(id(inp[0]))
         if conv is not None and conv[1] is inp[0]:
@@ -103,6 +111,8 @@ def pytorch_counts(model, x):
             hooks.append(m.register_forward_hook(attention_hook))
         elif isinstance(m, torch.nn.BatchNorm2d):
             hooks.append(m.register_forward_hook(bn_hook))
+        elif type(m).__name__ == "ShiftedWindowAttention":
+            hooks.append(m.register_forward_hook(window_hook))
     with torch.no_grad():
         model(x)
     for h in hooks:
@@ -119,9 +129,20 @@ def imported_counts(poseidon, net):
     out = subprocess.run([poseidon, "model", "show", net, "--csv"], capture_output=True,
                          text=True, check=True).stdout
     params, flops = 0, 0
+    with open(net) as f:
+        keys = {ln.split()[1]: dict(kv.split("=", 1) for kv in ln.split("#")[0].split()[2:])
+                for ln in f if ln.startswith("winattn ")}
     for row in csv.DictReader(io.StringIO(out)):
         if row["layer"] == "total":
             params = int(row["params"])
+            continue
+        if row["type"] == "winattn":  # its projections: less biases, products and softmax
+            k = keys[row["layer"]]
+            win, heads, d = int(k["window"]), int(k["heads"]), int(row["output"].split("x")[0])
+            p = -(-int(k["h"]) // win) * win * (-(-int(k["w"]) // win) * win)
+            n = win * win
+            bias = 4 * d if k.get("bias", "1") == "1" else 0
+            flops += int(row["fwd_flops"]) - p * bias - 4 * p * n * d - 5 * p * n * heads
             continue
         if row["type"] not in ("conv", "fc", "linear"):
             continue
@@ -227,7 +248,12 @@ FIXTURES = [
                                                  CNBlockConfig(32, None, 1)]).eval(),
      None, False, False),
     ("tiny_weights", lambda: TinyNet().eval(), 16, False, True),
+    # torchvision's SwinTransformer cut small, at 40x40: a 10x10 plane padded to windows of 4,
+    # a shifted block, a patch merge, a 5x5 plane
+    ("swin_2stage", lambda: models.SwinTransformer([4, 4], 16, [2, 1], [2, 4], [4, 4],
+                                                   num_classes=10).eval(), None, False, False),
 ]
+SIZES = {"swin_2stage": 40}  # fixtures at another input size than 32x32
 
 
 def fixtures(out):
@@ -235,7 +261,8 @@ def fixtures(out):
     rows = []
     for name, make, opset, dynamic, weights in FIXTURES:
         model = make()
-        x = torch.randn(1, 3, 32, 32)
+        size = SIZES.get(name, 32)
+        x = torch.randn(1, 3, size, size)
         kw = {"export_params": weights}
         if opset:
             kw["opset_version"] = opset
@@ -245,7 +272,7 @@ def fixtures(out):
             warnings.simplefilter("ignore")
             torch.onnx.export(model, x, os.path.join(out, f"zoo_{name}.onnx"), **kw)
         params, flops, _ = pytorch_counts(model, x)
-        rows.append((f"zoo_{name}", "1x3x32x32", params, flops))
+        rows.append((f"zoo_{name}", f"1x3x{size}x{size}", params, flops))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(SharedConv().eval(), torch.randn(1, 4, 8, 8),

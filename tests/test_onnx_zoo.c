@@ -13,14 +13,25 @@
 
 #define DATA "tests/data/onnx/"
 
-/* conv, fc and linear forward FLOPs less their bias additions */
+/* winattn's projections: its forward FLOPs less the biases, the windows' products and
+ * the softmax, over the plane padded to whole windows */
+static int64_t window_projection_flops(const layer_t *l)
+{
+    int64_t w = l->window, n = w * w, d = l->out;
+    int64_t p = (l->image_h + w - 1) / w * w * ((l->image_w + w - 1) / w * w);
+    return l->fwd_flops - p * l->biases - 4 * p * n * d - 5 * p * n * l->heads;
+}
+
+/* conv, fc and linear forward FLOPs less their bias additions (and winattn's projections) */
 static int64_t matrix_flops(const model_t *m)
 {
     int64_t sum = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const layer_t *l = &m->layers[i];
         int64_t plane = (int64_t)l->out_shape.h * l->out_shape.w;
-        if (l->type == LAYER_CONV || l->type == LAYER_LINEAR)
+        if (l->type == LAYER_WINATTN)
+            sum += window_projection_flops(l);
+        else if (l->type == LAYER_CONV || l->type == LAYER_LINEAR)
             sum += l->fwd_flops - l->biases * plane;
         else if (l->type == LAYER_FC)
             sum += l->fwd_flops - l->biases;
@@ -57,7 +68,7 @@ static int check_zoo_reference(void)
     return rows;
 }
 
-TEST(onnx_zoo_default_exports_count_equal_pytorch) { CHECK_EQ_I64(check_zoo_reference(), 9); }
+TEST(onnx_zoo_default_exports_count_equal_pytorch) { CHECK_EQ_I64(check_zoo_reference(), 10); }
 
 /* The .net text of fixture NAME (caller frees). */
 static char *zoo_text(const char *name)
@@ -125,6 +136,24 @@ TEST(onnx_zoo_channels_last_and_dense_blocks)
     CHECK_EQ_I64(count(t, "\nconcat "), 10); /* layers 2 to 10, and the block's output */
     const char *last = strstr(t, "\nconcat features.denseblock1 in=");
     CHECK(last && count(last, ",") == 10, "no concat of 11 inputs");
+    free(t);
+}
+
+/* A Swin Transformer cut small: each shifted-window attention (a few hundred nodes: padding,
+ * roll, windows, the gathered bias, the mask) one winattn, the block after the first shifted
+ * by half a window, the 10x10 plane padded to windows of 4 and the 5x5 one too; the patch
+ * merge one patchmerge; the relative position tables counted as PyTorch counts them (its
+ * parameters equal PyTorch's in check_zoo_reference). */
+TEST(onnx_zoo_swin_windows_and_patch_merging)
+{
+    char *t = zoo_text("swin_2stage");
+    CHECK_EQ_I64(count(t, "\nwinattn "), 3);
+    CHECK_EQ_I64(count(t, " h=10 w=10 window=4 shift=0 heads=2 bias=1 "), 1);
+    CHECK_EQ_I64(count(t, " h=10 w=10 window=4 shift=2 heads=2 bias=1 "), 1);
+    CHECK_EQ_I64(count(t, " h=5 w=5 window=4 shift=0 heads=4 bias=1 "), 1);
+    CHECK_EQ_I64(count(t, "\npatchmerge features.features.2 h=10 w=10 "), 1);
+    CHECK_EQ_I64(count(t, "\nto_image permute h=5 w=5 "), 1);
+    CHECK_EQ_I64(count(t, "\nlayernorm "), 1 + 2 * 3 + 1 + 1); /* stem, blocks, merge, head */
     free(t);
 }
 
