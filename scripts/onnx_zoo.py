@@ -256,7 +256,41 @@ FIXTURES = [
 SIZES = {"swin_2stage": 40}  # fixtures at another input size than 32x32
 
 
+# (h, w, window, shift, heads, features) of the winattn cases checked against PyTorch: a
+# plane padded to windows and shifted on both axes, a square one, one smaller than a window
+SWIN_CASES = [(5, 6, 3, 1, 2, 8), (8, 8, 4, 2, 2, 4), (2, 2, 3, 1, 1, 4)]
+
+
+def swin_layers(path):
+    """torchvision's ShiftedWindowAttention and patch merging on random inputs, for the layer
+    test that compares winattn and patchmerge with PyTorch: per case a line of its sizes, then
+    lines of the weights (Wqkv, Wproj, table), biases (bqkv, bproj), input and output, each
+    (1,h,w,D) row-major; then a patch merge's input (1,3,5,4) and output."""
+    from torchvision.models.swin_transformer import ShiftedWindowAttention, _patch_merging_pad
+
+    def line(t):
+        return " ".join(f"{v:.9g}" for v in t.flatten().tolist()) + "\n"
+
+    torch.manual_seed(1)
+    with open(path, "w") as f:
+        f.write(f"# {os.path.basename(__file__)} --fixtures: torch {torch.__version__}, "
+                f"torchvision {torchvision.__version__}\n{len(SWIN_CASES)}\n")
+        for h, w, win, shift, heads, d in SWIN_CASES:
+            m = ShiftedWindowAttention(d, [win, win], [shift, shift], heads).eval()
+            with torch.no_grad():
+                m.relative_position_bias_table.normal_(0, 1.0)  # trained-size biases
+                x = torch.randn(1, h, w, d)
+                y = m(x)
+            f.write(f"{h} {w} {win} {shift} {heads} {d}\n")
+            f.write(line(torch.cat([m.qkv.weight.flatten(), m.proj.weight.flatten(),
+                                    m.relative_position_bias_table.flatten()])))
+            f.write(line(torch.cat([m.qkv.bias, m.proj.bias])) + line(x) + line(y.detach()))
+        x = torch.randn(1, 3, 5, 4)
+        f.write(line(x) + line(_patch_merging_pad(x)))
+
+
 def fixtures(out):
+    swin_layers(os.path.join(out, "zoo_swin_layers.txt"))
     torch.manual_seed(0)
     rows = []
     for name, make, opset, dynamic, weights in FIXTURES:

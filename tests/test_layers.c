@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "runtime/compute/compute.h"
 #include "runtime/compute/nnet.h"
+#include "runtime/compute/window_attn.h"
 #include "test.h"
 
 /* ---- comparison ------------------------------------------------------------------------ */
@@ -864,4 +865,81 @@ TEST(test_layers_net_fc_factors)
     nnet_destroy(&n);
     compute_destroy(&c);
     model_fini(&m);
+}
+
+/* ---- Swin's layers against PyTorch ---------------------------------------------------- */
+
+/* n floats of the next line of f (one line per tensor); NULL on a short line */
+static float *read_floats(FILE *f, int64_t n)
+{
+    float *a = malloc((size_t)(n ? n : 1) * sizeof *a);
+    for (int64_t i = 0; i < n; i++)
+        if (fscanf(f, "%f", &a[i]) != 1) {
+            free(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* Compares got with PyTorch's want; returns the comparison's failures. */
+static int compare_floats(const char *what, const float *got, const float *want, int64_t n)
+{
+    double *ref = malloc((size_t)n * sizeof *ref);
+    for (int64_t i = 0; i < n; i++) ref[i] = want[i];
+    int bad = compare(what, got, ref, n, 1e-5, 1e-4);
+    free(ref);
+    return bad;
+}
+
+/* One winattn case of the file: the layer's output on PyTorch's weights and input against
+ * ShiftedWindowAttention's (and, corrupted by 1e-3, caught). */
+static void winattn_case(FILE *f, compute_t *c)
+{
+    int h, w, win, shift, heads, d;
+    int got = fscanf(f, "%d %d %d %d %d %d", &h, &w, &win, &shift, &heads, &d);
+    REQUIRE(got == 6, "a line of 6 sizes");
+    char text[256], err[512];
+    snprintf(text, sizeof text, "input data shape=%dx%dx%d\nto_seq s\nwinattn a h=%d w=%d "
+             "window=%d shift=%d heads=%d bias=1\n", d, h, w, h, w, win, shift, heads);
+    model_t m;
+    REQUIRE(model_parse(&m, "pt.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
+    const layer_t *l = &m.layers[2];
+    int64_t S = (int64_t)h * w * d;
+    float *wt = read_floats(f, l->weights), *b = read_floats(f, l->biases);
+    float *x = read_floats(f, S), *y = read_floats(f, S);
+    REQUIRE(wt && b && x && y, "short case %dx%d", h, w);
+    float *aux = malloc((size_t)winattn_aux_count(l) * sizeof *aux);
+    float *out = malloc((size_t)S * sizeof *out);
+    winattn_forward(c, l, 1, x, wt, b, aux, out);
+    char what[64];
+    snprintf(what, sizeof what, "winattn %dx%d window %d shift %d", h, w, win, shift);
+    CHECK(compare_floats(what, out, y, S) == 0, "%s differs from PyTorch", what);
+    out[S / 2] += 1e-3f;
+    CHECK(compare_floats("corrupted on purpose", out, y, S) == 1, "a corrupted value passed");
+    free(wt), free(b), free(x), free(y), free(aux), free(out);
+    model_fini(&m);
+}
+
+/* winattn and patchmerge on the weights and inputs of torchvision's ShiftedWindowAttention
+ * and _patch_merging_pad give PyTorch's outputs (tests/data/onnx/zoo_swin_layers.txt, written
+ * by scripts/onnx_zoo.py --fixtures): padding, roll, bias table and mask as PyTorch has them. */
+TEST(test_layers_winattn_patchmerge_match_pytorch)
+{
+    FILE *f = fopen("tests/data/onnx/zoo_swin_layers.txt", "r");
+    REQUIRE(f, "cannot open tests/data/onnx/zoo_swin_layers.txt");
+    char line[256];
+    REQUIRE(fgets(line, sizeof line, f) && line[0] == '#', "no header line");
+    int cases = 0, got = fscanf(f, "%d", &cases);
+    REQUIRE(got == 1 && cases == 3, "expected 3 cases");
+    char err[256];
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    for (int k = 0; k < cases; k++) winattn_case(f, c);
+    layer_t l = {.image_h = 3, .image_w = 5}; /* (1,3,5,4) to (1,2,3,16) */
+    float *x = read_floats(f, 3 * 5 * 4), *y = read_floats(f, 2 * 3 * 16), out[96];
+    REQUIRE(x && y, "short patch merge");
+    patchmerge_forward(&l, 1, 4, x, out);
+    CHECK(compare_floats("patchmerge", out, y, 96) == 0, "patchmerge differs from PyTorch");
+    free(x), free(y);
+    compute_destroy(&c);
+    fclose(f);
 }
