@@ -299,18 +299,47 @@ int ox_swin_claim(imp_t *im, size_t i)
 
 /* ---- emitting the layers --------------------------------------------------------------- */
 
-/* A weight (graph input or initializer) read by node j as input k, else NULL. */
+/* A weight read by node j as input k (a graph input, an initializer with or without its
+ * values, or an Identity's copy of one), else NULL. */
 static val_t *weight_in(imp_t *im, int j, size_t k)
 {
     const Onnx__NodeProto *n = im->g->node[j];
     if (k >= n->n_input || !n->input[k][0]) return NULL;
     val_t *v = &im->vals[ox_val_find(im, n->input[k])];
-    return v->kind == VAL_PARAM || v->kind == VAL_INPUT ? v : NULL;
+    if (v->kind == VAL_PARAM || v->kind == VAL_INPUT) return v;
+    const val_t *src = v->source ? v->source : v;
+    return v->kind == VAL_CONST && v->reals && src->initializer ? v : NULL;
+}
+
+/* The weight of MatMul j, (in, out): its input 1, or the Transpose of a weight (out, in)
+ * there (an export without constant folding); the node and input that read the weight into
+ * *wn, *wk. NULL when neither. */
+static val_t *matmul_weight(imp_t *im, int j, int64_t *in, int64_t *out, int *wn, size_t *wk)
+{
+    val_t *w = weight_in(im, j, 1);
+    *wn = j, *wk = 1;
+    if (!w) {
+        int t = im->swin->producer[ox_val_find(im, im->g->node[j]->input[1])];
+        int64_t perm[2];
+        int got;
+        const Onnx__NodeProto *tn = t >= 0 ? im->g->node[t] : NULL;
+        if (!tn || !op_is(tn, "Transpose") || !(w = weight_in(im, t, 0)) || w->rank != 2 ||
+            ox_attr_ints(im, tn, "perm", 2, perm, 2, &got) || perm[0] != 1 || perm[1] != 0)
+            return NULL;
+        *wn = t, *wk = 0;
+        *in = w->dims[1], *out = w->dims[0];
+        return w;
+    }
+    if (w->rank != 2) return NULL;
+    *in = w->dims[0], *out = w->dims[1];
+    return w;
 }
 
 /* What a window attention needs from its region. */
 typedef struct {
     int qkv, proj;         /* MatMul nodes of the projections */
+    int qkv_wn, proj_wn;   /* the nodes that read their weights, as input qkv_wk, proj_wk */
+    size_t qkv_wk, proj_wk;
     int qkv_b, proj_b;     /* Add nodes of their biases (-1: none) */
     int bias_node;         /* Add of the gathered bias, or Gather of the table */
     size_t qkv_bk, proj_bk, bias_k;
@@ -328,9 +357,12 @@ static int attn_read(imp_t *im, int r, attn_t *a)
         if (s->region_of[j] != r) continue;
         const Onnx__NodeProto *n = im->g->node[j];
         val_t *w1 = weight_in(im, j, 1), *w0 = weight_in(im, j, 0);
-        if (op_is(n, "MatMul") && w1 && w1->rank == 2 && s->in_fwd[j]) {
-            if (w1->dims[1] == 3 * w1->dims[0] && a->qkv < 0) a->qkv = j, a->D = w1->dims[0];
-            else if (w1->dims[1] == w1->dims[0] && a->proj < 0) a->proj = j;
+        int64_t win, wout;
+        int wn;
+        size_t wk;
+        if (op_is(n, "MatMul") && s->in_fwd[j] && matmul_weight(im, j, &win, &wout, &wn, &wk)) {
+            if (wout == 3 * win && a->qkv < 0) a->qkv = j, a->D = win, a->qkv_wn = wn, a->qkv_wk = wk;
+            else if (wout == win && a->proj < 0) a->proj = j, a->proj_wn = wn, a->proj_wk = wk;
             else return ox_node_fail(im, n, "a projection of a window attention that is "
                                      "neither Q/K/V (D x 3D) nor the output's (D x D)");
         } else if (op_is(n, "Add") && s->in_fwd[j] && (w0 || w1)) {
@@ -417,8 +449,8 @@ static int emit_attn(imp_t *im, int r, const Onnx__NodeProto *on)
         return ox_node_fail(im, pad, "a window attention rolled by %" PRId64 " rows and %" PRId64
                             " columns: windows of %" PRId64 " shift both axes alike, by less "
                             "than a window", sh, sw, a.win);
-    if (!ox_in_weight(im, im->g->node[a.qkv], 1, 2, true) ||
-        !ox_in_weight(im, im->g->node[a.proj], 1, 2, true))
+    if (!ox_in_weight(im, im->g->node[a.qkv_wn], a.qkv_wk, 2, true) ||
+        !ox_in_weight(im, im->g->node[a.proj_wn], a.proj_wk, 2, true))
         return -1;
     if (a.qkv_b >= 0 && (!ox_in_weight(im, im->g->node[a.qkv_b], a.qkv_bk, 1, true) ||
                          !ox_in_weight(im, im->g->node[a.proj_b], a.proj_bk, 1, true)))
