@@ -3,7 +3,9 @@
 # the imported MobileNetV2 (32x32 input: ReLU6, depthwise convolutions, folded batch norms)
 # trains a few steps on one worker with a falling loss and on two workers, `poseidon
 # profile` times every layer of the imported EfficientNet-B0 (SiLU, squeeze-and-excitation
-# gates), and `poseidon sim` runs on the imported ShuffleNetV2 (channel split and shuffle).
+# gates), `poseidon sim` runs on the imported ShuffleNetV2 (channel split and shuffle), and
+# the small Swin Transformer (winattn, patchmerge) trains on one worker with a falling loss
+# and on two.
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,7 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 p="$build/poseidon"
 data=tests/data/onnx
 
-for n in mobilenet_v2 efficientnet_b0 shufflenet_v2_x0_5; do
+for n in mobilenet_v2 efficientnet_b0 shufflenet_v2_x0_5 swin_2stage; do
     "$p" model import $data/zoo_$n.onnx -o "$tmp/$n.net" 2>"$tmp/err" || fail "import $n: $(cat "$tmp/err")"
 done
 
@@ -33,6 +35,19 @@ timeout 120 "$p" train --workers 2 --model "$tmp/mobilenet_v2.net" "${train[@]}"
 loss=$(awk -F, 'NR > 1 { l = $3 } END { print l }' "$tmp/two.csv")
 awk -v l="$loss" 'BEGIN { exit !(l + 0 > 0 && l + 0 < 100) }' ||
     fail "two workers: loss '$loss': $(cat "$tmp/two.csv")"
+
+# the Swin Transformer's window attention and patch merging train too
+timeout 120 "$p" train --model "$tmp/swin_2stage.net" "${train[@]}" >"$tmp/swin.out" 2>&1 ||
+    fail "train the Swin on one worker: $(tail -3 "$tmp/swin.out")"
+first=$(awk -F, '$1 == 1 { print $2 }' "$tmp/swin.out")
+last=$(awk -F, '$1 == 4 { print $2 }' "$tmp/swin.out")
+[ -n "$first" ] && [ -n "$last" ] && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+    fail "Swin: loss did not fall ($first -> $last): $(tail -5 "$tmp/swin.out")"
+timeout 120 "$p" train --workers 2 --model "$tmp/swin_2stage.net" "${train[@]}" --synthetic-n 16 \
+    --csv "$tmp/swin2.csv" >"$tmp/swin2.out" 2>&1 || fail "train the Swin on two workers: $(tail -3 "$tmp/swin2.out")"
+loss=$(awk -F, 'NR > 1 { l = $3 } END { print l }' "$tmp/swin2.csv")
+awk -v l="$loss" 'BEGIN { exit !(l + 0 > 0 && l + 0 < 100) }' ||
+    fail "Swin on two workers: loss '$loss': $(cat "$tmp/swin2.csv")"
 
 # profile measures every layer of the imported EfficientNet-B0
 timeout 120 "$p" profile --model "$tmp/efficientnet_b0.net" --batch 2 --repeats 1 --warmup 0 \
