@@ -256,33 +256,35 @@ void winattn_backward(compute_t *c, const layer_t *l, int batch, const float *w,
 /* patchmerge's four neighbours, in the order of torchvision's _patch_merging_pad */
 static const int s_dy[4] = {0, 1, 0, 1}, s_dx[4] = {0, 0, 1, 1};
 
-void patchmerge_forward(const layer_t *l, int batch, int dim, const float *x, float *out)
+/* Forward: out = the merged x (padding zeros). Backward: dx += dout put back in place (the
+ * padding's gradient dropped). The same walk over the output's parts. */
+static void patchmerge_walk(const layer_t *l, int batch, int dim, bool backward,
+                            const float *from, float *to)
 {
     int H = l->image_h, W = l->image_w, H2 = (H + 1) / 2, W2 = (W + 1) / 2;
     for (int bi = 0; bi < batch; bi++)
         for (int y2 = 0; y2 < H2; y2++)
             for (int x2 = 0; x2 < W2; x2++)
                 for (int k = 0; k < 4; k++) {
-                    int y = 2 * y2 + s_dy[k], xx = 2 * x2 + s_dx[k];
-                    float *o = out + (((int64_t)bi * H2 + y2) * W2 + x2) * 4 * dim + k * dim;
-                    if (y < H && xx < W)
-                        memcpy(o, x + (((int64_t)bi * H + y) * W + xx) * dim,
-                               (size_t)dim * sizeof *o);
-                    else memset(o, 0, (size_t)dim * sizeof *o);
+                    int y = 2 * y2 + s_dy[k], x = 2 * x2 + s_dx[k];
+                    int64_t part = (((int64_t)bi * H2 + y2) * W2 + x2) * 4 * dim + k * dim;
+                    int64_t pos = (((int64_t)bi * H + y) * W + x) * dim;
+                    bool inside = y < H && x < W;
+                    if (backward && inside)
+                        for (int e = 0; e < dim; e++) to[pos + e] += from[part + e];
+                    else if (!backward && inside)
+                        memcpy(to + part, from + pos, (size_t)dim * sizeof *to);
+                    else if (!backward)
+                        memset(to + part, 0, (size_t)dim * sizeof *to);
                 }
+}
+
+void patchmerge_forward(const layer_t *l, int batch, int dim, const float *x, float *out)
+{
+    patchmerge_walk(l, batch, dim, false, x, out);
 }
 
 void patchmerge_backward(const layer_t *l, int batch, int dim, const float *dout, float *dx)
 {
-    int H = l->image_h, W = l->image_w, H2 = (H + 1) / 2, W2 = (W + 1) / 2;
-    for (int bi = 0; bi < batch; bi++)
-        for (int y2 = 0; y2 < H2; y2++)
-            for (int x2 = 0; x2 < W2; x2++)
-                for (int k = 0; k < 4; k++) {
-                    int y = 2 * y2 + s_dy[k], xx = 2 * x2 + s_dx[k];
-                    if (y >= H || xx >= W) continue;
-                    const float *d = dout + (((int64_t)bi * H2 + y2) * W2 + x2) * 4 * dim + k * dim;
-                    float *o = dx + (((int64_t)bi * H + y) * W + xx) * dim;
-                    for (int e = 0; e < dim; e++) o[e] += d[e];
-                }
+    patchmerge_walk(l, batch, dim, true, dout, dx);
 }

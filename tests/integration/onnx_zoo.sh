@@ -20,34 +20,26 @@ for n in mobilenet_v2 efficientnet_b0 shufflenet_v2_x0_5 swin_2stage; do
     "$p" model import $data/zoo_$n.onnx -o "$tmp/$n.net" 2>"$tmp/err" || fail "import $n: $(cat "$tmp/err")"
 done
 
-# one worker, one batch of 8 seen 4 times: the loss falls
+# NAME trains on one worker, one batch of 8 seen 4 times, with a falling loss, and on two
+# workers (the plan runs: PS and SFB layers) with rank 0 reporting a finite loss
 train=(--data synthetic --synthetic-n 8 --batch 8 --iterations 4 --lr 0.05 --no-probe)
-timeout 120 "$p" train --model "$tmp/mobilenet_v2.net" "${train[@]}" >"$tmp/one.out" 2>&1 ||
-    fail "train on one worker: $(tail -3 "$tmp/one.out")"
-first=$(awk -F, '$1 == 1 { print $2 }' "$tmp/one.out")
-last=$(awk -F, '$1 == 4 { print $2 }' "$tmp/one.out")
-[ -n "$first" ] && [ -n "$last" ] && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
-    fail "loss did not fall on one worker ($first -> $last): $(tail -5 "$tmp/one.out")"
-
-# two workers: the plan runs (PS and SFB layers) and rank 0 reports a finite loss
-timeout 120 "$p" train --workers 2 --model "$tmp/mobilenet_v2.net" "${train[@]}" --synthetic-n 16 \
-    --csv "$tmp/two.csv" >"$tmp/two.out" 2>&1 || fail "train on two workers: $(tail -3 "$tmp/two.out")"
-loss=$(awk -F, 'NR > 1 { l = $3 } END { print l }' "$tmp/two.csv")
-awk -v l="$loss" 'BEGIN { exit !(l + 0 > 0 && l + 0 < 100) }' ||
-    fail "two workers: loss '$loss': $(cat "$tmp/two.csv")"
-
-# the Swin Transformer's window attention and patch merging train too
-timeout 120 "$p" train --model "$tmp/swin_2stage.net" "${train[@]}" >"$tmp/swin.out" 2>&1 ||
-    fail "train the Swin on one worker: $(tail -3 "$tmp/swin.out")"
-first=$(awk -F, '$1 == 1 { print $2 }' "$tmp/swin.out")
-last=$(awk -F, '$1 == 4 { print $2 }' "$tmp/swin.out")
-[ -n "$first" ] && [ -n "$last" ] && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
-    fail "Swin: loss did not fall ($first -> $last): $(tail -5 "$tmp/swin.out")"
-timeout 120 "$p" train --workers 2 --model "$tmp/swin_2stage.net" "${train[@]}" --synthetic-n 16 \
-    --csv "$tmp/swin2.csv" >"$tmp/swin2.out" 2>&1 || fail "train the Swin on two workers: $(tail -3 "$tmp/swin2.out")"
-loss=$(awk -F, 'NR > 1 { l = $3 } END { print l }' "$tmp/swin2.csv")
-awk -v l="$loss" 'BEGIN { exit !(l + 0 > 0 && l + 0 < 100) }' ||
-    fail "Swin on two workers: loss '$loss': $(cat "$tmp/swin2.csv")"
+trains() {
+    local n=$1
+    timeout 120 "$p" train --model "$tmp/$n.net" "${train[@]}" >"$tmp/$n.one" 2>&1 ||
+        fail "train $n on one worker: $(tail -3 "$tmp/$n.one")"
+    local first last loss
+    first=$(awk -F, '$1 == 1 { print $2 }' "$tmp/$n.one")
+    last=$(awk -F, '$1 == 4 { print $2 }' "$tmp/$n.one")
+    [ -n "$first" ] && [ -n "$last" ] && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+        fail "$n: loss did not fall on one worker ($first -> $last): $(tail -5 "$tmp/$n.one")"
+    timeout 120 "$p" train --workers 2 --model "$tmp/$n.net" "${train[@]}" --synthetic-n 16 \
+        --csv "$tmp/$n.csv" >"$tmp/$n.two" 2>&1 || fail "train $n on two workers: $(tail -3 "$tmp/$n.two")"
+    loss=$(awk -F, 'NR > 1 { l = $3 } END { print l }' "$tmp/$n.csv")
+    awk -v l="$loss" 'BEGIN { exit !(l + 0 > 0 && l + 0 < 100) }' ||
+        fail "$n on two workers: loss '$loss': $(cat "$tmp/$n.csv")"
+}
+trains mobilenet_v2
+trains swin_2stage  # the Swin Transformer's window attention and patch merging
 
 # profile measures every layer of the imported EfficientNet-B0
 timeout 120 "$p" profile --model "$tmp/efficientnet_b0.net" --batch 2 --repeats 1 --warmup 0 \
