@@ -429,6 +429,90 @@ static int attn_shift(imp_t *im, int r, int qkv, int64_t side_h, int64_t side_w,
     return 0;
 }
 
+/* A few numbers the exporter computes from the block's input shape (torchvision's scale,
+ * (C // heads) ** -0.5, is Pow(Cast(Div(Gather(Shape(x), 3), heads)), -0.5)). */
+typedef struct {
+    double v[ONNX_RANK_MAX];
+    int n;
+    bool ints;
+} small_t;
+
+/* Value v as a small_t: a constant, the Shape of x (as ONNX sees it, (1,h,w,D)), or Gather,
+ * Cast, Div, Mul, Pow, Sqrt of those. false when it is none of them. */
+static bool eval_small(imp_t *im, int v, int x, const int64_t *xdims, small_t *out, int depth)
+{
+    const val_t *c = &im->vals[v];
+    if (c->kind == VAL_CONST && c->n_values <= ONNX_RANK_MAX && (c->ints || c->reals)) {
+        out->n = (int)c->n_values;
+        out->ints = c->ints != NULL;
+        for (int i = 0; i < out->n; i++) out->v[i] = c->ints ? (double)c->ints[i] : c->reals[i];
+        return true;
+    }
+    int p = im->swin->producer[v];
+    if (p < 0 || depth > 16) return false;
+    const Onnx__NodeProto *n = im->g->node[p];
+    small_t a = {0}, b = {0};
+    if (op_is(n, "Shape")) {
+        if (ox_val_find(im, n->input[0]) != x || n->n_attribute) return false;
+        *out = (small_t){.n = 4, .ints = true};
+        for (int i = 0; i < 4; i++) out->v[i] = (double)xdims[i];
+        return true;
+    }
+    if (n->n_input < 1 || !eval_small(im, ox_val_find(im, n->input[0]), x, xdims, &a, depth + 1))
+        return false;
+    if (n->n_input > 1 && !eval_small(im, ox_val_find(im, n->input[1]), x, xdims, &b, depth + 1))
+        return false;
+    int64_t to;
+    if (op_is(n, "Gather") && b.n == 1 && b.v[0] >= 0 && b.v[0] < a.n) {
+        *out = (small_t){.n = 1, .ints = a.ints, .v = {a.v[(int)b.v[0]]}};
+    } else if (op_is(n, "Cast") && a.n == 1 && !ox_attr_int(im, n, "to", 1, &to)) {
+        bool ints = to != 1 && to != 10 && to != 11; /* not float, float16, double */
+        *out = (small_t){.n = 1, .ints = ints, .v = {ints ? trunc(a.v[0]) : a.v[0]}};
+    } else if (op_is(n, "Sqrt") && a.n == 1) {
+        *out = (small_t){.n = 1, .v = {sqrt(a.v[0])}};
+    } else if (a.n == 1 && b.n == 1 && (op_is(n, "Div") || op_is(n, "Mul") || op_is(n, "Pow"))) {
+        bool ints = a.ints && b.ints;
+        double r = op_is(n, "Mul") ? a.v[0] * b.v[0] : op_is(n, "Pow") ? pow(a.v[0], b.v[0])
+                   : b.v[0] == 0 ? NAN : ints ? trunc(a.v[0] / b.v[0]) : a.v[0] / b.v[0];
+        *out = (small_t){.n = 1, .ints = ints, .v = {r}};
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* The scores of region r, Q·Kᵀ (its first MatMul of two computed values), must read Q
+ * scaled by 1/sqrt(head size), as the layer computes them: a number known from the
+ * constants and the block's input shape. */
+static int attn_scale(imp_t *im, int r, const attn_t *a, int64_t h, int64_t w)
+{
+    struct swin *s = im->swin;
+    const int64_t xdims[4] = {1, h, w, a->D};
+    small_t got = {0};
+    int scores = -1;
+    for (int j = s->regions[r].pad_node; j < (int)im->g->n_node && scores < 0; j++)
+        if (s->region_of[j] == r && s->in_fwd[j] && op_is(im->g->node[j], "MatMul") &&
+            j != a->qkv && j != a->proj)
+            scores = j;
+    double want = 1.0 / sqrt((double)(a->D / a->heads));
+    bool found = false;
+    for (size_t k = 0; k < 2 && !found && scores >= 0; k++) {
+        int m = s->producer[ox_val_find(im, im->g->node[scores]->input[k])];
+        const Onnx__NodeProto *mn = m >= 0 ? im->g->node[m] : NULL;
+        for (size_t q = 0; mn && op_is(mn, "Mul") && q < 2 && !found; q++)
+            found = eval_small(im, ox_val_find(im, mn->input[q]), s->regions[r].x, xdims, &got,
+                               0) && got.n == 1;
+    }
+    const Onnx__NodeProto *at = im->g->node[scores >= 0 ? scores : s->regions[r].pad_node];
+    if (!found)
+        return ox_node_fail(im, at, "window attention scores that are not Q scaled by a "
+                            "constant times Kᵀ");
+    if (!(fabs(got.v[0] - want) <= 1e-3 * want))
+        return ox_node_fail(im, at, "window attention scaled by %g, not 1/sqrt(head size) = %g",
+                            got.v[0], want);
+    return 0;
+}
+
 static int emit_attn(imp_t *im, int r, const Onnx__NodeProto *on)
 {
     struct swin *s = im->swin;
@@ -437,7 +521,8 @@ static int emit_attn(imp_t *im, int r, const Onnx__NodeProto *on)
     val_t *x = &im->vals[rg->x];
     int64_t h, w, sh, sw;
     attn_t a;
-    if (!ox_seq_plane(im, x, &h, &w) || attn_read(im, r, &a)) return -1;
+    if (!ox_seq_plane(im, x, &h, &w) || attn_read(im, r, &a) || attn_scale(im, r, &a, h, w))
+        return -1;
     if (a.D != im->layers[x->layer].shape.c)
         return ox_node_fail(im, pad, "a window attention over %d features with a %" PRId64
                             "-feature projection", im->layers[x->layer].shape.c, a.D);

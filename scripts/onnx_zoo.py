@@ -289,6 +289,34 @@ def swin_layers(path):
         f.write(line(x) + line(_patch_merging_pad(x)))
 
 
+def bad_swin_scale(path):
+    """A window attention that scales Q by (C // heads) ** -0.25: refused by name."""
+    import inspect
+    import torchvision.models.swin_transformer as sw
+    src = inspect.getsource(sw.shifted_window_attention).replace("** -0.5", "** -0.25")
+    ns = dict(vars(sw))
+    exec(src, ns)  # the same function but for the scale, in the module's namespace
+    keep = sw.shifted_window_attention
+    sw.shifted_window_attention = ns["shifted_window_attention"]
+    try:
+        nn, Permute = torch.nn, torchvision.ops.misc.Permute
+
+        class Residual(nn.Sequential):
+            def forward(self, x):
+                return x + super().forward(x)
+
+        model = nn.Sequential(nn.Conv2d(3, 8, 4, 4), Permute([0, 2, 3, 1]),
+                              Residual(nn.LayerNorm(8), sw.ShiftedWindowAttention(8, [4, 4],
+                                                                                  [0, 0], 2)),
+                              Permute([0, 3, 1, 2]), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                              nn.Linear(8, 4)).eval()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, torch.randn(1, 3, 16, 16), path, export_params=False)
+    finally:
+        sw.shifted_window_attention = keep
+
+
 def fixtures(out):
     swin_layers(os.path.join(out, "zoo_swin_layers.txt"))
     torch.manual_seed(0)
@@ -311,6 +339,7 @@ def fixtures(out):
         warnings.simplefilter("ignore")
         torch.onnx.export(SharedConv().eval(), torch.randn(1, 4, 8, 8),
                           os.path.join(out, "bad_zoo_shared_conv.onnx"), export_params=False)
+    bad_swin_scale(os.path.join(out, "bad_swin_scale.onnx"))
     with open(os.path.join(out, "zoo_reference.csv"), "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["model", "input_shape", "params", "matrix_flops"])

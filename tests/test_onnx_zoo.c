@@ -177,3 +177,15 @@ TEST(onnx_zoo_true_sharing_is_refused)
                       "'/conv/Conv'") != NULL && !strchr(err, '\n'),
           "%s", err);
 }
+
+/* A window attention whose scores are scaled otherwise than the winattn layer scales them
+ * (Q times (C // heads) ** -0.25, a head size of 4) is refused by name, not mapped. */
+TEST(onnx_zoo_swin_other_scale_is_refused)
+{
+    char err[2048];
+    model_t m;
+    CHECK(onnx_model_load(&m, DATA "bad_swin_scale.onnx", NULL, NULL, err, sizeof err) == -1);
+    CHECK(strstr(err, "node '/2/2.1/MatMul_1' (MatMul): window attention scaled by 0.707107, "
+                      "not 1/sqrt(head size) = 0.5") != NULL && !strchr(err, '\n'),
+          "%s", err);
+}
