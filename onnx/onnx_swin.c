@@ -114,6 +114,19 @@ void ox_swin_free(imp_t *im)
 
 static int vidx(const imp_t *im, const char *name) { return name[0] ? ox_val_find(im, name) : -1; }
 
+/* Value index of input k of n, -1 when absent. */
+static int in_val(const imp_t *im, const Onnx__NodeProto *n, size_t k)
+{
+    return k < n->n_input ? vidx(im, n->input[k]) : -1;
+}
+
+/* The node that makes input k of n, -1 when none (absent, a graph input, a weight). */
+static int in_producer(const imp_t *im, const Onnx__NodeProto *n, size_t k)
+{
+    int v = in_val(im, n, k);
+    return v < 0 ? -1 : im->swin->producer[v];
+}
+
 static bool op_is(const Onnx__NodeProto *n, const char *op) { return !strcmp(ox_node_op(n), op); }
 
 /* Operators a window attention's region may hold: its arithmetic on data and the shape
@@ -288,7 +301,7 @@ int ox_swin_claim(imp_t *im, size_t i)
         for (int c = s->cons_first[x]; c < s->cons_first[x + 1]; c++) {
             int p = s->cons_list[c];
             const Onnx__NodeProto *pn = im->g->node[p];
-            if (!op_is(pn, "Pad") || s->region_of[p] >= 0 || strcmp(pn->input[0], n->output[k]))
+            if (!op_is(pn, "Pad") || s->region_of[p] >= 0 || in_val(im, pn, 0) != x)
                 continue;
             if (!try_claim(im, (int)i + 1, p, x, KIND_ATTN))
                 try_claim(im, (int)i + 1, p, x, KIND_MERGE);
@@ -319,7 +332,7 @@ static val_t *matmul_weight(imp_t *im, int j, int64_t *in, int64_t *out, int *wn
     val_t *w = weight_in(im, j, 1);
     *wn = j, *wk = 1;
     if (!w) {
-        int t = im->swin->producer[ox_val_find(im, im->g->node[j]->input[1])];
+        int t = in_producer(im, im->g->node[j], 1);
         int64_t perm[2];
         int got;
         const Onnx__NodeProto *tn = t >= 0 ? im->g->node[t] : NULL;
@@ -411,8 +424,7 @@ static int attn_shift(imp_t *im, int r, int qkv, int64_t side_h, int64_t side_w,
         const Onnx__NodeProto *n = im->g->node[j];
         if (s->region_of[j] != r || !s->in_fwd[j] || !op_is(n, "Concat") || n->n_input != 2)
             continue;
-        int a = s->producer[ox_val_find(im, n->input[0])];
-        int b = s->producer[ox_val_find(im, n->input[1])];
+        int a = in_producer(im, n, 0), b = in_producer(im, n, 1);
         if (a < 0 || b < 0 || !op_is(im->g->node[a], "Slice") || !op_is(im->g->node[b], "Slice"))
             continue;
         int64_t axis;
@@ -453,15 +465,14 @@ static bool eval_small(imp_t *im, int v, int x, const int64_t *xdims, small_t *o
     const Onnx__NodeProto *n = im->g->node[p];
     small_t a = {0}, b = {0};
     if (op_is(n, "Shape")) {
-        if (ox_val_find(im, n->input[0]) != x || n->n_attribute) return false;
+        if (in_val(im, n, 0) != x || n->n_attribute) return false;
         *out = (small_t){.n = 4, .ints = true};
         for (int i = 0; i < 4; i++) out->v[i] = (double)xdims[i];
         return true;
     }
-    if (n->n_input < 1 || !eval_small(im, ox_val_find(im, n->input[0]), x, xdims, &a, depth + 1))
-        return false;
-    if (n->n_input > 1 && !eval_small(im, ox_val_find(im, n->input[1]), x, xdims, &b, depth + 1))
-        return false;
+    int v0 = in_val(im, n, 0), v1 = in_val(im, n, 1);
+    if (v0 < 0 || !eval_small(im, v0, x, xdims, &a, depth + 1)) return false;
+    if (v1 >= 0 && !eval_small(im, v1, x, xdims, &b, depth + 1)) return false;
     int64_t to;
     if (op_is(n, "Gather") && b.n == 1 && b.v[0] >= 0 && b.v[0] < a.n) {
         *out = (small_t){.n = 1, .ints = a.ints, .v = {a.v[(int)b.v[0]]}};
@@ -497,11 +508,12 @@ static int attn_scale(imp_t *im, int r, const attn_t *a, int64_t h, int64_t w)
     double want = 1.0 / sqrt((double)(a->D / a->heads));
     bool found = false;
     for (size_t k = 0; k < 2 && !found && scores >= 0; k++) {
-        int m = s->producer[ox_val_find(im, im->g->node[scores]->input[k])];
+        int m = in_producer(im, im->g->node[scores], k);
         const Onnx__NodeProto *mn = m >= 0 ? im->g->node[m] : NULL;
         for (size_t q = 0; mn && op_is(mn, "Mul") && q < 2 && !found; q++)
-            found = eval_small(im, ox_val_find(im, mn->input[q]), s->regions[r].x, xdims, &got,
-                               0) && got.n == 1;
+            found = in_val(im, mn, q) >= 0 &&
+                    eval_small(im, in_val(im, mn, q), s->regions[r].x, xdims, &got, 0) &&
+                    got.n == 1;
     }
     const Onnx__NodeProto *at = im->g->node[scores >= 0 ? scores : s->regions[r].pad_node];
     if (!found)
@@ -571,7 +583,7 @@ static int merge_check(imp_t *im, int r, const Onnx__NodeProto *cat)
         return ox_node_fail(im, cat, "a patch merge joined along axis %" PRId64, axis);
     for (int k = 0; k < 4; k++) {
         int64_t start[3] = {-1, -1, -1};
-        int j = s->producer[ox_val_find(im, cat->input[k])];
+        int j = in_producer(im, cat, (size_t)k);
         for (int depth = 0; j >= 0 && j != s->regions[r].pad_node && depth < 4; depth++) {
             const Onnx__NodeProto *n = im->g->node[j];
             val_t *st = op_is(n, "Slice") ? ox_in_ints(im, n, 1) : NULL;
@@ -581,7 +593,7 @@ static int merge_check(imp_t *im, int r, const Onnx__NodeProto *cat)
                 return ox_node_fail(im, n, "a patch merge reads the plane in steps of 2 along "
                                     "its rows and columns");
             start[ax->ints[0]] = st->ints[0];
-            j = s->producer[ox_val_find(im, n->input[0])];
+            j = in_producer(im, n, 0);
         }
         if (start[1] != dy[k] || start[2] != dx[k])
             return ox_node_fail(im, cat, "part %d of a patch merge starts at row %" PRId64
