@@ -156,6 +156,7 @@ static const char *const s_type_names[LAYER_TYPE_COUNT] = {
     [LAYER_SEQ_LOSS] = "seq_loss",
     [LAYER_ACT] = "act",             [LAYER_MUL] = "mul",       [LAYER_SLICE] = "slice",
     [LAYER_SHUFFLE] = "shuffle",     [LAYER_TO_IMAGE] = "to_image", [LAYER_SCALE] = "scale",
+    [LAYER_WINATTN] = "winattn",     [LAYER_PATCHMERGE] = "patchmerge",
 };
 
 const char *layer_type_name(layer_type_t t)
@@ -762,6 +763,23 @@ static int parse_zoo_keys(args_t *a, layer_t *l)
     }
 }
 
+/* winattn h= w= window= shift= heads= bias=, patchmerge h= w= */
+static int parse_window_keys(args_t *a, layer_t *l)
+{
+    int rc = arg_int(a, "h", true, 0, 1, &l->image_h);
+    if (!rc) rc |= arg_int(a, "w", true, 0, 1, &l->image_w);
+    if (rc) return -1;
+    if (l->type == LAYER_PATCHMERGE) return args_check_unused(a, "h, w, in");
+    rc |= arg_int(a, "window", true, 0, 1, &l->window);
+    if (!rc) rc |= arg_int(a, "shift", false, 0, 0, &l->shift);
+    if (!rc) rc |= arg_int(a, "heads", true, 0, 1, &l->heads);
+    if (!rc) rc |= arg_bool(a, "bias", true, &l->bias);
+    if (!rc && l->shift >= l->window)
+        return perr_scope(a->p, a->sc, a->lineno, "%s: shift=%d: expected less than window=%d",
+                          a->what, l->shift, l->window);
+    return rc ? -1 : args_check_unused(a, "h, w, window, shift, heads, bias, in");
+}
+
 /* Reads the type's keys from kv into l; "in" has been consumed already. */
 static int parse_layer_keys(args_t *a, layer_t *l)
 {
@@ -792,6 +810,9 @@ static int parse_layer_keys(args_t *a, layer_t *l)
     case LAYER_SHUFFLE:
     case LAYER_TO_IMAGE:
         return parse_zoo_keys(a, l);
+    case LAYER_WINATTN:
+    case LAYER_PATCHMERGE:
+        return parse_window_keys(a, l);
     case LAYER_TOKENS:
     case LAYER_EMBED:
     case LAYER_POSEMBED:
@@ -1402,7 +1423,8 @@ static int seq_check(const model_t *m, const layer_t *l, const layer_t *src, cha
         }
         return 0;
     case LAYER_POSEMBED: case LAYER_CLSTOKEN: case LAYER_LINEAR: case LAYER_ATTENTION:
-    case LAYER_LAYERNORM: case LAYER_SELECT: case LAYER_SEQ_LOSS:
+    case LAYER_LAYERNORM: case LAYER_SELECT: case LAYER_SEQ_LOSS: case LAYER_WINATTN:
+    case LAYER_PATCHMERGE:
         if (!src->seq && pos > 1)
             return ierr(m, l, err, errlen,
                         "input '%s' is an image of %lld pixels: expected a sequence (to_seq "
@@ -1735,6 +1757,46 @@ static int infer_attention(infer_t *x)
     return 0;
 }
 
+/* winattn on an h x w plane of D features (S = h*w), cut into window x window windows after
+ * padding each side to a whole number of windows (P positions in all, zeros added): per
+ * position the Q, K, V projections (3D x D and 3D biases) and the output one (D x D and D),
+ * per window and head the scores of its N = window^2 positions plus the relative position
+ * bias, a (2 window - 1)^2 x heads table. FLOPs as linear and attention count theirs. */
+static int infer_winattn(infer_t *x)
+{
+    layer_t *l = x->l;
+    int64_t D = x->D, w = l->window, N = w * w;
+    if (x->S != (int64_t)l->image_h * l->image_w)
+        return ierr(x->m, l, x->err, x->errlen, "h=%d w=%d: expected a sequence of %lld "
+                    "positions", l->image_h, l->image_w, (long long)l->image_h * l->image_w);
+    if (D % l->heads)
+        return ierr(x->m, l, x->err, x->errlen, "%lld features do not divide into heads=%d",
+                    (long long)D, l->heads);
+    int64_t P = cost_mul((l->image_h + w - 1) / w * w, (l->image_w + w - 1) / w * w);
+    l->out = (int)D;
+    l->weights = cost_mul(4 * D, D) + cost_mul((2 * w - 1) * (2 * w - 1), l->heads);
+    l->biases = l->bias ? 4 * D : 0;
+    int64_t proj = cost_mul(cost_mul(P, D), 4 * D), att = cost_mul(cost_mul(P, N), D);
+    int64_t soft = cost_mul(cost_mul(P, N), l->heads);
+    l->fwd_flops = 2 * proj + cost_mul(P, l->biases) + 4 * att + 5 * soft;
+    l->bwd_flops = 4 * proj + cost_mul(P, l->biases) + 8 * att + 3 * soft;
+    x->extra_act = cost_mul(4 * P, 4 * D) + cost_mul(4, soft); /* Q, K, V, O and P */
+    return 0;
+}
+
+/* patchmerge: an h x w plane (odd sides padded with zeros) to ceil(h/2) x ceil(w/2)
+ * positions of the 4D features of (0,0), (1,0), (0,1), (1,1) of each 2 x 2 square. */
+static int infer_patchmerge(infer_t *x)
+{
+    layer_t *l = x->l;
+    if (x->S != (int64_t)l->image_h * l->image_w)
+        return ierr(x->m, l, x->err, x->errlen, "h=%d w=%d: expected a sequence of %lld "
+                    "positions", l->image_h, l->image_w, (long long)l->image_h * l->image_w);
+    if (4 * x->D > INT_MAX) return ierr(x->m, l, x->err, x->errlen, "too many features");
+    x->out = (shape_t){(int)(4 * x->D), 1, ((l->image_h + 1) / 2) * ((l->image_w + 1) / 2)};
+    return 0;
+}
+
 /* The sequence layers; every other type goes on to infer_image(). */
 static int infer_seq(infer_t *x)
 {
@@ -1771,6 +1833,10 @@ static int infer_seq(infer_t *x)
         return infer_linear(x);
     case LAYER_ATTENTION:
         return infer_attention(x);
+    case LAYER_WINATTN:
+        return infer_winattn(x);
+    case LAYER_PATCHMERGE:
+        return infer_patchmerge(x);
     case LAYER_LAYERNORM:
         return infer_norm(x);
     case LAYER_SELECT:

@@ -59,6 +59,9 @@ typedef enum {
     LAYER_SHUFFLE,    /* channel shuffle across `groups` (ShuffleNet) */
     LAYER_TO_IMAGE,   /* D x 1 x S sequence -> D x h x w image (S = h*w): to_seq undone */
     LAYER_SCALE,      /* a learned factor per channel (ConvNeXt's layer scale) */
+    /* Swin Transformers: a sequence that is an h x w plane of D features (channels last) */
+    LAYER_WINATTN,    /* shifted-window self-attention with its projections and bias table */
+    LAYER_PATCHMERGE, /* 2x2 neighbours' features side by side: h x w x D -> h/2 x w/2 x 4D */
     LAYER_TYPE_COUNT
 } layer_type_t;
 
@@ -85,7 +88,7 @@ typedef struct {
     int stride_h, stride_w;        /* conv, pool */
     int pad_h, pad_w;              /* conv, pool */
     int groups;                    /* conv; shuffle: channel groups */
-    bool bias;                     /* conv, fc */
+    bool bias;                     /* conv, fc, linear, winattn */
     pool_op_t pool;                /* pool */
     bool ceil_mode;                /* pool: Caffe's ceil rounding of the output size */
     bool global;                   /* pool: kernel = whole input plane */
@@ -97,7 +100,7 @@ typedef struct {
     int vocab;                     /* tokens: ids are < vocab; embed: rows of the matrix */
     int seq_len;                   /* tokens: positions S */
     int pos_max;                   /* posembed: positions it holds (0: the input's) */
-    int heads;                     /* attention */
+    int heads;                     /* attention, winattn */
     bool causal;                   /* attention: position p sees positions <= p only */
     bool gelu_tanh;                /* gelu: GPT-2's tanh approximation instead of erf */
     int select_pos;                /* select */
@@ -106,7 +109,8 @@ typedef struct {
     act_t act;                     /* act */
     double act_a, act_b;           /* act: clip's lo and hi; hardsigmoid's alpha and beta */
     int slice_from;                /* slice: first channel (out: how many) */
-    int image_h, image_w;          /* to_image: the plane */
+    int image_h, image_w;          /* to_image, winattn, patchmerge: the plane */
+    int window, shift;             /* winattn: window side and cyclic shift, in positions */
 
     /* Derived by model_infer(). */
     shape_t in_shape;              /* shape of inputs[0] */

@@ -748,11 +748,14 @@ static int graph_map(imp_t *im)
     const Onnx__GraphProto *g = im->g;
     for (size_t i = 0; i < g->n_node; i++) {
         const Onnx__NodeProto *n = g->node[i];
+        int swin = ox_swin_node(im, i); /* a node of a Swin region claimed earlier */
+        if (swin < 0) return -1;
+        if (swin) continue;
         for (size_t k = 0; k < n->n_input; k++)
             if (n->input[k][0] && im->vals[ox_val_find(im, n->input[k])].kind == VAL_UNDEFINED)
                 return ox_node_fail(im, n, "reads '%s' before the node that makes it (the graph "
                                  "is not in topological order)", n->input[k]);
-        if (map_node(im, n)) return -1;
+        if (map_node(im, n) || ox_swin_claim(im, i)) return -1;
         for (size_t k = 0; k < n->n_output; k++)
             if (n->output[k][0] && im->vals[ox_val_find(im, n->output[k])].kind == VAL_UNDEFINED &&
                 im->vals[ox_val_find(im, n->output[k])].uses > 0)
@@ -865,6 +868,7 @@ static void imp_free(imp_t *im)
     free(im->ix_key);
     free(im->ix_val);
     free(im->layers);
+    ox_swin_free(im);
     if (im->model) onnx__model_proto__free_unpacked(im->model, NULL);
 }
 

@@ -7,11 +7,13 @@
  *   onnx_seq.c     sequence operators: embeddings, linear layers, layer norm, GELU, attention
  *   onnx_zoo.c     the operators of today's image networks: activations, gates, channel
  *                  slices and shuffles
+ *   onnx_swin.c    Swin Transformers: shifted-window attention and patch merging, each a
+ *                  region of the graph claimed whole
  *   onnx_vals.c    the value table, tensors and types, emitted layers, a node's inputs
  *   onnx_attr.c    errors, dimension arithmetic, attributes, scalar constants
  *
- * Calls go down that list and never back up: onnx_import.c calls fold, seq and zoo, all
- * four call vals, and everything calls attr.
+ * Calls go down that list and never back up: onnx_import.c calls fold, seq, zoo and swin,
+ * swin calls seq's helpers, all of them call vals, and everything calls attr.
  */
 #ifndef POSEIDON_ONNX_INTERNAL_H
 #define POSEIDON_ONNX_INTERNAL_H
@@ -116,6 +118,7 @@ typedef struct {
     shape_t shape;    /* per sample, as model_infer must find it */
     bool split;       /* a packed projection replaced by one linear layer per part */
     int tie;          /* linear: the embed layer whose table is its weight (-1: none) */
+    int64_t plane_h, plane_w; /* winattn, patchmerge: the plane of their output (0: none) */
 } out_layer_t;
 
 typedef struct {
@@ -136,6 +139,7 @@ typedef struct {
     out_layer_t *layers;
     int n_layers, cap_layers;
     int64_t learnable; /* elements of the weights the layers took */
+    struct swin *swin; /* onnx_swin.c: the Swin regions claimed so far */
 } imp_t;
 
 /* onnx_attr.c */
@@ -221,6 +225,24 @@ int ox_seq_node(imp_t *im, const Onnx__NodeProto *n);
  * (1,S,C)), and the Transpose back a to_image layer. Returns 1 when mapped, 0 when n is not
  * one, -1 with the error set. */
 int ox_seq_channels_last(imp_t *im, const Onnx__NodeProto *n);
+
+/* onnx_seq.c, for onnx_swin.c: a sequence layer of S positions of D features reading the
+ * layers ins (returns its index, or -1 with the error set); output k of n made a (1,S,D)
+ * sequence value of it; the plane of a channels-last sequence x (false when x is not one). */
+int ox_seq_emit(imp_t *im, const Onnx__NodeProto *n, const char *type, const int *ins,
+                int n_in, int64_t S, int64_t D);
+val_t *ox_seq_define_plain(imp_t *im, const Onnx__NodeProto *n, size_t k, int layer);
+bool ox_seq_plane(const imp_t *im, const val_t *x, int64_t *h, int64_t *w);
+
+/* onnx_swin.c: the Swin Transformer's window attention and patch merging. A Pad of a
+ * channels-last sequence starts a region of nodes that is one winattn or patchmerge layer:
+ * ox_swin_claim, after node i is mapped, claims the regions its outputs start; ox_swin_node,
+ * before node i, returns 1 when i belongs to a claimed region (skipped, or the node whose
+ * output is the region's, where the layer is emitted), 0 when it does not, -1 with the
+ * error set. */
+int ox_swin_claim(imp_t *im, size_t i);
+int ox_swin_node(imp_t *im, size_t i);
+void ox_swin_free(imp_t *im);
 
 /* onnx_seq.c: the loss of a graph output that is a sequence (seq_loss). Returns 1 when
  * emitted, 0 when v is not a sequence, -1 with the error set. */

@@ -1143,6 +1143,11 @@ static bool channels_last_plane(const imp_t *im, int layer, int64_t *h, int64_t 
 {
     for (int k = layer; k >= 0; k = im->layers[k].n_in ? im->layers[k].in[0] : -1) {
         const out_layer_t *l = &im->layers[k];
+        if (l->plane_h > 0) { /* Swin's layers: patch merging halves the plane */
+            *h = l->plane_h;
+            *w = l->plane_w;
+            return true;
+        }
         if (strcmp(l->type, "to_seq")) continue;
         if (strcmp(l->op, "Transpose")) return false;
         *h = im->layers[l->in[0]].shape.h;
@@ -1176,4 +1181,23 @@ int ox_seq_channels_last(imp_t *im, const Onnx__NodeProto *n)
     if (!l) return -1;
     snprintf(l->keys, sizeof l->keys, "h=%" PRId64 " w=%" PRId64, h, w);
     return 1;
+}
+
+int ox_seq_emit(imp_t *im, const Onnx__NodeProto *n, const char *type, const int *ins,
+                int n_in, int64_t S, int64_t D)
+{
+    return seq_emit(im, n, type, ins, n_in, S, D);
+}
+
+val_t *ox_seq_define_plain(imp_t *im, const Onnx__NodeProto *n, size_t k, int layer)
+{
+    int64_t dims[3] = {1, lay_S(im, &(val_t){.layer = layer}), lay_D(im, &(val_t){.layer = layer})};
+    static const uint8_t ax[3] = {AX_UNIT, AX_S, AX_D};
+    return seq_define(im, n, k, layer, 3, dims, ax, 0);
+}
+
+bool ox_seq_plane(const imp_t *im, const val_t *x, int64_t *h, int64_t *w)
+{
+    return seq_plain(x) && x->rank == 3 && channels_last_plane(im, x->layer, h, w) &&
+           *h * *w == lay_S(im, x);
 }

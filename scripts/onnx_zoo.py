@@ -88,6 +88,14 @@ def pytorch_counts(model, x):
         s = out[0].shape[1] if m.batch_first else out[0].shape[0]  # inputs may be keywords
         flops[0] += 2 * s * 4 * m.embed_dim * m.embed_dim
 
+    def window_hook(m, inp, out):
+        # Swin's Q/K/V and output projections (F.linear on the module's tensors) over the
+        # plane padded to whole windows; the windows' own products are left out, as above
+        h, w, c = inp[0].shape[1:]
+        wh, ww = m.window_size
+        p = -(-h // wh) * wh * (-(-w // ww) * ww)
+        flops[0] += 2 * p * 4 * c * c
+
     def bn_hook(m, inp, out):
         conv = outputs.get(id(inp[0]))
         if conv is not None and conv[1] is inp[0]:
@@ -103,6 +111,8 @@ def pytorch_counts(model, x):
             hooks.append(m.register_forward_hook(attention_hook))
         elif isinstance(m, torch.nn.BatchNorm2d):
             hooks.append(m.register_forward_hook(bn_hook))
+        elif type(m).__name__ == "ShiftedWindowAttention":
+            hooks.append(m.register_forward_hook(window_hook))
     with torch.no_grad():
         model(x)
     for h in hooks:
@@ -119,9 +129,20 @@ def imported_counts(poseidon, net):
     out = subprocess.run([poseidon, "model", "show", net, "--csv"], capture_output=True,
                          text=True, check=True).stdout
     params, flops = 0, 0
+    with open(net) as f:
+        keys = {ln.split()[1]: dict(kv.split("=", 1) for kv in ln.split("#")[0].split()[2:])
+                for ln in f if ln.startswith("winattn ")}
     for row in csv.DictReader(io.StringIO(out)):
         if row["layer"] == "total":
             params = int(row["params"])
+            continue
+        if row["type"] == "winattn":  # its projections: less biases, products and softmax
+            k = keys[row["layer"]]
+            win, heads, d = int(k["window"]), int(k["heads"]), int(row["output"].split("x")[0])
+            p = -(-int(k["h"]) // win) * win * (-(-int(k["w"]) // win) * win)
+            n = win * win
+            bias = 4 * d if k.get("bias", "1") == "1" else 0
+            flops += int(row["fwd_flops"]) - p * bias - 4 * p * n * d - 5 * p * n * heads
             continue
         if row["type"] not in ("conv", "fc", "linear"):
             continue
@@ -227,15 +248,83 @@ FIXTURES = [
                                                  CNBlockConfig(32, None, 1)]).eval(),
      None, False, False),
     ("tiny_weights", lambda: TinyNet().eval(), 16, False, True),
+    # torchvision's SwinTransformer cut small, at 40x40: a 10x10 plane padded to windows of 4,
+    # a shifted block, a patch merge, a 5x5 plane
+    ("swin_2stage", lambda: models.SwinTransformer([4, 4], 16, [2, 1], [2, 4], [4, 4],
+                                                   num_classes=10).eval(), None, False, False),
 ]
+SIZES = {"swin_2stage": 40}  # fixtures at another input size than 32x32
+
+
+# (h, w, window, shift, heads, features) of the winattn cases checked against PyTorch: a
+# plane padded to windows and shifted on both axes, a square one, one smaller than a window
+SWIN_CASES = [(5, 6, 3, 1, 2, 8), (8, 8, 4, 2, 2, 4), (2, 2, 3, 1, 1, 4)]
+
+
+def swin_layers(path):
+    """torchvision's ShiftedWindowAttention and patch merging on random inputs, for the layer
+    test that compares winattn and patchmerge with PyTorch: per case a line of its sizes, then
+    lines of the weights (Wqkv, Wproj, table), biases (bqkv, bproj), input and output, each
+    (1,h,w,D) row-major; then a patch merge's input (1,3,5,4) and output."""
+    from torchvision.models.swin_transformer import ShiftedWindowAttention, _patch_merging_pad
+
+    def line(t):
+        return " ".join(f"{v:.9g}" for v in t.flatten().tolist()) + "\n"
+
+    torch.manual_seed(1)
+    with open(path, "w") as f:
+        f.write(f"# {os.path.basename(__file__)} --fixtures: torch {torch.__version__}, "
+                f"torchvision {torchvision.__version__}\n{len(SWIN_CASES)}\n")
+        for h, w, win, shift, heads, d in SWIN_CASES:
+            m = ShiftedWindowAttention(d, [win, win], [shift, shift], heads).eval()
+            with torch.no_grad():
+                m.relative_position_bias_table.normal_(0, 1.0)  # trained-size biases
+                x = torch.randn(1, h, w, d)
+                y = m(x)
+            f.write(f"{h} {w} {win} {shift} {heads} {d}\n")
+            f.write(line(torch.cat([m.qkv.weight.flatten(), m.proj.weight.flatten(),
+                                    m.relative_position_bias_table.flatten()])))
+            f.write(line(torch.cat([m.qkv.bias, m.proj.bias])) + line(x) + line(y.detach()))
+        x = torch.randn(1, 3, 5, 4)
+        f.write(line(x) + line(_patch_merging_pad(x)))
+
+
+def bad_swin_scale(path):
+    """A window attention that scales Q by (C // heads) ** -0.25: refused by name."""
+    import inspect
+    import torchvision.models.swin_transformer as sw
+    src = inspect.getsource(sw.shifted_window_attention).replace("** -0.5", "** -0.25")
+    ns = dict(vars(sw))
+    exec(src, ns)  # the same function but for the scale, in the module's namespace
+    keep = sw.shifted_window_attention
+    sw.shifted_window_attention = ns["shifted_window_attention"]
+    try:
+        nn, Permute = torch.nn, torchvision.ops.misc.Permute
+
+        class Residual(nn.Sequential):
+            def forward(self, x):
+                return x + super().forward(x)
+
+        model = nn.Sequential(nn.Conv2d(3, 8, 4, 4), Permute([0, 2, 3, 1]),
+                              Residual(nn.LayerNorm(8), sw.ShiftedWindowAttention(8, [4, 4],
+                                                                                  [0, 0], 2)),
+                              Permute([0, 3, 1, 2]), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                              nn.Linear(8, 4)).eval()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, torch.randn(1, 3, 16, 16), path, export_params=False)
+    finally:
+        sw.shifted_window_attention = keep
 
 
 def fixtures(out):
+    swin_layers(os.path.join(out, "zoo_swin_layers.txt"))
     torch.manual_seed(0)
     rows = []
     for name, make, opset, dynamic, weights in FIXTURES:
         model = make()
-        x = torch.randn(1, 3, 32, 32)
+        size = SIZES.get(name, 32)
+        x = torch.randn(1, 3, size, size)
         kw = {"export_params": weights}
         if opset:
             kw["opset_version"] = opset
@@ -245,11 +334,12 @@ def fixtures(out):
             warnings.simplefilter("ignore")
             torch.onnx.export(model, x, os.path.join(out, f"zoo_{name}.onnx"), **kw)
         params, flops, _ = pytorch_counts(model, x)
-        rows.append((f"zoo_{name}", "1x3x32x32", params, flops))
+        rows.append((f"zoo_{name}", f"1x3x{size}x{size}", params, flops))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(SharedConv().eval(), torch.randn(1, 4, 8, 8),
                           os.path.join(out, "bad_zoo_shared_conv.onnx"), export_params=False)
+    bad_swin_scale(os.path.join(out, "bad_swin_scale.onnx"))
     with open(os.path.join(out, "zoo_reference.csv"), "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["model", "input_shape", "params", "matrix_flops"])

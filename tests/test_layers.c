@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "runtime/compute/compute.h"
 #include "runtime/compute/nnet.h"
+#include "runtime/compute/window_attn.h"
 #include "test.h"
 
 /* ---- comparison ------------------------------------------------------------------------ */
@@ -70,6 +71,98 @@ static double ref_act(const layer_t *l, double v)
 }
 
 /* act, mul, slice, shuffle, to_image, scale */
+/* winattn in double, from torchvision's shifted_window_attention written out: pad, roll,
+ * windows, Q K V, scores plus the gathered bias and the shift mask, softmax, O, projection,
+ * windows back, roll back, crop. */
+static void ref_winattn(const ref_t *r, double *out)
+{
+    const layer_t *l = r->l;
+    int H = l->image_h, W = l->image_w, win = l->window, N = win * win, D = l->in_shape.c;
+    int heads = l->heads, dh = D / heads;
+    int pH = (H + win - 1) / win * win, pW = (W + win - 1) / win * win;
+    int sh = win >= pH ? 0 : l->shift, sw = win >= pW ? 0 : l->shift;
+    const double *wqkv = r->w, *wp = r->w + 3 * D * D, *table = wp + D * D;
+    double *qkv = malloc((size_t)pH * pW * 3 * D * sizeof *qkv), *o = malloc((size_t)D * sizeof *o);
+    double *p = malloc((size_t)N * sizeof *p);
+    int *lab = malloc((size_t)pH * pW * sizeof *lab);
+    for (int y = 0; y < pH; y++) /* regions of the rolled plane, as torchvision's slices */
+        for (int x = 0; x < pW; x++) {
+            int a = !sh ? 0 : y < pH - win ? 0 : y < pH - sh ? 1 : 2;
+            int b = !sw ? 0 : x < pW - win ? 0 : x < pW - sw ? 1 : 2;
+            lab[y * pW + x] = 3 * a + b;
+        }
+    for (int bi = 0; bi < r->batch; bi++) {
+        const double *xb = r->in[0] + (int64_t)bi * H * W * D;
+        for (int y = 0; y < pH; y++) /* Q K V of the rolled, padded plane */
+            for (int x = 0; x < pW; x++) {
+                int sy = (y + sh) % pH, sx = (x + sw) % pW;
+                for (int f = 0; f < 3 * D; f++) {
+                    double s = r->b ? r->b[f] : 0;
+                    for (int e = 0; e < D && sy < H && sx < W; e++)
+                        s += wqkv[f * D + e] * xb[((int64_t)sy * W + sx) * D + e];
+                    qkv[((int64_t)y * pW + x) * 3 * D + f] = s;
+                }
+            }
+        for (int y = 0; y < pH; y++)
+            for (int x = 0; x < pW; x++) {
+                int sy = (y + sh) % pH, sx = (x + sw) % pW, i = (y % win) * win + x % win;
+                int y0 = y / win * win, x0 = x / win * win;
+                const double *q = qkv + ((int64_t)y * pW + x) * 3 * D;
+                for (int h = 0; h < heads; h++) {
+                    double mx = -DBL_MAX, z = 0;
+                    for (int j = 0; j < N; j++) {
+                        int yj = y0 + j / win, xj = x0 + j % win;
+                        const double *k = qkv + ((int64_t)yj * pW + xj) * 3 * D + D;
+                        double s = 0;
+                        for (int e = 0; e < dh; e++) s += q[h * dh + e] * k[h * dh + e];
+                        int rel = (i / win - j / win + win - 1) * (2 * win - 1) +
+                                  (i % win - j % win + win - 1);
+                        s = s / sqrt((double)dh) + table[rel * heads + h];
+                        if ((sh || sw) && lab[y * pW + x] != lab[yj * pW + xj]) s -= 100;
+                        p[j] = s;
+                        mx = s > mx ? s : mx;
+                    }
+                    for (int j = 0; j < N; j++) z += (p[j] = exp(p[j] - mx));
+                    for (int e = 0; e < dh; e++) {
+                        double s = 0;
+                        for (int j = 0; j < N; j++) {
+                            int yj = y0 + j / win, xj = x0 + j % win;
+                            s += p[j] / z * qkv[((int64_t)yj * pW + xj) * 3 * D + 2 * D + h * dh + e];
+                        }
+                        o[h * dh + e] = s;
+                    }
+                }
+                if (sy >= H || sx >= W) continue; /* padding: cropped */
+                for (int f = 0; f < D; f++) {
+                    double s = r->b ? r->b[3 * D + f] : 0;
+                    for (int e = 0; e < D; e++) s += wp[f * D + e] * o[e];
+                    out[(int64_t)bi * H * W * D + ((int64_t)sy * W + sx) * D + f] = s;
+                }
+            }
+    }
+    free(qkv);
+    free(o);
+    free(p);
+    free(lab);
+}
+
+/* patchmerge in double: torchvision's _patch_merging_pad */
+static void ref_patchmerge(const ref_t *r, double *out)
+{
+    const layer_t *l = r->l;
+    int H = l->image_h, W = l->image_w, D = l->in_shape.c, H2 = (H + 1) / 2, W2 = (W + 1) / 2;
+    const int dy[4] = {0, 1, 0, 1}, dx[4] = {0, 0, 1, 1};
+    for (int bi = 0; bi < r->batch; bi++)
+        for (int y = 0; y < H2; y++)
+            for (int x = 0; x < W2; x++)
+                for (int k = 0; k < 4; k++)
+                    for (int e = 0; e < D; e++) {
+                        int sy = 2 * y + dy[k], sx = 2 * x + dx[k];
+                        out[(((int64_t)bi * H2 + y) * W2 + x) * 4 * D + k * D + e] =
+                            sy < H && sx < W ? r->in[0][(((int64_t)bi * H + sy) * W + sx) * D + e] : 0;
+                    }
+}
+
 static double ref_zoo(const ref_t *r, double *out)
 {
     const layer_t *l = r->l;
@@ -106,6 +199,12 @@ static double ref_zoo(const ref_t *r, double *out)
                     out[b * ic + ((int64_t)(c % per) * G + c / per) * P + q] = x[b * ic + c * P + q];
         return 0;
     }
+    case LAYER_WINATTN:
+        ref_winattn(r, out);
+        return 0;
+    case LAYER_PATCHMERGE:
+        ref_patchmerge(r, out);
+        return 0;
     default:
         break;
     }
@@ -608,6 +707,15 @@ LAYER_CASE(test_layers_shuffle, "input data shape=6x2x2\nshuffle s groups=2\n", 
 LAYER_CASE(test_layers_shuffle_3, "input data shape=6x1x3\nshuffle s groups=3\n", "s")
 LAYER_CASE(test_layers_to_image, "input data shape=3x2x4\nto_seq s\nto_image i h=2 w=4\n", "i")
 LAYER_CASE(test_layers_scale, "input data shape=3x2x5\nscale k\n", "k")
+/* Swin: a 5x6 plane (padded to 6x6 by windows of 3, shifted by 1: the mask's regions on
+ * both axes), a 2x2 plane smaller than its window (padded, no shift), patch merging of odd
+ * sides */
+#define PLANE_IN(c, h, w) "input data shape=" #c "x" #h "x" #w "\nto_seq s\n"
+LAYER_CASE(test_layers_winattn_shifted,
+           PLANE_IN(4, 5, 6) "winattn a h=5 w=6 window=3 shift=1 heads=2 bias=1\n", "a")
+LAYER_CASE(test_layers_winattn_small_nobias,
+           PLANE_IN(4, 2, 2) "winattn a h=2 w=2 window=3 shift=1 heads=1 bias=0\n", "a")
+LAYER_CASE(test_layers_patchmerge, PLANE_IN(3, 3, 5) "patchmerge m h=3 w=5\n", "m")
 
 /* A whole decoder with a tied output layer: backward against finite differences of the
  * net's own forward (in double accumulation), every parameter of a few layers checked. */
@@ -757,4 +865,81 @@ TEST(test_layers_net_fc_factors)
     nnet_destroy(&n);
     compute_destroy(&c);
     model_fini(&m);
+}
+
+/* ---- Swin's layers against PyTorch ---------------------------------------------------- */
+
+/* n floats of the next line of f (one line per tensor); NULL on a short line */
+static float *read_floats(FILE *f, int64_t n)
+{
+    float *a = malloc((size_t)(n ? n : 1) * sizeof *a);
+    for (int64_t i = 0; i < n; i++)
+        if (fscanf(f, "%f", &a[i]) != 1) {
+            free(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* Compares got with PyTorch's want; returns the comparison's failures. */
+static int compare_floats(const char *what, const float *got, const float *want, int64_t n)
+{
+    double *ref = malloc((size_t)n * sizeof *ref);
+    for (int64_t i = 0; i < n; i++) ref[i] = want[i];
+    int bad = compare(what, got, ref, n, 1e-5, 1e-4);
+    free(ref);
+    return bad;
+}
+
+/* One winattn case of the file: the layer's output on PyTorch's weights and input against
+ * ShiftedWindowAttention's (and, corrupted by 1e-3, caught). */
+static void winattn_case(FILE *f, compute_t *c)
+{
+    int h, w, win, shift, heads, d;
+    int got = fscanf(f, "%d %d %d %d %d %d", &h, &w, &win, &shift, &heads, &d);
+    REQUIRE(got == 6, "a line of 6 sizes");
+    char text[256], err[512];
+    snprintf(text, sizeof text, "input data shape=%dx%dx%d\nto_seq s\nwinattn a h=%d w=%d "
+             "window=%d shift=%d heads=%d bias=1\n", d, h, w, h, w, win, shift, heads);
+    model_t m;
+    REQUIRE(model_parse(&m, "pt.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
+    const layer_t *l = &m.layers[2];
+    int64_t S = (int64_t)h * w * d;
+    float *wt = read_floats(f, l->weights), *b = read_floats(f, l->biases);
+    float *x = read_floats(f, S), *y = read_floats(f, S);
+    REQUIRE(wt && b && x && y, "short case %dx%d", h, w);
+    float *aux = malloc((size_t)winattn_aux_count(l) * sizeof *aux);
+    float *out = malloc((size_t)S * sizeof *out);
+    winattn_forward(c, l, 1, x, wt, b, aux, out);
+    char what[64];
+    snprintf(what, sizeof what, "winattn %dx%d window %d shift %d", h, w, win, shift);
+    CHECK(compare_floats(what, out, y, S) == 0, "%s differs from PyTorch", what);
+    out[S / 2] += 1e-3f;
+    CHECK(compare_floats("corrupted on purpose", out, y, S) == 1, "a corrupted value passed");
+    free(wt), free(b), free(x), free(y), free(aux), free(out);
+    model_fini(&m);
+}
+
+/* winattn and patchmerge on the weights and inputs of torchvision's ShiftedWindowAttention
+ * and _patch_merging_pad give PyTorch's outputs (tests/data/onnx/zoo_swin_layers.txt, written
+ * by scripts/onnx_zoo.py --fixtures): padding, roll, bias table and mask as PyTorch has them. */
+TEST(test_layers_winattn_patchmerge_match_pytorch)
+{
+    FILE *f = fopen("tests/data/onnx/zoo_swin_layers.txt", "r");
+    REQUIRE(f, "cannot open tests/data/onnx/zoo_swin_layers.txt");
+    char line[256];
+    REQUIRE(fgets(line, sizeof line, f) && line[0] == '#', "no header line");
+    int cases = 0, got = fscanf(f, "%d", &cases);
+    REQUIRE(got == 1 && cases == 3, "expected 3 cases");
+    char err[256];
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    for (int k = 0; k < cases; k++) winattn_case(f, c);
+    layer_t l = {.image_h = 3, .image_w = 5}; /* (1,3,5,4) to (1,2,3,16) */
+    float *x = read_floats(f, 3 * 5 * 4), *y = read_floats(f, 2 * 3 * 16), out[96];
+    REQUIRE(x && y, "short patch merge");
+    patchmerge_forward(&l, 1, 4, x, out);
+    CHECK(compare_floats("patchmerge", out, y, 96) == 0, "patchmerge differs from PyTorch");
+    free(x), free(y);
+    compute_destroy(&c);
+    fclose(f);
 }

@@ -263,6 +263,35 @@ TEST(model_error_shape_mismatch)
     EXPECT_ERROR("input d shape=1x8x8\nconv c out=2 kernel=1\nadd s in=d,c\n", 3,
                  "shape mismatch");
 }
+/* Swin's layers: winattn's parameters as PyTorch's ShiftedWindowAttention(8, [3, 3], [1, 1],
+ * 2) has them (Q/K/V 8x24 + 24, output 8x8 + 8, table 5x5x2 = 338), its FLOPs over the 5x6
+ * plane padded to 6x6 (P = 36 positions, windows of N = 9); patchmerge's output plane; and
+ * what each refuses. */
+TEST(model_swin_layers_count_and_refuse)
+{
+    const char *text = "input d shape=8x5x6\nto_seq s\n"
+                       "winattn a h=5 w=6 window=3 shift=1 heads=2\npatchmerge m h=5 w=6\n";
+    model_t m;
+    char err[512];
+    REQUIRE(parse_str(&m, text, err, sizeof err) == 0, "%s", err);
+    const layer_t *a = &m.layers[model_find(&m, "a")], *pm = &m.layers[model_find(&m, "m")];
+    CHECK_EQ_I64(a->params, 338);
+    CHECK_EQ_I64(a->fwd_flops, 2 * 36 * 8 * 32 + 36 * 32 + 4 * 36 * 9 * 8 + 5 * 36 * 9 * 2);
+    CHECK_EQ_I64(a->bwd_flops, 4 * 36 * 8 * 32 + 36 * 32 + 8 * 36 * 9 * 8 + 3 * 36 * 9 * 2);
+    CHECK(pm->out_shape.c == 32 && pm->out_shape.h == 1 && pm->out_shape.w == 9 && pm->seq,
+          "patchmerge: 32x1x9, a sequence");
+    CHECK_EQ_I64(pm->params + pm->fwd_flops, 0);
+    model_fini(&m);
+    EXPECT_ERROR("input d shape=8x5x6\nto_seq s\nwinattn a h=5 w=6 window=3 shift=3 heads=2\n", 3,
+                 "expected less than window=3");
+    EXPECT_ERROR("input d shape=8x5x6\nto_seq s\nwinattn a h=6 w=6 window=3 heads=2\n", 3,
+                 "expected a sequence of 36 positions");
+    EXPECT_ERROR("input d shape=8x5x6\nto_seq s\nwinattn a h=5 w=6 window=3 heads=3\n", 3,
+                 "do not divide into heads=3");
+    EXPECT_ERROR("input d shape=8x5x6\nwinattn a h=5 w=6 window=3 heads=2\n", 2,
+                 "expected a sequence");
+    EXPECT_ERROR("input d shape=8x5x6\nto_seq s\npatchmerge m h=5\n", 3, "missing required key 'w'");
+}
 TEST(model_error_missing_input)
 {
     EXPECT_ERROR("input d shape=1x4x4\nrelu r in=nowhere\n", 2, "missing input 'nowhere'");

@@ -13,14 +13,25 @@
 
 #define DATA "tests/data/onnx/"
 
-/* conv, fc and linear forward FLOPs less their bias additions */
+/* winattn's projections: its forward FLOPs less the biases, the windows' products and
+ * the softmax, over the plane padded to whole windows */
+static int64_t window_projection_flops(const layer_t *l)
+{
+    int64_t w = l->window, n = w * w, d = l->out;
+    int64_t p = (l->image_h + w - 1) / w * w * ((l->image_w + w - 1) / w * w);
+    return l->fwd_flops - p * l->biases - 4 * p * n * d - 5 * p * n * l->heads;
+}
+
+/* conv, fc and linear forward FLOPs less their bias additions (and winattn's projections) */
 static int64_t matrix_flops(const model_t *m)
 {
     int64_t sum = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const layer_t *l = &m->layers[i];
         int64_t plane = (int64_t)l->out_shape.h * l->out_shape.w;
-        if (l->type == LAYER_CONV || l->type == LAYER_LINEAR)
+        if (l->type == LAYER_WINATTN)
+            sum += window_projection_flops(l);
+        else if (l->type == LAYER_CONV || l->type == LAYER_LINEAR)
             sum += l->fwd_flops - l->biases * plane;
         else if (l->type == LAYER_FC)
             sum += l->fwd_flops - l->biases;
@@ -57,7 +68,7 @@ static int check_zoo_reference(void)
     return rows;
 }
 
-TEST(onnx_zoo_default_exports_count_equal_pytorch) { CHECK_EQ_I64(check_zoo_reference(), 9); }
+TEST(onnx_zoo_default_exports_count_equal_pytorch) { CHECK_EQ_I64(check_zoo_reference(), 10); }
 
 /* The .net text of fixture NAME (caller frees). */
 static char *zoo_text(const char *name)
@@ -128,6 +139,24 @@ TEST(onnx_zoo_channels_last_and_dense_blocks)
     free(t);
 }
 
+/* A Swin Transformer cut small: each shifted-window attention (a few hundred nodes: padding,
+ * roll, windows, the gathered bias, the mask) one winattn, the block after the first shifted
+ * by half a window, the 10x10 plane padded to windows of 4 and the 5x5 one too; the patch
+ * merge one patchmerge; the relative position tables counted as PyTorch counts them (its
+ * parameters equal PyTorch's in check_zoo_reference). */
+TEST(onnx_zoo_swin_windows_and_patch_merging)
+{
+    char *t = zoo_text("swin_2stage");
+    CHECK_EQ_I64(count(t, "\nwinattn "), 3);
+    CHECK_EQ_I64(count(t, " h=10 w=10 window=4 shift=0 heads=2 bias=1 "), 1);
+    CHECK_EQ_I64(count(t, " h=10 w=10 window=4 shift=2 heads=2 bias=1 "), 1);
+    CHECK_EQ_I64(count(t, " h=5 w=5 window=4 shift=0 heads=4 bias=1 "), 1);
+    CHECK_EQ_I64(count(t, "\npatchmerge features.features.2 h=10 w=10 "), 1);
+    CHECK_EQ_I64(count(t, "\nto_image permute h=5 w=5 "), 1);
+    CHECK_EQ_I64(count(t, "\nlayernorm "), 1 + 2 * 3 + 1 + 1); /* stem, blocks, merge, head */
+    free(t);
+}
+
 /* An exported tiny CNN with its weights: the zero biases of the folded batch norms are one
  * initializer read through Identity nodes; each conv owns its copy, as in PyTorch. */
 TEST(onnx_zoo_merged_initializers_are_copies)
@@ -146,5 +175,17 @@ TEST(onnx_zoo_true_sharing_is_refused)
           -1);
     CHECK(strstr(err, "node '/conv_1/Conv' (Conv): weight 'conv.weight' is shared with node "
                       "'/conv/Conv'") != NULL && !strchr(err, '\n'),
+          "%s", err);
+}
+
+/* A window attention whose scores are scaled otherwise than the winattn layer scales them
+ * (Q times (C // heads) ** -0.25, a head size of 4) is refused by name, not mapped. */
+TEST(onnx_zoo_swin_other_scale_is_refused)
+{
+    char err[2048];
+    model_t m;
+    CHECK(onnx_model_load(&m, DATA "bad_swin_scale.onnx", NULL, NULL, err, sizeof err) == -1);
+    CHECK(strstr(err, "node '/2/2.1/MatMul_1' (MatMul): window attention scaled by 0.707107, "
+                      "not 1/sqrt(head size) = 0.5") != NULL && !strchr(err, '\n'),
           "%s", err);
 }

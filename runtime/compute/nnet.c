@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "runtime/compute/seq_layers.h"
+#include "runtime/compute/window_attn.h"
 
 typedef struct {
     float *out, *dout;       /* batch x out_count */
@@ -206,6 +207,9 @@ static void layer_state_typed(nnet_t *n, int i, uint64_t seed)
         s->aux = dev_floats(n, s->out_count * batch);
         s->aux2 = dev_floats(n, (int64_t)s->seq * batch);
         break;
+    case LAYER_WINATTN:
+        s->aux = dev_floats(n, winattn_aux_count(l) * batch);
+        break;
     case LAYER_ATTENTION: {
         int64_t ss = (int64_t)s->seq * s->seq;
         s->aux = dev_floats(n, ss * l->heads * batch);
@@ -234,11 +238,26 @@ static void staging_init(nnet_t *n)
     n->staged = true;
 }
 
+/* The Swin layers (window_attn.h) run on the host backend only. */
+static int device_check(const model_t *m, const compute_t *c, char *err, size_t errlen)
+{
+    if (compute_is_host(c)) return 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        if (l->type != LAYER_WINATTN && l->type != LAYER_PATCHMERGE) continue;
+        snprintf(err, errlen, "%s:%d: layer '%s' (%s) runs on the CPU backend only", m->path,
+                 l->src_line, l->name, layer_type_name(l->type));
+        return -1;
+    }
+    return 0;
+}
+
 nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char *err,
                  size_t errlen)
 {
     int label_count;
-    if (model_check(m, batch, &label_count, err, errlen)) return NULL;
+    if (model_check(m, batch, &label_count, err, errlen) || device_check(m, c, err, errlen))
+        return NULL;
     nnet_t *n = xcalloc(1, sizeof *n);
     n->m = m;
     n->label_count = label_count;
@@ -754,6 +773,8 @@ void nnet_forward_layer(nnet_t *n, int li)
         break;
     case LAYER_GELU: lo->gelu_forward(ctx, total, l->gelu_tanh, x, s->out); break;
     case LAYER_TANH: lo->tanh_forward(ctx, total, x, s->out); break;
+    case LAYER_WINATTN: winattn_forward(n->c, l, n->batch, x, s->w, s->b, s->aux, s->out); break;
+    case LAYER_PATCHMERGE: patchmerge_forward(l, n->batch, s->dim, x, s->out); break;
     case LAYER_ATTENTION:
         seq_attention_forward(n->c, x, input_out(n, l, 1), input_out(n, l, 2), n->batch, s->seq,
                               s->dim, l->heads, l->causal, s->aux, s->out);
@@ -878,6 +899,12 @@ void nnet_backward_layer(nnet_t *n, int li)
         break;
     case LAYER_TANH:
         if (dx) lo->tanh_backward(ctx, total, s->out, s->dout, dx);
+        break;
+    case LAYER_WINATTN:
+        winattn_backward(n->c, l, n->batch, s->w, s->b, s->aux, s->dout, s->dw, s->db, dx);
+        break;
+    case LAYER_PATCHMERGE:
+        if (dx) patchmerge_backward(l, n->batch, s->dim, s->dout, dx);
         break;
     case LAYER_ATTENTION:
         seq_attention_backward(n->c, x, input_out(n, l, 1), input_out(n, l, 2), s->aux, s->dout,

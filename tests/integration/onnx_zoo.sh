@@ -3,7 +3,9 @@
 # the imported MobileNetV2 (32x32 input: ReLU6, depthwise convolutions, folded batch norms)
 # trains a few steps on one worker with a falling loss and on two workers, `poseidon
 # profile` times every layer of the imported EfficientNet-B0 (SiLU, squeeze-and-excitation
-# gates), and `poseidon sim` runs on the imported ShuffleNetV2 (channel split and shuffle).
+# gates), `poseidon sim` runs on the imported ShuffleNetV2 (channel split and shuffle), and
+# the small Swin Transformer (winattn, patchmerge) trains on one worker with a falling loss
+# and on two.
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,25 +16,30 @@ trap 'rm -rf "$tmp"' EXIT
 p="$build/poseidon"
 data=tests/data/onnx
 
-for n in mobilenet_v2 efficientnet_b0 shufflenet_v2_x0_5; do
+for n in mobilenet_v2 efficientnet_b0 shufflenet_v2_x0_5 swin_2stage; do
     "$p" model import $data/zoo_$n.onnx -o "$tmp/$n.net" 2>"$tmp/err" || fail "import $n: $(cat "$tmp/err")"
 done
 
-# one worker, one batch of 8 seen 4 times: the loss falls
+# NAME trains on one worker, one batch of 8 seen 4 times, with a falling loss, and on two
+# workers (the plan runs: PS and SFB layers) with rank 0 reporting a finite loss
 train=(--data synthetic --synthetic-n 8 --batch 8 --iterations 4 --lr 0.05 --no-probe)
-timeout 120 "$p" train --model "$tmp/mobilenet_v2.net" "${train[@]}" >"$tmp/one.out" 2>&1 ||
-    fail "train on one worker: $(tail -3 "$tmp/one.out")"
-first=$(awk -F, '$1 == 1 { print $2 }' "$tmp/one.out")
-last=$(awk -F, '$1 == 4 { print $2 }' "$tmp/one.out")
-[ -n "$first" ] && [ -n "$last" ] && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
-    fail "loss did not fall on one worker ($first -> $last): $(tail -5 "$tmp/one.out")"
-
-# two workers: the plan runs (PS and SFB layers) and rank 0 reports a finite loss
-timeout 120 "$p" train --workers 2 --model "$tmp/mobilenet_v2.net" "${train[@]}" --synthetic-n 16 \
-    --csv "$tmp/two.csv" >"$tmp/two.out" 2>&1 || fail "train on two workers: $(tail -3 "$tmp/two.out")"
-loss=$(awk -F, 'NR > 1 { l = $3 } END { print l }' "$tmp/two.csv")
-awk -v l="$loss" 'BEGIN { exit !(l + 0 > 0 && l + 0 < 100) }' ||
-    fail "two workers: loss '$loss': $(cat "$tmp/two.csv")"
+trains() {
+    local n=$1
+    timeout 120 "$p" train --model "$tmp/$n.net" "${train[@]}" >"$tmp/$n.one" 2>&1 ||
+        fail "train $n on one worker: $(tail -3 "$tmp/$n.one")"
+    local first last loss
+    first=$(awk -F, '$1 == 1 { print $2 }' "$tmp/$n.one")
+    last=$(awk -F, '$1 == 4 { print $2 }' "$tmp/$n.one")
+    [ -n "$first" ] && [ -n "$last" ] && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+        fail "$n: loss did not fall on one worker ($first -> $last): $(tail -5 "$tmp/$n.one")"
+    timeout 120 "$p" train --workers 2 --model "$tmp/$n.net" "${train[@]}" --synthetic-n 16 \
+        --csv "$tmp/$n.csv" >"$tmp/$n.two" 2>&1 || fail "train $n on two workers: $(tail -3 "$tmp/$n.two")"
+    loss=$(awk -F, 'NR > 1 { l = $3 } END { print l }' "$tmp/$n.csv")
+    awk -v l="$loss" 'BEGIN { exit !(l + 0 > 0 && l + 0 < 100) }' ||
+        fail "$n on two workers: loss '$loss': $(cat "$tmp/$n.csv")"
+}
+trains mobilenet_v2
+trains swin_2stage  # the Swin Transformer's window attention and patch merging
 
 # profile measures every layer of the imported EfficientNet-B0
 timeout 120 "$p" profile --model "$tmp/efficientnet_b0.net" --batch 2 --repeats 1 --warmup 0 \
