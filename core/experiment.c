@@ -99,7 +99,7 @@ const char *experiment_keys_help(void)
            "                            the next forward pass needs first goes first)\n"
            "                            (arrival)\n"
            "  slice_bytes = N           send_order = layer: the slice, bytes, a multiple of\n"
-           "                            4 from 4096 to 1073741824 (1048576)\n"
+           "                            4 from 65536 to 1073741824 (1048576)\n"
            "  net_model = M             simulated bandwidth sharing: exact (per-flow max-min),\n"
            "                            whole (broadcasts/gathers move as one, faster), or\n"
            "                            auto (exact at every size) (auto)\n"

@@ -149,7 +149,8 @@ typedef enum { PLACE_WORKERS, PLACE_SHARDS } op_place_t;
  * later units; a slice once started finishes. */
 typedef enum { SEND_ORDER_ARRIVAL, SEND_ORDER_LAYER } send_order_t;
 #define PLAN_SLICE_BYTES_DEFAULT (1 << 20)
-#define PLAN_SLICE_BYTES_MIN 4096
+/* a slice leaves without a copy (COMM_ZEROCOPY_MIN_BYTES), so a sender sees when it is out */
+#define PLAN_SLICE_BYTES_MIN 65536
 #define PLAN_SLICE_BYTES_MAX (1 << 30)
 
 /* "arrival" | "layer"; parse: 0, or -1 for any other text. */

@@ -36,9 +36,9 @@ TEST(send_order_keys_default_read_and_refuse)
         const char *extra, *want;
     } bad[] = {
         {"send_order = priority\n", "expected send_order = arrival | layer, got 'priority'"},
-        {"slice_bytes = 4095\n", "expected slice_bytes = a multiple of 4 from 4096 to"},
-        {"slice_bytes = 65537\n", "expected slice_bytes = a multiple of 4 from 4096 to"},
-        {"slice_bytes = 1MB\n", "expected slice_bytes = a multiple of 4 from 4096 to"},
+        {"slice_bytes = 65532\n", "expected slice_bytes = a multiple of 4 from 65536 to"},
+        {"slice_bytes = 65537\n", "expected slice_bytes = a multiple of 4 from 65536 to"},
+        {"slice_bytes = 1MB\n", "expected slice_bytes = a multiple of 4 from 65536 to"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK(load_text(e, fixture_exp_text("lenet", bad[i].extra), err, sizeof err) == -1,

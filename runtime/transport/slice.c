@@ -1,0 +1,201 @@
+#include "runtime/transport/slice.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include <zmq.h>
+
+#include "core/check.h"
+#include "runtime/transport/zmq_check.h"
+
+static void put_u16(unsigned char *p, uint16_t v) { p[0] = v & 0xff, p[1] = v >> 8; }
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get_u(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* crc32 of the header without its crc field (bytes 12..15). */
+static uint32_t header_crc(const unsigned char *b)
+{
+    uLong c = crc32(0L, Z_NULL, 0);
+    c = crc32(c, b, 12);
+    c = crc32(c, b + 16, SLICE_HEADER_BYTES - 16);
+    return (uint32_t)c;
+}
+
+void slice_encode(const slice_info_t *s, unsigned char out[SLICE_HEADER_BYTES])
+{
+    memset(out, 0, SLICE_HEADER_BYTES);
+    put_u32(out, SLICE_MAGIC);
+    put_u16(out + 4, s->type);
+    put_u32(out + 8, s->seq);
+    put_u64(out + 16, s->total);
+    put_u64(out + 24, s->at);
+    put_u32(out + 12, header_crc(out));
+}
+
+#define FAIL(...)                                                                           \
+    do {                                                                                    \
+        if (why && why_len) snprintf(why, why_len, __VA_ARGS__);                            \
+        return -1;                                                                          \
+    } while (0)
+
+int slice_decode(const void *buf, size_t bytes, slice_info_t *s, char *why, size_t why_len)
+{
+    const unsigned char *b = buf;
+    if (!b || bytes < SLICE_HEADER_BYTES) FAIL("slice of %zu bytes has no slice header", bytes);
+    if (get_u(b, 4) != SLICE_MAGIC) FAIL("bad slice magic");
+    if (get_u(b + 12, 4) != header_crc(b)) FAIL("slice header crc mismatch");
+    *s = (slice_info_t){.type = (uint16_t)get_u(b + 4, 2), .seq = (uint32_t)get_u(b + 8, 4),
+                        .total = get_u(b + 16, 8), .at = get_u(b + 24, 8)};
+    return 0;
+}
+
+/* ---------------------------------------------------------------- reassembly */
+
+typedef struct part {
+    int peer;
+    unsigned char rid[32];
+    size_t rid_len;
+    uint32_t seq;
+    msg_header_t hdr;  /* the whole message's: type and length restored */
+    uint64_t got;      /* payload bytes in so far */
+    zmq_msg_t payload; /* total bytes */
+    struct part *next;
+} part_t;
+
+struct slice_asm {
+    part_t *open;
+};
+
+slice_asm_t *slice_asm_new(void) { return xcalloc(1, sizeof(slice_asm_t)); }
+
+static void part_free(part_t *p)
+{
+    zmq_msg_close(&p->payload);
+    free(p);
+}
+
+void slice_asm_destroy(slice_asm_t **ap)
+{
+    if (!ap || !*ap) return;
+    for (part_t *p = (*ap)->open, *next; p; p = next) {
+        next = p->next;
+        part_free(p);
+    }
+    free(*ap);
+    *ap = NULL;
+}
+
+static bool same_conn(const part_t *p, const comm_msg_t *g)
+{
+    return p->peer == g->peer && p->rid_len == g->rid_len && !memcmp(p->rid, g->rid, g->rid_len);
+}
+
+/* The open part of g's connection with seq (unlinked from the list when found); NULL when
+ * none. *n_open: the connection's open parts. */
+static part_t *unlink_part(slice_asm_t *a, const comm_msg_t *g, uint32_t seq, int *n_open)
+{
+    *n_open = 0;
+    for (part_t **pp = &a->open; *pp; pp = &(*pp)->next) {
+        part_t *p = *pp;
+        if (!same_conn(p, g)) continue;
+        if (p->seq != seq) {
+            ++*n_open;
+            continue;
+        }
+        *pp = p->next;
+        return p;
+    }
+    return NULL;
+}
+
+/* Whether slice g (decoded as s) continues part p: the same message header. */
+static bool continues(const part_t *p, const comm_msg_t *g, const slice_info_t *s)
+{
+    const msg_header_t *h = &p->hdr, *x = &g->hdr;
+    return s->type == h->type && s->total == h->length && s->at == p->got &&
+           x->layer == h->layer && x->shard == h->shard && x->iteration == h->iteration &&
+           x->offset == h->offset && x->stamp_ns == h->stamp_ns;
+}
+
+/* Checks slice g on its own; its piece in *piece, *piece_bytes. 0 or -1 (why). */
+static int slice_check(comm_msg_t *g, slice_info_t *s, const unsigned char **piece,
+                       size_t *piece_bytes, char *why, size_t why_len)
+{
+    size_t n = comm_msg_bytes(g);
+    if (slice_decode(comm_msg_data(g), n, s, why, why_len)) return -1;
+    if (s->type == MSG_SLICE || !strcmp(msg_type_name(s->type), "?"))
+        FAIL("slice of a message of type %u", s->type);
+    if (s->total == 0 || s->total > MSG_MAX_PAYLOAD_BYTES)
+        FAIL("slice of a message of %llu bytes", (unsigned long long)s->total);
+    *piece = (const unsigned char *)comm_msg_data(g) + SLICE_HEADER_BYTES;
+    *piece_bytes = n - SLICE_HEADER_BYTES;
+    if (*piece_bytes == 0) FAIL("empty slice");
+    if (s->at > s->total || *piece_bytes > s->total - s->at)
+        FAIL("slice [%llu, +%zu) beyond the message's %llu bytes", (unsigned long long)s->at,
+             *piece_bytes, (unsigned long long)s->total);
+    return 0;
+}
+
+int slice_asm_take(slice_asm_t *a, comm_msg_t *g, comm_msg_t *whole, char *why, size_t why_len)
+{
+    slice_info_t s;
+    const unsigned char *piece;
+    size_t piece_bytes;
+    int rc = -1, n_open;
+    part_t *p = NULL;
+    if (slice_check(g, &s, &piece, &piece_bytes, why, why_len)) goto out;
+    p = unlink_part(a, g, s.seq, &n_open);
+    if (s.at == 0 && p) {
+        snprintf(why, why_len, "slice opens message %u again", s.seq);
+        goto out;
+    }
+    if (s.at == 0) {
+        if (n_open >= SLICE_MAX_OPEN) {
+            snprintf(why, why_len, "more than %d sliced messages open", SLICE_MAX_OPEN);
+            goto out;
+        }
+        p = xcalloc(1, sizeof *p);
+        *p = (part_t){.peer = g->peer, .rid_len = g->rid_len, .seq = s.seq, .hdr = g->hdr};
+        memcpy(p->rid, g->rid, g->rid_len);
+        p->hdr.type = s.type;
+        p->hdr.length = s.total;
+        ZMQ_CHECK(zmq_msg_init_size(&p->payload, (size_t)s.total), "out of memory?");
+    } else if (!p || !continues(p, g, &s)) {
+        snprintf(why, why_len, "slice at %llu of message %u does not continue it",
+                 (unsigned long long)s.at, s.seq);
+        goto out;
+    }
+    memcpy((unsigned char *)zmq_msg_data(&p->payload) + s.at, piece, piece_bytes);
+    p->got += piece_bytes;
+    if (p->got < s.total) {
+        p->next = a->open;
+        a->open = p;
+        p = NULL;
+        rc = 0;
+        goto out;
+    }
+    *whole = (comm_msg_t){.hdr = p->hdr, .peer = p->peer, .recv_ns = g->recv_ns,
+                          .has_payload = 1, .rid_len = p->rid_len, .src_fd = g->src_fd};
+    memcpy(whole->rid, p->rid, p->rid_len);
+    zmq_msg_init(&whole->payload);
+    zmq_msg_move(&whole->payload, &p->payload);
+    rc = 1;
+out:
+    if (p) part_free(p); /* completed, or the message a refused slice claimed to continue */
+    comm_msg_close(g);
+    return rc;
+}
