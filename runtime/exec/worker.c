@@ -29,6 +29,7 @@
 #include "runtime/transport/launch.h"
 #include "runtime/compute/nnet.h"
 #include "runtime/transport/probe.h"
+#include "runtime/transport/sendq.h"
 #include "runtime/sync/ps.h"
 #include "runtime/exec/train.h"
 #include "core/outfile.h"
@@ -494,6 +495,8 @@ static void shard_start(worker_t *w, const char *bind)
 {
     const worker_config_t *cfg = w->cfg;
     int n_units = n_units_of(&w->model);
+    if (w->plan.send_order == SEND_ORDER_LAYER) /* before the PS sockets: sendq.h */
+        comm_set_send_buffer(SENDQ_SOCKET_BUFFER_BYTES);
     if (w->rank < w->plan.shards) {
         ps_server_config_t pc = {.shard = w->rank, .n_workers = w->world, .world = w->world,
                                  .bind = bind, .layout = &w->layout,
