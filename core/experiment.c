@@ -309,6 +309,25 @@ static int train_set(experiment_train_t *t, const experiment_t *e, const char *k
     return 0;
 }
 
+/* send_order and slice_bytes (core/plan.h). */
+static int set_send_order(experiment_t *e, const char *key, const char *val, const char *where,
+                          char *err, size_t errlen)
+{
+    long long i;
+    if (!strcmp(key, "send_order")) {
+        if (send_order_parse(val, &e->send_order))
+            return kv_error(err, errlen, where, "expected send_order = arrival | layer, got '%s'",
+                            val);
+        return 0;
+    }
+    if (kv_int(val, &i) || i < PLAN_SLICE_BYTES_MIN || i > PLAN_SLICE_BYTES_MAX || i % 4)
+        return kv_error(err, errlen, where,
+                        "expected slice_bytes = a multiple of 4 from %d to %d, got '%s'",
+                        PLAN_SLICE_BYTES_MIN, PLAN_SLICE_BYTES_MAX, val);
+    e->slice_bytes = i;
+    return 0;
+}
+
 int experiment_set(experiment_t *e, const char *key, const char *val, const char *where,
                    char *err, size_t errlen)
 {
@@ -368,16 +387,8 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
             return kv_error(err, errlen, where,
                             "expected allreduce_bucket_mb = MB from 0 to 1e6, got '%s'", val);
         e->allreduce_bucket_bytes = llround(d * (1 << 20));
-    } else if (!strcmp(key, "send_order")) {
-        if (send_order_parse(val, &e->send_order))
-            return kv_error(err, errlen, where, "expected send_order = arrival | layer, got '%s'",
-                            val);
-    } else if (!strcmp(key, "slice_bytes")) {
-        if (kv_int(val, &i) || i < PLAN_SLICE_BYTES_MIN || i > PLAN_SLICE_BYTES_MAX || i % 4)
-            return kv_error(err, errlen, where,
-                            "expected slice_bytes = a multiple of 4 from %d to %d, got '%s'",
-                            PLAN_SLICE_BYTES_MIN, PLAN_SLICE_BYTES_MAX, val);
-        e->slice_bytes = i;
+    } else if (!strcmp(key, "send_order") || !strcmp(key, "slice_bytes")) {
+        return set_send_order(e, key, val, where, err, errlen);
     } else if (!strcmp(key, "net_model")) {
         if (!strcmp(val, "auto")) e->net_model = NET_MODEL_AUTO;
         else if (!strcmp(val, "exact")) e->net_model = NET_MODEL_EXACT;

@@ -279,23 +279,6 @@ static void kick(sim_t *s, int src, int dst)
     s->kick[s->n_kick++] = dst;
 }
 
-/* Transfer instance (op, node, t) under the send order: each flow joins the queue of its
- * connection, which starts its next slice at the end of the instant. */
-static void ordered_ready(sim_t *s, int op, int node, int t)
-{
-    int nd = plan_n_dests(s->p, op, node);
-    ASSERT(nd > 0, "transfer op %d on node %d has no destination", op, node);
-    s->cnt[idx(s, t, op, node)] = nd;
-    for (int i = 0; i < nd; i++) {
-        int64_t bytes;
-        int d = plan_dest(s->p, op, node, i, &bytes);
-        ASSERT(bytes > 0, "empty flow of op %d", op);
-        if (d == node) evq_push(s->q, s->now, 0, EV_DELIVER, op, node, d, t);
-        else if (sendorder_push(s->order, node, d, op, t, s->p->ops[op].priority, bytes))
-            kick(s, node, d);
-    }
-}
-
 /* The kicked connections start their next slices (as flows of this instant). */
 static void kicks_start(sim_t *s)
 {
@@ -494,14 +477,11 @@ static void ready(sim_t *s, int op, int node, int t)
             step_try(s, op, node, t);
             break;
         }
-        if (ordered(s, op)) {
-            ordered_ready(s, op, node, t);
-            break;
-        }
         int64_t tag = ((((int64_t)t * s->n_ops) + op) * s->nodes + node) * s->nodes + node;
         int64_t bb;
         int self;
-        if (plan_dest_broadcast(s->p, op, node, &bb, &self)) {
+        /* under the send order, each flow joins the queue of its connection */
+        if (!ordered(s, op) && plan_dest_broadcast(s->p, op, node, &bb, &self)) {
             /* one network entity for the nodes-1 flows, delivered to all at once (flows the
              * network split off arrive one by one), plus a local copy when the node is among
              * its own destinations; the count is of flows, as for any group */
@@ -526,7 +506,8 @@ static void ready(sim_t *s, int op, int node, int t)
                 evq_push(s->q, s->now, 0, EV_DELIVER, op, node, d, t);
                 continue;
             }
-            flow_start(s, op, node, d, bytes, t);
+            if (!ordered(s, op)) flow_start(s, op, node, d, bytes, t);
+            else if (sendorder_push(s->order, node, d, op, t, po->priority, bytes)) kick(s, node, d);
         }
         break;
     }

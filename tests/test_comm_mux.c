@@ -31,6 +31,21 @@ static comm_match_t match_layer(int layer)
     return m;
 }
 
+/* pair_new, and a port of the mux that expects layer, whose first message taught the server
+ * the way back. */
+static comm_mux_port_t *pair_with_port(comm_t **server, comm_mux_t **mux, int layer)
+{
+    pair_new(server, mux);
+    comm_mux_port_t *a = comm_mux_port_new(*mux);
+    comm_match_t m = match_layer(layer);
+    comm_mux_expect(a, &m);
+    REQUIRE(comm_mux_send(a, 0, (msg_header_t){.type = MSG_TEST}, NULL, 0, NULL) == 0);
+    comm_msg_t g;
+    REQUIRE(comm_recv(*server, NULL, &g, 5000) == 1);
+    comm_msg_close(&g);
+    return a;
+}
+
 TEST(comm_mux_sends_in_queue_order_across_ports)
 {
     comm_t *srv;
@@ -100,14 +115,8 @@ TEST(comm_mux_answer_wakes_the_port_without_waiting_for_idle)
 {
     comm_t *srv;
     comm_mux_t *mux;
-    pair_new(&srv, &mux);
-    comm_mux_port_t *a = comm_mux_port_new(mux);
-    comm_match_t m = match_layer(7);
-    comm_mux_expect(a, &m);
-    REQUIRE(comm_mux_send(a, 0, (msg_header_t){.type = MSG_TEST}, NULL, 0, NULL) == 0);
+    comm_mux_port_t *a = pair_with_port(&srv, &mux, 7);
     comm_msg_t g;
-    REQUIRE(comm_recv(srv, NULL, &g, 5000) == 1);
-    comm_msg_close(&g);
     int best_ms = 1 << 30;
     for (int i = 0; i < 5; i++) {
         clock_sleep_until_ns(clock_now_ns() + 50000000); /* the mux thread idles again */
@@ -338,14 +347,8 @@ TEST(comm_mux_drops_a_corrupt_slice_and_keeps_going)
 {
     comm_t *srv;
     comm_mux_t *mux;
-    pair_new(&srv, &mux);
-    comm_mux_port_t *a = comm_mux_port_new(mux);
-    comm_match_t m = match_layer(4);
-    comm_mux_expect(a, &m);
-    REQUIRE(comm_mux_send(a, 0, (msg_header_t){.type = MSG_TEST}, NULL, 0, NULL) == 0);
+    comm_mux_port_t *a = pair_with_port(&srv, &mux, 4);
     comm_msg_t g;
-    REQUIRE(comm_recv(srv, NULL, &g, 5000) == 1);
-    comm_msg_close(&g);
     unsigned char buf[SLICE_HEADER_BYTES + 64];
     memset(buf, 0x5a, sizeof buf);
     slice_encode(&(slice_info_t){MSG_TEST, 7, 64, 32}, buf); /* continues nothing */

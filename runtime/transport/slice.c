@@ -10,40 +10,33 @@
 #include "core/check.h"
 #include "runtime/transport/zmq_check.h"
 
-static void put_u16(unsigned char *p, uint16_t v) { p[0] = v & 0xff, p[1] = v >> 8; }
-static void put_u32(unsigned char *p, uint32_t v)
+/* The n-byte little-endian field at p. */
+static void put_le(unsigned char *p, int n, uint64_t v)
 {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+    while (n-- > 0) *p++ = (unsigned char)v, v >>= 8;
 }
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint64_t get_u(const unsigned char *p, int n)
+static uint64_t get_le(const unsigned char *p, int n)
 {
     uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    while (n-- > 0) v = v << 8 | p[n];
     return v;
 }
 
-/* crc32 of the header without its crc field (bytes 12..15). */
+/* crc32 of the fields before it. */
 static uint32_t header_crc(const unsigned char *b)
 {
-    uLong c = crc32(0L, Z_NULL, 0);
-    c = crc32(c, b, 12);
-    c = crc32(c, b + 16, SLICE_HEADER_BYTES - 16);
-    return (uint32_t)c;
+    return (uint32_t)crc32(crc32(0L, Z_NULL, 0), b, SLICE_HEADER_BYTES - 4);
 }
 
 void slice_encode(const slice_info_t *s, unsigned char out[SLICE_HEADER_BYTES])
 {
     memset(out, 0, SLICE_HEADER_BYTES);
-    put_u32(out, SLICE_MAGIC);
-    put_u16(out + 4, s->type);
-    put_u32(out + 8, s->seq);
-    put_u64(out + 16, s->total);
-    put_u64(out + 24, s->at);
-    put_u32(out + 12, header_crc(out));
+    put_le(out, 4, SLICE_MAGIC);
+    put_le(out + 4, 2, s->type);
+    put_le(out + 8, 4, s->seq);
+    put_le(out + 12, 8, s->total);
+    put_le(out + 20, 8, s->at);
+    put_le(out + 28, 4, header_crc(out));
 }
 
 #define FAIL(...)                                                                           \
@@ -56,10 +49,10 @@ int slice_decode(const void *buf, size_t bytes, slice_info_t *s, char *why, size
 {
     const unsigned char *b = buf;
     if (!b || bytes < SLICE_HEADER_BYTES) FAIL("slice of %zu bytes has no slice header", bytes);
-    if (get_u(b, 4) != SLICE_MAGIC) FAIL("bad slice magic");
-    if (get_u(b + 12, 4) != header_crc(b)) FAIL("slice header crc mismatch");
-    *s = (slice_info_t){.type = (uint16_t)get_u(b + 4, 2), .seq = (uint32_t)get_u(b + 8, 4),
-                        .total = get_u(b + 16, 8), .at = get_u(b + 24, 8)};
+    if (get_le(b, 4) != SLICE_MAGIC) FAIL("bad slice magic");
+    if (get_le(b + 28, 4) != header_crc(b)) FAIL("slice header crc mismatch");
+    *s = (slice_info_t){.type = (uint16_t)get_le(b + 4, 2), .seq = (uint32_t)get_le(b + 8, 4),
+                        .total = get_le(b + 12, 8), .at = get_le(b + 20, 8)};
     return 0;
 }
 

@@ -11,9 +11,9 @@
  *     4    2 type     the whole message's msg_type_t
  *     6    2 zero
  *     8    4 seq      the message's number among its sender's messages on the connection
- *    12    4 crc      zlib crc32 of bytes 0..11 and 16..31
- *    16    8 total    the whole payload's bytes
- *    24    8 at       where this piece starts in the whole payload
+ *    12    8 total    the whole payload's bytes
+ *    20    8 at       where this piece starts in the whole payload
+ *    28    4 crc      zlib crc32 of bytes 0..27
  *
  * then the piece. A connection delivers in order, so the pieces of one message arrive in
  * order (at = the bytes received so far), though the pieces of several messages may
