@@ -495,8 +495,8 @@ static void shard_start(worker_t *w, const char *bind)
 {
     const worker_config_t *cfg = w->cfg;
     int n_units = n_units_of(&w->model);
-    if (w->plan.send_order == SEND_ORDER_LAYER) /* before the PS sockets: sendq.h */
-        comm_set_send_buffer(SENDQ_SOCKET_BUFFER_BYTES);
+    /* before the PS sockets (sendq.h); arrival order keeps the system's */
+    comm_set_send_buffer(w->plan.send_order == SEND_ORDER_LAYER ? SENDQ_SOCKET_BUFFER_BYTES : 0);
     if (w->rank < w->plan.shards) {
         ps_server_config_t pc = {.shard = w->rank, .n_workers = w->world, .world = w->world,
                                  .bind = bind, .layout = &w->layout,

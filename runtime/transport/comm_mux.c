@@ -57,6 +57,7 @@ struct comm_mux {
     comm_mux_port_t *ports;
     bool stop;
     size_t slice_bytes;       /* 0: sends in queue order; else through sq (under lock) */
+    bool sent_any;            /* the mux thread has taken a send: slice_bytes is fixed */
     int send_timeout_ms;
     sendq_t *sq;              /* the mux thread's: made at its first sliced send */
     slice_asm_t *sa;          /* the mux thread's: sliced messages coming in */
@@ -114,6 +115,7 @@ static int send_queued(comm_mux_t *m)
     send_req_t *r = m->queue_head;
     m->queue_head = m->queue_tail = NULL;
     size_t slice_bytes = m->slice_bytes;
+    if (r) m->sent_any = true;
     pthread_mutex_unlock(&m->lock);
     if (slice_bytes && !m->sq) m->sq = sendq_new(slice_bytes, m->send_timeout_ms, sliced_done, m);
     while (r) {
@@ -315,7 +317,7 @@ int comm_mux_send(comm_mux_port_t *p, int peer, msg_header_t hdr, const void *da
 void comm_mux_set_slices(comm_mux_t *m, size_t slice_bytes)
 {
     pthread_mutex_lock(&m->lock);
-    ASSERT(!m->sq, "comm mux %s: slices set after its first sliced send", m->name);
+    ASSERT(!m->sent_any, "comm mux %s: slices set after its first send", m->name);
     m->slice_bytes = slice_bytes;
     pthread_mutex_unlock(&m->lock);
 }
