@@ -79,7 +79,8 @@ void sendq_destroy(sendq_t **qp)
 static conn_t *conn_of(sendq_t *q, const sendq_msg_t *m)
 {
     for (conn_t *k = q->conns; k; k = k->next)
-        if (k->peer == m->peer && k->rid_len == m->rid_len && !memcmp(k->rid, m->rid, m->rid_len))
+        if (k->peer == m->peer && k->rid_len == m->rid_len &&
+            (!m->rid_len || !memcmp(k->rid, m->rid, m->rid_len)))
             return k;
     ASSERT(m->rid_len <= sizeof q->conns->rid, "routing id of %zu bytes", m->rid_len);
     conn_t *k = xcalloc(1, sizeof *k);
