@@ -284,6 +284,7 @@ static void slice_msg(comm_msg_t *g, int peer, msg_header_t h, slice_info_t s, s
 TEST(comm_mux_slice_reassembly_refuses_corrupt_slices)
 {
     slice_asm_t *sa = slice_asm_new();
+    comm_set_max_payload(1 << 20); /* a job's largest message */
     msg_header_t h = {.type = MSG_SLICE, .layer = 3, .offset = 16, .iteration = 2};
     comm_msg_t g, w;
     char why[160];
@@ -297,6 +298,7 @@ TEST(comm_mux_slice_reassembly_refuses_corrupt_slices)
         {{99, 1, 8192, 0}, 4096, "slice of a message of type"},
         {{MSG_PS_PUSH, 1, 0, 0}, 4096, "of 0 bytes"},
         {{MSG_PS_PUSH, 1, MSG_MAX_PAYLOAD_BYTES + 1, 0}, 4096, "bytes"},
+        {{MSG_PS_PUSH, 1, (1 << 20) + 4, 0}, 4096, "bytes"}, /* over the cap set below */
         {{MSG_PS_PUSH, 1, 8192, 0}, 0, "empty slice"},
         {{MSG_PS_PUSH, 1, 8192, 6000}, 4096, "beyond the message"},
         {{MSG_PS_PUSH, 1, 8192, ~0ull}, 4096, "beyond the message"},
@@ -339,6 +341,7 @@ TEST(comm_mux_slice_reassembly_refuses_corrupt_slices)
     CHECK_EQ_I64(slice_asm_take(sa, &g, &w, why, sizeof why), -1);
     CHECK(strstr(why, "open"), "%s", why);
     slice_asm_destroy(&sa);
+    comm_set_max_payload(MSG_MAX_PAYLOAD_BYTES);
 }
 
 /* Through the mux: a corrupt slice from the shard is refused (logged, naming the rank) and

@@ -82,6 +82,8 @@ void comm_set_max_payload(size_t bytes)
     s_max_payload = bytes;
 }
 
+size_t comm_max_payload(void) { return s_max_payload; }
+
 /* ZeroMQ receives every payload larger than its 8 KB batch into a fresh malloc of the
  * payload's size, and frees it when the reader closes the message. With glibc's defaults a
  * KV block (4 MB) is over the mmap threshold or, once freed, over the trim threshold: every

@@ -107,6 +107,7 @@ const keyring_t *comm_keyring(void);
  * frame announcing more ends its connection before anything is allocated. For comms made
  * afterwards. */
 void comm_set_max_payload(size_t bytes);
+size_t comm_max_payload(void);
 
 /* The kernel's send buffer (SO_SNDBUF) of every socket made afterwards, bytes; 0 (the
  * default): the system's (Linux autotunes it up to tcp_wmem's 4 MB). What the kernel holds

@@ -132,7 +132,7 @@ static int slice_check(comm_msg_t *g, slice_info_t *s, const unsigned char **pie
     if (slice_decode(comm_msg_data(g), n, s, why, why_len)) return -1;
     if (s->type == MSG_SLICE || !strcmp(msg_type_name(s->type), "?"))
         FAIL("slice of a message of type %u", s->type);
-    if (s->total == 0 || s->total > MSG_MAX_PAYLOAD_BYTES)
+    if (s->total == 0 || s->total > comm_max_payload()) /* what a whole one could carry */
         FAIL("slice of a message of %llu bytes", (unsigned long long)s->total);
     *piece = (const unsigned char *)comm_msg_data(g) + SLICE_HEADER_BYTES;
     *piece_bytes = n - SLICE_HEADER_BYTES;

@@ -20,7 +20,7 @@
  * interleave.
  *
  * Invariant of the reassembly: a slice is taken only if its header decodes, its type is a
- * known one other than MSG_SLICE, 0 < total <= MSG_MAX_PAYLOAD_BYTES, its piece is not empty
+ * known one other than MSG_SLICE, 0 < total <= comm_max_payload(), its piece is not empty
  * and ends within total, and it continues exactly where its message stands (a first piece
  * at 0 opens a message; any other continues an open message of that connection and seq
  * with the same header). Anything else is refused, with the reason, and the message it
