@@ -36,6 +36,13 @@
  * K(M+N), plus the biases' D-1 copies) and broadcasts the rebuilt parameters. Each local
  * step costs one interconnect latency + bytes / its bandwidth, and a method's time counts
  * both (cost_local()).
+ *
+ * Send order (core/plan.h, send_order = layer) changes none of these costs: a layer alone
+ * on an idle network has no one to overtake, and slicing moves the same bytes (the slice
+ * headers, 32 bytes a slice, are left out as the message headers are). What it changes is
+ * which of several layers' transfers sharing a link finishes first, which only the
+ * simulator sees; the planner's methods, and so the plan's choices, are the same for both
+ * orders.
  */
 #ifndef POSEIDON_COST_H
 #define POSEIDON_COST_H

@@ -21,6 +21,7 @@ void experiment_init(experiment_t *e)
     e->warmup = 1;
     e->seed = 1;
     e->kv_block_bytes = 4 << 20;
+    e->slice_bytes = PLAN_SLICE_BYTES_DEFAULT;
     experiment_train_t *t = &e->train;
     snprintf(t->data, sizeof t->data, "fashion-mnist");
     t->synthetic_n = 1024;
@@ -93,6 +94,12 @@ const char *experiment_keys_help(void)
            "                            fp32 master weights, fp16 scales the loss (fp32)\n"
            "  wire_precision = P        what gradients, parameters and factors are sent as:\n"
            "                            fp32 | bf16 | fp16; fp16 needs precision = fp16 (fp32)\n"
+           "  send_order = O            how transfers sharing a link go: arrival (each as it\n"
+           "                            is ready) or layer (sliced; the slice of the layer\n"
+           "                            the next forward pass needs first goes first)\n"
+           "                            (arrival)\n"
+           "  slice_bytes = N           send_order = layer: the slice, bytes, a multiple of\n"
+           "                            4 from 65536 to 1073741824 (1048576)\n"
            "  net_model = M             simulated bandwidth sharing: exact (per-flow max-min),\n"
            "                            whole (broadcasts/gathers move as one, faster), or\n"
            "                            auto (exact at every size) (auto)\n"
@@ -302,6 +309,25 @@ static int train_set(experiment_train_t *t, const experiment_t *e, const char *k
     return 0;
 }
 
+/* send_order and slice_bytes (core/plan.h). */
+static int set_send_order(experiment_t *e, const char *key, const char *val, const char *where,
+                          char *err, size_t errlen)
+{
+    long long i;
+    if (!strcmp(key, "send_order")) {
+        if (send_order_parse(val, &e->send_order))
+            return kv_error(err, errlen, where, "expected send_order = arrival | layer, got '%s'",
+                            val);
+        return 0;
+    }
+    if (kv_int(val, &i) || i < PLAN_SLICE_BYTES_MIN || i > PLAN_SLICE_BYTES_MAX || i % 4)
+        return kv_error(err, errlen, where,
+                        "expected slice_bytes = a multiple of 4 from %d to %d, got '%s'",
+                        PLAN_SLICE_BYTES_MIN, PLAN_SLICE_BYTES_MAX, val);
+    e->slice_bytes = i;
+    return 0;
+}
+
 int experiment_set(experiment_t *e, const char *key, const char *val, const char *where,
                    char *err, size_t errlen)
 {
@@ -361,6 +387,8 @@ int experiment_set(experiment_t *e, const char *key, const char *val, const char
             return kv_error(err, errlen, where,
                             "expected allreduce_bucket_mb = MB from 0 to 1e6, got '%s'", val);
         e->allreduce_bucket_bytes = llround(d * (1 << 20));
+    } else if (!strcmp(key, "send_order") || !strcmp(key, "slice_bytes")) {
+        return set_send_order(e, key, val, where, err, errlen);
     } else if (!strcmp(key, "net_model")) {
         if (!strcmp(val, "auto")) e->net_model = NET_MODEL_AUTO;
         else if (!strcmp(val, "exact")) e->net_model = NET_MODEL_EXACT;
@@ -610,6 +638,9 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     fprintf(f, "net_model = %s\n", net_model_name(e->net_model));
     fprintf(f, "precision = %s\n", precision_name(e->precision));
     fprintf(f, "wire_precision = %s\n", precision_name(e->wire_precision));
+    if (e->send_order != SEND_ORDER_ARRIVAL) /* absent: arrival, as every older job file */
+        fprintf(f, "send_order = %s\nslice_bytes = %lld\n", send_order_name(e->send_order),
+                (long long)e->slice_bytes);
     const experiment_train_t *t = &e->train;
     fprintf(f, "epochs = %d\n", t->epochs);
     fprintf(f, "data = %s\n", t->data);

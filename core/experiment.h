@@ -31,6 +31,7 @@
 #include "cluster.h"
 #include "cost.h"
 #include "hybrid.h"
+#include "plan.h"
 #include "precision.h"
 #include "scheme.h"
 
@@ -114,6 +115,8 @@ typedef struct {
     net_model_t net_model;
     precision_t precision;      /* arithmetic: fp32, or bf16 / fp16 with fp32 master weights */
     precision_t wire_precision; /* what every exchange sends (core/precision.h) */
+    send_order_t send_order;    /* how transfers sharing a link are ordered (core/plan.h) */
+    int64_t slice_bytes;        /* send_order layer: the slice (core/plan.h) */
     char precision_at[600];     /* "file:line" (or "--set") of the later of the two keys; ""
                                    when neither was given: where a refused pair is named */
     experiment_train_t train;

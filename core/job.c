@@ -43,7 +43,9 @@ void job_config(const experiment_t *e, int config, const job_link_t *link, clust
                         .kv_placement = e->kv_placement,
                         .hybrid_rule = e->hybrid_rule,
                         .precision = e->precision,
-                        .wire_precision = e->wire_precision};
+                        .wire_precision = e->wire_precision,
+                        .send_order = e->send_order,
+                        .slice_bytes = e->slice_bytes};
 }
 
 void job_host_memory_link(cluster_t *c)

@@ -8,7 +8,7 @@
  * capped at the nodes, speed lines of nodes beyond the size dropped); a measured link
  * replaces the NIC's bandwidth (efficiency 1: the probe measured goodput) and latency; the
  * plan options are the experiment's scheme, consistency, batch, KV blocks and placement,
- * all-reduce buckets, and the arithmetic and wire precisions.
+ * all-reduce buckets, the arithmetic and wire precisions, and the send order and slice.
  */
 #ifndef POSEIDON_JOB_H
 #define POSEIDON_JOB_H

@@ -14,6 +14,16 @@ const char *op_kind_name(op_kind_t k)
     return s_kind_names[k];
 }
 
+const char *send_order_name(send_order_t s) { return s == SEND_ORDER_LAYER ? "layer" : "arrival"; }
+
+int send_order_parse(const char *text, send_order_t *out)
+{
+    if (!strcmp(text, "arrival")) *out = SEND_ORDER_ARRIVAL;
+    else if (!strcmp(text, "layer")) *out = SEND_ORDER_LAYER;
+    else return -1;
+    return 0;
+}
+
 static unsigned scheme_mask(scheme_base_t b)
 {
     switch (b) {
@@ -297,6 +307,10 @@ static void plan_setup(plan_t *p, const model_t *m, const cluster_t *c, const pl
     p->hybrid_rule = o->hybrid_rule;
     p->precision = o->precision;
     p->wire_precision = o->wire_precision;
+    p->send_order = o->send_order;
+    p->slice_bytes = o->send_order != SEND_ORDER_LAYER ? 0
+                     : o->slice_bytes > 0               ? o->slice_bytes
+                                                        : PLAN_SLICE_BYTES_DEFAULT;
     p->model = m;
     p->cluster = *c;
     p->scheme = o->scheme;
@@ -679,6 +693,8 @@ uint64_t plan_hash(const plan_t *p)
     for (int d = 0; d < p->n_deps; d++)
         h = fnv(fnv(fnv(h, p->deps[d].op), p->deps[d].scope), p->deps[d].iter_back);
     for (int i = 0; i < p->n_pieces; i++) h = fnv(fnv(h, p->pieces[i].shard), p->pieces[i].bytes);
+    /* folded in only when it changes what runs, so that every arrival plan keeps its hash */
+    if (p->send_order != SEND_ORDER_ARRIVAL) h = fnv(fnv(h, p->send_order), p->slice_bytes);
     return h;
 }
 
@@ -702,9 +718,10 @@ static void plan_print_header(const plan_t *p, FILE *f, int csv, int local, int 
     scheme_name(p->scheme, sb, sizeof sb);
     if (csv) {
         fprintf(f, "unit,layer,type,params,method,ps_bytes,ps_ns,sfb_bytes,sfb_ns,"
-                   "allreduce_bytes,allreduce_ns,bucket%s%s\n",
+                   "allreduce_bytes,allreduce_ns,bucket%s%s%s\n",
                 local ? ",lreduce_bytes,lbcast_bytes" : "",
-                racks ? ",ps_rack_bytes,sfb_rack_bytes,allreduce_rack_bytes" : "");
+                racks ? ",ps_rack_bytes,sfb_rack_bytes,allreduce_rack_bytes" : "",
+                p->send_order == SEND_ORDER_LAYER ? ",send_priority,slice_bytes" : "");
         return;
     }
     fprintf(f, "# %s on %d nodes (%d shards), %.3g Gbit/s, batch %d, scheme %s, %s, "
@@ -730,15 +747,29 @@ static void plan_print_header(const plan_t *p, FILE *f, int csv, int local, int 
                    "uplink; each method's time counts the busier of NIC and uplink\n",
                 cost_racks(&p->cost), p->cost.nodes_per_rack, p->cost.rack_Bps * 8 / 1e9,
                 p->cost.nodes_per_rack * p->cost.bw_Bps / p->cost.rack_Bps);
-    fprintf(f, "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s %6s%s%s\n", "unit",
+    if (p->send_order == SEND_ORDER_LAYER)
+        fprintf(f, "# send order layer: transfers cut into slices of %lld bytes; on each link "
+                   "the slice of the lowest send_prio goes first\n",
+                (long long)p->slice_bytes);
+    fprintf(f, "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s %6s%s%s%s\n", "unit",
             "layer", "type", "params", "method", "ps_bytes/node", "ps_ms", "sfb_bytes/node",
             "sfb_ms", "ar_bytes/node", "ar_ms", "bucket",
             local ? "  lreduce_bytes   lbcast_bytes" : "",
-            racks ? "      ps_uplink     sfb_uplink      ar_uplink" : "");
+            racks ? "      ps_uplink     sfb_uplink      ar_uplink" : "",
+            p->send_order == SEND_ORDER_LAYER ? " send_prio" : "");
+}
+
+/* The send priority of unit u's network sync (its bucket's under all-reduce); -1: none. */
+static int unit_send_priority(const plan_t *p, int u)
+{
+    const plan_unit_t *un = &p->units[u];
+    int op = un->op_push >= 0 ? un->op_push : un->op_sfb >= 0 ? un->op_sfb : un->op_allreduce;
+    return op >= 0 ? p->ops[op].priority : -1;
 }
 
 /* Unit u's row: each method's bytes per node and time (-1 or "-" where not priced), its
- * bucket, its local steps' bytes, its uplink bytes per method. */
+ * bucket, its local steps' bytes, its uplink bytes per method, its send priority (send
+ * order layer). */
 static void plan_print_unit(const plan_t *p, FILE *f, int u, int csv, int local, int racks)
 {
     const plan_unit_t *un = &p->units[u];
@@ -761,6 +792,8 @@ static void plan_print_unit(const plan_t *p, FILE *f, int u, int csv, int local,
             fprintf(f, ",%lld,%lld", (long long)un->lreduce_bytes, (long long)un->lbcast_bytes);
         for (int j = SYNC_PS; racks && j < SYNC_METHOD_COUNT; j++)
             fprintf(f, ",%lld", (long long)(un->cost_ns[j] >= 0 ? up[j] : -1));
+        if (p->send_order == SEND_ORDER_LAYER)
+            fprintf(f, ",%d,%lld", unit_send_priority(p, u), (long long)p->slice_bytes);
         fputc('\n', f);
         return;
     }
@@ -778,6 +811,7 @@ static void plan_print_unit(const plan_t *p, FILE *f, int u, int csv, int local,
         if (un->cost_ns[j] < 0) fprintf(f, " %14s", "-");
         else fprintf(f, " %14lld", (long long)up[j]);
     }
+    if (p->send_order == SEND_ORDER_LAYER) fprintf(f, " %9d", unit_send_priority(p, u));
     fputc('\n', f);
 }
 

@@ -140,6 +140,22 @@ typedef enum {
 } op_kind_t;
 
 typedef enum { PLACE_WORKERS, PLACE_SHARDS } op_place_t;
+
+/* The order in which the transfers that share a link go (P3, MLSys'19; ByteScheduler,
+ * SOSP'19). ARRIVAL: every transfer as soon as it is ready, the link shared among them
+ * (the default). LAYER: tensors are cut into slices of plan_t.slice_bytes, and on each link
+ * the slice of the op with the smallest priority (the unit the next forward pass needs
+ * first: every transfer op of unit u has priority u) goes first, ahead of queued slices of
+ * later units; a slice once started finishes. */
+typedef enum { SEND_ORDER_ARRIVAL, SEND_ORDER_LAYER } send_order_t;
+#define PLAN_SLICE_BYTES_DEFAULT (1 << 20)
+/* a slice leaves without a copy (COMM_ZEROCOPY_MIN_BYTES), so a sender sees when it is out */
+#define PLAN_SLICE_BYTES_MIN 65536
+#define PLAN_SLICE_BYTES_MAX (1 << 30)
+
+/* "arrival" | "layer"; parse: 0, or -1 for any other text. */
+const char *send_order_name(send_order_t s);
+int send_order_parse(const char *text, send_order_t *out);
 typedef enum { RES_COMPUTE, RES_NET, RES_SERVER, RES_UPDATE, RES_INTRA, RES_COUNT } op_resource_t;
 typedef enum { DEP_LOCAL, DEP_RECV, DEP_ALL } dep_scope_t;
 
@@ -161,7 +177,9 @@ typedef struct {
                              flow); APPLY: the shard's tensor bytes before x workers */
     double flops;         /* FWD/BWD: the unit's FLOPs for the whole per-node batch;
                              UPDATE: SFB reconstruction FLOPs */
-    int priority;         /* smaller runs first where a resource has a choice */
+    int priority;         /* smaller runs first where a resource has a choice; a transfer's
+                             priority is its unit: under SEND_ORDER_LAYER its slices go
+                             before those of any op with a larger one on the same link */
     int dep_first, n_deps;
     int steps;            /* transfers: sequential steps of the group (ALLREDUCE: 2(P-1));
                              1 otherwise */
@@ -225,6 +243,8 @@ typedef struct {
     hybrid_rule_t hybrid_rule;
     precision_t precision;  /* arithmetic: the device's peak of it (compute, SFB rebuilds) */
     precision_t wire_precision; /* every byte count of the plan is at it (cost.wire_bytes) */
+    send_order_t send_order;    /* how transfers sharing a link are ordered (above) */
+    int64_t slice_bytes;        /* SEND_ORDER_LAYER: the slice, bytes; 0 under ARRIVAL */
     int *kv_block_shard;    /* the shard of each global KV block (kv_block_bytes > 0; else
                                NULL); cost.block_shard points here */
     int n_pieces;
@@ -243,6 +263,8 @@ typedef struct {
                                        layer (Poseidon's rule; core/hybrid.h) */
     precision_t precision;          /* arithmetic (core/precision.h); fp32 when 0 */
     precision_t wire_precision;     /* what the exchanges send; fp32 when 0 */
+    send_order_t send_order;        /* SEND_ORDER_ARRIVAL when 0 */
+    int64_t slice_bytes;            /* SEND_ORDER_LAYER: slice size; 0: the default */
 } plan_opts_t;
 
 /* Build the plan. Returns 0, or -1 with a message in err (a model without layers). The plan

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "evq.h"
 #include "net.h"
+#include "sendorder.h"
 #include "rng.h"
 
 enum { EV_DONE = 1, EV_DELIVER = 2 };
@@ -113,6 +114,11 @@ typedef struct {
     int64_t ring_steps;    /* lockstep steps delivered */
     uint64_t ring_events;  /* per-node deliveries a lockstep step's one delivery stands for,
                               counted as events as they would be one by one */
+    sendorder_t *order;    /* send_order = layer: PS pushes and pulls per connection, by
+                              priority, in slices (sim/sendorder.h); NULL: arrival */
+    int *kick;             /* connections (src, dst pairs) that may start a slice at the end
+                              of this instant, when every message ready now is queued */
+    int64_t n_kick, cap_kick;
 } sim_t;
 
 /* A ring instance's lockstep: not yet, in it, ended (it may start again at a later step),
@@ -254,6 +260,35 @@ static void flow_start(sim_t *s, int op, int src, int dst, int64_t bytes, int t)
         s->pend = xrealloc(s->pend, (size_t)s->cap_pend * sizeof *s->pend);
     }
     s->pend[s->n_pend++] = (pflow_t){t, op, src, dst, bytes};
+}
+
+/* Whether op's flows go through the send order's connections: the PS pushes and pulls,
+ * which the runtime sends by layer (runtime/transport/sendq.h). */
+static int ordered(const sim_t *s, int op)
+{
+    return s->order && (s->p->ops[op].kind == OP_PUSH || s->p->ops[op].kind == OP_PULL);
+}
+
+static void kick(sim_t *s, int src, int dst)
+{
+    if (s->n_kick + 2 > s->cap_kick) {
+        s->cap_kick = s->cap_kick ? 2 * s->cap_kick : 64;
+        s->kick = xrealloc(s->kick, (size_t)s->cap_kick * sizeof *s->kick);
+    }
+    s->kick[s->n_kick++] = src;
+    s->kick[s->n_kick++] = dst;
+}
+
+/* The kicked connections start their next slices (as flows of this instant). */
+static void kicks_start(sim_t *s)
+{
+    for (int64_t i = 0; i < s->n_kick; i += 2) {
+        int op, t, src = s->kick[i], dst = s->kick[i + 1];
+        int64_t bytes;
+        if (sendorder_next(s->order, src, dst, &op, &t, &bytes))
+            flow_start(s, op, src, dst, bytes, t);
+    }
+    s->n_kick = 0;
 }
 
 /* Starts the next step of stepped instance (op, node, t) if it may (plan.h, ALLREDUCE): the
@@ -445,7 +480,8 @@ static void ready(sim_t *s, int op, int node, int t)
         int64_t tag = ((((int64_t)t * s->n_ops) + op) * s->nodes + node) * s->nodes + node;
         int64_t bb;
         int self;
-        if (plan_dest_broadcast(s->p, op, node, &bb, &self)) {
+        /* under the send order, each flow joins the queue of its connection */
+        if (!ordered(s, op) && plan_dest_broadcast(s->p, op, node, &bb, &self)) {
             /* one network entity for the nodes-1 flows, delivered to all at once (flows the
              * network split off arrive one by one), plus a local copy when the node is among
              * its own destinations; the count is of flows, as for any group */
@@ -470,7 +506,8 @@ static void ready(sim_t *s, int op, int node, int t)
                 evq_push(s->q, s->now, 0, EV_DELIVER, op, node, d, t);
                 continue;
             }
-            flow_start(s, op, node, d, bytes, t);
+            if (!ordered(s, op)) flow_start(s, op, node, d, bytes, t);
+            else if (sendorder_push(s->order, node, d, op, t, po->priority, bytes)) kick(s, node, d);
         }
         break;
     }
@@ -667,6 +704,7 @@ static void flush_pending(sim_t *s)
         net_add_ring(s->net, s->now, g->bytes, tag);
     }
     s->n_ring_pend = 0;
+    kicks_start(s);
     int64_t np = s->n_pend;
     if (np == 0) return;
     if (np > s->cap_pord) {
@@ -692,7 +730,8 @@ static void flush_pending(sim_t *s)
             if (y->t != x->t || y->op != x->op || y->dst != x->dst || y->bytes != x->bytes) break;
             b++;
         }
-        if (b - a >= 2 && 2 * (b - a) > s->nodes - 1) {
+        /* a connection's slices go one by one (send order): never in a gather */
+        if (b - a >= 2 && 2 * (b - a) > s->nodes - 1 && !ordered(s, x->op)) {
             for (int64_t k = a; k < b; k++) grp[ord[k]] = a;
             end[ord[a]] = b;
         }
@@ -780,6 +819,12 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
     touch(s, dst);
     s->nflows[src]--;
     s->nflows[dst]--;
+    if (ordered(s, op)) { /* a slice: the message is in with its last one */
+        if (sendorder_slice_done(s->order, src, dst, &op, &t))
+            evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
+        kick(s, src, dst);
+        return;
+    }
     evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
 }
 
@@ -1038,6 +1083,8 @@ static void sim_free(sim_t *s)
     free(s->ar_t0);
     free(s->ring_pend);
     free(s->ring_last);
+    sendorder_destroy(&s->order);
+    free(s->kick);
 }
 
 int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_result_t *r)
@@ -1049,6 +1096,7 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
     sim_t S = {0}, *s = &S;
     sim_setup_net_tables(s, p, tm, o);
     sim_setup_nodes(s, p, o);
+    if (p->send_order == SEND_ORDER_LAYER) s->order = sendorder_new(s->nodes, p->slice_bytes);
     check_set_context(ctx_fn, s);
     sim_start(s, p);
     sim_loop(s);

@@ -1,12 +1,17 @@
 /* comm_mux: many ports share one connection per peer; sends keep the order they were
  * queued in, answers reach the port that expects them (and only it), an answer wakes the
  * waiting port at once, zero-copy payloads are tracked, and a failed send fails its port
- * and no other. */
+ * and no other. With slices (send order layer): a later message of a lower layer overtakes
+ * a long one, the receiver puts the slices back together, and a malformed slice is
+ * refused, never written out of bounds. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zmq.h>
 
 #include "runtime/transport/comm_mux.h"
 #include "runtime/transport/clock.h"
+#include "runtime/transport/slice.h"
 #include "test.h"
 
 /* A server comm (rank 0, bound) and a mux for rank 1 connected to it; rank 2 is nowhere. */
@@ -24,6 +29,21 @@ static comm_match_t match_layer(int layer)
     comm_match_t m = COMM_MATCH_ANY;
     m.layer = layer;
     return m;
+}
+
+/* pair_new, and a port of the mux that expects layer, whose first message taught the server
+ * the way back. */
+static comm_mux_port_t *pair_with_port(comm_t **server, comm_mux_t **mux, int layer)
+{
+    pair_new(server, mux);
+    comm_mux_port_t *a = comm_mux_port_new(*mux);
+    comm_match_t m = match_layer(layer);
+    comm_mux_expect(a, &m);
+    REQUIRE(comm_mux_send(a, 0, (msg_header_t){.type = MSG_TEST}, NULL, 0, NULL) == 0);
+    comm_msg_t g;
+    REQUIRE(comm_recv(*server, NULL, &g, 5000) == 1);
+    comm_msg_close(&g);
+    return a;
 }
 
 TEST(comm_mux_sends_in_queue_order_across_ports)
@@ -95,14 +115,8 @@ TEST(comm_mux_answer_wakes_the_port_without_waiting_for_idle)
 {
     comm_t *srv;
     comm_mux_t *mux;
-    pair_new(&srv, &mux);
-    comm_mux_port_t *a = comm_mux_port_new(mux);
-    comm_match_t m = match_layer(7);
-    comm_mux_expect(a, &m);
-    REQUIRE(comm_mux_send(a, 0, (msg_header_t){.type = MSG_TEST}, NULL, 0, NULL) == 0);
+    comm_mux_port_t *a = pair_with_port(&srv, &mux, 7);
     comm_msg_t g;
-    REQUIRE(comm_recv(srv, NULL, &g, 5000) == 1);
-    comm_msg_close(&g);
     int best_ms = 1 << 30;
     for (int i = 0; i < 5; i++) {
         clock_sleep_until_ns(clock_now_ns() + 50000000); /* the mux thread idles again */
@@ -167,6 +181,194 @@ TEST(comm_mux_failed_send_fails_its_port_only)
     comm_msg_close(&g);
     comm_mux_port_destroy(&a);
     comm_mux_port_destroy(&b);
+    comm_mux_destroy(&mux);
+    comm_destroy(&srv);
+}
+
+/* ---------------------------------------------------------------- send order = layer */
+
+/* Receives from srv until two whole messages are in (slices put back together): their
+ * layers in the order they completed, and the slices of the first layer seen before the
+ * second completed. */
+static void recv_two(comm_t *srv, int layers[2], comm_msg_t whole[2], int *first_slices_before)
+{
+    slice_asm_t *sa = slice_asm_new();
+    int n = 0;
+    *first_slices_before = 0;
+    while (n < 2) {
+        comm_msg_t g, w;
+        REQUIRE(comm_recv(srv, NULL, &g, 5000) == 1);
+        if (g.hdr.type != MSG_SLICE) {
+            layers[n] = g.hdr.layer;
+            comm_msg_move(&whole[n++], &g);
+            continue;
+        }
+        if (n == 0 && g.hdr.layer == 5) ++*first_slices_before;
+        char why[160];
+        int rc = slice_asm_take(sa, &g, &w, why, sizeof why);
+        REQUIRE(rc >= 0, "%s", why);
+        if (rc == 1) {
+            layers[n] = w.hdr.layer;
+            comm_msg_move(&whole[n++], &w);
+        }
+    }
+    slice_asm_destroy(&sa);
+}
+
+/* A message queued later with a lower layer overtakes the queued slices of a long message
+ * of a later layer; the receiver puts both back together byte for byte. Deterministic: the
+ * shard binds only after both are queued, so the long message's window (two slices) cannot
+ * move before the short one is in the queue. */
+TEST(comm_mux_sliced_later_high_priority_overtakes_queued_low)
+{
+    comm_t *probe = comm_new("mx", 0, 3, "tcp://127.0.0.1:*", 2000);
+    REQUIRE(probe);
+    char ep[256];
+    snprintf(ep, sizeof ep, "%s", comm_endpoint(probe));
+    comm_destroy(&probe); /* a free port, for the shard to bind later */
+    const char *eps[3] = {ep, NULL, NULL};
+    comm_mux_t *mux = comm_mux_new("mx", 1, 3, eps, 5000);
+    REQUIRE(mux);
+    comm_mux_set_slices(mux, 64 * 1024);
+    comm_mux_port_t *a = comm_mux_port_new(mux);
+    size_t n_low = (4u << 20) / sizeof(float), n_high = (192u << 10) / sizeof(float);
+    float *low = malloc(n_low * sizeof *low), *high = malloc(n_high * sizeof *high);
+    for (size_t i = 0; i < n_low; i++) low[i] = (float)i;
+    for (size_t i = 0; i < n_high; i++) high[i] = -(float)i;
+    REQUIRE(comm_mux_send(a, 0, (msg_header_t){.type = MSG_PS_PUSH, .layer = 5, .offset = 7},
+                          low, n_low * sizeof *low, NULL) == 0);
+    clock_sleep_until_ns(clock_now_ns() + 50000000);
+    REQUIRE(comm_mux_send(a, 0, (msg_header_t){.type = MSG_PS_PUSH, .layer = 1, .offset = 9},
+                          high, n_high * sizeof *high, NULL) == 0);
+    clock_sleep_until_ns(clock_now_ns() + 20000000);
+    comm_t *srv = comm_new("mx", 0, 3, ep, 2000);
+    REQUIRE(srv, "could not bind %s again", ep);
+    int layers[2], before;
+    comm_msg_t w[2];
+    recv_two(srv, layers, w, &before);
+    CHECK_EQ_I64(layers[0], 1);
+    CHECK_EQ_I64(layers[1], 5);
+    CHECK(before <= 2, "%d slices of the low layer went before the high one", before);
+    CHECK(w[0].hdr.type == MSG_PS_PUSH && w[0].hdr.offset == 9 && w[1].hdr.offset == 7 &&
+              w[0].peer == 1, "headers restored: type %d offsets %llu %llu", w[0].hdr.type,
+          (unsigned long long)w[0].hdr.offset, (unsigned long long)w[1].hdr.offset);
+    CHECK(comm_msg_bytes(&w[0]) == n_high * sizeof *high &&
+          !memcmp(comm_msg_data(&w[0]), high, n_high * sizeof *high), "high payload");
+    CHECK(comm_msg_bytes(&w[1]) == n_low * sizeof *low &&
+          !memcmp(comm_msg_data(&w[1]), low, n_low * sizeof *low), "low payload");
+    comm_msg_close(&w[0]);
+    comm_msg_close(&w[1]);
+    free(low);
+    free(high);
+    comm_mux_port_destroy(&a);
+    comm_mux_destroy(&mux);
+    comm_destroy(&srv);
+}
+
+/* A slice as a peer would send it: header h (type MSG_SLICE), slice header s, piece bytes. */
+static void slice_msg(comm_msg_t *g, int peer, msg_header_t h, slice_info_t s, size_t piece)
+{
+    memset(g, 0, sizeof *g);
+    h.type = MSG_SLICE;
+    h.length = SLICE_HEADER_BYTES + piece;
+    g->hdr = h;
+    g->peer = peer;
+    g->has_payload = 1;
+    REQUIRE(zmq_msg_init_size(&g->payload, SLICE_HEADER_BYTES + piece) == 0);
+    slice_encode(&s, zmq_msg_data(&g->payload));
+    memset((unsigned char *)zmq_msg_data(&g->payload) + SLICE_HEADER_BYTES, 0xab, piece);
+}
+
+/* Every malformed slice is refused with its reason, none is written out of bounds, and a
+ * refused slice drops the message it claimed to continue. */
+TEST(comm_mux_slice_reassembly_refuses_corrupt_slices)
+{
+    slice_asm_t *sa = slice_asm_new();
+    comm_set_max_payload(1 << 20); /* a job's largest message */
+    msg_header_t h = {.type = MSG_SLICE, .layer = 3, .offset = 16, .iteration = 2};
+    comm_msg_t g, w;
+    char why[160];
+    const slice_info_t ok = {.type = MSG_PS_PUSH, .seq = 1, .total = 8192, .at = 0};
+    static const struct {
+        slice_info_t s;
+        size_t piece;
+        const char *want;
+    } bad[] = {
+        {{MSG_SLICE, 1, 8192, 0}, 4096, "slice of a message of type"},
+        {{99, 1, 8192, 0}, 4096, "slice of a message of type"},
+        {{MSG_PS_PUSH, 1, 0, 0}, 4096, "of 0 bytes"},
+        {{MSG_PS_PUSH, 1, MSG_MAX_PAYLOAD_BYTES + 1, 0}, 4096, "bytes"},
+        {{MSG_PS_PUSH, 1, (1 << 20) + 4, 0}, 4096, "bytes"}, /* over the cap set below */
+        {{MSG_PS_PUSH, 1, 8192, 0}, 0, "empty slice"},
+        {{MSG_PS_PUSH, 1, 8192, 6000}, 4096, "beyond the message"},
+        {{MSG_PS_PUSH, 1, 8192, ~0ull}, 4096, "beyond the message"},
+        {{MSG_PS_PUSH, 2, 8192, 4096}, 4096, "does not continue"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        slice_msg(&g, 1, h, bad[i].s, bad[i].piece);
+        CHECK_EQ_I64(slice_asm_take(sa, &g, &w, why, sizeof why), -1);
+        CHECK(strstr(why, bad[i].want), "case %zu: %s", i, why);
+    }
+    /* a corrupt header: one byte of the slice header flipped */
+    slice_msg(&g, 1, h, ok, 4096);
+    ((unsigned char *)zmq_msg_data(&g.payload))[17] ^= 1;
+    CHECK_EQ_I64(slice_asm_take(sa, &g, &w, why, sizeof why), -1);
+    CHECK(strstr(why, "crc"), "%s", why);
+    /* a piece of a message whose header changed midway drops that message */
+    slice_msg(&g, 1, h, ok, 4096);
+    CHECK_EQ_I64(slice_asm_take(sa, &g, &w, why, sizeof why), 0);
+    msg_header_t other = h;
+    other.iteration = 3;
+    slice_msg(&g, 1, other, (slice_info_t){MSG_PS_PUSH, 1, 8192, 4096}, 4096);
+    CHECK_EQ_I64(slice_asm_take(sa, &g, &w, why, sizeof why), -1);
+    slice_msg(&g, 1, h, (slice_info_t){MSG_PS_PUSH, 1, 8192, 4096}, 4096);
+    CHECK_EQ_I64(slice_asm_take(sa, &g, &w, why, sizeof why), -1); /* it was dropped */
+    /* the same seq from another peer is another message; a whole one completes */
+    slice_msg(&g, 2, h, ok, 4096);
+    CHECK_EQ_I64(slice_asm_take(sa, &g, &w, why, sizeof why), 0);
+    slice_msg(&g, 2, h, (slice_info_t){MSG_PS_PUSH, 1, 8192, 4096}, 4096);
+    REQUIRE(slice_asm_take(sa, &g, &w, why, sizeof why) == 1, "%s", why);
+    CHECK(w.hdr.type == MSG_PS_PUSH && w.hdr.length == 8192 && w.peer == 2 &&
+              w.hdr.iteration == 2 && comm_msg_bytes(&w) == 8192,
+          "restored type %d length %llu", w.hdr.type, (unsigned long long)w.hdr.length);
+    comm_msg_close(&w);
+    /* a peer may not hold more than SLICE_MAX_OPEN messages open */
+    for (int i = 0; i < SLICE_MAX_OPEN; i++) {
+        slice_msg(&g, 3, h, (slice_info_t){MSG_PS_PUSH, (uint32_t)(100 + i), 8192, 0}, 4096);
+        REQUIRE(slice_asm_take(sa, &g, &w, why, sizeof why) == 0, "%s", why);
+    }
+    slice_msg(&g, 3, h, (slice_info_t){MSG_PS_PUSH, 999, 8192, 0}, 4096);
+    CHECK_EQ_I64(slice_asm_take(sa, &g, &w, why, sizeof why), -1);
+    CHECK(strstr(why, "open"), "%s", why);
+    slice_asm_destroy(&sa);
+    comm_set_max_payload(MSG_MAX_PAYLOAD_BYTES);
+}
+
+/* Through the mux: a corrupt slice from the shard is refused (logged, naming the rank) and
+ * dropped, and the port still gets the good sliced message after it. */
+TEST(comm_mux_drops_a_corrupt_slice_and_keeps_going)
+{
+    comm_t *srv;
+    comm_mux_t *mux;
+    comm_mux_port_t *a = pair_with_port(&srv, &mux, 4);
+    comm_msg_t g;
+    unsigned char buf[SLICE_HEADER_BYTES + 64];
+    memset(buf, 0x5a, sizeof buf);
+    slice_encode(&(slice_info_t){MSG_TEST, 7, 64, 32}, buf); /* continues nothing */
+    msg_header_t h = {.type = MSG_SLICE, .layer = 4};
+    REQUIRE(comm_send(srv, 1, h, buf, sizeof buf, NULL) == 0);
+    buf[3] ^= 0xff; /* bad magic */
+    REQUIRE(comm_send(srv, 1, h, buf, sizeof buf, NULL) == 0);
+    for (int at = 0; at < 128; at += 64) {
+        slice_encode(&(slice_info_t){MSG_TEST, 8, 128, (uint64_t)at}, buf);
+        REQUIRE(comm_send(srv, 1, h, buf, sizeof buf, NULL) == 0);
+    }
+    REQUIRE(comm_mux_recv(a, &g, 5000) == 1);
+    CHECK(g.hdr.type == MSG_TEST && comm_msg_bytes(&g) == 128, "type %d, %zu bytes",
+          g.hdr.type, comm_msg_bytes(&g));
+    comm_msg_close(&g);
+    CHECK_EQ_I64(comm_mux_recv(a, &g, 200), 0);
+    comm_mux_port_destroy(&a);
     comm_mux_destroy(&mux);
     comm_destroy(&srv);
 }

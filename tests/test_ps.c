@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "runtime/transport/comm.h"
+#include "runtime/transport/comm_mux.h"
 #include "runtime/sync/ps.h"
 #include "test.h"
 #include "runtime/transport/clock.h"
@@ -80,10 +81,21 @@ typedef struct {
 
 static float grad_of(int rank, int t, size_t i) { return (float)((rank + 1) * (t + 1) + (int)(i % 5)); }
 
+/* > 0: the shards and the clients send by layer in slices of this (send_order = layer) */
+static size_t s_slice_bytes;
+
 static void *worker(void *p)
 {
     w_arg_t *a = p;
-    ps_client_t *c = ps_client_new(a->rank, NW, a->l, a->eps, 5000);
+    comm_mux_t *mux = NULL;
+    ps_client_t *c = NULL;
+    if (s_slice_bytes) {
+        mux = ps_client_mux_new(a->rank, NW, a->l, a->eps, 5000);
+        if (mux) comm_mux_set_slices(mux, s_slice_bytes);
+        if (mux) c = ps_client_new_on(mux, a->l, 5000);
+    } else {
+        c = ps_client_new(a->rank, NW, a->l, a->eps, 5000);
+    }
     a->rc = c ? 0 : -1;
     pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* pulls write the arena under it */
     if (c) ps_client_set_arena_lock(c, &lock);
@@ -96,6 +108,7 @@ static void *worker(void *p)
             a->rc = ps_client_pull(c, t, r, s_ranges[r].offset, s_ranges[r].count, a->arena);
     }
     ps_client_destroy(&c);
+    comm_mux_destroy(&mux);
     return NULL;
 }
 
@@ -113,7 +126,8 @@ static void run_ps(int n_shards, size_t block_floats, int staleness)
         ps_server_config_t cfg = {.shard = s, .n_workers = NW, .world = NW,
                                   .bind = "tcp://127.0.0.1:*", .layout = &l, .init = init,
                                   .staleness = staleness, .update = add_update,
-                                  .on_push = on_push, .on_push_arg = &plog[s]};
+                                  .on_push = on_push, .on_push_arg = &plog[s],
+                                  .slice_bytes = s_slice_bytes};
         srv[s] = ps_server_new(&cfg);
         REQUIRE(srv[s]);
         eps[s] = ps_server_endpoint(srv[s]);
@@ -164,6 +178,17 @@ TEST(ps_four_workers_exact_sum_bsp)
 {
     run_ps(4, 16384, 0); /* 64 KB blocks: the 70000-float layer spans shards */
     run_ps(2, PS_BLOCK_BYTES_DEFAULT / 4, 0);
+}
+
+/* Send order layer: pushes and answers larger than the slice go in slices, put back
+ * together exactly (the 70000-float layer's blocks are 4 and 1 slices of 64 KiB). */
+TEST(ps_four_workers_exact_sum_sliced_by_layer)
+{
+    s_slice_bytes = 64 * 1024;
+    run_ps(2, PS_BLOCK_BYTES_DEFAULT / 4, 0);
+    run_ps(4, 16384, 0);
+    run_ps(3, 4096 * 16, 1);
+    s_slice_bytes = 0;
 }
 
 TEST(ps_four_workers_exact_sum_ssp)

@@ -895,3 +895,57 @@ TEST(sim_ring_lockstep_equals_its_flows)
                 (long long)a.ring_steps_whole);
     }
 }
+
+/* Two FC layers (f1: 1024 -> 256, 1 MiB of weights, unit 0; f2: 256 -> 256, 256 KiB, unit 1),
+ * PS with WFBP on 2 nodes, the one shard on node 0, NICs of one byte per ns, 7 us latency,
+ * FWD 1 us and BWD 2 us per unit: node 1 pushes unit 1 at 4 us and unit 0 at 6 us on one
+ * connection, and node 0 answers on the other. Makespan of `iterations`. */
+static int64_t run_two_layer_ps(send_order_t order, int iterations)
+{
+    static const char *net = "input data shape=1024x1x1\nfc f1 out=256 bias=0\n"
+                             "fc f2 out=256 bias=0\nsoftmax_loss loss\n";
+    model_t m;
+    char err[512];
+    REQUIRE(model_parse(&m, "two.net", net, strlen(net), err, sizeof err) == 0, "%s", err);
+    cluster_t c;
+    cluster_init(&c);
+    c.nodes = 2;
+    c.ps_shards = 1;
+    c.nic_Bps = 1e9;
+    c.lat_ns = 7000;
+    plan_t p;
+    plan_opts_t po = {.scheme = {SCHEME_PS, true}, .batch = 32, .send_order = order,
+                      .slice_bytes = 65536};
+    REQUIRE(plan_build_opts(&p, &m, &c, &po, err, sizeof err) == 0, "%s", err);
+    REQUIRE(p.n_units == 2, "units %d", p.n_units);
+    int64_t fwd[2] = {1000, 1000}, bwd[2] = {2000, 2000};
+    unit_times_t tm = {2, fwd, bwd, 1e12};
+    sim_opts_t o = {.iterations = iterations, .seed = 1};
+    sim_result_t r;
+    sim_run(&p, &tm, &o, &r);
+    plan_fini(&p);
+    model_fini(&m);
+    return r.makespan_ns;
+}
+
+TEST(sim_send_order_layer_two_layer_ps_by_hand)
+{
+    const int64_t A = 1 << 20, B = 1 << 18, S = 65536, L = 7000;
+    /* arrival: node 1 sends unit 1 alone from 4 us, then both share its NIC from 6 us: unit
+     * 1 is in at 6 us + 2 (B - 2000), unit 0 when all A + B bytes are out, 4 us + A + B;
+     * each pull follows its push's delivery on an idle link: unit 0's ends the iteration */
+    int64_t push0 = 4000 + A + B;
+    CHECK_EQ_I64(run_two_layer_ps(SEND_ORDER_ARRIVAL, 1), push0 + L + A + L);
+    /* layer: unit 1's first slice (4 us .. 4 us + S) finishes, then unit 0's 16 slices
+     * overtake its other 3; unit 0's pull is out before unit 1's push is in, and unit 1's
+     * pull queues behind unit 0's on the shard's connection */
+    int64_t push0_layer = 4000 + S + A, push1_layer = push0_layer + (B - S);
+    int64_t pull0_end = push0_layer + L + A;
+    CHECK(push1_layer + L < pull0_end, "unit 1's pull waits for unit 0's");
+    CHECK_EQ_I64(run_two_layer_ps(SEND_ORDER_LAYER, 1), pull0_end + B + L);
+    /* the next forward pass starts when unit 0's values are in: earlier under layer */
+    CHECK(pull0_end + L < push0 + L + A + L, "unit 0 not earlier");
+    /* iteration 1: FWD(1) waits for unit 1's values, then the same pattern from its BWD */
+    int64_t next = pull0_end + B + L + 1000 + 2000;
+    CHECK_EQ_I64(run_two_layer_ps(SEND_ORDER_LAYER, 2), next + S + A + L + A + B + L);
+}

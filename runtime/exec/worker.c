@@ -29,6 +29,7 @@
 #include "runtime/transport/launch.h"
 #include "runtime/compute/nnet.h"
 #include "runtime/transport/probe.h"
+#include "runtime/transport/sendq.h"
 #include "runtime/sync/ps.h"
 #include "runtime/exec/train.h"
 #include "core/outfile.h"
@@ -494,6 +495,8 @@ static void shard_start(worker_t *w, const char *bind)
 {
     const worker_config_t *cfg = w->cfg;
     int n_units = n_units_of(&w->model);
+    /* before the PS sockets (sendq.h); arrival order keeps the system's */
+    comm_set_send_buffer(w->plan.send_order == SEND_ORDER_LAYER ? SENDQ_SOCKET_BUFFER_BYTES : 0);
     if (w->rank < w->plan.shards) {
         ps_server_config_t pc = {.shard = w->rank, .n_workers = w->world, .world = w->world,
                                  .bind = bind, .layout = &w->layout,
@@ -503,7 +506,8 @@ static void shard_start(worker_t *w, const char *bind)
                                  .update_arg = w,
                                  .on_push = cfg->trace_prefix ? worker_push_arrived : NULL,
                                  .on_push_arg = w,
-                                 .conn_cap = conn_cap_for(w->world)};
+                                 .conn_cap = conn_cap_for(w->world),
+                                 .slice_bytes = (size_t)w->plan.slice_bytes};
         if (cfg->trace_prefix) {
             w->arrivals = xcalloc((size_t)w->world * n_units, sizeof *w->arrivals);
             for (int i = 0; i < w->world * n_units; i++) w->arrivals[i].iteration = -1;

@@ -1075,10 +1075,13 @@ void worker_exec_run(worker_t *w)
                    "op %s placed on shards has no executor", op_kind_name(po->kind));
             continue;
         }
-        if ((po->kind == OP_PUSH || po->kind == OP_PULL) && !w->ps_mux &&
-            !(w->ps_mux = ps_client_mux_new(w->rank, w->world, &w->layout,
-                                            (const char *const *)w->ps_eps, w->cfg->timeout_ms)))
-            coord_client_fail(w->cl, "cannot connect to the PS shards");
+        if ((po->kind == OP_PUSH || po->kind == OP_PULL) && !w->ps_mux) {
+            if (!(w->ps_mux = ps_client_mux_new(w->rank, w->world, &w->layout,
+                                                (const char *const *)w->ps_eps,
+                                                w->cfg->timeout_ms)))
+                coord_client_fail(w->cl, "cannot connect to the PS shards");
+            comm_mux_set_slices(w->ps_mux, (size_t)w->plan.slice_bytes); /* send_order */
+        }
         args[op] = (wk_arg_t){w, op};
         if (pthread_create(&th[n_threads++], NULL, sync_main, &args[op])) die("pthread_create");
     }

@@ -14,6 +14,8 @@
 #include "runtime/transport/comm.h"
 #include "runtime/transport/reject_log.h"
 #include "runtime/transport/clock.h"
+#include "runtime/transport/sendq.h"
+#include "runtime/transport/slice.h"
 
 /* ---------------------------------------------------------------- layout */
 
@@ -111,6 +113,8 @@ struct ps_server {
     atomic_int stop;
     atomic_ullong n_rejected;
     atomic_llong trace_zero_ns; /* 0: answers carry no stamp */
+    sendq_t *sq;                /* cfg.slice_bytes > 0: the answers' queue (the thread's) */
+    slice_asm_t *sa;            /* sliced pushes coming in (the thread's) */
 };
 
 static sblock_t *server_block(ps_server_t *s, uint64_t offset)
@@ -145,10 +149,29 @@ static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *r
         h.stamp_ns = clock_now_ns() - zero;
         if (h.stamp_ns < 1) h.stamp_ns = 1;
     }
+    if (s->sq) { /* the values as they are now: they may change before the last slice */
+        size_t bytes = comm_buf_bytes(k->values);
+        void *copy = xmalloc(bytes);
+        memcpy(copy, comm_buf_data(k->values), bytes);
+        sendq_push(s->sq, &(sendq_msg_t){.peer = peer, .rid = rid, .rid_len = rid_len, .hdr = h,
+                                         .data = copy, .bytes = bytes, .priority = layer,
+                                         .owner = copy});
+        return;
+    }
     int rc = comm_send_buf(s->comm, peer, rid, rid_len, h, k->values);
     if (rc != 0)
         log_warn("ps shard %d: could not answer rank %d's pull of offset %llu", s->cfg.shard,
                  peer, (unsigned long long)k->b->offset);
+}
+
+/* A queued answer has gone (or could not). */
+static void answer_done(void *arg, const sendq_msg_t *m, int rc)
+{
+    const ps_server_t *s = arg;
+    if (rc != 0)
+        log_warn("ps shard %d: could not answer rank %d's pull of offset %llu", s->cfg.shard,
+                 m->peer, (unsigned long long)m->hdr.offset);
+    free(m->owner);
 }
 
 static int pull_ready(const ps_server_t *s, const sblock_t *k, int64_t t)
@@ -244,13 +267,25 @@ static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
 static void *server_main(void *arg)
 {
     ps_server_t *s = arg;
+    int busy = 0;
     while (!atomic_load(&s->stop)) {
         comm_msg_t m;
-        int rc = comm_recv(s->comm, NULL, &m, 50);
+        /* ZeroMQ's release of a slice wakes no one: with answers queued, look again soon */
+        int rc = comm_recv(s->comm, NULL, &m, busy ? 1 : 50);
         if (rc < 0) break;
-        if (rc == 0) continue;
-        server_handle(s, &m, clock_now_ns());
-        comm_msg_close(&m);
+        if (rc == 1 && m.hdr.type == MSG_SLICE) {
+            comm_msg_t whole;
+            char why[160];
+            int got = slice_asm_take(s->sa, &m, &whole, why, sizeof why);
+            if (got < 0) reject(s, &m, why); /* m's header stays readable once closed */
+            if (got == 1) comm_msg_move(&m, &whole);
+            else rc = 0;
+        }
+        if (rc == 1) {
+            server_handle(s, &m, clock_now_ns());
+            comm_msg_close(&m);
+        }
+        busy = s->sq ? sendq_pump(s->sq, s->comm) : 0;
     }
     return NULL;
 }
@@ -266,6 +301,8 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
     ps_server_t *s = xcalloc(1, sizeof *s);
     s->cfg = *cfg;
     s->comm = c;
+    s->sa = slice_asm_new();
+    if (cfg->slice_bytes) s->sq = sendq_new(cfg->slice_bytes, 5000, answer_done, s);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->applied, NULL);
     const ps_layout_t *l = cfg->layout;
@@ -294,6 +331,8 @@ void ps_server_destroy(ps_server_t **sp)
     ps_server_t *s = *sp;
     atomic_store(&s->stop, 1);
     pthread_join(s->thread, NULL);
+    sendq_destroy(&s->sq);
+    slice_asm_destroy(&s->sa);
     comm_destroy(&s->comm);
     for (int i = 0; i < s->n; i++) {
         sblock_t *k = &s->blk[i];

@@ -84,6 +84,9 @@ typedef struct {
     void *on_push_arg;
     int conn_cap;              /* TCP connections one host may hold open to the shard
                                   (comm_set_connection_cap); 0: no cap */
+    size_t slice_bytes;        /* send_order = layer (core/plan.h): answers go by layer, the
+                                  lowest first, in slices of this (runtime/transport/sendq.h);
+                                  0: each as soon as it is ready */
 } ps_server_config_t;
 
 typedef struct ps_server ps_server_t;

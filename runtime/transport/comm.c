@@ -60,6 +60,7 @@ static pthread_mutex_t s_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static const keyring_t *s_keyring; /* set: every socket speaks CURVE */
 static bool s_trusted_fabric;      /* and set: data sockets speak PLAIN (fabric_auth.h) */
 static size_t s_max_payload = MSG_MAX_PAYLOAD_BYTES;
+static atomic_int s_send_buffer; /* SO_SNDBUF of sockets made from now on; 0: the system's */
 
 void comm_set_keyring(const keyring_t *k)
 {
@@ -81,11 +82,19 @@ void comm_set_trusted_fabric(bool on)
 
 bool comm_trusted_fabric(void) { return s_keyring && s_trusted_fabric; }
 
+void comm_set_send_buffer(int bytes)
+{
+    ASSERT(bytes >= 0, "send buffer %d", bytes);
+    atomic_store(&s_send_buffer, bytes);
+}
+
 void comm_set_max_payload(size_t bytes)
 {
     ASSERT(bytes > 0 && bytes <= MSG_MAX_PAYLOAD_BYTES, "max payload %zu", bytes);
     s_max_payload = bytes;
 }
+
+size_t comm_max_payload(void) { return s_max_payload; }
 
 /* ZeroMQ receives every payload larger than its 8 KB batch into a fresh malloc of the
  * payload's size, and frees it when the reader closes the message. With glibc's defaults a
@@ -235,6 +244,8 @@ static comm_t *comm_create(const char *name, int rank, int n_peers, const char *
         if (!c->router) zmq_check_fail(__FILE__, __LINE__, "zmq_socket(ROUTER)", "fd limit?");
         ZMQ_CHECK(zmq_setsockopt(c->router, ZMQ_AFFINITY, &affinity, sizeof affinity),
                   "AFFINITY");
+        if (atomic_load(&s_send_buffer) > 0)
+            set_int(c->router, ZMQ_SNDBUF, atomic_load(&s_send_buffer), "SNDBUF");
         set_int(c->router, ZMQ_ROUTER_MANDATORY, 1, "ROUTER_MANDATORY");
         /* A peer that reconnects (its handshake outlasted HANDSHAKE_IVL on a loaded host)
          * comes back with its routing id while the ROUTER may still hold the old
@@ -398,6 +409,8 @@ int comm_connect(comm_t *c, int peer, const char *endpoint)
     ZMQ_CHECK(zmq_setsockopt(s, ZMQ_ROUTING_ID, rid, (size_t)n), "ROUTING_ID");
     ZMQ_CHECK(zmq_setsockopt(s, ZMQ_AFFINITY, &c->affinity, sizeof c->affinity), "AFFINITY");
     set_int(s, ZMQ_LINGER, c->send_timeout_ms, "LINGER");
+    if (atomic_load(&s_send_buffer) > 0)
+        set_int(s, ZMQ_SNDBUF, atomic_load(&s_send_buffer), "SNDBUF");
     set_int(s, ZMQ_SNDTIMEO, c->send_timeout_ms, "SNDTIMEO");
     set_max_message(s);
     if (s_keyring && s_trusted_fabric && c->affinity == AFFINITY_DATA) fabric_client(s, c->rank, peer);

@@ -117,6 +117,13 @@ bool comm_trusted_fabric(void);
  * frame announcing more ends its connection before anything is allocated. For comms made
  * afterwards. */
 void comm_set_max_payload(size_t bytes);
+size_t comm_max_payload(void);
+
+/* The kernel's send buffer (SO_SNDBUF) of every socket made afterwards, bytes; 0 (the
+ * default): the system's (Linux autotunes it up to tcp_wmem's 4 MB). What the kernel holds
+ * leaves in the order it was written, so a sender that orders its messages
+ * (runtime/transport/sendq.h) bounds it. */
+void comm_set_send_buffer(int bytes);
 
 /* A comm for `rank` talking to peers 0..n_peers-1. bind: an endpoint for the inbound ROUTER
  * ("tcp://127.0.0.1:*" picks a free port, "ipc:///tmp/x"), or NULL for none. name: the

@@ -14,6 +14,8 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "runtime/transport/clock.h"
+#include "runtime/transport/sendq.h"
+#include "runtime/transport/slice.h"
 
 /* How long the mux thread waits on its sockets before it looks at its stop flag again; a
  * queued send or a stop wakes it at once through the eventfd. */
@@ -41,6 +43,7 @@ struct comm_mux_port {
     inbox_node_t *head, *tail;
     pthread_cond_t arrived;
     atomic_int failed;
+    atomic_int queued;        /* its sends not yet handed to the comm */
     comm_mux_port_t *next;
 };
 
@@ -53,6 +56,11 @@ struct comm_mux {
     send_req_t *queue_head, *queue_tail;
     comm_mux_port_t *ports;
     bool stop;
+    size_t slice_bytes;       /* 0: sends in queue order; else through sq (under lock) */
+    bool sent_any;            /* the mux thread has taken a send: slice_bytes is fixed */
+    int send_timeout_ms;
+    sendq_t *sq;              /* the mux thread's: made at its first sliced send */
+    slice_asm_t *sa;          /* the mux thread's: sliced messages coming in */
 };
 
 static void wake(comm_mux_t *m)
@@ -63,35 +71,80 @@ static void wake(comm_mux_t *m)
 
 /* ---------------------------------------------------------------- the mux thread */
 
-static void send_one(comm_mux_t *m, send_req_t *r)
+static void send_failed(comm_mux_t *m, const send_req_t *r)
 {
-    if (!atomic_load(&r->port->failed) &&
-        comm_send(m->comm, r->peer, r->hdr, r->data, r->bytes, r->tracker) != 0) {
-        log_error("comm %s rank %d: send of %s (layer %d, iteration %lld) to rank %d failed "
-                  "or timed out", m->name, comm_rank(m->comm), msg_type_name(r->hdr.type),
-                  r->hdr.layer, (long long)r->hdr.iteration, r->peer);
-        atomic_store(&r->port->failed, 1);
-        pthread_mutex_lock(&m->lock);
-        pthread_cond_broadcast(&r->port->arrived);
-        pthread_mutex_unlock(&m->lock);
-    }
+    log_error("comm %s rank %d: send of %s (layer %d, iteration %lld) to rank %d failed "
+              "or timed out", m->name, comm_rank(m->comm), msg_type_name(r->hdr.type),
+              r->hdr.layer, (long long)r->hdr.iteration, r->peer);
+    atomic_store(&r->port->failed, 1);
+    pthread_mutex_lock(&m->lock);
+    pthread_cond_broadcast(&r->port->arrived);
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* Lets r's payload go and r with it; the port may be gone right after. */
+static void req_free(send_req_t *r)
+{
     if (r->tracker) comm_tracker_drop(r->tracker);
     else free((void *)r->data);
+    atomic_fetch_sub(&r->port->queued, 1);
     free(r);
 }
 
-/* Hands every queued message to the comm, in queue order. */
-static void send_queued(comm_mux_t *m)
+static void send_one(comm_mux_t *m, send_req_t *r)
+{
+    if (!atomic_load(&r->port->failed) &&
+        comm_send(m->comm, r->peer, r->hdr, r->data, r->bytes, r->tracker) != 0)
+        send_failed(m, r);
+    req_free(r);
+}
+
+static void sliced_done(void *arg, const sendq_msg_t *sm, int rc)
+{
+    send_req_t *r = sm->owner;
+    if (rc) send_failed(arg, r);
+    req_free(r);
+}
+
+/* Hands the queued messages to the comm: in queue order, or, with slices, to the send
+ * queue, by priority (the header's layer: the one the next forward pass needs first is the
+ * lowest) and what its windows allow. 1 while the send queue holds something. */
+static int send_queued(comm_mux_t *m)
 {
     pthread_mutex_lock(&m->lock);
     send_req_t *r = m->queue_head;
     m->queue_head = m->queue_tail = NULL;
+    size_t slice_bytes = m->slice_bytes;
+    if (r) m->sent_any = true;
     pthread_mutex_unlock(&m->lock);
+    if (slice_bytes && !m->sq) m->sq = sendq_new(slice_bytes, m->send_timeout_ms, sliced_done, m);
     while (r) {
         send_req_t *next = r->next;
-        send_one(m, r);
+        if (!m->sq) send_one(m, r);
+        else if (atomic_load(&r->port->failed)) req_free(r);
+        else
+            sendq_push(m->sq, &(sendq_msg_t){.peer = r->peer, .hdr = r->hdr, .data = r->data,
+                                             .bytes = r->bytes, .priority = r->hdr.layer,
+                                             .owner = r});
         r = next;
     }
+    return m->sq ? sendq_pump(m->sq, m->comm) : 0;
+}
+
+/* A sliced message's piece: 1 with g the whole message once its last piece is in, else 0
+ * (kept, or refused and logged). */
+static int unslice(comm_mux_t *m, comm_msg_t *g)
+{
+    comm_msg_t whole;
+    char why[160];
+    int peer = g->peer;
+    int rc = slice_asm_take(m->sa, g, &whole, why, sizeof why);
+    if (rc < 0)
+        log_error("comm %s rank %d: refused a slice from rank %d: %s", m->name,
+                  comm_rank(m->comm), peer, why);
+    if (rc != 1) return 0;
+    comm_msg_move(g, &whole);
+    return 1;
 }
 
 /* Moves g to the port that expects it; 0 when none does. Called with the lock held. */
@@ -115,6 +168,7 @@ static void deliver_arrived(comm_mux_t *m)
     comm_match_t any = COMM_MATCH_ANY;
     comm_msg_t g;
     while (comm_recv(m->comm, &any, &g, 0) == 1) {
+        if (g.hdr.type == MSG_SLICE && !unslice(m, &g)) continue;
         pthread_mutex_lock(&m->lock);
         int taken = route(m, &g);
         pthread_mutex_unlock(&m->lock);
@@ -131,13 +185,14 @@ static void *mux_main(void *arg)
 {
     comm_mux_t *m = arg;
     for (;;) {
-        send_queued(m);
+        int busy = send_queued(m);
         deliver_arrived(m);
         pthread_mutex_lock(&m->lock);
-        bool done = m->stop && !m->queue_head;
+        bool done = m->stop && !m->queue_head && !busy;
         pthread_mutex_unlock(&m->lock);
         if (done) break;
-        if (comm_wait_in(m->comm, m->wake_fd, MUX_IDLE_MS) == 2) {
+        /* ZeroMQ's release of a slice wakes no one: with slices waiting, look again soon */
+        if (comm_wait_in(m->comm, m->wake_fd, busy ? 1 : MUX_IDLE_MS) == 2) {
             uint64_t n;
             while (read(m->wake_fd, &n, sizeof n) < 0 && errno == EINTR) {}
         }
@@ -159,6 +214,8 @@ comm_mux_t *comm_mux_new(const char *name, int rank, int n_peers, const char *co
             free(m);
             return NULL;
         }
+    m->send_timeout_ms = send_timeout_ms;
+    m->sa = slice_asm_new();
     m->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     ASSERT(m->wake_fd >= 0, "eventfd: %s", strerror(errno));
     pthread_mutex_init(&m->lock, NULL);
@@ -176,6 +233,8 @@ void comm_mux_destroy(comm_mux_t **mp)
     pthread_mutex_unlock(&m->lock);
     wake(m);
     pthread_join(m->thread, NULL);
+    sendq_destroy(&m->sq);
+    slice_asm_destroy(&m->sa);
     comm_destroy(&m->comm);
     close(m->wake_fd);
     pthread_mutex_destroy(&m->lock);
@@ -189,6 +248,7 @@ comm_mux_port_t *comm_mux_port_new(comm_mux_t *m)
     p->mux = m;
     pthread_cond_init(&p->arrived, NULL);
     atomic_init(&p->failed, 0);
+    atomic_init(&p->queued, 0);
     pthread_mutex_lock(&m->lock);
     p->next = m->ports;
     m->ports = p;
@@ -201,14 +261,18 @@ void comm_mux_port_destroy(comm_mux_port_t **pp)
     if (!pp || !*pp) return;
     comm_mux_port_t *p = *pp;
     comm_mux_t *m = p->mux;
+    /* its sends still queued (a pull's request waiting behind a window) go first: each is
+     * sent, or fails within the send timeout */
+    while (atomic_load(&p->queued) > 0) {
+        wake(m);
+        clock_sleep_until_ns(clock_now_ns() + 1000000);
+    }
     pthread_mutex_lock(&m->lock);
     for (comm_mux_port_t **q = &m->ports; *q; q = &(*q)->next)
         if (*q == p) {
             *q = p->next;
             break;
         }
-    for (send_req_t *r = m->queue_head; r; r = r->next)
-        ASSERT(r->port != p, "comm mux port closed with a send still queued");
     pthread_mutex_unlock(&m->lock);
     while (p->head) {
         inbox_node_t *n = p->head;
@@ -240,6 +304,7 @@ int comm_mux_send(comm_mux_port_t *p, int peer, msg_header_t hdr, const void *da
         r->data = copy;
     }
     comm_mux_t *m = p->mux;
+    atomic_fetch_add(&p->queued, 1);
     pthread_mutex_lock(&m->lock);
     if (m->queue_tail) m->queue_tail->next = r;
     else m->queue_head = r;
@@ -247,6 +312,14 @@ int comm_mux_send(comm_mux_port_t *p, int peer, msg_header_t hdr, const void *da
     pthread_mutex_unlock(&m->lock);
     wake(m);
     return 0;
+}
+
+void comm_mux_set_slices(comm_mux_t *m, size_t slice_bytes)
+{
+    pthread_mutex_lock(&m->lock);
+    ASSERT(!m->sent_any, "comm mux %s: slices set after its first send", m->name);
+    m->slice_bytes = slice_bytes;
+    pthread_mutex_unlock(&m->lock);
 }
 
 void comm_mux_expect(comm_mux_port_t *p, const comm_match_t *match)

@@ -17,6 +17,12 @@
  * returned, and the tracker counts the message until ZeroMQ released it (as comm_send's
  * zero-copy sends): leave the buffer untouched until comm_tracker_wait says so. Without a
  * tracker the payload is copied when queued.
+ *
+ * Send order (comm_mux_set_slices; send_order = layer in core/plan.h): the queued messages
+ * go through a send queue per peer (runtime/transport/sendq.h), ordered by (the header's
+ * layer, queue order): the layer the next forward pass needs first, the lowest, goes first,
+ * cut into slices that overtake the rest of a message of a later layer. Either way,
+ * sliced messages that arrive are put back together before they reach a port.
  */
 #ifndef POSEIDON_COMM_MUX_H
 #define POSEIDON_COMM_MUX_H
@@ -33,7 +39,12 @@ comm_mux_t *comm_mux_new(const char *name, int rank, int n_peers, const char *co
 /* Sends what is still queued, stops the thread, closes the comm. Every port must be gone. */
 void comm_mux_destroy(comm_mux_t **mp);
 
+/* From now on, sends go by layer in slices of slice_bytes (>= COMM_ZEROCOPY_MIN_BYTES); 0:
+ * in queue order. Set before the first send. */
+void comm_mux_set_slices(comm_mux_t *m, size_t slice_bytes);
+
 comm_mux_port_t *comm_mux_port_new(comm_mux_t *m);
+/* Waits until the port's queued sends are handed to the comm (or failed). */
 void comm_mux_port_destroy(comm_mux_port_t **pp);
 
 /* Queues hdr and bytes of data for peer. 0, or -1 when an earlier send of this port failed. */

@@ -81,6 +81,7 @@ const char *msg_type_name(int type)
     case MSG_AR_REDUCE: return "AR_REDUCE";
     case MSG_AR_GATHER: return "AR_GATHER";
     case MSG_TEST: return "TEST";
+    case MSG_SLICE: return "SLICE";
     default: return "?";
     }
 }

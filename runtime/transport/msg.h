@@ -61,6 +61,8 @@ typedef enum {
     MSG_AR_REDUCE,    /* payload: floats of a reduce-scatter chunk; shard = ring step */
     MSG_AR_GATHER,    /* payload: floats of an all-gather chunk; shard = ring step */
     MSG_TEST = 40,    /* payload: anything (tests, bandwidth probes) */
+    MSG_SLICE,        /* payload: a slice header and a piece of a larger message
+                         (runtime/transport/slice.h); the other fields are the message's */
 } msg_type_t;
 
 typedef struct {

@@ -1,0 +1,182 @@
+#include "runtime/transport/sendq.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "runtime/transport/clock.h"
+#include "runtime/transport/slice.h"
+
+typedef struct item {
+    sendq_msg_t m;
+    unsigned char rid[32];
+    uint32_t seq;         /* the slices' message number on its connection */
+    size_t sent;          /* payload bytes handed to ZeroMQ */
+    struct item *next;
+} item_t;
+
+typedef struct conn {
+    int peer;
+    unsigned char rid[32];
+    size_t rid_len;
+    uint32_t next_seq;
+    item_t *head;         /* ascending (priority, push order) */
+    comm_buf_t *held[SENDQ_WINDOW]; /* slices in ZeroMQ's hands */
+    int n_held;
+    int64_t full_since_ns; /* when the window last filled; 0: not full */
+    struct conn *next;
+} conn_t;
+
+struct sendq {
+    size_t slice_bytes;
+    int64_t stall_ns;
+    sendq_done_fn done;
+    void *arg;
+    conn_t *conns;
+};
+
+sendq_t *sendq_new(size_t slice_bytes, int stall_ms, sendq_done_fn done, void *arg)
+{
+    ASSERT(slice_bytes >= COMM_ZEROCOPY_MIN_BYTES, "slice of %zu bytes", slice_bytes);
+    sendq_t *q = xcalloc(1, sizeof *q);
+    *q = (sendq_t){.slice_bytes = slice_bytes, .stall_ns = (int64_t)stall_ms * 1000000,
+                   .done = done, .arg = arg};
+    return q;
+}
+
+/* Drops the head of k's queue, telling its owner rc. */
+static void finish_head(sendq_t *q, conn_t *k, int rc)
+{
+    item_t *it = k->head;
+    k->head = it->next;
+    q->done(q->arg, &it->m, rc);
+    free(it);
+}
+
+static void conn_forget_held(conn_t *k)
+{
+    for (int i = 0; i < k->n_held; i++) comm_buf_release(&k->held[i]);
+    k->n_held = 0;
+    k->full_since_ns = 0;
+}
+
+void sendq_destroy(sendq_t **qp)
+{
+    if (!qp || !*qp) return;
+    sendq_t *q = *qp;
+    for (conn_t *k = q->conns, *next; k; k = next) {
+        next = k->next;
+        while (k->head) finish_head(q, k, -1);
+        conn_forget_held(k);
+        free(k);
+    }
+    free(q);
+    *qp = NULL;
+}
+
+static conn_t *conn_of(sendq_t *q, const sendq_msg_t *m)
+{
+    for (conn_t *k = q->conns; k; k = k->next)
+        if (k->peer == m->peer && k->rid_len == m->rid_len &&
+            (!m->rid_len || !memcmp(k->rid, m->rid, m->rid_len)))
+            return k;
+    ASSERT(m->rid_len <= sizeof q->conns->rid, "routing id of %zu bytes", m->rid_len);
+    conn_t *k = xcalloc(1, sizeof *k);
+    k->peer = m->peer;
+    k->rid_len = m->rid_len;
+    if (m->rid_len) memcpy(k->rid, m->rid, m->rid_len);
+    k->next = q->conns;
+    q->conns = k;
+    return k;
+}
+
+void sendq_push(sendq_t *q, const sendq_msg_t *m)
+{
+    conn_t *k = conn_of(q, m);
+    item_t *it = xcalloc(1, sizeof *it);
+    it->m = *m;
+    if (m->rid_len) memcpy(it->rid, m->rid, m->rid_len);
+    it->m.rid = it->rid;
+    it->seq = k->next_seq++;
+    item_t **pp = &k->head;
+    while (*pp && (*pp)->m.priority <= m->priority) pp = &(*pp)->next;
+    it->next = *pp;
+    *pp = it;
+}
+
+/* Hands ZeroMQ buf (bytes of payload) with header h on k's connection; keeps it while
+ * ZeroMQ holds it. 0 or -1 as comm_send. */
+static int hand_over(comm_t *c, conn_t *k, msg_header_t h, comm_buf_t *buf)
+{
+    int rc = comm_send_buf(c, k->peer, k->rid, k->rid_len, h, buf);
+    if (rc == 0 && comm_buf_in_flight(buf)) k->held[k->n_held++] = buf;
+    else comm_buf_release(&buf);
+    return rc;
+}
+
+/* Sends the next piece of k's head: the whole message when it is small, else its next
+ * slice. 0, or -1 when the comm refused it. */
+static int send_next(sendq_t *q, comm_t *c, conn_t *k)
+{
+    item_t *it = k->head;
+    const sendq_msg_t *m = &it->m;
+    if (m->bytes == 0)
+        return m->rid_len ? comm_send_rid(c, m->rid, m->rid_len, m->hdr, NULL, 0)
+                          : comm_send(c, m->peer, m->hdr, NULL, 0, NULL);
+    if (m->bytes <= q->slice_bytes) {
+        comm_buf_t *buf = comm_buf_new(m->bytes);
+        memcpy(comm_buf_data(buf), m->data, m->bytes);
+        it->sent = m->bytes;
+        return hand_over(c, k, m->hdr, buf);
+    }
+    size_t piece = m->bytes - it->sent < q->slice_bytes ? m->bytes - it->sent : q->slice_bytes;
+    comm_buf_t *buf = comm_buf_new(SLICE_HEADER_BYTES + piece);
+    unsigned char *b = comm_buf_data(buf);
+    slice_encode(&(slice_info_t){.type = m->hdr.type, .seq = it->seq, .total = m->bytes,
+                                 .at = it->sent},
+                 b);
+    memcpy(b + SLICE_HEADER_BYTES, (const unsigned char *)m->data + it->sent, piece);
+    msg_header_t h = m->hdr;
+    h.type = MSG_SLICE;
+    it->sent += piece;
+    return hand_over(c, k, h, buf);
+}
+
+/* Lets go of the slices ZeroMQ has released; fails k's queue when its window has been
+ * full for stall_ns. */
+static void reap(sendq_t *q, conn_t *k)
+{
+    int n = 0;
+    for (int i = 0; i < k->n_held; i++) {
+        if (comm_buf_in_flight(k->held[i])) k->held[n++] = k->held[i];
+        else comm_buf_release(&k->held[i]);
+    }
+    k->n_held = n;
+    if (n < SENDQ_WINDOW) {
+        k->full_since_ns = 0;
+        return;
+    }
+    int64_t now = clock_now_ns();
+    if (!k->full_since_ns) k->full_since_ns = now;
+    if (now - k->full_since_ns < q->stall_ns || !k->head) return;
+    log_error("send queue: the window to rank %d has not moved for %lld ms: its queued "
+              "messages fail", k->peer, (long long)(q->stall_ns / 1000000));
+    while (k->head) finish_head(q, k, -1);
+    conn_forget_held(k);
+}
+
+int sendq_pump(sendq_t *q, comm_t *c)
+{
+    int busy = 0;
+    for (conn_t *k = q->conns; k; k = k->next) {
+        reap(q, k);
+        while (k->head && k->n_held < SENDQ_WINDOW) {
+            if (send_next(q, c, k) != 0) finish_head(q, k, -1);
+            else if (k->head->sent == k->head->m.bytes) finish_head(q, k, 0);
+        }
+        busy |= k->head != NULL || k->n_held > 0;
+    }
+    return busy;
+}

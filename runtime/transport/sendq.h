@@ -1,0 +1,69 @@
+/* sendq: sends in priority order, per connection, cut into slices (send_order = layer,
+ * core/plan.h; P3, MLSys'19; ByteScheduler, SOSP'19).
+ *
+ * Why: ZeroMQ sends a connection's messages in the order they were handed to it, so once a
+ * long gradient of a late layer is handed over, the early layer that the next forward pass
+ * needs first waits behind it, and which of two concurrent transfers finishes first is left
+ * to TCP: PS iterations alternated between two paces. Here the messages wait in a queue per
+ * connection, ordered by (priority, arrival), and only a window of slices (each at most
+ * slice_bytes of payload, runtime/transport/slice.h) is in ZeroMQ's hands at a time: a
+ * message queued later with a smaller priority goes out before the rest of a larger one.
+ *
+ * In ZeroMQ's hands: a slice whose buffer ZeroMQ has not yet released (comm_buf_t), which
+ * it does once the slice is written to the kernel's socket buffer (or encrypted, under
+ * CURVE); the kernel's buffer still drains in order, so the priority holds at the window
+ * plus that buffer, which SENDQ_SOCKET_BUFFER_BYTES bounds. A message of at most slice_bytes goes whole, as sent without a queue;
+ * a larger one as MSG_SLICE messages that the receiver puts back together (slice_asm).
+ *
+ * Ownership: a queue belongs to one thread (the one that owns the comm it sends on). A
+ * message's data is read until its done callback has been called (when its last byte has
+ * been handed to ZeroMQ, copied: the caller may then reuse the data), with rc 0, or -1 when
+ * the comm refused a send or the connection's window did not move for stall_ms (the peer
+ * is gone or stuck): then the message's remaining slices are dropped.
+ */
+#ifndef POSEIDON_SENDQ_H
+#define POSEIDON_SENDQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/transport/comm.h"
+
+/* Slices in ZeroMQ's hands per connection: two, so that one is on its way while the next
+ * is queued behind it, and a higher priority waits at most two slices. */
+#define SENDQ_WINDOW 2
+/* The kernel's send buffer of the sockets a send queue uses (comm_set_send_buffer): with
+ * Linux's default (up to 4 MB) a connection's first megabytes left in arrival order, and
+ * GoogLeNet ps+wfbp on 4 emulated nodes at 1 Gbit/s measured 0.48 s per iteration where
+ * strict order predicts 0.63 s; with 128 KiB it measured 0.634 s (docs/validation.md, "Send
+ * order"). 128 KiB still covers a link's bandwidth-delay product up to 10 Gbit/s x 100 us. */
+#define SENDQ_SOCKET_BUFFER_BYTES (128 * 1024)
+
+typedef struct {
+    int peer;                   /* comm_send's peer */
+    const unsigned char *rid;   /* rid_len > 0: through the ROUTER to this connection */
+    size_t rid_len;
+    msg_header_t hdr;
+    const void *data;
+    size_t bytes;
+    int priority;               /* smaller goes first; ties in the order pushed */
+    void *owner;                /* handed back to done */
+} sendq_msg_t;
+
+/* Called once per message, on the queue's thread: rc 0 sent, -1 failed. */
+typedef void (*sendq_done_fn)(void *arg, const sendq_msg_t *m, int rc);
+
+typedef struct sendq sendq_t;
+
+/* A queue cutting at slice_bytes (>= COMM_ZEROCOPY_MIN_BYTES, so that every whole slice is
+ * tracked) with a window of SENDQ_WINDOW slices per connection. */
+sendq_t *sendq_new(size_t slice_bytes, int stall_ms, sendq_done_fn done, void *arg);
+/* Every message still queued is done with -1. */
+void sendq_destroy(sendq_t **qp);
+
+void sendq_push(sendq_t *q, const sendq_msg_t *m);
+/* Hands c what the windows allow. Returns 1 while a message is queued or a slice is in
+ * ZeroMQ's hands (call again soon: ZeroMQ's release wakes no one), 0 when all is out. */
+int sendq_pump(sendq_t *q, comm_t *c);
+
+#endif
