@@ -19,8 +19,8 @@ void worker_layout_from_plan(worker_t *w)
 {
     const plan_t *p = &w->plan;
     int cap = 0;
-    for (int u = 0; u < p->n_units; u++)
-        cap += (int)cost_ps_blocks(&p->cost, w->units[u].ps_count * 4);
+    for (int u = 0; u < p->n_units; u++) /* the full-size tensor's blocks (tensor_scale) */
+        cap += (int)cost_ps_blocks(&p->cost, w->units[u].ps_count ? p->units[u].ps_bytes : 0);
     ps_layout_t *l = &w->layout;
     l->blocks = xcalloc((size_t)cap + 1, sizeof *l->blocks);
     l->n_shards = p->shards;
