@@ -72,7 +72,8 @@
 # devices,dilation,tensor_scale with error = (predicted - measured) / measured), DIR/validate_detail.csv (plus the CPU
 # seconds of all ranks per steady-state iteration, that CPU as a fraction of the host's cores,
 # the sim's MB per node, the runs' wall seconds, host_busy, the runs counted, the fastest
-# and slowest of them, same_plan and devices; same_plan: 1 when every run's rank 0 logged, layer by layer, the
+# and slowest of them, same_plan, devices, dilation, tensor_scale and the largest peak
+# resident memory of a rank, MB; same_plan: 1 when every run's rank 0 logged, layer by layer, the
 # sync methods of `poseidon plan` for the point - a `hybrid` that chose otherwise (it builds
 # its plan from the cluster file, --no-probe, as the simulator does) would compare two
 # different plans), DIR/validate.png and .svg (reports/validate.gp), and prints the
@@ -169,7 +170,7 @@ bin=$tmp/poseidon
 
 csv=$out/validate.csv detail=$out/validate_detail.csv
 echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,devices,dilation,tensor_scale" >"$csv"
-echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_iter,host_cpu_frac,sim_sent_MB_per_node,wall_s,host_busy,runs,measured_min_s,measured_max_s,same_plan,devices,dilation,tensor_scale" >"$detail"
+echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_iter,host_cpu_frac,sim_sent_MB_per_node,wall_s,host_busy,runs,measured_min_s,measured_max_s,same_plan,devices,dilation,tensor_scale,peak_rss_mb" >"$detail"
 cores=$(nproc) bound_frac=${HOST_BOUND_FRAC:-0.85}
 n_runs=0 n_failed=0
 t_start=$(date +%s)
@@ -312,20 +313,23 @@ for model in $models; do
                                       if ((t[k] - te) ^ 2 < (t[j] - te) ^ 2) j = k }
                                   if (j <= i) { print "nan"; exit }
                                   printf "%.3f", (b[j] - b[i]) / (a[j] - a[i]) }' "$rd/host_cpu.txt")
-                        echo "$meas $cpu $frac $busy $wall $same" >>"$run/runs.txt"
+                        # the largest rank's peak resident memory, MB (each logs peak_rss_mb)
+                        rss=$(cat "$rd"/logs/rank*.log | awk '{ for (i = 1; i < NF; i++) if ($i == "peak_rss_mb" && $(i + 1) > m) m = $(i + 1) }
+                            END { print m + 0 }')
+                        echo "$meas $cpu $frac $busy $wall $same $rss" >>"$run/runs.txt"
                     done
                     [ -s "$run/runs.txt" ] || continue
                     # the point: the median run's time (the lower middle one of an even count);
                     # CPU and host load averaged over the runs, their wall times summed
-                    read -r meas mmin mmax cpu frac busy wall nok same < <(sort -g "$run/runs.txt" | awk '
+                    read -r meas mmin mmax cpu frac busy wall nok same rss < <(sort -g "$run/runs.txt" | awk '
                         BEGIN { same = 1 }
-                        { m[NR] = $1; c += $2; f += $3; h += $4; w += $5; if ($6 != 1) same = 0 }
-                        END { printf "%s %s %s %.3f %.3f %.3f %.1f %d %d\n", m[int((NR + 1) / 2)], m[1], m[NR],
-                              c / NR, f / NR, h / NR, w, NR, same }')
+                        { m[NR] = $1; c += $2; f += $3; h += $4; w += $5; if ($6 != 1) same = 0; if ($7 > r) r = $7 }
+                        END { printf "%s %s %s %.3f %.3f %.3f %.1f %d %d %d\n", m[int((NR + 1) / 2)], m[1], m[NR],
+                              c / NR, f / NR, h / NR, w, NR, same, r }')
                     bound=$(awk -v f="$frac" -v h="$busy" -v b="$bound_frac" 'BEGIN { print ((f != "nan" && f + 0 >= b) || (h != "nan" && h + 0 >= b)) ? 1 : 0 }')
                     err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%.4f", (p - m) / m }')
                     echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$devices,$k_row,$s_row" >>"$csv"
-                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same,$devices,$k_row,$s_row" >>"$detail"
+                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same,$devices,$k_row,$s_row,$rss" >>"$detail"
                     spread=""
                     [ "$nok" -gt 1 ] && spread=$(printf ", %d runs %.3f-%.3f s" "$nok" "$mmin" "$mmax")
                     printf "%-14s %d nodes%s %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (K %s, S %s, cpu %s s/iter, %s of %d cores, host %s busy%s%s, %ss)\n" \
