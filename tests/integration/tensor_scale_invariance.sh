@@ -4,8 +4,8 @@
 # dilated 10 times, run by experiments/validate.sh at tensor_scale 1 and 4. Both stand for
 # the same cluster, so their undilated iteration times must agree within 12%. Measured on the
 # 2-core development machine while other work kept it at a load of 4 (host 0.96-1.0 busy),
-# 5 pairs: S = 4 ran 1.6-8.7% faster than S = 1 (docs/validation.md, "Tensors S times
-# smaller"). The runs at S = 1 alone lay 0.319-0.340 s apart (6.6%), those at S = 4
+# 3 pairs: S = 4 ran 1.6%, 3.8% and 8.7% faster than S = 1 (docs/validation.md, "Tensors S
+# times smaller"). The runs at S = 1 alone lay 0.319-0.340 s apart (6.6%), those at S = 4
 # 0.309-0.314 s, 0.0-1.8% off the simulator: what S removes is host work per byte (CURVE,
 # copies), which a busy host turns into delay at S = 1. The rank at S = 4 must also hold
 # less memory than at S = 1 (its peak RSS, which each rank logs), and the run's job file
