@@ -62,7 +62,7 @@
 #   --paper             the grid at the papers' scale: GoogLeNet, Inception-V3, ResNet-152
 #                       and VGG19 on Titan X nodes (batch 32), 8, 16 and 32 nodes, 10 and 40
 #                       GbE, ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp, the median
-#                       of 3 runs, --dilation auto
+#                       of 3 runs, --dilation auto, --tensor-scale auto
 #   --paper-quick       a few rows of it: GoogLeNet and Inception-V3 on 16 and 32 nodes at
 #                       10 GbE, ps+wfbp hybrid allreduce+wfbp, one run each
 #   --out DIR           default out/validate
@@ -112,7 +112,7 @@ paper() { # paper FULL: the papers' scale; options after it still apply
     models="googlenet inception-v3" nodes="16 32" gbps="10" schemes="ps+wfbp hybrid allreduce+wfbp"
     device_model=titanx-maxwell batch=32 dilation=auto iters=5 warmup=2
     [ "$1" = 1 ] || return 0
-    models="googlenet inception-v3 resnet-152 vgg19" nodes="8 16 32" gbps="10 40" repeat=3
+    models="googlenet inception-v3 resnet-152 vgg19" nodes="8 16 32" gbps="10 40" repeat=3 tscale=auto
     schemes="ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp"
 }
 usage() { sed -n '2,/^set -u$/{/^set -u$/!p}' "$0" | sed 's/^# \{0,1\}//'; }
