@@ -188,7 +188,7 @@ for model in $models; do
     [ -f "$net" ] || { echo "validate: no $net" >&2; exit 2; }
     prof=$out/profiles/$model-b$batch.csv
     # the model's fp32 parameters, MB (poseidon model show), for --tensor-scale auto
-    param_mb=$("$bin" model show "$net" 2>/dev/null | awk '/^parameters:/ { gsub(/[(,]/, "", $3); print $3 / 1e6 * 4; exit }')
+    param_mb=$("$bin" model show "$net" 2>/dev/null | awk '/^parameters:/ { gsub(/,/, "", $2); print $2 * 4 / 1e6; exit }')
     if [ -z "$device_model" ]; then
         experiments/validate_profile.sh "$bin" "$net" "$batch" "$compute_s" >"$prof" || exit 1
     fi
