@@ -43,7 +43,7 @@ int64_t worker_scaled_ps_floats(const worker_t *w, int64_t bytes)
 }
 
 /* count floats of layer l split as its weights and biases are. */
-static void split(worker_t *w, int l, int64_t count)
+static void layer_split(worker_t *w, int l, int64_t count)
 {
     const layer_t *ly = &w->model.layers[l];
     int64_t wt = ly->params ? (int64_t)llround((double)count * ly->weights / ly->params) : 0;
@@ -58,13 +58,14 @@ void worker_scale_layers(worker_t *w)
     const model_t *m = &w->model;
     w->layer_w = xcalloc((size_t)m->n_layers, sizeof *w->layer_w);
     w->layer_b = xcalloc((size_t)m->n_layers, sizeof *w->layer_b);
-    for (int l = 0; l < m->n_layers; l++) split(w, l, worker_scaled_floats(w, 4 * m->layers[l].params));
+    for (int l = 0; l < m->n_layers; l++)
+        layer_split(w, l, worker_scaled_floats(w, 4 * m->layers[l].params));
     for (int u = 0; u < p->n_units; u++) {
         const plan_unit_t *un = &p->units[u];
         int l = un->layer;
         if (l < 0) continue;
         switch (un->method) {
-        case SYNC_PS: split(w, l, worker_scaled_ps_floats(w, un->ps_bytes)); break;
+        case SYNC_PS: layer_split(w, l, worker_scaled_ps_floats(w, un->ps_bytes)); break;
         case SYNC_SFB: /* the weights by the factors' dimensions, the biases as PS blocks */
             w->layer_w[l] = (int64_t)worker_scaled_dim(w, un->tensor.m) *
                             worker_scaled_dim(w, un->tensor.n);
