@@ -9,7 +9,11 @@
 # 0.309-0.314 s, 0.0-1.8% off the simulator: what S removes is host work per byte (CURVE,
 # copies), which a busy host turns into delay at S = 1. The rank at S = 4 must also hold
 # less memory than at S = 1 (its peak RSS, which each rank logs), and the run's job file
-# must say the scale. 40 s.
+# must say the scale, and the run at S = 4 must match the simulator within 15% (measured:
+# 0.0-1.8%, and +1.6% while a 32-rank emulated job beside it slowed the S = 1 run to -42.6%).
+# When the S = 1 run is more than 10% off the simulator, the host's own costs decided it and
+# the two are not the same cluster: the comparison is not judged (exit 77, as the dilation
+# test does), after the checks of the S = 4 run. 40 s.
 # The full check (each scheme on 4 nodes and an FC-heavy network, S = 1 against S = 8) is
 # scripts/bench_tensor_scale.sh, in make bench.
 # Exit 77 (skip) when not root or without network namespaces.
@@ -35,6 +39,13 @@ echo "S = 4: $(row 4), rank 0 peak RSS $(rss 4) MB"
 grep -q "^tensor_scale = 4$" "$tmp"/s4/runs/*/job.exp || fail "the job file of the S = 4 run does not say tensor_scale = 4"
 [ -n "$(rss 1)" ] && [ -n "$(rss 4)" ] && [ "$(rss 4)" -lt "$(rss 1)" ] ||
     fail "the rank at S = 4 held $(rss 4) MB, at S = 1 $(rss 1) MB"
+row 4 | awk -F, '{ e = $7 < 0 ? -$7 : $7; exit !($6 > 0 && e <= 0.15) }' ||
+    fail "the run at S = 4 is more than 15% off the simulator: $(row 4)"
+if ! row 1 | awk -F, '{ e = $7 < 0 ? -$7 : $7; exit !(e <= 0.10) }'; then
+    echo "skip: the run at S = 1 was more than 10% off the simulator (the host's own costs per" \
+        "byte, which S removes, decided it); the run at S = 4 matched the simulator"
+    exit 77
+fi
 paste -d, <(row 1 | cut -d, -f6) <(row 4 | cut -d, -f6) | awk -F, '{ d = ($2 - $1) / $1
     printf "S = 4 against S = 1: %+.1f%%\n", 100 * d; exit !(d <= 0.12 && d >= -0.12) }' ||
     fail "tensor_scale 4 moved the iteration time by more than 12%"
