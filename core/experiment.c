@@ -26,6 +26,7 @@ void experiment_init(experiment_t *e)
     snprintf(t->data, sizeof t->data, "fashion-mnist");
     t->synthetic_n = 1024;
     t->time_dilation = 1;
+    t->tensor_scale = 1;
     t->shuffle = true;
     t->compute = COMPUTE_MODE_REAL;
     t->lr = 0.01;
@@ -134,6 +135,10 @@ const char *experiment_keys_help(void)
            "                            rate / K (experiments/emucluster.sh -k K), emulated\n"
            "                            compute K times longer, every time it reports and\n"
            "                            waits on divided by K (1)\n"
+           "  tensor_scale = S          emulated compute: every tensor exchanged S times\n"
+           "                            smaller, on links S times slower (emucluster.sh -s\n"
+           "                            S), so that S times less memory stands for the\n"
+           "                            same cluster (1)\n"
            "  keep_checkpoints = K      a job's checkpoints kept, the newest (2)\n"
            "  max_restarts = N          a job that fails restarts from its newest complete\n"
            "                            checkpoint, at most N times (0)\n"
@@ -291,6 +296,11 @@ static int train_set(experiment_train_t *t, const experiment_t *e, const char *k
             return kv_error(err, errlen, where,
                             "expected time_dilation = an integer from 1 to 10000, got '%s'", val);
         t->time_dilation = (int)i;
+    } else if (!strcmp(key, "tensor_scale")) {
+        if (kv_int(val, &i) || i < 1 || i > 4096)
+            return kv_error(err, errlen, where,
+                            "expected tensor_scale = an integer from 1 to 4096, got '%s'", val);
+        t->tensor_scale = (int)i;
     } else if (!strcmp(key, "keep_checkpoints") || !strcmp(key, "max_restarts")) {
         long long lo = strcmp(key, "max_restarts") ? 1 : 0;
         if (kv_int(val, &i) || i < lo || i > 1000)
@@ -663,6 +673,7 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     fprintf(f, "probe = %s\n", t->probe == PROBE_AUTO ? "auto" : t->probe == PROBE_YES ? "yes" : "no");
     fprintf(f, "probe_bytes = %lld\n", (long long)t->probe_bytes);
     if (t->time_dilation != 1) fprintf(f, "time_dilation = %d\n", t->time_dilation);
+    if (t->tensor_scale != 1) fprintf(f, "tensor_scale = %d\n", t->tensor_scale);
     if (t->keep_checkpoints != 2) fprintf(f, "keep_checkpoints = %d\n", t->keep_checkpoints);
     if (t->max_restarts) fprintf(f, "max_restarts = %d\n", t->max_restarts);
     fprintf(f, "cluster = defaults\n");

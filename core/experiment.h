@@ -88,6 +88,9 @@ typedef struct {
                                   at rate / K, emulated compute K times longer); every time
                                   it measures and reports is divided by K (runtime/transport/
                                   clock.h); the simulator ignores it */
+    int tensor_scale;          /* S >= 1, emulated compute only: every exchanged tensor S
+                                  times smaller on links S times slower (runtime/exec/
+                                  worker_scale.c); the simulator ignores it */
     int keep_checkpoints;      /* a job's newest checkpoints kept (>= 1) */
     int max_restarts;          /* a failed job restarts from its newest complete checkpoint
                                   at most this many times (runtime/exec/restart.h) */

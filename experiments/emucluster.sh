@@ -5,8 +5,8 @@
 # runs one command per namespace with the launcher environment set, and removes everything
 # afterwards - also on failure, Ctrl-C or TERM.
 #
-#   experiments/emucluster.sh -n N [-r RATE] [-q QUEUE] [-d DELAY] [-k K] [-R PER_RACK -U UPLINK]
-#                             [-p PORT] [-l LOGDIR] -- CMD [ARGS...]
+#   experiments/emucluster.sh -n N [-r RATE] [-q QUEUE] [-d DELAY] [-k K] [-s S]
+#                             [-R PER_RACK -U UPLINK] [-p PORT] [-l LOGDIR] -- CMD [ARGS...]
 #     RATE   tc rate, e.g. 1gbit, 500mbit (default 1gbit); "none" for no limit
 #     QUEUE  how a link queues what waits for it: "fair" (default) or "fifo" (see below)
 #     DELAY  one-way netem delay per host, e.g. 1ms (default: none)
@@ -14,13 +14,18 @@
 #            RATE / K (and UPLINK / K) with DELAY x K (default 1); the command is told K in
 #            EMU_TIME_DILATION and must stretch its own clocks to match (poseidon train
 #            --set time_dilation=K)
+#     S      tensor scale: the command sends every tensor S times smaller, so every link
+#            (and uplink) runs a further S times slower, its delay unchanged, and the tbf's
+#            burst is S times smaller (default 1); the command is told S in
+#            EMU_TENSOR_SCALE (poseidon train --set tensor_scale=S, compute = emulate)
 #     PER_RACK, UPLINK  racks: hosts 0..PER_RACK-1 share rack 0's bridge, and so on (N a
 #            multiple of PER_RACK); each rack bridge reaches one core bridge through a link of
 #            UPLINK each way (a tc rate, e.g. 2gbit: PER_RACK x RATE / oversubscription),
 #            queued as the hosts' links are
 #   Each command gets RANK, WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR (host 0's address),
-#   MASTER_PORT, EMU_ADDR (its own address) and EMU_TIME_DILATION (K). Its output goes to
-#   LOGDIR/rank<i>.log (default: a temporary folder) and is printed, prefixed, at the end.
+#   MASTER_PORT, EMU_ADDR (its own address), EMU_TIME_DILATION (K) and EMU_TENSOR_SCALE
+#   (S). Its output goes to LOGDIR/rank<i>.log (default: a temporary folder) and is
+#   printed, prefixed, at the end.
 #   Exit status: 0 if every command exited 0, else the first non-zero status.
 #   A node of D devices is still one namespace and one command: poseidon train runs one rank
 #   per node and a thread per device (--devices-per-node D, or the experiment's
@@ -53,12 +58,12 @@
 # the values it changed, the last one to leave (holders whose process is gone do not count)
 # puts them back. EMU_BRIDGE_NF=keep leaves the settings alone.
 set -u
-n=0 rate=1gbit queue=fair delay="" port=29500 logdir="" dilation=1 per_rack=0 uplink=""
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
-while getopts "n:r:q:d:k:R:U:p:l:h" o; do
+n=0 rate=1gbit queue=fair delay="" port=29500 logdir="" dilation=1 scale=1 per_rack=0 uplink=""
+usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
+while getopts "n:r:q:d:k:s:R:U:p:l:h" o; do
     case $o in
     n) n=$OPTARG ;; r) rate=$OPTARG ;; q) queue=$OPTARG ;; d) delay=$OPTARG ;; p) port=$OPTARG ;;
-    l) logdir=$OPTARG ;; k) dilation=$OPTARG ;; R) per_rack=$OPTARG ;; U) uplink=$OPTARG ;;
+    l) logdir=$OPTARG ;; k) dilation=$OPTARG ;; s) scale=$OPTARG ;; R) per_rack=$OPTARG ;; U) uplink=$OPTARG ;;
     h) usage; exit 0 ;; *) usage >&2; exit 2 ;;
     esac
 done
@@ -68,15 +73,16 @@ shift $((OPTIND - 1))
 [ $# -ge 1 ] || { echo "emucluster: no command (after --)" >&2; exit 2; }
 case $queue in fair|fifo) ;; *) echo "emucluster: -q must be fair or fifo" >&2; exit 2 ;; esac
 [[ "$dilation" =~ ^[1-9][0-9]{0,3}$ ]] || { echo "emucluster: -k must be an integer 1..9999" >&2; exit 2; }
-# dilate_rate RATE: RATE / K as a tc rate in bit/s (tc's units; a bare number is bit/s)
+[[ "$scale" =~ ^[1-9][0-9]{0,3}$ ]] && [ "$scale" -le 4096 ] || { echo "emucluster: -s must be an integer 1..4096" >&2; exit 2; }
+# dilate_rate RATE: RATE / (K x S) as a tc rate in bit/s (tc's units; a bare number is bit/s)
 dilate_rate() {
     local v u m
     [[ "$1" =~ ^([0-9]+([.][0-9]+)?)(bit|kbit|mbit|gbit|tbit)?$ ]] ||
         { echo "emucluster: a rate is a number with bit, kbit, mbit, gbit or tbit, got '$1'" >&2; return 1; }
     v=${BASH_REMATCH[1]} u=${BASH_REMATCH[3]:-bit}
     case $u in bit) m=1 ;; kbit) m=1e3 ;; mbit) m=1e6 ;; gbit) m=1e9 ;; tbit) m=1e12 ;; esac
-    awk -v v="$v" -v m="$m" -v k="$dilation" 'BEGIN { r = v * m / k; if (r < 8) exit 1; printf "%.0fbit\n", r }' ||
-        { echo "emucluster: $1 / $dilation is below 8 bit/s" >&2; return 1; }
+    awk -v v="$v" -v m="$m" -v k="$((dilation * scale))" 'BEGIN { r = v * m / k; if (r < 8) exit 1; printf "%.0fbit\n", r }' ||
+        { echo "emucluster: $1 / $((dilation * scale)) is below 8 bit/s" >&2; return 1; }
 }
 # dilate_delay DELAY: DELAY x K in microseconds
 dilate_delay() {
@@ -224,8 +230,11 @@ shape() { # shape NETNS-OR-EMPTY DEV [RATE [DELAY]]: RATE and DELAY default to t
     fi
     if [ "$rate" != none ]; then
         # burst: > rate/HZ (a 1 Gbit/s tbf needs >= 125 KB at HZ=1000), 256 KB up to
-        # 1 Gbit/s and 2 / HZ of the rate above; the fifo holds 100 ms at the rate
-        burst=$(awk -v r="${rate%bit}" 'BEGIN { b = r / 8 / 500; printf "%.0f\n", (b > 262144 ? b : 262144) }')
+        # 1 Gbit/s and 2 / HZ of the rate above; the fifo holds 100 ms at the rate. With
+        # tensors S times smaller the 256 KB are too (what passes at once is the same share
+        # of a message), but never below two packets
+        burst=$(awk -v r="${rate%bit}" -v s="$scale" 'BEGIN { b = r / 8 / 500; f = 262144 / s; if (f < 3028) f = 3028
+            printf "%.0f\n", (b > f ? b : f) }')
         "${pre[@]}" tc qdisc add dev "$2" $parent handle 2: tbf rate "$rate" burst "$burst" latency 100ms || return 1
         if [ "$queue" = fair ]; then
             fair_queue "$2" | "${pre[@]}" tc -batch - || return 1
@@ -261,7 +270,7 @@ mkdir -p "$logdir"
 master="10.$a.$b.1"
 for i in $(seq 0 $((n - 1))); do
     ip netns exec "$(ns_of "$i")" env RANK=$i WORLD_SIZE=$n LOCAL_RANK=0 MASTER_ADDR=$master \
-        MASTER_PORT=$port EMU_ADDR="10.$a.$b.$((i + 1))" EMU_TIME_DILATION=$dilation "$@" >"$logdir/rank$i.log" 2>&1 &
+        MASTER_PORT=$port EMU_ADDR="10.$a.$b.$((i + 1))" EMU_TIME_DILATION=$dilation EMU_TENSOR_SCALE=$scale "$@" >"$logdir/rank$i.log" 2>&1 &
     pids+=($!)
 done
 rc=0

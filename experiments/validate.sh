@@ -47,23 +47,33 @@
 #                       encrypted; all-reduce 4.3), over the predicted iteration time; at
 #                       least 2 (a run's start-up storm of connections and the emulated
 #                       links' shaping), and at most VALIDATE_MAX_DILATION (default 400)
+#   --tensor-scale S    every exchanged tensor S times smaller on links S times slower (the
+#                       job key tensor_scale, emucluster.sh -s S; default 1): S times less
+#                       memory and host CPU per byte for the same cluster; the simulator
+#                       runs the full-size job (docs/validation.md, "Tensors S times smaller")
+#   --tensor-scale auto per row, the smallest power of 2 that keeps all ranks' memory under
+#                       VALIDATE_MEM_GB (default: half of this host's memory), at about
+#                       VALIDATE_RANK_PARAM_COPIES (default 6) times the model's fp32
+#                       parameters per rank at S = 1, plus 60 MB; with --dilation auto, K is
+#                       then chosen on the bytes / S that the host really moves
 #   --device-model D    emulated compute sleeps the simulator's times for device D (e.g.
 #                       titanx-maxwell, the Titan X of the papers) instead of a profile
 #                       scaled to --compute-s: the runs stand for the papers' GPUs
 #   --paper             the grid at the papers' scale: GoogLeNet, Inception-V3, ResNet-152
 #                       and VGG19 on Titan X nodes (batch 32), 8, 16 and 32 nodes, 10 and 40
 #                       GbE, ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp, the median
-#                       of 3 runs, --dilation auto
+#                       of 3 runs, --dilation auto, --tensor-scale auto
 #   --paper-quick       a few rows of it: GoogLeNet and Inception-V3 on 16 and 32 nodes at
 #                       10 GbE, ps+wfbp hybrid allreduce+wfbp, one run each
 #   --out DIR           default out/validate
 #   --build DIR         where poseidon is (default build)
 #
 # Writes DIR/validate.csv (model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,
-# devices,dilation with error = (predicted - measured) / measured), DIR/validate_detail.csv (plus the CPU
+# devices,dilation,tensor_scale with error = (predicted - measured) / measured), DIR/validate_detail.csv (plus the CPU
 # seconds of all ranks per steady-state iteration, that CPU as a fraction of the host's cores,
 # the sim's MB per node, the runs' wall seconds, host_busy, the runs counted, the fastest
-# and slowest of them, same_plan and devices; same_plan: 1 when every run's rank 0 logged, layer by layer, the
+# and slowest of them, same_plan, devices, dilation, tensor_scale and the largest peak
+# resident memory of a rank, MB; same_plan: 1 when every run's rank 0 logged, layer by layer, the
 # sync methods of `poseidon plan` for the point - a `hybrid` that chose otherwise (it builds
 # its plan from the cluster file, --no-probe, as the simulator does) would compare two
 # different plans), DIR/validate.png and .svg (reports/validate.gp), and prints the
@@ -96,13 +106,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=8 warmup=3 batch=16 compute_s=0.3 out=out/validate
-repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100 dilation=1 racks=""
+repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100 dilation=1 tscale=1 racks=""
 build=build device_model=""
 paper() { # paper FULL: the papers' scale; options after it still apply
     models="googlenet inception-v3" nodes="16 32" gbps="10" schemes="ps+wfbp hybrid allreduce+wfbp"
     device_model=titanx-maxwell batch=32 dilation=auto iters=5 warmup=2
     [ "$1" = 1 ] || return 0
-    models="googlenet inception-v3 resnet-152 vgg19" nodes="8 16 32" gbps="10 40" repeat=3
+    models="googlenet inception-v3 resnet-152 vgg19" nodes="8 16 32" gbps="10 40" repeat=3 tscale=auto
     schemes="ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp"
 }
 usage() { sed -n '2,/^set -u$/{/^set -u$/!p}' "$0" | sed 's/^# \{0,1\}//'; }
@@ -117,7 +127,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --models) models=$2 ;; --nodes) nodes=$2 ;; --gbps) gbps=$2 ;; --schemes) schemes=$2 ;;
     --iterations) iters=$2 ;; --warmup) warmup=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
-    --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;; --dilation) dilation=$2 ;; --racks) racks=$2 ;;
+    --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;; --dilation) dilation=$2 ;; --racks) racks=$2 ;; --tensor-scale) tscale=$2 ;;
     --devices-per-node) devices_list=$2 ;; --intra-gbps) intra_gbps=$2 ;; --intra-latency-us) intra_lat_us=$2 ;;
     --out) out=$2 ;; --build) build=$2 ;; --device-model) device_model=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
@@ -132,6 +142,7 @@ if [ $quick = 1 ]; then models="googlenet" nodes="2 4" gbps="1"; fi
     { echo "validate: --iterations must be >= --warmup + 2 (two measured iterations at least)" >&2; exit 2; }
 [ "$repeat" -ge 1 ] 2>/dev/null || { echo "validate: --repeat must be >= 1" >&2; exit 2; }
 [[ "$dilation" =~ ^([1-9][0-9]{0,3}|auto)$ ]] || { echo "validate: --dilation must be an integer 1..9999 or auto" >&2; exit 2; }
+[[ "$tscale" =~ ^([1-9][0-9]{0,3}|auto)$ ]] || { echo "validate: --tensor-scale must be an integer 1..4096 or auto" >&2; exit 2; }
 per_rack=0 oversub=1
 if [ -n "$racks" ]; then
     [[ "$racks" =~ ^([1-9][0-9]*):([0-9]+([.][0-9]+)?)$ ]] ||
@@ -158,8 +169,8 @@ bin=$tmp/poseidon
 "$bin" --help >/dev/null 2>&1 || true
 
 csv=$out/validate.csv detail=$out/validate_detail.csv
-echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,devices,dilation" >"$csv"
-echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_iter,host_cpu_frac,sim_sent_MB_per_node,wall_s,host_busy,runs,measured_min_s,measured_max_s,same_plan,devices,dilation" >"$detail"
+echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,devices,dilation,tensor_scale" >"$csv"
+echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_iter,host_cpu_frac,sim_sent_MB_per_node,wall_s,host_busy,runs,measured_min_s,measured_max_s,same_plan,devices,dilation,tensor_scale,peak_rss_mb" >"$detail"
 cores=$(nproc) bound_frac=${HOST_BOUND_FRAC:-0.85}
 n_runs=0 n_failed=0
 t_start=$(date +%s)
@@ -176,6 +187,8 @@ for model in $models; do
     net=$root/models/$model.net
     [ -f "$net" ] || { echo "validate: no $net" >&2; exit 2; }
     prof=$out/profiles/$model-b$batch.csv
+    # the model's fp32 parameters, MB (poseidon model show), for --tensor-scale auto
+    param_mb=$("$bin" model show "$net" 2>/dev/null | awk '/^parameters:/ { gsub(/,/, "", $2); print $2 * 4 / 1e6; exit }')
     if [ -z "$device_model" ]; then
         experiments/validate_profile.sh "$bin" "$net" "$batch" "$compute_s" >"$prof" || exit 1
     fi
@@ -230,10 +243,14 @@ for model in $models; do
                     rm -rf "$run"; mkdir -p "$run"
                     pred=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $7; exit }' "$simcsv")
                     sent=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $10; exit }' "$simcsv")
+                    s_row=$tscale
+                    [ "$tscale" = auto ] && s_row=$(awk -v p="$param_mb" -v n="$n" -v c="${VALIDATE_RANK_PARAM_COPIES:-6}" \
+                        -v g="${VALIDATE_MEM_GB:-$(awk '/^MemTotal:/ { print $2 / 2 / 1e6 }' /proc/meminfo)}" 'BEGIN {
+                        s = 1; while (s < 4096 && n * (60 + c * p / s) > g * 1000) s *= 2; print s }')
                     k_row=$dilation
-                    [ "$dilation" = auto ] && k_row=$(awk -v mb="$sent" -v n="$n" -v t="$pred" -v P="$cores" \
+                    [ "$dilation" = auto ] && k_row=$(awk -v mb="$sent" -v n="$n" -v t="$pred" -v P="$cores" -v S="$s_row" \
                         -v c="${VALIDATE_HOST_S_PER_MB:-0.009}" -v hi="${VALIDATE_MAX_DILATION:-400}" 'BEGIN {
-                        k = (t > 0) ? mb * n * c / (t * P / 3) : hi; k = int(k) + (k > int(k))
+                        k = (t > 0) ? mb / S * n * c / (t * P / 3) : hi; k = int(k) + (k > int(k))
                         print (k < 2 ? 2 : (k > hi ? hi : k)) }')
                     # the simulator's per-layer methods, to check that the runtime ran the same plan
                     "$bin" plan "$exp" --csv --set sweep_nodes="$n" --set sweep_schemes="$s" 2>/dev/null |
@@ -249,10 +266,10 @@ for model in $models; do
                         (while :; do echo "$(date +%s.%N) $(cpu_ticks)"; sleep 0.2; done) >"$rd/host_cpu.txt" &
                         sampler=$!
                         "$bin" keygen --ranks "$n" -o "$rd/keys" >/dev/null || exit 1
-                        timeout $((600 * k_row)) experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -k "$k_row" "${emu_racks[@]}" -l "$rd/logs" -- \
+                        timeout $((600 * k_row)) experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -k "$k_row" -s "$s_row" "${emu_racks[@]}" -l "$rd/logs" -- \
                             sh -c '"$@"; rc=$?; date +%s.%N >"$0.$RANK"; exit $rc' "$rd/logs/end" \
                             nice -n -10 "$bin" train "$exp" --set sweep_nodes="$n" --set sweep_schemes="$s" \
-                            --set time_dilation="$k_row" --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" \
+                            --set time_dilation="$k_row" --set tensor_scale="$s_row" --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" \
                             >"$rd/out.log" 2>&1
                         rc=$?
                         kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
@@ -296,25 +313,28 @@ for model in $models; do
                                       if ((t[k] - te) ^ 2 < (t[j] - te) ^ 2) j = k }
                                   if (j <= i) { print "nan"; exit }
                                   printf "%.3f", (b[j] - b[i]) / (a[j] - a[i]) }' "$rd/host_cpu.txt")
-                        echo "$meas $cpu $frac $busy $wall $same" >>"$run/runs.txt"
+                        # the largest rank's peak resident memory, MB (each logs peak_rss_mb)
+                        rss=$(cat "$rd"/logs/rank*.log | awk '{ for (i = 1; i < NF; i++) if ($i == "peak_rss_mb" && $(i + 1) > m) m = $(i + 1) }
+                            END { print m + 0 }')
+                        echo "$meas $cpu $frac $busy $wall $same $rss" >>"$run/runs.txt"
                     done
                     [ -s "$run/runs.txt" ] || continue
                     # the point: the median run's time (the lower middle one of an even count);
                     # CPU and host load averaged over the runs, their wall times summed
-                    read -r meas mmin mmax cpu frac busy wall nok same < <(sort -g "$run/runs.txt" | awk '
+                    read -r meas mmin mmax cpu frac busy wall nok same rss < <(sort -g "$run/runs.txt" | awk '
                         BEGIN { same = 1 }
-                        { m[NR] = $1; c += $2; f += $3; h += $4; w += $5; if ($6 != 1) same = 0 }
-                        END { printf "%s %s %s %.3f %.3f %.3f %.1f %d %d\n", m[int((NR + 1) / 2)], m[1], m[NR],
-                              c / NR, f / NR, h / NR, w, NR, same }')
+                        { m[NR] = $1; c += $2; f += $3; h += $4; w += $5; if ($6 != 1) same = 0; if ($7 > r) r = $7 }
+                        END { printf "%s %s %s %.3f %.3f %.3f %.1f %d %d %d\n", m[int((NR + 1) / 2)], m[1], m[NR],
+                              c / NR, f / NR, h / NR, w, NR, same, r }')
                     bound=$(awk -v f="$frac" -v h="$busy" -v b="$bound_frac" 'BEGIN { print ((f != "nan" && f + 0 >= b) || (h != "nan" && h + 0 >= b)) ? 1 : 0 }')
                     err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%.4f", (p - m) / m }')
-                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$devices,$k_row" >>"$csv"
-                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same,$devices,$k_row" >>"$detail"
+                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$devices,$k_row,$s_row" >>"$csv"
+                    echo "$model,$n,$g,$s,$pred,$meas,$err,$bound,$cpu,$frac,$sent,$wall,$busy,$nok,$mmin,$mmax,$same,$devices,$k_row,$s_row,$rss" >>"$detail"
                     spread=""
                     [ "$nok" -gt 1 ] && spread=$(printf ", %d runs %.3f-%.3f s" "$nok" "$mmin" "$mmax")
-                    printf "%-14s %d nodes%s %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (cpu %s s/iter, %s of %d cores, host %s busy%s%s, %ss)\n" \
+                    printf "%-14s %d nodes%s %4s Gbit/s %-15s predicted %.3f s measured %.3f s error %+6.1f%%  (K %s, S %s, cpu %s s/iter, %s of %d cores, host %s busy%s%s, %ss)\n" \
                         "$model" "$n" "$([ "$devices" -gt 1 ] && echo " x $devices")" "$g" "$s" "$pred" "$meas" "$(awk -v e="$err" 'BEGIN { print e * 100 }')" \
-                        "$cpu" "$frac" "$cores" "$busy" "$spread" "$([ "$bound" = 1 ] && echo ": host-bound")" "$wall"
+                        "$k_row" "$s_row" "$cpu" "$frac" "$cores" "$busy" "$spread" "$([ "$bound" = 1 ] && echo ": host-bound")" "$wall"
                 done
             done
         done

@@ -254,6 +254,54 @@ TEST(worker_time_dilation_stretches_the_host_not_the_report)
     unsetenv("EMU_TIME_DILATION");
 }
 
+/* Bytes per op kind of a traced emulated hybrid3 run of 2 ranks at tensor_scale S. */
+static void wt_scaled_bytes(int scale, const char *prof, long long bytes[4])
+{
+    static const char *const kinds[4] = {"PUSH", "PULL", "SFB", "ALLREDUCE"};
+    char trace[600], merged[700];
+    snprintf(trace, sizeof trace, "%s/ts%d", test_tmpdir(), scale);
+    snprintf(merged, sizeof merged, "%s.csv", trace);
+    worker_config_t c;
+    wt_emulated_config(&c, "hybrid3", prof, "defaults", trace, 4);
+    fixture_set(&c.job, "tensor_scale=%d", scale);
+    REQUIRE(bsp_launch(&c, 2) == 0, "hybrid3 at tensor_scale %d", scale);
+    int n = 0;
+    wt_row_t *v = wt_trace_read(merged, &n);
+    REQUIRE(v, "no merged trace %s", merged);
+    for (int k = 0; k < 4; k++) {
+        bytes[k] = 0;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(v[i].op, kinds[k])) bytes[k] += v[i].bytes;
+    }
+    free(v);
+}
+
+/* tensor_scale = S: the same plan runs on tensors S times smaller, and its trace still says
+ * the full-size bytes of every PS, SFB and all-reduce row (what the simulator compares).
+ * Real compute, or links scaled otherwise than the job, are refused. */
+TEST(worker_tensor_scale_runs_the_full_size_plan)
+{
+    char prof[600];
+    snprintf(prof, sizeof prof, "%s/mlp.csv", test_tmpdir());
+    wt_mlp_profile(prof, 1000000);
+    long long full[4], scaled[4];
+    wt_scaled_bytes(1, prof, full);
+    wt_scaled_bytes(4, prof, scaled);
+    CHECK(full[0] + full[2] + full[3] > 0, "hybrid3 synced nothing");
+    for (int k = 0; k < 4; k++)
+        CHECK(full[k] == scaled[k], "op kind %d: %lld bytes at S = 4, %lld at S = 1", k,
+              scaled[k], full[k]);
+    worker_config_t c;
+    wt_config(&c, "allreduce+wfbp", NULL);
+    fixture_set(&c.job, "tensor_scale=4");
+    CHECK(bsp_launch(&c, 2) != 0, "real compute ran with tensor_scale 4");
+    wt_emulated_config(&c, "allreduce+wfbp", prof, "defaults", NULL, 2);
+    fixture_set(&c.job, "tensor_scale=4");
+    setenv("EMU_TENSOR_SCALE", "2", 1);
+    CHECK(bsp_launch(&c, 2) != 0, "a job of tensor_scale 4 ran on links scaled 2 times");
+    unsetenv("EMU_TENSOR_SCALE");
+}
+
 /* Emulated compute without a profile sleeps the cluster's device model, the times the
  * simulator gives the same layers: a FWD of fc1 lasts the model's time for a K20 at batch
  * 4096 (about 0.8 ms, where an op that slept nothing lasted 0.08 ms on a busy host). */

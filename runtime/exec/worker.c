@@ -158,6 +158,7 @@ static worker_t *worker_alloc(const worker_config_t *cfg)
     w->devices = w->job->cluster.devices_per_node;
     w->n_slots = w->job->staleness + 1;
     w->emulate = w->job->train.compute == COMPUTE_MODE_EMULATE;
+    w->scale = w->job->train.tensor_scale;
     return w;
 }
 
@@ -187,11 +188,42 @@ static int dilation_setup(const experiment_t *job, char *err, size_t errlen)
     return 0;
 }
 
+/* The job's tensor_scale S against the emulated links' (emucluster.sh -s S sets
+ * EMU_TENSOR_SCALE): only emulated compute, whose values nobody reads, can send S times
+ * fewer of them; a checkpoint would hold the scaled arrays, so none is taken or resumed.
+ * 0, or -1 with the reason in err. */
+static int scale_check(const worker_t *w, char *err, size_t errlen)
+{
+    int s = w->scale;
+    const char *links = getenv("EMU_TENSOR_SCALE");
+    if ((links && atoi(links) != s) || (!links && s > 1 && getenv("EMU_TIME_DILATION"))) {
+        snprintf(err, errlen, "the emulated links are scaled %s times (emucluster.sh -s) but "
+                              "the job's tensor_scale is %d: run both with the same S",
+                 links ? links : "1", s);
+        return -1;
+    }
+    if (s > 1 && !w->emulate) {
+        snprintf(err, errlen, "tensor_scale = %d needs compute = emulate: real compute "
+                              "computes the full-size tensors", s);
+        return -1;
+    }
+    if (s > 1 && (w->cfg->checkpoint_dir || w->cfg->resume_dir)) {
+        snprintf(err, errlen, "tensor_scale = %d: checkpoints would hold tensors %d times "
+                              "smaller than the model's; run without --checkpoint-dir and "
+                              "--resume", s, s);
+        return -1;
+    }
+    if (s > 1) log_info("tensor scale %d: every exchanged tensor %d times smaller on links %d "
+                        "times slower; the plan and every time reported are the full-size "
+                        "cluster's", s, s, s);
+    return 0;
+}
+
 static int job_check(worker_t *w, char *err, size_t errlen)
 {
     const worker_config_t *cfg = w->cfg;
     const experiment_t *job = w->job;
-    if (dilation_setup(job, err, errlen)) return -1;
+    if (dilation_setup(job, err, errlen) || scale_check(w, err, errlen)) return -1;
     if (launch_env_detect(&w->env, err, errlen)) return -1;
     w->rank = w->env.rank;
     w->world = w->env.world;
@@ -384,6 +416,8 @@ static probe_result_t link_probe(worker_t *w, char ***eps)
      * between their arrivals said nothing (loopback "measured" 971 GB/s) */
     if (probe_links(w->probe_comm, 20, job->train.probe_bytes, 6, &pr, to))
         coord_client_fail(w->cl, "link probe between ranks 0 and 1 failed");
+    /* links S times slower stand for the full-size cluster's (tensor_scale) */
+    pr.bw_Bps *= w->scale;
     char txt[128];
     snprintf(txt, sizeof txt, "%.17g %lld", pr.bw_Bps, (long long)pr.lat_ns);
     void *blob = txt;
@@ -611,7 +645,6 @@ static int local_setup(worker_t *w, char *err, size_t errlen)
     if (devices_setup(w, err, errlen)) return 1;
     w->iterations = worker_iterations(job, w->steps);
     w->solver = train_solver_config(job, w->steps, w->iterations);
-    params_setup(w);
     /* no peer may send more than this job ever sends in one message */
     size_t max_payload = largest_message(w);
     comm_set_max_payload(max_payload);
@@ -654,6 +687,9 @@ worker_t *worker_new(const worker_config_t *cfg, int *rc, char *err, size_t errl
     cluster_t cl;
     plan_opts_t po;
     plan_setup(w, &pr, &cl, &po);
+    /* the parameters once the plan is known: scaled tensors follow its blocks and methods */
+    if (w->scale > 1) worker_scale_layers(w);
+    params_setup(w);
     if (cfg->resume_dir && (*rc = worker_resume(w, err, errlen))) {
         endpoints_free(w, eps);
         worker_destroy(&w);
@@ -727,6 +763,8 @@ void worker_destroy(worker_t **wp)
     free(w->zeros);
     free(w->layer_off);
     free(w->entries);
+    free(w->layer_w);
+    free(w->layer_b);
     for (int d = 0; w->dev && d < w->devices; d++) {
         wk_device_t *dv = &w->dev[d];
         if (d > 0 && !dv->net) free(dv->params);

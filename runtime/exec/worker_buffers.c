@@ -19,24 +19,25 @@ void worker_layout_from_plan(worker_t *w)
 {
     const plan_t *p = &w->plan;
     int cap = 0;
-    for (int u = 0; u < p->n_units; u++)
-        cap += (int)cost_ps_blocks(&p->cost, w->units[u].ps_count * 4);
+    for (int u = 0; u < p->n_units; u++) /* the full-size tensor's blocks (tensor_scale) */
+        cap += (int)cost_ps_blocks(&p->cost, w->units[u].ps_count ? p->units[u].ps_bytes : 0);
     ps_layout_t *l = &w->layout;
     l->blocks = xcalloc((size_t)cap + 1, sizeof *l->blocks);
     l->n_shards = p->shards;
     int64_t *mine = xcalloc((size_t)p->shards, sizeof *mine);
     for (int u = 0; u < p->n_units; u++) {
         const wk_unit_t *wu = &w->units[u];
-        int64_t bytes = wu->ps_count * 4, block0 = p->units[u].tensor.block0;
+        /* the plan's blocks of the full-size tensor, each holding its scaled floats */
+        int64_t bytes = wu->ps_count ? p->units[u].ps_bytes : 0, block0 = p->units[u].tensor.block0;
         int64_t nb = cost_ps_blocks(&p->cost, bytes), off = wu->ps_off;
         memset(mine, 0, (size_t)p->shards * sizeof *mine);
         for (int64_t i = 0; i < nb; i++) {
             int shard = cost_ps_block_shard(&p->cost, bytes, block0, i);
-            int64_t b = cost_ps_block_bytes(&p->cost, bytes, i);
+            int64_t b = cost_ps_block_bytes(&p->cost, bytes, i), f = worker_scaled_floats(w, b);
             l->blocks[l->n_blocks++] =
-                (ps_block_t){.offset = (uint64_t)off, .count = (uint32_t)(b / 4), .shard = shard,
+                (ps_block_t){.offset = (uint64_t)off, .count = (uint32_t)f, .shard = shard,
                              .range = u};
-            off += b / 4;
+            off += f;
             mine[shard] += b;
         }
         ASSERT(off == wu->ps_off + wu->ps_count, "unit %d: blocks end at %lld, range at %lld", u,
@@ -58,11 +59,14 @@ int worker_entries_build(worker_t *w, char *err, size_t errlen)
     int64_t off = 0;
     for (int l = 0; l < m->n_layers; l++) {
         const layer_t *ly = &m->layers[l];
+        /* scaled tensors (worker_scale.c): the layer's scaled sizes */
+        int64_t nw = w->layer_w ? w->layer_w[l] : ly->weights;
+        int64_t nb = w->layer_b ? w->layer_b[l] : ly->biases;
         w->layer_off[l] = off;
-        if (ly->weights > 0) w->entries[w->n_entries++] = (wk_entry_t){off, ly->weights, false, l};
-        off += ly->weights;
-        if (ly->biases > 0) w->entries[w->n_entries++] = (wk_entry_t){off, ly->biases, true, l};
-        off += ly->biases;
+        if (nw > 0) w->entries[w->n_entries++] = (wk_entry_t){off, nw, false, l};
+        off += nw;
+        if (nb > 0) w->entries[w->n_entries++] = (wk_entry_t){off, nb, true, l};
+        off += nb;
     }
     w->n_params = off;
     if (!w->net) return 0;
@@ -104,24 +108,32 @@ static int64_t unit_ranges(worker_t *w, int u)
     wu->layer = un->layer;
     if (un->layer < 0 || (un->method == SYNC_NONE && !wk_unit_updates_locally(un))) return 0;
     const layer_t *ly = &w->model.layers[un->layer];
+    /* the sizes this rank holds: the model's, or S times smaller (worker_scale.c) */
     int64_t off = w->layer_off[un->layer];
-    if (wk_unit_updates_locally(un)) wu->w_off = off, wu->w_count = ly->params;
+    int64_t weights = w->layer_w ? w->layer_w[un->layer] : ly->weights;
+    int64_t params = weights + (w->layer_b ? w->layer_b[un->layer] : ly->biases);
+    if (wk_unit_updates_locally(un)) wu->w_off = off, wu->w_count = params;
     switch (un->method) {
-    case SYNC_PS: wu->ps_off = off, wu->ps_count = ly->params; break;
-    case SYNC_SFB:
-        wu->ps_off = off + ly->weights, wu->ps_count = ly->biases;
-        wu->w_off = off, wu->w_count = ly->weights;
-        wu->m = (int)un->tensor.m, wu->n = (int)un->tensor.n;
-        wu->k_dev = (int)(w->job->batch * (un->tensor.rows > 0 ? un->tensor.rows : 1));
-        wu->k = (int)(K * (un->tensor.rows > 0 ? un->tensor.rows : 1));
-        ASSERT((int64_t)wu->m * wu->n == ly->weights, "fc %s: %d x %d != %lld weights",
-               ly->name, wu->m, wu->n, (long long)ly->weights);
+    case SYNC_PS: wu->ps_off = off, wu->ps_count = params; break;
+    case SYNC_SFB: {
+        int64_t rows = un->tensor.rows > 0 ? un->tensor.rows : 1;
+        wu->ps_off = off + weights, wu->ps_count = params - weights;
+        wu->w_off = off, wu->w_count = weights;
+        wu->m = worker_scaled_dim(w, un->tensor.m), wu->n = worker_scaled_dim(w, un->tensor.n);
+        wu->k_dev = worker_scaled_dim(w, w->job->batch * rows);
+        wu->k = wu->k_dev * w->devices;
+        ASSERT(w->scale > 1 || wu->k == K * rows, "fc %s: %d factor rows, expected %lld",
+               ly->name, wu->k, (long long)(K * rows));
+        ASSERT((int64_t)wu->m * wu->n == weights, "fc %s: %d x %d != %lld weights",
+               ly->name, wu->m, wu->n, (long long)weights);
         break;
-    case SYNC_ALLREDUCE: wu->w_off = off, wu->w_count = ly->params; break;
+    }
+    case SYNC_ALLREDUCE: wu->w_off = off, wu->w_count = params; break;
     default: break;
     }
-    ASSERT(wu->ps_count * 4 == un->ps_bytes, "unit %d: PS range %lld floats, plan %lld bytes",
-           u, (long long)wu->ps_count, (long long)un->ps_bytes);
+    ASSERT(wu->ps_count == worker_scaled_ps_floats(w, un->ps_bytes),
+           "unit %d: PS range %lld floats, plan %lld bytes", u, (long long)wu->ps_count,
+           (long long)un->ps_bytes);
     int64_t most = wu->ps_count;
     if ((int64_t)wu->k * wu->m > most) most = (int64_t)wu->k * wu->m;
     if ((int64_t)wu->k * wu->n > most) most = (int64_t)wu->k * wu->n;
@@ -142,8 +154,9 @@ static void buckets_build(worker_t *w)
     }
     for (int b = 0; b < p->n_buckets; b++) {
         wk_bucket_t *wb = &w->buckets[b];
-        ASSERT(wb->count * 4 == p->buckets[b].bytes, "bucket %d: %lld floats, plan %lld bytes",
-               b, (long long)wb->count, (long long)p->buckets[b].bytes);
+        ASSERT(w->scale > 1 || wb->count * 4 == p->buckets[b].bytes,
+               "bucket %d: %lld floats, plan %lld bytes", b, (long long)wb->count,
+               (long long)p->buckets[b].bytes);
         wb->slot = xcalloc((size_t)w->n_slots, sizeof(float *));
         for (int s = 0; s < w->n_slots; s++) wb->slot[s] = worker_stage_buf(w, wb->count);
     }

@@ -265,11 +265,18 @@ void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t
     int64_t t0 = clock_now_ns();
     sgd_range(w, (int64_t)offset, (int64_t)count, params, grad_sum, w->hist_server + offset,
               1.0f / (float)w->replicas, t);
+    if (w->scale > 1) { /* the full-size block's apply: S times this one's, or the model's */
+        const cluster_t *c = &w->plan.cluster;
+        double full = (double)count * 4 * w->scale * w->plan.workers;
+        int64_t model = c->server_Bps > 0 ? llround(full / c->server_Bps * 1e9) : 0;
+        int64_t host = worker_scaled_work_ns(w, clock_now_ns() - t0, 1);
+        clock_sleep_until_ns(t0 + (host > model ? host : model));
+    }
     if (w->trace) {
         int l = entry_layer(w, offset);
         for (int u = 0; u < w->plan.n_units; u++)
             if (w->plan.units[u].layer == l && w->plan.units[u].op_apply >= 0)
-                wk_trace(w, w->plan.units[u].op_apply, t, -1, (int64_t)count * 4, t0,
+                wk_trace(w, w->plan.units[u].op_apply, t, -1, (int64_t)count * 4 * w->scale, t0,
                          clock_now_ns());
     }
 }
@@ -294,6 +301,7 @@ void worker_push_arrived(void *arg, int peer, uint64_t offset, int64_t t, int64_
     a->bytes += (int64_t)w->layout.blocks[b].count * 4;
     a->last_ns = recv_ns;
     if (a->blocks == w->unit_shard_blocks[u]) {
+        if (w->scale > 1) a->bytes = plan_shard_bytes(&w->plan, u, w->rank); /* full size */
         wk_trace_node(w, peer, w->plan.units[u].op_push, t, w->rank, a->bytes, a->first_ns,
                       a->last_ns);
         a->iteration = -1;
@@ -408,6 +416,13 @@ static double process_cpu_s(void)
     if (getrusage(RUSAGE_SELF, &ru)) return 0.0;
     return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+/* the peak resident memory of this process, MB (what tensor_scale is for) */
+static double process_peak_rss_mb(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) ? 0.0 : (double)ru.ru_maxrss / 1024.0;
 }
 
 /* ----------------------------------------------------------------- checkpoints */
@@ -763,6 +778,7 @@ static void local_broadcast(worker_t *w, int u)
     const plan_unit_t *un = &w->plan.units[u];
     if (un->layer < 0) return;
     int64_t off = w->layer_off[un->layer], count = w->model.layers[un->layer].params;
+    if (w->layer_w) count = w->layer_w[un->layer] + w->layer_b[un->layer]; /* tensor_scale */
     pthread_mutex_lock(&w->units[u].lock);
     if (w->staged) { /* the device locks matter to CPU devices run this way (tests) */
         for (int d = 0; d < w->devices; d++) {
@@ -822,7 +838,8 @@ static void sync_pull(syncer_t *sy, int64_t t)
         const ps_pull_times_t *f = &sy->from_shard[sh];
         if (!f->bytes) continue;
         int64_t start = f->first_stamp_ns && w->t0_shared ? w->t0_ns + f->first_stamp_ns : t0;
-        wk_trace_node(w, sh, sy->op, t, w->rank, f->bytes, start, f->last_recv_ns);
+        int64_t bytes = w->scale > 1 ? plan_shard_bytes(&w->plan, sy->u, sh) : f->bytes;
+        wk_trace_node(w, sh, sy->op, t, w->rank, bytes, start, f->last_recv_ns);
     }
 }
 
@@ -836,7 +853,7 @@ static int64_t sync_push(syncer_t *sy, int64_t t, int s)
         ps_client_wait_sent(sy->pc))
         coord_client_fail(sy->w->cl, "PS push of layer %s timed out after %d ms", sy->name,
                           sy->to);
-    return wu->ps_count * 4;
+    return sy->un->ps_bytes; /* the plan's: the full size under tensor_scale */
 }
 
 /* SFB of iteration t: slot s's factors to every peer, theirs into the stash. Returns the
@@ -867,6 +884,7 @@ static void sync_update(syncer_t *sy, int64_t t, int s)
     wk_unit_t *wu = sy->wu;
     progress(w, sy->op, t, "UPDATE of layer %s (rebuild from factors)", sy->name);
     pthread_mutex_lock(&w->update_mu);
+    int64_t t0 = clock_now_ns();
     size_t per = (size_t)wu->k * (size_t)(wu->m + wu->n);
     /* staged: every rank's factors to the update's device, the GEMMs there, the
      * rebuilt gradient back (the SGD below runs on the node's host parameters) */
@@ -888,10 +906,18 @@ static void sync_update(syncer_t *sy, int64_t t, int s)
     }
     if (w->ustash) /* waits for the GEMMs */
         compute_download(uc, wu->gsum, w->ugsum, (size_t)wu->m * wu->n * 4);
+    int64_t t1 = clock_now_ns();
     pthread_mutex_lock(&wu->lock);
     sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->gsum,
               w->hist_local + wu->w_off, 1.0f, t);
     pthread_mutex_unlock(&wu->lock);
+    if (w->scale > 1) { /* the full-size rebuild and step, at least the model's UPDATE */
+        int64_t host = worker_scaled_work_ns(w, t1 - t0, 1.5) +
+                       worker_scaled_work_ns(w, clock_now_ns() - t1, 1);
+        int64_t model = w->times.update_flops > 0
+                            ? llround(sy->po->flops / w->times.update_flops * 1e9) : 0;
+        clock_sleep_until_ns(t0 + (host > model ? host : model));
+    }
     pthread_mutex_unlock(&w->update_mu);
 }
 
@@ -904,8 +930,10 @@ static int64_t sync_allreduce(syncer_t *sy, int64_t t, int s)
     const wk_bucket_t *wb = &w->buckets[sy->un->bucket];
     progress(w, sy->op, t, "ring all-reduce of layer %s (bucket of %d layers)", sy->name,
              pb->n_units);
-    if (allreduce_sum(w->ucomm[sy->u], t, sy->layer, wb->slot[s], (size_t)wb->count,
-                      ALLREDUCE_CHUNK_FLOATS_DEFAULT, sy->to))
+    /* scaled tensors: chunks S times smaller, so that a step sends as many messages */
+    size_t chunk = (size_t)worker_scaled_floats(w, 4 * (int64_t)ALLREDUCE_CHUNK_FLOATS_DEFAULT);
+    if (allreduce_sum(w->ucomm[sy->u], t, sy->layer, wb->slot[s], (size_t)wb->count, chunk,
+                      sy->to))
         coord_client_fail(w->cl, "all-reduce of layer %s (bucket of %d layers) timed out after "
                           "%d ms", sy->name, pb->n_units, sy->to);
     for (int v = pb->first; v <= pb->last; v++) {
@@ -1094,9 +1122,9 @@ void worker_exec_run(worker_t *w)
                                           * final barrier, below rank 0's last row */
         /* the host's wall time (the cluster's x K): CPU against it says how busy the host was */
         snprintf(w->summary, sizeof w->summary, "rank %d: steady_cpu_s %.3f wall_s %.3f "
-                 "iterations %lld", w->rank, process_cpu_s() - w->cpu1_s,
+                 "iterations %lld peak_rss_mb %.0f", w->rank, process_cpu_s() - w->cpu1_s,
                  (double)(clock_now_ns() - w->cpu1_ns) * 1e-9 * clock_dilation(),
-                 (long long)(w->iterations - w->t_start - 1));
+                 (long long)(w->iterations - w->t_start - 1), process_peak_rss_mb());
     free(th);
     free(args);
     /* a stopped run has no final row: the resumed one writes the rows from the checkpoint on */

@@ -139,6 +139,11 @@ struct worker {
     plan_t plan;
     bool plan_built;
     bool emulate;
+    /* tensor_scale S (emulated compute only; runtime/exec/worker_scale.c): every exchanged
+     * tensor S times smaller, on links S times slower. Per model layer, the weights and
+     * biases this rank holds; NULL at S = 1 (the model's). */
+    int scale;
+    int64_t *layer_w, *layer_b;
 
     int64_t n_params;
     int n_entries;
@@ -340,6 +345,30 @@ void worker_units_free(worker_t *w);
 
 /* The PS layout the plan describes (after worker_units_build). */
 void worker_layout_from_plan(worker_t *w);
+
+/* ---- tensors S times smaller (runtime/exec/worker_scale.c) ---- */
+
+/* The floats this rank holds of a tensor of `bytes` at full size: bytes / 4 at S = 1, else
+ * bytes / 4S rounded up, at least 1 (a block or chunk still travels as one message). */
+int64_t worker_scaled_floats(const worker_t *w, int64_t bytes);
+
+/* A dimension of an SFB layer (outputs, inputs, factor rows) scaled by sqrt(S), rounded up,
+ * at least 1: weights m x n and factors k x (m + n) both shrink S-fold. */
+int worker_scaled_dim(const worker_t *w, int64_t x);
+
+/* The floats of a PS range whose plan tensor is `bytes`: its KV blocks (as many as the
+ * plan's, on the same shards), each scaled (worker_scaled_floats). */
+int64_t worker_scaled_ps_floats(const worker_t *w, int64_t bytes);
+
+/* S > 1, the plan is built: each layer's weights and biases scaled as its unit syncs them
+ * (layer_w, layer_b), and the parameter entries rebuilt on them. */
+void worker_scale_layers(worker_t *w);
+
+/* The host's time for the full-size work of which the scaled tensors took measured_ns:
+ * measured x S^power (S for a linear pass such as an SGD step, S^1.5 for an SFB rebuild,
+ * whose GEMMs shrink in all three dimensions). An emulated APPLY or UPDATE sleeps up to
+ * this, or to the cost model's time if that is longer. */
+int64_t worker_scaled_work_ns(const worker_t *w, int64_t measured_ns, double power);
 
 /* ---- the executor (runtime/exec/worker_exec.c) ---- */
 

@@ -4,7 +4,7 @@
 # 80% and 105% of it); and nothing of a run is left behind - after success, after a failing
 # command, and after Ctrl-C - bridge netfilter settings included: off while a run is up,
 # as before once the last run is gone (checked when no other run holds them). Time dilation
-# (-k 4) divides the rate by 4; racks (-R 1 -U 80mbit) put a 80 Mbit/s uplink between two
+# (-k 4) divides the rate by 4, and with tensors scaled (-k 2 -s 2) by 2 x 2; racks (-R 1 -U 80mbit) put a 80 Mbit/s uplink between two
 # hosts of different racks, and none between two hosts of one rack.
 # Exit 77 (skip) when not root or without network namespaces.
 set -u
@@ -55,11 +55,13 @@ judge() {
 }
 judge "200 Mbit/s link" 25e6 "$(goodput -r 200mbit)"
 judge "200 Mbit/s link dilated 4 times" 6.25e6 "$(goodput -r 200mbit -k 4)"
+judge "200 Mbit/s link dilated 2 times, tensors scaled 2 times" 6.25e6 "$(goodput -r 200mbit -k 2 -s 2)"
 judge "80 Mbit/s rack uplink" 10e6 "$(goodput -r 200mbit -R 1 -U 80mbit)"
 judge "one rack behind a 10 Mbit/s uplink" 25e6 "$(goodput -r 200mbit -R 2 -U 10mbit)"
 [ "$(leftovers)" -eq "$before" ] || fail "links or namespaces left after the racks"
 timeout 10 experiments/emucluster.sh -n 3 -R 2 -U 1gbit -- true >/dev/null 2>&1 && fail "3 hosts in racks of 2 accepted"
 timeout 10 experiments/emucluster.sh -n 2 -k 0 -- true >/dev/null 2>&1 && fail "-k 0 accepted"
+timeout 10 experiments/emucluster.sh -n 2 -s 0 -- true >/dev/null 2>&1 && fail "-s 0 accepted"
 
 timeout 60 experiments/emucluster.sh -n 2 -- sh -c 'exit 7' >/dev/null 2>&1; rc=$?
 [ $rc -eq 7 ] || fail "failing command: status $rc, expected 7"
