@@ -42,9 +42,11 @@
 #   --dilation auto     per row, the smallest K that keeps the ranks' CPU under a third of
 #                       the host's cores, from the simulator's prediction of the row: the
 #                       bytes all nodes send per iteration times the host's CPU seconds per
-#                       MB moved (VALIDATE_HOST_S_PER_MB, default 0.009: 12- and 16-node
-#                       GoogLeNet PS runs at K = 20 spent 7.3-9.3 ms of CPU per MB sent,
-#                       encrypted; all-reduce 4.3), over the predicted iteration time; at
+#                       MB moved (VALIDATE_HOST_S_PER_MB, default 0.004 with --transport
+#                       fabric, 0.009 with curve: a 12-node GoogLeNet ps+wfbp run at K = 20
+#                       spent 3.6 ms of CPU per MB sent over the trusted fabric and 8.5 ms
+#                       encrypted; 12- and 16-node PS runs 7.3-9.3 ms encrypted, all-reduce
+#                       4.3), over the predicted iteration time; at
 #                       least 2 (a run's start-up storm of connections and the emulated
 #                       links' shaping), and at most VALIDATE_MAX_DILATION (default 400)
 #   --tensor-scale S    every exchanged tensor S times smaller on links S times slower (the
@@ -56,6 +58,11 @@
 #                       VALIDATE_RANK_PARAM_COPIES (default 6) times the model's fp32
 #                       parameters per rank at S = 1, plus 60 MB; with --dilation auto, K is
 #                       then chosen on the bytes / S that the host really moves
+#   --transport T       fabric (default): the runs' data sockets authenticated by the job's
+#                       keys but not encrypted (poseidon train --trusted-fabric; the emulated
+#                       cluster is namespaces of this one host, a fabric no one else sees), so
+#                       the host spends less than half the CPU per MB that CURVE costs and K
+#                       can be smaller; curve: encrypted, as a job across machines runs
 #   --device-model D    emulated compute sleeps the simulator's times for device D (e.g.
 #                       titanx-maxwell, the Titan X of the papers) instead of a profile
 #                       scaled to --compute-s: the runs stand for the papers' GPUs
@@ -107,7 +114,7 @@ cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=8 warmup=3 batch=16 compute_s=0.3 out=out/validate
 repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100 dilation=1 tscale=1 racks=""
-build=build device_model=""
+build=build device_model="" transport=fabric
 paper() { # paper FULL: the papers' scale; options after it still apply
     models="googlenet inception-v3" nodes="16 32" gbps="10" schemes="ps+wfbp hybrid allreduce+wfbp"
     device_model=titanx-maxwell batch=32 dilation=auto iters=5 warmup=2
@@ -129,7 +136,7 @@ while [ $# -gt 0 ]; do
     --iterations) iters=$2 ;; --warmup) warmup=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
     --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;; --dilation) dilation=$2 ;; --racks) racks=$2 ;; --tensor-scale) tscale=$2 ;;
     --devices-per-node) devices_list=$2 ;; --intra-gbps) intra_gbps=$2 ;; --intra-latency-us) intra_lat_us=$2 ;;
-    --out) out=$2 ;; --build) build=$2 ;; --device-model) device_model=$2 ;;
+    --out) out=$2 ;; --build) build=$2 ;; --device-model) device_model=$2 ;; --transport) transport=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     esac
     shift 2
@@ -157,6 +164,11 @@ for devices in $devices_list; do
     [ "$devices" -ge 1 ] 2>/dev/null || { echo "validate: --devices-per-node must list counts >= 1" >&2; exit 2; }
 done
 case $queue in fair|fifo) ;; *) echo "validate: --queue must be fair or fifo" >&2; exit 2 ;; esac
+case $transport in
+fabric) transport_flag=--trusted-fabric host_s_per_mb=${VALIDATE_HOST_S_PER_MB:-0.004} ;;
+curve) transport_flag="" host_s_per_mb=${VALIDATE_HOST_S_PER_MB:-0.009} ;;
+*) echo "validate: --transport must be fabric or curve" >&2; exit 2 ;;
+esac
 # busy and total CPU ticks of the whole host (all processes, the kernel's network work too)
 cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
 
@@ -249,7 +261,7 @@ for model in $models; do
                         s = 1; while (s < 4096 && n * (60 + c * p / s) > g * 1000) s *= 2; print s }')
                     k_row=$dilation
                     [ "$dilation" = auto ] && k_row=$(awk -v mb="$sent" -v n="$n" -v t="$pred" -v P="$cores" -v S="$s_row" \
-                        -v c="${VALIDATE_HOST_S_PER_MB:-0.009}" -v hi="${VALIDATE_MAX_DILATION:-400}" 'BEGIN {
+                        -v c="$host_s_per_mb" -v hi="${VALIDATE_MAX_DILATION:-400}" 'BEGIN {
                         k = (t > 0) ? mb / S * n * c / (t * P / 3) : hi; k = int(k) + (k > int(k))
                         print (k < 2 ? 2 : (k > hi ? hi : k)) }')
                     # the simulator's per-layer methods, to check that the runtime ran the same plan
@@ -269,7 +281,7 @@ for model in $models; do
                         timeout $((600 * k_row)) experiments/emucluster.sh -n "$n" -r "$rate" -q "$queue" -k "$k_row" -s "$s_row" "${emu_racks[@]}" -l "$rd/logs" -- \
                             sh -c '"$@"; rc=$?; date +%s.%N >"$0.$RANK"; exit $rc' "$rd/logs/end" \
                             nice -n -10 "$bin" train "$exp" --set sweep_nodes="$n" --set sweep_schemes="$s" \
-                            --set time_dilation="$k_row" --set tensor_scale="$s_row" --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" \
+                            --set time_dilation="$k_row" --set tensor_scale="$s_row" --no-eval --timeout-ms 60000 --trace "$rd/trace" --job-out "$rd/job.exp" --keys "$rd/keys" $transport_flag \
                             >"$rd/out.log" 2>&1
                         rc=$?
                         kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
