@@ -391,3 +391,39 @@ TEST(comm_trusted_fabric_admits_the_job_and_no_one_else)
     comm_destroy(&b);
     keyring_destroy(&other);
 }
+
+/* A connection whose handshake fails (the server holds another key than the one this rank
+ * expects) is retried by ZeroMQ in silence; the comm's link watch reports it. */
+TEST(comm_link_watch_reports_a_failed_handshake)
+{
+    char err[256];
+    keyring_t *k = keyring_generate(2, err, sizeof err), *other = keyring_generate(1, err, sizeof err);
+    REQUIRE(k && other, "%s", err);
+    comm_set_keyring(k);
+    /* a CURVE server that is not rank 0: another key pair */
+    void *server = zmq_socket(comm_context(), ZMQ_ROUTER);
+    REQUIRE(server);
+    int one = 1, linger = 0;
+    zmq_setsockopt(server, ZMQ_CURVE_SERVER, &one, sizeof one);
+    zmq_setsockopt(server, ZMQ_LINGER, &linger, sizeof linger);
+    REQUIRE(zmq_setsockopt(server, ZMQ_CURVE_SECRETKEY, other->sec[0], 40) == 0);
+    REQUIRE(zmq_bind(server, "tcp://127.0.0.1:*") == 0);
+    char ep[128];
+    size_t len = sizeof ep;
+    REQUIRE(zmq_getsockopt(server, ZMQ_LAST_ENDPOINT, ep, &len) == 0);
+    comm_t *b = comm_new("t", 1, 2, NULL, 2000);
+    REQUIRE(b);
+    comm_watch_links(b);
+    REQUIRE(comm_connect(b, 0, ep) == 0);
+    comm_send(b, 0, (msg_header_t){.type = MSG_TEST}, "x", 1, NULL);
+    int events = 0;
+    for (int i = 0; i < 100 && events == 0; i++) {
+        events += comm_report_link_trouble(b);
+        usleep(50000);
+    }
+    CHECK(events > 0, "no event reported for a connection whose handshake cannot succeed");
+    zmq_close(server);
+    comm_destroy(&b);
+    keyring_destroy(&other);
+    keyring_destroy(&k);
+}

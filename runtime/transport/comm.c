@@ -18,6 +18,7 @@
 #include "runtime/transport/conn_cap.h"
 #include "runtime/transport/reject_log.h"
 #include "runtime/transport/fabric_auth.h"
+#include "runtime/transport/link_watch.h"
 #include "runtime/transport/zap.h"
 #include "runtime/transport/zmq_check.h"
 #include "runtime/transport/clock.h"
@@ -48,6 +49,7 @@ struct comm {
     stash_node_t *stash_head, *stash_tail;
     int stash_n;
     bool watch;         /* comm_watch_connections: new DEALERs get a monitor too */
+    link_watch_t *links; /* comm_watch_links: the DEALERs' troubles, logged */
     void **monitors;    /* PAIR sockets receiving the DEALERs' socket monitors' events */
     int n_monitors;
     conn_cap_t *cap;    /* the ROUTER's monitor: its connections per host, its closes */
@@ -319,6 +321,16 @@ static conn_cap_t *router_watch(comm_t *c)
     return c->cap;
 }
 
+void comm_watch_links(comm_t *c)
+{
+    if (c->links) return;
+    char what[64];
+    snprintf(what, sizeof what, "comm %s rank %d", c->name, c->rank);
+    c->links = link_watch_new(what);
+}
+
+int comm_report_link_trouble(comm_t *c) { return c->links ? link_watch_report(c->links) : 0; }
+
 void comm_watch_connections(comm_t *c)
 {
     if (c->watch) return;
@@ -372,6 +384,7 @@ void comm_destroy(comm_t **cp)
     comm_t *c = *cp;
     stash_clear(c);
     for (int i = 0; i < c->n_monitors; i++) zmq_close(c->monitors[i]);
+    link_watch_destroy(&c->links);
     free(c->monitors);
     conn_cap_unwatch(&c->cap); /* before its listener closes */
     for (int i = 0; i < c->n_peers; i++)
@@ -424,6 +437,7 @@ int comm_connect(comm_t *c, int peer, const char *endpoint)
     p->dealer = s;
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
     if (c->watch) add_monitor(c, s);
+    if (c->links) link_watch_add(c->links, comm_context(), s, peer);
     return 0;
 }
 

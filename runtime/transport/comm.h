@@ -218,6 +218,13 @@ int comm_tracker_wait(comm_tracker_t *t, int timeout_ms);
 void comm_watch_connections(comm_t *c);
 int comm_closed_connections(comm_t *c, int *fds, int max);
 
+/* The outgoing connections' troubles (a failed handshake, a drop), logged with the peer's
+ * rank and endpoint (runtime/transport/link_watch.h): comm_watch_links before comm_connect;
+ * comm_report_link_trouble from the comm's thread, as often as it likes (it never blocks);
+ * the events it read. */
+void comm_watch_links(comm_t *c);
+int comm_report_link_trouble(comm_t *c);
+
 /* Connections per host: at most per_host TCP connections from one remote IP may be open to
  * the comm's ROUTER at once; one beyond is ended as soon as it is accepted and logged
  * (runtime/transport/conn_cap.h; 0: no cap). Call it right after comm_new, before the endpoint is

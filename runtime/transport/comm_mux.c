@@ -187,6 +187,7 @@ static void *mux_main(void *arg)
     for (;;) {
         int busy = send_queued(m);
         deliver_arrived(m);
+        comm_report_link_trouble(m->comm);
         pthread_mutex_lock(&m->lock);
         bool done = m->stop && !m->queue_head && !busy;
         pthread_mutex_unlock(&m->lock);
@@ -208,6 +209,7 @@ comm_mux_t *comm_mux_new(const char *name, int rank, int n_peers, const char *co
     comm_mux_t *m = xcalloc(1, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
     m->comm = comm_new(name, rank, n_peers, NULL, send_timeout_ms);
+    comm_watch_links(m->comm);
     for (int p = 0; p < n_peers; p++)
         if (endpoints[p] && comm_connect(m->comm, p, endpoints[p]) != 0) {
             comm_destroy(&m->comm);
