@@ -839,6 +839,23 @@ static void freeze_links(net_t *n, const ent_t *e, double x)
     }
 }
 
+/* cnt += dc and used += dx at the leaf-side resources off + set[0..k) (a fan's leaves, a
+ * multi's excluded nodes), logged first. In locals: a store through cnt could otherwise be
+ * any int64 field of n, reloaded at every leaf. (used - x and used + (-x) are one IEEE
+ * operation.) */
+static void leaves_add(net_t *n, int off, const int *set, int k, int64_t dc, double dx)
+{
+    int64_t *cnt = n->cnt, tag = n->cur_tag;
+    const int64_t *hstamp = n->hstamp;
+    double *used = n->used;
+    for (int a = 0; a < k; a++) {
+        int r = off + set[a];
+        if (hstamp[r] != tag) hist(n, r);
+        cnt[r] += dc;
+        used[r] += dx;
+    }
+}
+
 static void freeze(net_t *n, int64_t i, double x)
 {
     int N = n->nodes;
@@ -859,11 +876,7 @@ static void freeze(net_t *n, int64_t i, double x)
         hist(n, h);
         n->cnt[h] -= e->mult;
         n->used[h] += x * e->mult;
-        for (int k = 0; k < e->nset; k++) {
-            hist(n, off + e->set[k]);
-            n->cnt[off + e->set[k]]--;
-            n->used[off + e->set[k]] += x;
-        }
+        leaves_add(n, off, e->set, e->nset, -1, x);
     } else {
         /* leaves the global terms; the leaf-side resources it does not cross (its hub node's,
          * those excluded) never counted it */
@@ -883,11 +896,7 @@ static void freeze(net_t *n, int64_t i, double x)
             n->cnt[off + hub_node(e)]++;
             n->used[off + hub_node(e)] -= x;
         }
-        for (int k = 0; k < e->nset; k++) {
-            hist(n, off + e->set[k]);
-            n->cnt[off + e->set[k]]++;
-            n->used[off + e->set[k]] -= x;
-        }
+        leaves_add(n, off, e->set, e->nset, 1, -x);
     }
     /* the core's terms matter only where it is a resource (a dependency chain through
      * every freeze otherwise) */
