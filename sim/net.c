@@ -424,8 +424,10 @@ static void rl_squeeze(const net_t *n, rlist_t *l, int by_seq)
 
 static void rl_note_dead(const net_t *n, rlist_t *l, int by_seq)
 {
+    /* squeezed once an eighth is dead: a NIC side's list is read by every computation that
+     * saturates it, and at 1,024 nodes the dead entries were 15% of the entries read */
     l->dead++;
-    if (!n->computing && 2 * l->dead > l->len + 16) rl_squeeze(n, l, by_seq);
+    if (!n->computing && 8 * l->dead > l->len + 16) rl_squeeze(n, l, by_seq);
 }
 
 /* Mark the entry of entity seq in the (seq-ordered) list dead. */

@@ -403,21 +403,21 @@ void rates_note_many(rates_t *r, const int64_t *ms, int64_t k, int32_t L)
 {
     if (k <= 0) return;
     notes_reserve(r, k);
-    /* the open run, kept in registers: most notes extend it */
-    run_t u = r->nruns > 0 ? r->runs[r->nruns - 1] : (run_t){0, 0, INT32_MIN, INT32_MIN};
-    int64_t nruns = r->nruns > 0 ? r->nruns - 1 : 0, nnotes = r->nnotes;
+    /* the open run in locals: most notes extend it (one level, mostly one group) */
+    int64_t nruns = r->nruns, nnotes = r->nnotes, *notes = r->notes;
     const int32_t *grp = r->grp;
+    run_t *runs = r->runs;
+    int32_t g = nruns > 0 && runs[nruns - 1].level == L ? runs[nruns - 1].g : INT32_MIN;
     for (int64_t a = 0; a < k; a++) {
         int64_t i = ms[a];
-        int32_t g = grp[i];
-        if (g != u.g || L != u.level) {
-            if (u.count > 0) r->runs[nruns++] = u;
-            u = (run_t){nnotes, 0, g, L};
+        int32_t gi = grp[i];
+        if (gi != g) {
+            runs[nruns++] = (run_t){nnotes, 0, gi, L};
+            g = gi;
         }
-        u.count++;
-        r->notes[nnotes++] = i;
+        runs[nruns - 1].count++;
+        notes[nnotes++] = i;
     }
-    r->runs[nruns++] = u;
     r->nruns = nruns;
     r->nnotes = nnotes;
 }
