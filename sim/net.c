@@ -198,7 +198,10 @@ struct net {
     int64_t *exin_at;
     char *mark2;     /* [resource] scratch of freeze_level and split_off */
     int *leafbuf;    /* [node] scratch: the leaves being split off */
-    int64_t ent_cap; /* capacity of fz, ml, exin, exin_at and seen */
+    int64_t *noted;  /* [entity] the entities frozen at the current level, in order, handed to
+                        rates_note_many at its end (one call, not one per entity) */
+    int64_t nnoted;
+    int64_t ent_cap; /* capacity of fz, ml, exin, exin_at, seen and noted */
     rheap_t *heap;
     int64_t heap_cap;
     /* global terms of the current computation, per rack q and side s at 2q + s */
@@ -376,6 +379,7 @@ void net_destroy(net_t **np)
     free(n->seen);
     free(n->exin);
     free(n->exin_at);
+    free(n->noted);
     free(n->mark2);
     free(n->leafbuf);
     free(n->heap);
@@ -420,8 +424,10 @@ static void rl_squeeze(const net_t *n, rlist_t *l, int by_seq)
 
 static void rl_note_dead(const net_t *n, rlist_t *l, int by_seq)
 {
+    /* squeezed once an eighth is dead: a NIC side's list is read by every computation that
+     * saturates it, and at 1,024 nodes the dead entries were 15% of the entries read */
     l->dead++;
-    if (!n->computing && 2 * l->dead > l->len + 16) rl_squeeze(n, l, by_seq);
+    if (!n->computing && 8 * l->dead > l->len + 16) rl_squeeze(n, l, by_seq);
 }
 
 /* Mark the entry of entity seq in the (seq-ordered) list dead. */
@@ -586,6 +592,7 @@ static void grow_ent_scratch(net_t *n)
     n->seen = xrealloc(n->seen, (size_t)n->ent_cap * sizeof *n->seen);
     n->exin = xrealloc(n->exin, (size_t)n->ent_cap * sizeof *n->exin);
     n->exin_at = xrealloc(n->exin_at, (size_t)n->ent_cap * sizeof *n->exin_at);
+    n->noted = xrealloc(n->noted, (size_t)n->ent_cap * sizeof *n->noted);
 }
 
 /* A slot for a new entity (its fields are the caller's to fill). */
@@ -819,8 +826,9 @@ static inline void hist(net_t *n, int r)
 }
 
 /* Entity i froze at the current level: its rate is the level's (rates_apply gives it at the
- * end of the computation, as one change per level). */
-static inline void note_level(net_t *n, int64_t i) { rates_note(n->rt, i, n->cur_lv); }
+ * end of the computation, as one change per level). Noted at the level's end (each entity
+ * freezes once per computation, so the buffer holds at most every slot). */
+static inline void note_level(net_t *n, int64_t i) { n->noted[n->nnoted++] = i; }
 
 /* freeze()'s terms of the rack links entity e crosses. */
 static void freeze_links(net_t *n, const ent_t *e, double x)
@@ -830,6 +838,23 @@ static void freeze_links(net_t *n, const ent_t *e, double x)
         hist(n, lk[a]);
         n->cnt[lk[a]] -= e->mult;
         n->used[lk[a]] += x * e->mult;
+    }
+}
+
+/* cnt += dc and used += dx at the leaf-side resources off + set[0..k) (a fan's leaves, a
+ * multi's excluded nodes), logged first. In locals: a store through cnt could otherwise be
+ * any int64 field of n, reloaded at every leaf. (used - x and used + (-x) are one IEEE
+ * operation.) */
+static void leaves_add(net_t *n, int off, const int *set, int k, int64_t dc, double dx)
+{
+    int64_t *cnt = n->cnt, tag = n->cur_tag;
+    const int64_t *hstamp = n->hstamp;
+    double *used = n->used;
+    for (int a = 0; a < k; a++) {
+        int r = off + set[a];
+        if (hstamp[r] != tag) hist(n, r);
+        cnt[r] += dc;
+        used[r] += dx;
     }
 }
 
@@ -853,11 +878,7 @@ static void freeze(net_t *n, int64_t i, double x)
         hist(n, h);
         n->cnt[h] -= e->mult;
         n->used[h] += x * e->mult;
-        for (int k = 0; k < e->nset; k++) {
-            hist(n, off + e->set[k]);
-            n->cnt[off + e->set[k]]--;
-            n->used[off + e->set[k]] += x;
-        }
+        leaves_add(n, off, e->set, e->nset, -1, x);
     } else {
         /* leaves the global terms; the leaf-side resources it does not cross (its hub node's,
          * those excluded) never counted it */
@@ -877,11 +898,7 @@ static void freeze(net_t *n, int64_t i, double x)
             n->cnt[off + hub_node(e)]++;
             n->used[off + hub_node(e)] -= x;
         }
-        for (int k = 0; k < e->nset; k++) {
-            hist(n, off + e->set[k]);
-            n->cnt[off + e->set[k]]++;
-            n->used[off + e->set[k]] -= x;
-        }
+        leaves_add(n, off, e->set, e->nset, 1, -x);
     }
     /* the core's terms matter only where it is a resource (a dependency chain through
      * every freeze otherwise) */
@@ -912,35 +929,48 @@ static void freeze_list(net_t *n, int r, double x)
     double ur = n->used[r];
     int64_t cr = n->cnt[r], nf = 0;
     const rlist_t *L = &n->list[r];
+    /* the arrays in locals: the stores through cnt and used would otherwise make the
+     * compiler reload every field of n at each entry */
+    int64_t *fz = n->fz, *cnt = n->cnt, *noted = n->noted;
+    const int64_t *lv_tag = n->lv_tag, *hstamp = n->hstamp, tag = n->cur_tag;
+    double *used = n->used;
+    int core = n->core_Bps > 0;
+    int64_t nn = n->nnoted;
     for (int64_t a = 0, len = n->lcnt[r]; a < len; a++) {
         lent_t l = L->v[a];
         int64_t j = l.slot;
-        if (l.other == LIST_DEAD || is_frozen(n, j)) continue;
+        if (l.other == LIST_DEAD) continue;
+        int64_t t = fz[j];
+        if (lv_tag[t & LV_MASK] == t) continue; /* frozen (is_frozen) */
         if (l.other < 0) {
-            n->used[r] = ur;
-            n->cnt[r] = cr;
+            used[r] = ur;
+            cnt[r] = cr;
+            n->nnoted = nn;
             if (l.other == LIST_FAN_LEAF) fan_level(n, j, x);
             else freeze(n, j, x);
-            ur = n->used[r];
-            cr = n->cnt[r];
+            /* a split may have grown the entity arrays */
+            fz = n->fz, noted = n->noted, nn = n->nnoted;
+            ur = used[r];
+            cr = cnt[r];
             continue;
         }
-        mark_frozen(n, j);
+        fz[j] = tag; /* mark_frozen */
         nf++;
-        note_level(n, j);
+        noted[nn++] = j; /* note_level */
         int other = l.other;
-        hist(n, other);
+        if (hstamp[other] != tag) hist(n, other);
         cr--;
         ur += x;
-        n->cnt[other]--;
-        n->used[other] += x;
-        if (n->core_Bps > 0) {
+        cnt[other]--;
+        used[other] += x;
+        if (core) {
             n->core_cnt -= 1;
             n->core_used += x;
         }
     }
-    n->used[r] = ur;
-    n->cnt[r] = cr;
+    n->nnoted = nn;
+    used[r] = ur;
+    cnt[r] = cr;
     n->left -= nf;
 }
 
@@ -1174,6 +1204,8 @@ static void freeze_level(net_t *n, int nl, double x)
         }
     }
     n->nml = w;
+    rates_note_many(n->rt, n->noted, n->nnoted, n->cur_lv);
+    n->nnoted = 0;
     for (int k = 0; k < nl; k++) {
         n->in_level[n->level[k]] = 0;
         if (n->level[k] < 2 * N) level_side[side_class(n, n->level[k])] = 0;

@@ -382,25 +382,47 @@ void rates_level(rates_t *r, int32_t L, double x)
     r->lv_grp[L] = -1;
 }
 
-void rates_note(rates_t *r, int64_t i, int32_t L)
+/* Room for k more notes and as many runs. */
+static void notes_reserve(rates_t *r, int64_t k)
 {
-    if (r->nnotes == r->notes_cap) {
-        r->notes_cap = r->notes_cap ? 2 * r->notes_cap : 1024;
-        r->notes = xrealloc(r->notes, (size_t)r->notes_cap * sizeof *r->notes);
+    if (r->nnotes + k > r->notes_cap) {
+        int64_t cap = r->notes_cap ? 2 * r->notes_cap : 1024;
+        while (cap < r->nnotes + k) cap *= 2;
+        r->notes = xrealloc(r->notes, (size_t)cap * sizeof *r->notes);
+        r->notes_cap = cap;
     }
-    int32_t g = r->grp[i];
-    run_t *last = r->nruns > 0 ? &r->runs[r->nruns - 1] : NULL;
-    if (last && last->g == g && last->level == L) {
-        last->count++;
-    } else {
-        if (r->nruns == r->runs_cap) {
-            r->runs_cap = r->runs_cap ? 2 * r->runs_cap : 256;
-            r->runs = xrealloc(r->runs, (size_t)r->runs_cap * sizeof *r->runs);
-        }
-        r->runs[r->nruns++] = (run_t){r->nnotes, 1, g, L};
+    if (r->nruns + k > r->runs_cap) {
+        int64_t cap = r->runs_cap ? 2 * r->runs_cap : 256;
+        while (cap < r->nruns + k) cap *= 2;
+        r->runs = xrealloc(r->runs, (size_t)cap * sizeof *r->runs);
+        r->runs_cap = cap;
     }
-    r->notes[r->nnotes++] = i;
 }
+
+void rates_note_many(rates_t *r, const int64_t *ms, int64_t k, int32_t L)
+{
+    if (k <= 0) return;
+    notes_reserve(r, k);
+    /* the open run in locals: most notes extend it (one level, mostly one group) */
+    int64_t nruns = r->nruns, nnotes = r->nnotes, *notes = r->notes;
+    const int32_t *grp = r->grp;
+    run_t *runs = r->runs;
+    int32_t g = nruns > 0 && runs[nruns - 1].level == L ? runs[nruns - 1].g : INT32_MIN;
+    for (int64_t a = 0; a < k; a++) {
+        int64_t i = ms[a];
+        int32_t gi = grp[i];
+        if (gi != g) {
+            runs[nruns++] = (run_t){nnotes, 0, gi, L};
+            g = gi;
+        }
+        runs[nruns - 1].count++;
+        notes[nnotes++] = i;
+    }
+    r->nruns = nruns;
+    r->nnotes = nnotes;
+}
+
+void rates_note(rates_t *r, int64_t i, int32_t L) { rates_note_many(r, &i, 1, L); }
 
 void rates_apply(rates_t *r, int64_t now)
 {

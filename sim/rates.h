@@ -63,6 +63,8 @@ int64_t rates_due(rates_t *r, int64_t now_ns);
  * not given again); member i froze at level L; then rates_apply at the computation's time. */
 void rates_level(rates_t *r, int32_t level, double x);
 void rates_note(rates_t *r, int64_t i, int32_t level);
+/* rates_note of ms[0..k) at level L, in that order (one call for a level's members). */
+void rates_note_many(rates_t *r, const int64_t *ms, int64_t k, int32_t level);
 void rates_apply(rates_t *r, int64_t now_ns);
 
 /* Test aid: every group's heap, every member's place and finish time, the heap of groups.
