@@ -127,8 +127,14 @@ int restart_launched(worker_config_t *cfg, char *err, size_t errlen)
 
 void restart_record(const worker_config_t *cfg, long long iter)
 {
-    if (cfg->restart_no <= 0) return;
     char cause[2400];
+    if (cfg->restart_no <= 0) {
+        /* a resume by hand: the cause is told, and the file goes, as for a restart */
+        if (cfg->resume_dir && last_words_take(cfg->resume_dir, cause, sizeof cause))
+            log_warn("resuming from %s/iter-%lld; the run before ended: %s", cfg->resume_dir,
+                     iter, cause);
+        return;
+    }
     if (!last_words_take(cfg->checkpoint_dir, cause, sizeof cause))
         snprintf(cause, sizeof cause, "no rank left a last line (killed all at once, or "
                                       "crashed: their logs say more)");

@@ -43,7 +43,8 @@ void restart_prepare(worker_config_t *cfg, int i, int max, const char *launcher_
 int restart_launched(worker_config_t *cfg, char *err, size_t errlen);
 
 /* Rank 0 of a restarted launched job, once every rank has started: logs the restart and
- * appends it to DIR/restarts (what restart_launched counts). */
+ * appends it to DIR/restarts (what restart_launched counts). Of a job resumed by hand: logs
+ * the cause the run before left in the resumed directory's last-failure, if any. */
 void restart_record(const worker_config_t *cfg, long long iter);
 
 #endif
