@@ -90,6 +90,16 @@ static void cpu_sgemm(void *ctx, bool ta, bool tb, int m, int n, int k, float al
                       int ldc)
 {
     (void)ctx;
+    /* beta = 0: zero C here and let OpenBLAS add (beta = 1). Its own beta pass
+     * (sgemm_beta) is a scalar loop, 4-7% of CIFAR-10 quick's training step in perf; memset
+     * is several times faster, and 0 + x = x, so C is the same bit for bit (but for the sign
+     * of a zero, which nothing reads). */
+    if (beta == 0.0f && m > 0 && n > 0) {
+        if (ldc == n) memset(c, 0, (size_t)m * n * sizeof(float));
+        else
+            for (int i = 0; i < m; i++) memset(c + (int64_t)i * ldc, 0, (size_t)n * sizeof(float));
+        beta = 1.0f;
+    }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
