@@ -343,12 +343,39 @@ static void conv_im2col(nnet_t *n, const layer_t *l, const float *xb)
                       l->out_shape.h, l->out_shape.w, n->col);
 }
 
+static ke_window_t conv_window(const layer_t *l)
+{
+    return (ke_window_t){.h = l->in_shape.h, .w = l->in_shape.w, .oh = l->out_shape.h,
+                         .ow = l->out_shape.w, .kh = l->kernel_h, .kw = l->kernel_w,
+                         .sh = l->stride_h, .sw = l->stride_w, .ph = l->pad_h, .pw = l->pad_w};
+}
+
+/* The forward pass of the whole batch through the backend's own kernel, where it has one for
+ * this shape (the CPU backend: Winograd for 5x5); false: the caller computes it. */
+static bool conv_forward_by_backend(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    if (!n->c->ops->conv_forward) return false;
+    ke_window_t k = conv_window(l);
+    return n->c->ops->conv_forward(n->c->ctx, &k, n->batch, l->in_shape.c, l->out, l->groups,
+                                   s->w, s->b, x, s->out);
+}
+
+/* The same for the input gradient (the CPU backend: stride 1, as a convolution of dy). */
+static bool conv_data_grad_by_backend(nnet_t *n, const layer_t *l, lstate_t *s, float *dx)
+{
+    if (!n->c->ops->conv_data_grad) return false;
+    ke_window_t k = conv_window(l);
+    return n->c->ops->conv_data_grad(n->c->ctx, &k, n->batch, l->in_shape.c, l->out, l->groups,
+                                     s->w, s->dout, dx);
+}
+
 static void conv_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
 {
     int C = l->in_shape.c, H = l->in_shape.h, W = l->in_shape.w;
     int O = l->out, P = l->out_shape.h * l->out_shape.w, G = l->groups;
     int Cg = C / G, Og = O / G, K = Cg * l->kernel_h * l->kernel_w;
     bool pw = conv_is_pointwise(l);
+    if (!pw && conv_forward_by_backend(n, l, s, x)) return;
     if (conv_bias_fused(l, s)) {
         float *wb = n->wext; /* (O, K+1): W | b */
         n->lo->copy_rows(n->c->ctx, O, K, wb, K + 1, s->w, K);
@@ -384,6 +411,7 @@ static void conv_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float 
     bool pw = conv_is_pointwise(l);
     bool fused = conv_bias_fused(l, s);
     if (fused) n->lo->fill(n->c->ctx, P, 1.0f, n->col + (int64_t)K * P);
+    if (dx && !pw && conv_data_grad_by_backend(n, l, s, dx)) dx = NULL; /* done */
     for (int b = 0; b < n->batch; b++) {
         const float *xb = x + (int64_t)b * C * H * W;
         const float *dyb = s->dout + (int64_t)b * O * P;

@@ -1,0 +1,233 @@
+/* conv_wino: see conv_wino.h.
+ *
+ * F(2x2, 5x5) with the interpolation points 0, 1, -1, 2, -2 and infinity; the matrices (AT,
+ * G, BT below) were solved exactly from the condition AT [(G g) * (BT d)] = the correlation
+ * of d (6) with g (5), and the 2-D form nests the 1-D one: Y = AT [(G g G^T) * (BT d BT^T)] AT^T.
+ *
+ * Samples go in chunks of about TILES_PER_CHUNK tiles, so that each of the 36 products is one
+ * GEMM of a useful width (LeNet's conv2 has 49 tiles a sample) whose operands stay in L2.
+ * The transforms run on 4 tiles at once, one per lane of vec.h's vectors; a tile's 6x6 input
+ * is read from a zero-padded copy of its planes, so no tile needs a border test.
+ */
+#include "runtime/compute/conv_wino.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "runtime/compute/vec.h"
+
+enum { TILES_PER_CHUNK = 256 };
+
+float *conv_wino_buf_get(conv_wino_buf_t *b, int64_t count)
+{
+    if (count > b->count) {
+        free(b->p);
+        b->p = xmalloc((size_t)count * sizeof(float));
+        b->count = count;
+    }
+    return b->p;
+}
+
+void conv_wino_buf_fini(conv_wino_buf_t *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->count = 0;
+}
+
+void conv_wino_scratch_fini(conv_wino_scratch_t *s)
+{
+    conv_wino_buf_fini(&s->u);
+    conv_wino_buf_fini(&s->v);
+    conv_wino_buf_fini(&s->m);
+    conv_wino_buf_fini(&s->pad);
+    conv_wino_buf_fini(&s->idx);
+}
+
+bool conv_wino_suits(int c, int kh, int kw, int sh, int sw, int ph, int pw)
+{
+    return kh == 5 && kw == 5 && sh == 1 && sw == 1 && ph >= 0 && pw >= 0 && ph < 5 && pw < 5 &&
+           c >= 8;
+}
+
+/* G (6x5): the filter transform */
+static const double s_g[6][5] = {
+    {1.0 / 4, 0, 0, 0, 0},
+    {-1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6},
+    {-1.0 / 6, 1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6},
+    {1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 3, 2.0 / 3},
+    {1.0 / 24, -1.0 / 12, 1.0 / 6, -1.0 / 3, 2.0 / 3},
+    {0, 0, 0, 0, 1},
+};
+
+/* u (36, o, c) = G g G^T for each filter g (5x5) of wt (o, c, 5, 5), in double. */
+static void filters_transform(const float *wt, int o, int c, float *u)
+{
+    int64_t oc = (int64_t)o * c;
+    for (int64_t f = 0; f < oc; f++) {
+        const float *g = wt + f * 25;
+        double t[6][5]; /* G g */
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 5; j++) {
+                double a = 0;
+                for (int k = 0; k < 5; k++) a += s_g[i][k] * g[k * 5 + j];
+                t[i][j] = a;
+            }
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 6; j++) {
+                double a = 0;
+                for (int k = 0; k < 5; k++) a += t[i][k] * s_g[j][k];
+                u[(int64_t)(i * 6 + j) * oc + f] = (float)a;
+            }
+    }
+}
+
+/* BT (6x6) applied to six vectors: r = BT d */
+static inline void bt6(const vec_f4 d[6], vec_f4 r[6])
+{
+    const vec_f4 two = {2, 2, 2, 2}, four = {4, 4, 4, 4}, five = {5, 5, 5, 5};
+    r[0] = four * d[0] - five * d[2] + d[4];
+    r[1] = d[3] + d[4] - four * (d[1] + d[2]);
+    r[2] = four * (d[1] - d[2]) + d[4] - d[3];
+    r[3] = two * (d[3] - d[1]) + d[4] - d[2];
+    r[4] = two * (d[1] - d[3]) + d[4] - d[2];
+    r[5] = four * d[1] - five * d[3] + d[5];
+}
+
+/* AT (2x6) applied to six vectors */
+static inline void at6(const vec_f4 m[6], vec_f4 *y0, vec_f4 *y1)
+{
+    const vec_f4 two = {2, 2, 2, 2};
+    *y0 = m[0] + m[1] + m[2] + m[3] + m[4];
+    *y1 = m[1] - m[2] + two * (m[3] - m[4]) + m[5];
+}
+
+/* v (c, 36, nt) for the tiles of one chunk, 4 at a time: BT d BT^T of each tile's 6x6 input,
+ * d read at pad + off[t] + channel * plane (row stride wp). nt is a multiple of 4. */
+static void inputs_transform(const float *pad, const int64_t *off, int64_t plane, int wp, int c,
+                             int64_t nt, float *v)
+{
+    for (int ch = 0; ch < c; ch++)
+        for (int64_t t = 0; t < nt; t += 4) {
+            const float *p[4];
+            for (int j = 0; j < 4; j++) p[j] = pad + off[3 * (t + j)] + ch * plane;
+            vec_f4 rows[6][6]; /* BT d: rows[i][col] */
+            for (int col = 0; col < 6; col++) {
+                vec_f4 d[6], r[6];
+                for (int y = 0; y < 6; y++)
+                    d[y] = (vec_f4){p[0][y * wp + col], p[1][y * wp + col],
+                                    p[2][y * wp + col], p[3][y * wp + col]};
+                bt6(d, r);
+                for (int i = 0; i < 6; i++) rows[i][col] = r[i];
+            }
+            float *vt = v + (int64_t)ch * 36 * nt + t;
+            for (int i = 0; i < 6; i++) {
+                vec_f4 r[6];
+                bt6(rows[i], r);
+                for (int j = 0; j < 6; j++) vec_store(vt + (i * 6 + j) * nt, r[j]);
+            }
+        }
+}
+
+/* The 2x2 outputs of 4 tiles from m (o, 36, nt) at output channel oc and tiles t..t+3, into
+ * y: tile j's top-left output is at y + idx[3j + 1] (-1: no tile), idx[3j + 2] says whether
+ * its second row (bit 0) and second column (bit 1) lie inside the output. */
+static void outputs_store4(const float *m, int64_t on, const int64_t *idx, float bias, bool add,
+                           int ow, float *y)
+{
+    vec_f4 rows[2][6]; /* AT m: rows[i][col] */
+    for (int col = 0; col < 6; col++) {
+        vec_f4 d[6];
+        for (int a = 0; a < 6; a++) d[a] = vec_load(m + (a * 6 + col) * on);
+        at6(d, &rows[0][col], &rows[1][col]);
+    }
+    vec_f4 r[2][2];
+    for (int i = 0; i < 2; i++) at6(rows[i], &r[i][0], &r[i][1]);
+    for (int j = 0; j < 4; j++) {
+        if (idx[3 * j + 1] < 0) continue;
+        float *yt = y + idx[3 * j + 1];
+        float v[2][2] = {{r[0][0][j] + bias, r[0][1][j] + bias},
+                         {r[1][0][j] + bias, r[1][1][j] + bias}};
+        int rows = idx[3 * j + 2] & 1 ? 2 : 1, cols = idx[3 * j + 2] & 2 ? 2 : 1;
+        if (rows == 2 && cols == 2 && !add) { /* the common case, without tests */
+            yt[0] = v[0][0], yt[1] = v[0][1], yt[ow] = v[1][0], yt[ow + 1] = v[1][1];
+            continue;
+        }
+        for (int i = 0; i < rows; i++)
+            for (int k = 0; k < cols; k++) yt[i * ow + k] = (add ? yt[i * ow + k] : 0.0f) + v[i][k];
+    }
+}
+
+/* Per tile t of a chunk of n samples (nt slots, the last ones empty): idx[3t] its input's
+ * offset in the padded planes, idx[3t + 1] its output's offset in y (-1 when empty),
+ * idx[3t + 2] the flags of outputs_store4. */
+static void chunk_index(const conv_wino_shape_t *sh, int n, int tw, int64_t timg, int64_t nt,
+                        int wp, int64_t plane, int64_t *idx)
+{
+    for (int64_t t = 0; t < nt; t++) {
+        int64_t tt = t < n * timg ? t : 0, b = tt / timg, r = tt % timg;
+        int ty = (int)(r / tw), tx = (int)(r % tw);
+        idx[3 * t] = b * sh->c * plane + (int64_t)2 * ty * wp + 2 * tx;
+        idx[3 * t + 1] = t < n * timg ? b * sh->y_stride + (int64_t)2 * ty * sh->ow + 2 * tx : -1;
+        idx[3 * t + 2] = (2 * ty + 1 < sh->oh ? 1 : 0) | (2 * tx + 1 < sh->ow ? 2 : 0);
+    }
+}
+
+/* The planes of n samples from x into pad (n, c, hp, wp), zero around them. */
+static void chunk_pad(const conv_wino_shape_t *sh, int n, const float *x, int hp, int wp,
+                      float *pad)
+{
+    int64_t plane = (int64_t)hp * wp;
+    memset(pad, 0, (size_t)n * sh->c * plane * sizeof(float));
+    for (int b = 0; b < n; b++)
+        for (int ch = 0; ch < sh->c; ch++) {
+            const float *xp = x + b * sh->x_stride + (int64_t)ch * sh->h * sh->w;
+            float *pp = pad + ((int64_t)b * sh->c + ch) * plane + (int64_t)sh->ph * wp + sh->pw;
+            for (int yy = 0; yy < sh->h; yy++)
+                memcpy(pp + (int64_t)yy * wp, xp + (int64_t)yy * sh->w, (size_t)sh->w * sizeof(float));
+        }
+}
+
+/* m (o, 36, nt) = u (36, o, c) times v (c, 36, nt), point by point: the points of one channel
+ * lie together, where the transforms read and write them. */
+static void products(const float *u, const float *v, int o, int c, int64_t nt, float *m)
+{
+    /* zeroed here and added to (beta = 1): OpenBLAS's own beta = 0 pass is slow (compute_cpu.c) */
+    memset(m, 0, (size_t)36 * o * nt * sizeof(float));
+    for (int pt = 0; pt < 36; pt++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o, (int)nt, c, 1.0f,
+                    u + (int64_t)pt * o * c, c, v + pt * nt, (int)(36 * nt), 1.0f,
+                    m + pt * nt, (int)(36 * nt));
+}
+
+void conv_wino_run(conv_wino_scratch_t *s, const conv_wino_shape_t *sh, const float *wt,
+                   const float *bias, const float *x, bool add, float *y)
+{
+    int th = (sh->oh + 1) / 2, tw = (sh->ow + 1) / 2, hp = 2 * th + 4, wp = 2 * tw + 4;
+    int64_t plane = (int64_t)hp * wp, timg = (int64_t)th * tw;
+    int nb = timg >= TILES_PER_CHUNK ? 1 : (int)(TILES_PER_CHUNK / timg);
+    if (nb > sh->batch) nb = sh->batch;
+    int64_t ntmax = (nb * timg + 3) / 4 * 4, ohw = (int64_t)sh->oh * sh->ow;
+    float *u = conv_wino_buf_get(&s->u, (int64_t)36 * sh->o * sh->c);
+    float *v = conv_wino_buf_get(&s->v, 36 * sh->c * ntmax);
+    float *m = conv_wino_buf_get(&s->m, 36 * sh->o * ntmax);
+    float *pad = conv_wino_buf_get(&s->pad, (int64_t)nb * sh->c * plane);
+    /* 3 int64_t a tile; the buffer only ever holds int64_t */
+    int64_t *idx = (int64_t *)(void *)conv_wino_buf_get(&s->idx, 6 * ntmax);
+    filters_transform(wt, sh->o, sh->c, u);
+    for (int b0 = 0; b0 < sh->batch; b0 += nb) {
+        int n = sh->batch - b0 < nb ? sh->batch - b0 : nb;
+        int64_t nt = (n * timg + 3) / 4 * 4;
+        chunk_pad(sh, n, x + b0 * sh->x_stride, hp, wp, pad);
+        chunk_index(sh, n, tw, timg, nt, wp, plane, idx);
+        inputs_transform(pad, idx, plane, wp, sh->c, nt, v);
+        products(u, v, sh->o, sh->c, nt, m);
+        float *yb = y + b0 * sh->y_stride;
+        for (int oc = 0; oc < sh->o; oc++)
+            for (int64_t t = 0; t < nt; t += 4)
+                outputs_store4(m + (int64_t)oc * 36 * nt + t, nt, idx + 3 * t,
+                               bias ? bias[oc] : 0.0f, add, sh->ow, yb + oc * ohw);
+    }
+}
