@@ -110,6 +110,7 @@ TEST(test_conv_kernels_winograd_matches_naive)
         {7, 8, 8, 8, 6, 5, 5, 2, 1},    /* chunks of 16 samples: one, part filled */
         {20, 8, 8, 9, 2, 5, 5, 2, 2},   /* a second chunk that ends mid-way */
         {1, 8, 5, 5, 1, 5, 5, 0, 0},    /* one output pixel */
+        {2, 9, 6, 7, 3, 5, 5, 1, 2},    /* 27 filters: a last group of 3 */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         CHECK(check_wino(r, &shapes[i], false) == 0, "shape %zu", i);

@@ -1,7 +1,7 @@
 /* conv_wino: see conv_wino.h.
  *
  * F(2x2, 5x5) with the interpolation points 0, 1, -1, 2, -2 and infinity; the matrices (AT,
- * G, BT below) were solved exactly from the condition AT [(G g) * (BT d)] = the correlation
+ * G, BT, written out in at6, g6 and bt6 below) were solved exactly from the condition AT [(G g) * (BT d)] = the correlation
  * of d (6) with g (5), and the 2-D form nests the 1-D one: Y = AT [(G g G^T) * (BT d BT^T)] AT^T.
  *
  * Samples go in chunks of about TILES_PER_CHUNK tiles, so that each of the 36 products is one
@@ -52,35 +52,46 @@ bool conv_wino_suits(int c, int kh, int kw, int sh, int sw, int ph, int pw)
            c >= 8;
 }
 
-/* G (6x5): the filter transform */
-static const double s_g[6][5] = {
-    {1.0 / 4, 0, 0, 0, 0},
-    {-1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6},
-    {-1.0 / 6, 1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6},
-    {1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 3, 2.0 / 3},
-    {1.0 / 24, -1.0 / 12, 1.0 / 6, -1.0 / 3, 2.0 / 3},
-    {0, 0, 0, 0, 1},
-};
-
-/* u (36, o, c) = G g G^T for each filter g (5x5) of wt (o, c, 5, 5), in double. */
-static void filters_transform(const float *wt, int o, int c, float *u)
+/* G (6x5), the filter transform, applied to five vectors: r = G g */
+static inline void g6(const vec_f4 g[5], vec_f4 r[6])
 {
-    int64_t oc = (int64_t)o * c;
-    for (int64_t f = 0; f < oc; f++) {
-        const float *g = wt + f * 25;
-        double t[6][5]; /* G g */
-        for (int i = 0; i < 6; i++)
-            for (int j = 0; j < 5; j++) {
-                double a = 0;
-                for (int k = 0; k < 5; k++) a += s_g[i][k] * g[k * 5 + j];
-                t[i][j] = a;
-            }
-        for (int i = 0; i < 6; i++)
+    const vec_f4 two = {2, 2, 2, 2}, four = {4, 4, 4, 4}, sixteen = {16, 16, 16, 16};
+    vec_f4 even = g[0] + g[2] + g[4], odd = g[1] + g[3];
+    vec_f4 even2 = g[0] + four * g[2] + sixteen * g[4], odd2 = two * g[1] + four * two * g[3];
+    r[0] = g[0] / 4.0f;
+    r[1] = -(even + odd) / 6.0f;
+    r[2] = -(even - odd) / 6.0f;
+    r[3] = (even2 + odd2) / 24.0f;
+    r[4] = (even2 - odd2) / 24.0f;
+    r[5] = g[4];
+}
+
+/* u (36, nf) = G g G^T for each of the nf filters g (5x5) of wt, four filters at a time (the
+ * last group repeats the last filter in its spare lanes and stores only the real ones). */
+static void filters_transform(const float *wt, int64_t nf, float *u)
+{
+    for (int64_t f = 0; f < nf; f += 4) {
+        const float *g[4];
+        for (int l = 0; l < 4; l++) g[l] = wt + (f + l < nf ? f + l : nf - 1) * 25;
+        vec_f4 t[6][5]; /* G g: t[i][col] */
+        for (int col = 0; col < 5; col++) {
+            vec_f4 d[5], r[6];
+            for (int k = 0; k < 5; k++)
+                d[k] = (vec_f4){g[0][k * 5 + col], g[1][k * 5 + col], g[2][k * 5 + col],
+                                g[3][k * 5 + col]};
+            g6(d, r);
+            for (int i = 0; i < 6; i++) t[i][col] = r[i];
+        }
+        for (int i = 0; i < 6; i++) {
+            vec_f4 r[6];
+            g6(t[i], r);
             for (int j = 0; j < 6; j++) {
-                double a = 0;
-                for (int k = 0; k < 5; k++) a += t[i][k] * s_g[j][k];
-                u[(int64_t)(i * 6 + j) * oc + f] = (float)a;
+                float *up = u + (i * 6 + j) * nf + f;
+                if (f + 4 <= nf) vec_store(up, r[j]);
+                else
+                    for (int l = 0; f + l < nf; l++) up[l] = r[j][l];
             }
+        }
     }
 }
 
@@ -216,7 +227,7 @@ void conv_wino_run(conv_wino_scratch_t *s, const conv_wino_shape_t *sh, const fl
     float *pad = conv_wino_buf_get(&s->pad, (int64_t)nb * sh->c * plane);
     /* 3 int64_t a tile; the buffer only ever holds int64_t */
     int64_t *idx = (int64_t *)(void *)conv_wino_buf_get(&s->idx, 6 * ntmax);
-    filters_transform(wt, sh->o, sh->c, u);
+    filters_transform(wt, (int64_t)sh->o * sh->c, u);
     for (int b0 = 0; b0 < sh->batch; b0 += nb) {
         int n = sh->batch - b0 < nb ? sh->batch - b0 : nb;
         int64_t nt = (n * timg + 3) / 4 * 4;
