@@ -90,7 +90,8 @@ static int64_t check_wino(rng_t *r, const cshape_t *s, bool corrupt)
     float *got = malloc((size_t)n * sizeof *got);
     for (int b = 0; b < s->batch; b++) {
         memcpy(got + b * per, y + b * ys, (size_t)per * sizeof *got);
-        for (int64_t i = 0; i < per; i++) ref[b * per + i] = 2 * ref[b * per + i] - bias[i / (oh * ow)];
+        for (int64_t i = 0; i < per; i++)
+            ref[b * per + i] = 2 * ref[b * per + i] - bias[i / (oh * ow)];
     }
     if (corrupt) got[n / 2] += 0.01f;
     bad = count_off("winograd", got, ref, n);

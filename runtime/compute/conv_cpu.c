@@ -44,8 +44,8 @@ static void col_range(int w, int pw, int sw, int kj, int ow, int *lo, int *hi)
  * oh runs of ow consecutive floats, with no border tests or zero fills. Per-run overhead is
  * what im2col costs on small images (LeNet's conv2: runs of 14 floats); measured there at
  * batch 64, 3.5 ms per batch with border tests, 1.3 ms this way. */
-static void im2col_stride1(conv_cpu_scratch_t *cs, const float *x, int c, int h, int w, int kh, int kw,
-                           int ph, int pw, int oh, int ow, float *col)
+static void im2col_stride1(conv_cpu_scratch_t *cs, const float *x, int c, int h, int w, int kh,
+                           int kw, int ph, int pw, int oh, int ow, float *col)
 {
     int hp = h + 2 * ph, wp = w + 2 * pw;
     float *xp = conv_wino_buf_get(&cs->pad, (int64_t)c * hp * wp);
@@ -96,8 +96,8 @@ static bool stride1_fits(int h, int w, int kh, int kw, int ph, int pw, int sh, i
 /* Row r of col is (channel ci, kernel offset ki, kj); column is the output pixel. For each
  * row the output row oy reads input row iy = oy*sh - ph + ki: a strided copy with zero
  * fill at the borders; the general path, for strides above 1. */
-void conv_cpu_im2col(conv_cpu_scratch_t *cs, const float *x, int c, int h, int w, int kh, int kw, int ph,
-                       int pw, int sh, int sw, int oh, int ow, float *col)
+void conv_cpu_im2col(conv_cpu_scratch_t *cs, const float *x, int c, int h, int w, int kh, int kw,
+                     int ph, int pw, int sh, int sw, int oh, int ow, float *col)
 {
     if (stride1_fits(h, w, kh, kw, ph, pw, sh, sw, oh, ow)) {
         im2col_stride1(cs, x, c, h, w, kh, kw, ph, pw, oh, ow, col);
@@ -131,8 +131,8 @@ void conv_cpu_im2col(conv_cpu_scratch_t *cs, const float *x, int c, int h, int w
     }
 }
 
-void conv_cpu_col2im(conv_cpu_scratch_t *cs, const float *col, int c, int h, int w, int kh, int kw, int ph,
-                       int pw, int sh, int sw, int oh, int ow, float *x)
+void conv_cpu_col2im(conv_cpu_scratch_t *cs, const float *col, int c, int h, int w, int kh,
+                     int kw, int ph, int pw, int sh, int sw, int oh, int ow, float *x)
 {
     if (stride1_fits(h, w, kh, kw, ph, pw, sh, sw, oh, ow)) {
         col2im_stride1(cs, col, c, h, w, kh, kw, ph, pw, oh, ow, x);

@@ -1,11 +1,13 @@
 /* conv_wino: see conv_wino.h.
  *
- * F(2x2, 5x5) with the interpolation points 0, 1, -1, 2, -2 and infinity; the matrices (AT,
- * G, BT, written out in at6, g6 and bt6 below) were solved exactly from the condition AT [(G g) * (BT d)] = the correlation
- * of d (6) with g (5), and the 2-D form nests the 1-D one: Y = AT [(G g G^T) * (BT d BT^T)] AT^T.
+ * F(2x2, 5x5) with the interpolation points 0, 1, -1, 2, -2 and infinity. The matrices AT
+ * (2x6), G (6x5) and BT (6x6), written out in at6, g6 and bt6 below, were solved exactly (in
+ * rationals) from the condition AT [(G g) * (BT d)] = the correlation of d (6) with g (5); the
+ * 2-D form nests the 1-D one: Y = AT [(G g G^T) * (BT d BT^T)] AT^T.
  *
  * Samples go in chunks of about TILES_PER_CHUNK tiles, so that each of the 36 products is one
- * GEMM of a useful width (LeNet's conv2 has 49 tiles a sample) whose operands stay in L2.
+ * GEMM of a useful width, not 36 small calls a sample (LeNet's conv2 has 49 tiles a sample;
+ * chunks of 48 to 256 tiles measured about equally fast there, 512 slower).
  * The transforms run on 4 tiles at once, one per lane of vec.h's vectors; a tile's 6x6 input
  * is read from a zero-padded copy of its planes, so no tile needs a border test.
  */
@@ -197,7 +199,8 @@ static void chunk_pad(const conv_wino_shape_t *sh, int n, const float *x, int hp
             const float *xp = x + b * sh->x_stride + (int64_t)ch * sh->h * sh->w;
             float *pp = pad + ((int64_t)b * sh->c + ch) * plane + (int64_t)sh->ph * wp + sh->pw;
             for (int yy = 0; yy < sh->h; yy++)
-                memcpy(pp + (int64_t)yy * wp, xp + (int64_t)yy * sh->w, (size_t)sh->w * sizeof(float));
+                memcpy(pp + (int64_t)yy * wp, xp + (int64_t)yy * sh->w,
+                       (size_t)sh->w * sizeof(float));
         }
 }
 
