@@ -55,16 +55,6 @@ typedef struct {
     /* The adjoint of im2col: ADDS the columns back into the image x (c,h,w). */
     void (*col2im)(void *ctx, const float *col, int c, int h, int w, int kh, int kw, int ph,
                    int pw, int sh, int sw, int oh, int ow, float *x);
-    /* Optional (NULL: the caller uses im2col and GEMM): y (batch, o, k->oh, k->ow) = the
-     * convolution of x (batch, c, k->h, k->w) with w (o, c/groups, k->kh, k->kw), plus b[o]
-     * unless b is NULL; false, with nothing done, for a shape it does not take. */
-    bool (*conv_forward)(void *ctx, const ke_window_t *k, int batch, int c, int o, int groups,
-                         const float *w, const float *b, const float *x, float *y);
-    /* Optional (NULL: the caller uses im2col, GEMM and col2im): dx (batch, c, k->h, k->w) +=
-     * the input gradient of the convolution with filters w (o, c/groups, k->kh, k->kw), given
-     * dy (batch, o, k->oh, k->ow); false, with nothing done, for a shape it does not take. */
-    bool (*conv_data_grad)(void *ctx, const ke_window_t *k, int batch, int c, int o, int groups,
-                           const float *w, const float *dy, float *dx);
     /* SGD with momentum (Caffe's form): h = mom*h + lr*(g + wd*w); w -= h. */
     void (*sgd_update)(void *ctx, int64_t n, float lr, float momentum, float weight_decay,
                        float *w, const float *g, float *h);
@@ -94,6 +84,17 @@ typedef struct {
     /* the calling thread's calls go to this backend's device (CUDA keeps the current device
      * per thread): a thread that computes on a GPU it did not create calls this first */
     void (*bind_thread)(void *ctx);
+    /* Last, so that the CUDA backend's positional initialiser (C++) leaves them NULL: */
+    /* Optional (NULL: the caller uses im2col and GEMM): y (batch, o, k->oh, k->ow) = the
+     * convolution of x (batch, c, k->h, k->w) with w (o, c/groups, k->kh, k->kw), plus b[o]
+     * unless b is NULL; false, with nothing done, for a shape it does not take. */
+    bool (*conv_forward)(void *ctx, const ke_window_t *k, int batch, int c, int o, int groups,
+                         const float *w, const float *b, const float *x, float *y);
+    /* Optional (NULL: the caller uses im2col, GEMM and col2im): dx (batch, c, k->h, k->w) +=
+     * the input gradient of the convolution with filters w (o, c/groups, k->kh, k->kw), given
+     * dy (batch, o, k->oh, k->ow); false, with nothing done, for a shape it does not take. */
+    bool (*conv_data_grad)(void *ctx, const ke_window_t *k, int batch, int c, int o, int groups,
+                           const float *w, const float *dy, float *dx);
 } compute_ops_t;
 
 /* The layers' operations beyond BLAS, on the backend's buffers, so that a network runs with

@@ -2,6 +2,10 @@
  * of Caffe (Jia et al. 2014): conv as im2col + GEMM per sample, pools with Caffe's window
  * rules, LRN across channels, batchnorm with batch statistics in training.
  *
+ * A backend may take a convolution's forward pass or input gradient over with a kernel of
+ * its own (compute_ops_t conv_forward, conv_data_grad: the CPU backend's Winograd, conv_cpu.c)
+ * for the shapes it takes; the rest, and the weight gradient, are im2col + GEMM.
+ *
  * Conv stays one GEMM per sample (not one over the whole batch's im2col matrix): a sample's
  * matrix fits in L2, the batch's does not, and with OpenBLAS on this machine's CPU the batched
  * GEMM was slower for LeNet's conv2 at batch 64 (forward 15.8 vs 13.5 ms, weight gradient
