@@ -1,5 +1,5 @@
 /* The CPU backend's convolution kernels against a naive loop in double: the Winograd
- * F(2x2, 5x5) path (conv_wino.c) and the data gradient as a convolution of dy
+ * F(2x2, 5x5) path and its F(5x5, 2x2) weight gradient (conv_wino.c), and the data gradient as a convolution of dy
  * (conv_cpu_data_grad), over shapes that hit their edges: odd output sizes (half tiles), no
  * padding and the widest, one sample, chunks of samples that end mid-way, groups through the
  * sample strides, adding to the output. And a check that the comparison can fail. */
@@ -50,13 +50,17 @@ static double *naive_conv(const cshape_t *s, const float *x, const float *wt, co
     return y;
 }
 
-/* Elements of got off ref by more than atol + rtol*|ref|; prints the worst. */
-static int64_t count_off(const char *what, const float *got, const double *ref, int64_t n)
+/* Elements of got off ref by more than 1e-4 (1 + |ref|) + 1e-5 mag (mag: the sum of the
+ * magnitudes of the terms that make ref, or NULL); prints the worst. A float sum of many terms
+ * errs in proportion to their magnitudes, not to the sum's. */
+static int64_t count_off(const char *what, const float *got, const double *ref,
+                         const double *mag, int64_t n)
 {
     int64_t bad = 0, worst = -1;
     double worst_excess = -DBL_MAX;
     for (int64_t i = 0; i < n; i++) {
-        double excess = fabs(got[i] - ref[i]) - (1e-4 + 1e-4 * fabs(ref[i]));
+        double tol = 1e-4 + 1e-4 * fabs(ref[i]) + (mag ? 1e-5 * mag[i] : 0.0);
+        double excess = fabs(got[i] - ref[i]) - tol;
         if (excess > 0) bad++;
         if (excess > worst_excess) worst_excess = excess, worst = i;
     }
@@ -94,7 +98,7 @@ static int64_t check_wino(rng_t *r, const cshape_t *s, bool corrupt)
             ref[b * per + i] = 2 * ref[b * per + i] - bias[i / (oh * ow)];
     }
     if (corrupt) got[n / 2] += 0.01f;
-    bad = count_off("winograd", got, ref, n);
+    bad = count_off("winograd", got, ref, NULL, n);
     conv_wino_scratch_fini(&ws);
     free(x), free(x1), free(wt), free(bias), free(y), free(ref), free(got);
     return bad;
@@ -115,6 +119,55 @@ TEST(test_conv_kernels_winograd_matches_naive)
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         CHECK(check_wino(r, &shapes[i], false) == 0, "shape %zu", i);
+    rng_destroy(&r);
+}
+
+/* The filters' gradient by Winograd, dW[o][c][ki][kj] = sum of dy[b][o][oy][ox] *
+ * x[b][c][oy - ph + ki][ox - pw + kj], with x and dy one group of a twice-wider layer. */
+static int64_t check_wino_weight_grad(rng_t *r, const cshape_t *s)
+{
+    int oh = out_h(s), ow = out_w(s);
+    int64_t xs = 2LL * s->c * s->h * s->w, ys = 2LL * s->o * oh * ow;
+    int64_t nw = (int64_t)s->o * s->c * 25;
+    float *x = rnd(r, s->batch * xs), *dy = rnd(r, s->batch * ys), *dw = rnd(r, nw);
+    double *ref = calloc((size_t)nw, sizeof *ref), *mag = calloc((size_t)nw, sizeof *mag);
+    for (int b = 0; b < s->batch; b++)
+        for (int o = 0; o < s->o; o++)
+            for (int c = 0; c < s->c; c++)
+                for (int ki = 0; ki < 5; ki++)
+                    for (int kj = 0; kj < 5; kj++)
+                        for (int oy = 0; oy < oh; oy++)
+                            for (int ox = 0; ox < ow; ox++) {
+                                int iy = oy - s->ph + ki, ix = ox - s->pw + kj;
+                                if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w) continue;
+                                double t = (double)dy[b * ys + (o * oh + oy) * ow + ox] *
+                                           x[b * xs + (c * s->h + iy) * s->w + ix];
+                                ref[((o * s->c + c) * 5 + ki) * 5 + kj] += t;
+                                mag[((o * s->c + c) * 5 + ki) * 5 + kj] += fabs(t);
+                            }
+    conv_wino_scratch_t ws = {0};
+    conv_wino_shape_t sh = {.batch = s->batch, .c = s->c, .h = s->h, .w = s->w, .o = s->o,
+                            .oh = oh, .ow = ow, .ph = s->ph, .pw = s->pw, .x_stride = xs,
+                            .y_stride = ys};
+    conv_wino_weight_grad(&ws, &sh, x, dy, dw);
+    int64_t bad = count_off("winograd weight gradient", dw, ref, mag, nw);
+    conv_wino_scratch_fini(&ws);
+    free(x), free(dy), free(dw), free(ref), free(mag);
+    return bad;
+}
+
+TEST(test_conv_kernels_winograd_weight_grad_matches_naive)
+{
+    rng_t *r = rng_new(14, 0);
+    static const cshape_t shapes[] = {
+        {1, 8, 7, 5, 3, 5, 5, 2, 2},  /* odd output: half blocks of dy */
+        {3, 9, 14, 14, 6, 5, 5, 2, 2}, /* 54 filters: a last group of 2 */
+        {2, 8, 9, 6, 4, 5, 5, 0, 0},  /* no padding */
+        {2, 8, 4, 4, 5, 5, 5, 4, 4},  /* the widest padding */
+        {20, 8, 8, 9, 2, 5, 5, 2, 2}, /* two chunks, the second part filled */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        CHECK(check_wino_weight_grad(r, &shapes[i]) == 0, "shape %zu", i);
     rng_destroy(&r);
 }
 
@@ -147,7 +200,7 @@ static int64_t check_data_grad(rng_t *r, const cshape_t *s, int groups)
                      .sh = 1, .sw = 1, .ph = s->ph, .pw = s->pw};
     int64_t bad = -1;
     if (conv_cpu_data_grad(&cs, &k, s->batch, s->c, s->o, groups, wt, dy, dx))
-        bad = count_off("data gradient", dx, ref, nx);
+        bad = count_off("data gradient", dx, ref, NULL, nx);
     conv_cpu_scratch_fini(&cs);
     free(wt), free(dy), free(dx), free(ref);
     return bad;

@@ -95,6 +95,10 @@ typedef struct {
      * dy (batch, o, k->oh, k->ow); false, with nothing done, for a shape it does not take. */
     bool (*conv_data_grad)(void *ctx, const ke_window_t *k, int batch, int c, int o, int groups,
                            const float *w, const float *dy, float *dx);
+    /* Optional, the same for the filters' gradient: dw (o, c/groups, k->kh, k->kw) = its sum
+     * over the batch, given x and dy; false, with nothing done, for a shape it does not take. */
+    bool (*conv_weight_grad)(void *ctx, const ke_window_t *k, int batch, int c, int o,
+                             int groups, const float *x, const float *dy, float *dw);
 } compute_ops_t;
 
 /* The layers' operations beyond BLAS, on the backend's buffers, so that a network runs with

@@ -132,6 +132,12 @@ static bool cpu_conv_forward(void *ctx, const ke_window_t *k, int batch, int c, 
     return conv_cpu_forward(&((cpu_ctx_t *)ctx)->conv, k, batch, c, o, groups, w, b, x, y);
 }
 
+static bool cpu_conv_weight_grad(void *ctx, const ke_window_t *k, int batch, int c, int o,
+                                 int groups, const float *x, const float *dy, float *dw)
+{
+    return conv_cpu_weight_grad(&((cpu_ctx_t *)ctx)->conv, k, batch, c, o, groups, x, dy, dw);
+}
+
 static bool cpu_conv_data_grad(void *ctx, const ke_window_t *k, int batch, int c, int o,
                                int groups, const float *w, const float *dy, float *dx)
 {
@@ -230,6 +236,7 @@ const compute_ops_t compute_cpu_ops = {
     .col2im = cpu_col2im,
     .conv_forward = cpu_conv_forward,
     .conv_data_grad = cpu_conv_data_grad,
+    .conv_weight_grad = cpu_conv_weight_grad,
     .sgd_update = cpu_sgd_update,
     .host_alloc = cpu_alloc,
     .host_release = cpu_host_release,

@@ -177,6 +177,21 @@ bool conv_cpu_forward(conv_cpu_scratch_t *cs, const ke_window_t *k, int batch, i
     return true;
 }
 
+bool conv_cpu_weight_grad(conv_cpu_scratch_t *cs, const ke_window_t *k, int batch, int c, int o,
+                          int groups, const float *x, const float *dy, float *dw)
+{
+    int cg = c / groups, og = o / groups;
+    if (!conv_wino_suits(cg, k->kh, k->kw, k->sh, k->sw, k->ph, k->pw)) return false;
+    int64_t hw = (int64_t)k->h * k->w, ohw = (int64_t)k->oh * k->ow;
+    conv_wino_shape_t sh = {.batch = batch, .c = cg, .h = k->h, .w = k->w, .o = og,
+                            .oh = k->oh, .ow = k->ow, .ph = k->ph, .pw = k->pw,
+                            .x_stride = c * hw, .y_stride = o * ohw};
+    for (int g = 0; g < groups; g++)
+        conv_wino_weight_grad(&cs->wino, &sh, x + g * cg * hw, dy + g * og * ohw,
+                              dw + (int64_t)g * og * cg * k->kh * k->kw);
+    return true;
+}
+
 /* Whether the data gradient is a stride-1 convolution of dy: the transposed padding
  * kh-1-ph is not negative and brings dy (oh, ow) back to (h, w). */
 static bool data_grad_fits(const ke_window_t *k)

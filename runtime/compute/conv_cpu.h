@@ -38,6 +38,12 @@ void conv_cpu_col2im(conv_cpu_scratch_t *cs, const float *col, int c, int h, int
 bool conv_cpu_forward(conv_cpu_scratch_t *cs, const ke_window_t *k, int batch, int c, int o,
                       int groups, const float *wt, const float *bias, const float *x, float *y);
 
+/* dw (o, c/groups, k->kh, k->kw) = the gradient of the same convolution's filters, summed
+ * over the batch, where conv_wino_suits() the shape; returns false, having done nothing, for
+ * other shapes. */
+bool conv_cpu_weight_grad(conv_cpu_scratch_t *cs, const ke_window_t *k, int batch, int c, int o,
+                          int groups, const float *x, const float *dy, float *dw);
+
 /* dx (batch, c, k->h, k->w) += the gradient with respect to the input of the convolution
  * y = conv(x, wt) with wt (o, c/groups, k->kh, k->kw), given dy (batch, o, k->oh, k->ow).
  * Applies to stride 1 with padding below the kernel size (k->ph < k->kh, k->pw < k->kw) where

@@ -245,3 +245,116 @@ void conv_wino_run(conv_wino_scratch_t *s, const conv_wino_shape_t *sh, const fl
                                bias ? bias[oc] : 0.0f, add, sh->ow, yb + oc * ohw);
     }
 }
+
+/* ---- the weight gradient: F(5x5, 2x2) -------------------------------------------------
+ * dW[o][c] = sum over the 2x2 blocks of dy of the correlation of the block's 6x6 input tile
+ * with the block: the same tiles, padded planes and input transform BT as above (F(5x5, 2x2)
+ * on these points has the same BT), the block transformed by G2 (6x2) and, once the products
+ * are summed over every tile of the batch (36 GEMMs whose inner dimension is the tiles), one
+ * output transform A5 (5x6) per filter. 36 multiplications per block and filter tap pair
+ * where im2col + GEMM does 100. */
+
+/* G2 (6x2) applied to two vectors */
+static inline void g2(vec_f4 g0, vec_f4 g1, vec_f4 r[6])
+{
+    const vec_f4 two = {2, 2, 2, 2};
+    r[0] = g0 / 4.0f;
+    r[1] = -(g0 + g1) / 6.0f;
+    r[2] = -(g0 - g1) / 6.0f;
+    r[3] = (g0 + two * g1) / 24.0f;
+    r[4] = (g0 - two * g1) / 24.0f;
+    r[5] = g1;
+}
+
+/* A5 (5x6) applied to six vectors: row i is (i == 0, 1, (-1)^i, 2^i, (-2)^i, i == 4) */
+static inline void a5(const vec_f4 m[6], vec_f4 y[5])
+{
+    vec_f4 s1 = m[1] + m[2], d1 = m[1] - m[2], s2 = m[3] + m[4], d2 = m[3] - m[4];
+    y[0] = m[0] + s1 + s2;
+    y[1] = d1 + 2.0f * d2;
+    y[2] = s1 + 4.0f * s2;
+    y[3] = d1 + 8.0f * d2;
+    y[4] = s1 + 16.0f * s2 + m[5];
+}
+
+/* u (o, 36, nt) = G2 g G2^T of each tile's 2x2 block g of dy (zeros outside dy, and for the
+ * empty slots), 4 tiles at a time; tile t's block starts at dy + idx[3t + 1] + channel*ohw. */
+static void dys_transform(const float *dy, const int64_t *idx, int o, int64_t ohw, int ow,
+                          int64_t nt, float *u)
+{
+    for (int oc = 0; oc < o; oc++)
+        for (int64_t t = 0; t < nt; t += 4) {
+            float g[2][2][4]; /* [a][b][lane] */
+            for (int j = 0; j < 4; j++) {
+                const int64_t *it = idx + 3 * (t + j);
+                const float *p = dy + it[1] + oc * ohw;
+                bool in = it[1] >= 0, row2 = in && (it[2] & 1), col2 = in && (it[2] & 2);
+                g[0][0][j] = in ? p[0] : 0.0f;
+                g[0][1][j] = col2 ? p[1] : 0.0f;
+                g[1][0][j] = row2 ? p[ow] : 0.0f;
+                g[1][1][j] = row2 && col2 ? p[ow + 1] : 0.0f;
+            }
+            vec_f4 cols[2][6]; /* G2 applied down each of the two columns: cols[b][i] */
+            for (int b = 0; b < 2; b++) g2(vec_load(g[0][b]), vec_load(g[1][b]), cols[b]);
+            float *ut = u + (int64_t)oc * 36 * nt + t;
+            for (int i = 0; i < 6; i++) {
+                vec_f4 r[6];
+                g2(cols[0][i], cols[1][i], r);
+                for (int j = 0; j < 6; j++) vec_store(ut + (i * 6 + j) * nt, r[j]);
+            }
+        }
+}
+
+/* dw (nf, 5, 5) = A5 m A5^T of each filter's 6x6 sums in mw (36, nf), four at a time. */
+static void weights_out(const float *mw, int64_t nf, float *dw)
+{
+    for (int64_t f = 0; f < nf; f += 4) {
+        vec_f4 rows[5][6]; /* A5 m: rows[i][col] */
+        for (int col = 0; col < 6; col++) {
+            vec_f4 d[6], r[5];
+            for (int a = 0; a < 6; a++) {
+                const float *p = mw + (a * 6 + col) * nf + f;
+                if (f + 4 <= nf) d[a] = vec_load(p);
+                else
+                    for (int l = 0; l < 4; l++) d[a][l] = f + l < nf ? p[l] : 0.0f;
+            }
+            a5(d, r);
+            for (int i = 0; i < 5; i++) rows[i][col] = r[i];
+        }
+        for (int i = 0; i < 5; i++) {
+            vec_f4 r[5];
+            a5(rows[i], r);
+            for (int l = 0; l < 4 && f + l < nf; l++)
+                for (int k = 0; k < 5; k++) dw[(f + l) * 25 + i * 5 + k] = r[k][l];
+        }
+    }
+}
+
+void conv_wino_weight_grad(conv_wino_scratch_t *s, const conv_wino_shape_t *sh, const float *x,
+                           const float *dy, float *dw)
+{
+    int th = (sh->oh + 1) / 2, tw = (sh->ow + 1) / 2, hp = 2 * th + 4, wp = 2 * tw + 4;
+    int64_t plane = (int64_t)hp * wp, timg = (int64_t)th * tw, oc = (int64_t)sh->o * sh->c;
+    int nb = timg >= TILES_PER_CHUNK ? 1 : (int)(TILES_PER_CHUNK / timg);
+    if (nb > sh->batch) nb = sh->batch;
+    int64_t ntmax = (nb * timg + 3) / 4 * 4, ohw = (int64_t)sh->oh * sh->ow;
+    float *v = conv_wino_buf_get(&s->v, 36 * sh->c * ntmax);
+    float *u = conv_wino_buf_get(&s->m, 36 * sh->o * ntmax);
+    float *pad = conv_wino_buf_get(&s->pad, (int64_t)nb * sh->c * plane);
+    int64_t *idx = (int64_t *)(void *)conv_wino_buf_get(&s->idx, 6 * ntmax);
+    float *mw = conv_wino_buf_get(&s->u, 36 * oc);
+    memset(mw, 0, (size_t)(36 * oc) * sizeof(float));
+    for (int b0 = 0; b0 < sh->batch; b0 += nb) {
+        int n = sh->batch - b0 < nb ? sh->batch - b0 : nb;
+        int64_t nt = (n * timg + 3) / 4 * 4;
+        chunk_pad(sh, n, x + b0 * sh->x_stride, hp, wp, pad);
+        chunk_index(sh, n, tw, timg, nt, wp, plane, idx);
+        inputs_transform(pad, idx, plane, wp, sh->c, nt, v);
+        dys_transform(dy + b0 * sh->y_stride, idx, sh->o, ohw, sh->ow, nt, u);
+        for (int pt = 0; pt < 36; pt++) /* mw[pt] (o, c) += u[pt] (o, nt) v[pt]^T (nt, c) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sh->o, sh->c, (int)nt, 1.0f,
+                        u + pt * nt, (int)(36 * nt), v + pt * nt, (int)(36 * nt), 1.0f,
+                        mw + pt * oc, sh->c);
+    }
+    weights_out(mw, oc, dw);
+}

@@ -1,7 +1,9 @@
 /* conv_wino: 5x5 stride-1 convolution by Winograd's minimal filtering F(2x2, 5x5) (Lavin and
  * Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016) on the CPU: each 2x2
  * block of outputs from a 6x6 input tile with 36 multiplications instead of 100, as 36
- * matrix products (one per point of the transformed tile) of (o, c) by (c, tiles).
+ * matrix products (one per point of the transformed tile) of (o, c) by (c, tiles); and the
+ * filters' gradient by F(5x5, 2x2) on the same tiles, as 36 products of (o, tiles) by
+ * (tiles, c).
  *
  * Owns only the scratch in a conv_wino_scratch_t, which the caller embeds, one per thread; the
  * buffers grow as needed and conv_wino_scratch_fini() frees them.
@@ -48,5 +50,10 @@ bool conv_wino_suits(int c, int kh, int kw, int sh, int sw, int ph, int pw);
  * wt (o, c, 5, 5), plus bias[o] unless bias is NULL. */
 void conv_wino_run(conv_wino_scratch_t *s, const conv_wino_shape_t *sh, const float *wt,
                    const float *bias, const float *x, bool add, float *y);
+
+/* dw (o, c, 5, 5) = the gradient of that convolution's filters, given x and dy (batch, o,
+ * oh, ow, samples y_stride apart): summed over the batch, overwriting dw. */
+void conv_wino_weight_grad(conv_wino_scratch_t *s, const conv_wino_shape_t *sh, const float *x,
+                           const float *dy, float *dw);
 
 #endif

@@ -407,21 +407,31 @@ static void conv_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *
     if (s->b) n->lo->bias_planes(n->c->ctx, n->batch, O, P, s->b, s->out);
 }
 
+/* The same for the filters' gradient (the CPU backend: Winograd for 5x5). */
+static bool conv_weight_grad_by_backend(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    if (!n->c->ops->conv_weight_grad) return false;
+    ke_window_t k = conv_window(l);
+    return n->c->ops->conv_weight_grad(n->c->ctx, &k, n->batch, l->in_shape.c, l->out,
+                                       l->groups, x, s->dout, s->dw);
+}
+
 static void conv_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
 {
     int C = l->in_shape.c, H = l->in_shape.h, W = l->in_shape.w;
     int O = l->out, P = l->out_shape.h * l->out_shape.w, G = l->groups;
     int Cg = C / G, Og = O / G, K = Cg * l->kernel_h * l->kernel_w;
     bool pw = conv_is_pointwise(l);
-    bool fused = conv_bias_fused(l, s);
-    if (fused) n->lo->fill(n->c->ctx, P, 1.0f, n->col + (int64_t)K * P);
     if (dx && !pw && conv_data_grad_by_backend(n, l, s, dx)) dx = NULL; /* done */
-    for (int b = 0; b < n->batch; b++) {
+    bool dw_done = !pw && conv_weight_grad_by_backend(n, l, s, x);
+    bool fused = !dw_done && conv_bias_fused(l, s);
+    if (fused) n->lo->fill(n->c->ctx, P, 1.0f, n->col + (int64_t)K * P);
+    for (int b = 0; b < n->batch && !(dw_done && !dx); b++) {
         const float *xb = x + (int64_t)b * C * H * W;
         const float *dyb = s->dout + (int64_t)b * O * P;
         float beta = b == 0 ? 0.0f : 1.0f; /* the first sample overwrites, the rest add */
         const float *col = xb;
-        if (!pw) {
+        if (!pw && !dw_done) {
             conv_im2col(n, l, xb);
             col = n->col;
         }
@@ -429,7 +439,7 @@ static void conv_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float 
             /* dW|db (O, K+1) += dy (O,P) [col; 1]^T */
             compute_sgemm(n->c, false, true, O, K + 1, P, 1.0f, dyb, P, col, P, beta, n->wext,
                           K + 1);
-        } else {
+        } else if (!dw_done) {
             for (int g = 0; g < G; g++)
                 compute_sgemm(n->c, false, true, Og, K, P, 1.0f, dyb + (int64_t)g * Og * P, P,
                               col + (int64_t)g * K * P, P, beta, s->dw + (int64_t)g * Og * K,
