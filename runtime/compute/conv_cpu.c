@@ -4,10 +4,13 @@
  * convolution of dy, padded by kh-1-ph, with each filter flipped in both axes and the roles
  * of input and output channels swapped:
  *   dx[c][iy][ix] = sum over o, ki, kj of W[o][c][ki][kj] * dy[o][iy + ph - ki][ix + pw - kj].
- * That is one im2col of dy and one GEMM per sample whose product is added straight into dx
- * (beta = 1), where Caffe's form writes a (C*kh*kw, P) column matrix, zeroes it first and then
- * reads it again in col2im; the GEMM has C rows and an inner dimension of O*kh*kw, the shape
- * of a forward convolution, which OpenBLAS runs faster than the (C*kh*kw, P, O) one.
+ * For 5x5 filters that convolution goes to conv_wino.c like a forward pass. Otherwise it is
+ * one im2col of dy and one GEMM per sample whose product is added straight into dx (beta = 1),
+ * where Caffe's form writes a (C*kh*kw, P) column matrix, zeroes it first and then reads it
+ * again in col2im; the GEMM has C rows and an inner dimension of O*kh*kw, the shape of a
+ * forward convolution. That wins where O <= C (AlexNet's conv4 and conv5, fastest of 15 at
+ * 8 samples: 21.6 vs 22.1 ms, 14.3 vs 14.6 ms) and loses where O > C (its conv3: 29.2 vs
+ * 28.7 ms; LeNet's conv2 without Winograd: 20.5 vs 17.7 ms), so Caffe's form stays there.
  */
 #include "runtime/compute/conv_cpu.h"
 

@@ -1,7 +1,8 @@
 /* conv_cpu: the CPU backend's convolution kernels on host arrays: im2col and its adjoint
  * col2im (Caffe's column layout: row (channel, ki, kj), column the output pixel), the forward
- * pass of the shapes that conv_wino.c computes faster than im2col + GEMM, and the data
- * gradient of a stride-1 convolution computed as a convolution of dy with the flipped filters.
+ * pass and the filters' gradient of the shapes that conv_wino.c computes faster than im2col +
+ * GEMM, and the data gradient of a stride-1 convolution computed as a convolution of dy with
+ * the flipped filters.
  *
  * Owns nothing but the scratch in a conv_cpu_scratch_t, which the caller embeds, one per
  * thread (the CPU backend's context): the buffers grow as needed and are freed by
