@@ -43,6 +43,14 @@ static void col_range(int w, int pw, int sw, int kj, int ow, int *lo, int *hi)
     *hi = h;
 }
 
+/* The scratch for c planes of hp x wp, zeroed. */
+static float *pad_zeroed(conv_cpu_scratch_t *cs, int c, int hp, int wp)
+{
+    float *xp = conv_wino_buf_get(&cs->pad, (int64_t)c * hp * wp);
+    memset(xp, 0, (size_t)c * hp * wp * sizeof(float));
+    return xp;
+}
+
 /* Stride 1: copy the image once into a zero-padded scratch, after which every row of col is
  * oh runs of ow consecutive floats, with no border tests or zero fills. Per-run overhead is
  * what im2col costs on small images (LeNet's conv2: runs of 14 floats); measured there at
@@ -51,8 +59,7 @@ static void im2col_stride1(conv_cpu_scratch_t *cs, const float *x, int c, int h,
                            int kw, int ph, int pw, int oh, int ow, float *col)
 {
     int hp = h + 2 * ph, wp = w + 2 * pw;
-    float *xp = conv_wino_buf_get(&cs->pad, (int64_t)c * hp * wp);
-    memset(xp, 0, (size_t)c * hp * wp * sizeof(float));
+    float *xp = pad_zeroed(cs, c, hp, wp);
     for (int ci = 0; ci < c; ci++)
         for (int y = 0; y < h; y++)
             memcpy(xp + ((int64_t)ci * hp + y + ph) * wp + pw, x + ((int64_t)ci * h + y) * w,
@@ -73,8 +80,7 @@ static void col2im_stride1(conv_cpu_scratch_t *cs, const float *col, int c, int 
                            int kw, int ph, int pw, int oh, int ow, float *x)
 {
     int hp = h + 2 * ph, wp = w + 2 * pw;
-    float *xp = conv_wino_buf_get(&cs->pad, (int64_t)c * hp * wp);
-    memset(xp, 0, (size_t)c * hp * wp * sizeof(float));
+    float *xp = pad_zeroed(cs, c, hp, wp);
     for (int ci = 0; ci < c; ci++)
         for (int ki = 0; ki < kh; ki++)
             for (int kj = 0; kj < kw; kj++) {

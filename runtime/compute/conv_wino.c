@@ -216,32 +216,59 @@ static void products(const float *u, const float *v, int o, int c, int64_t nt, f
                     m + pt * nt, (int)(36 * nt));
 }
 
+/* A chunking of the batch and the buffers of one chunk, for the forward pass and the weight
+ * gradient alike. */
+typedef struct {
+    int tw, hp, wp, nb;            /* tiles across a plane; padded plane; samples a chunk */
+    int64_t plane, timg, ntmax;    /* padded plane's floats; tiles a sample; tile slots */
+    float *v, *pad;                /* transformed input tiles; padded planes */
+    int64_t *idx;                  /* chunk_index's table */
+} chunking_t;
+
+static chunking_t chunking_new(conv_wino_scratch_t *s, const conv_wino_shape_t *sh)
+{
+    chunking_t k;
+    int th = (sh->oh + 1) / 2;
+    k.tw = (sh->ow + 1) / 2, k.hp = 2 * th + 4, k.wp = 2 * k.tw + 4;
+    k.plane = (int64_t)k.hp * k.wp, k.timg = (int64_t)th * k.tw;
+    k.nb = k.timg >= TILES_PER_CHUNK ? 1 : (int)(TILES_PER_CHUNK / k.timg);
+    if (k.nb > sh->batch) k.nb = sh->batch;
+    k.ntmax = (k.nb * k.timg + 3) / 4 * 4;
+    k.v = conv_wino_buf_get(&s->v, 36 * sh->c * k.ntmax);
+    k.pad = conv_wino_buf_get(&s->pad, (int64_t)k.nb * sh->c * k.plane);
+    /* 3 int64_t a tile; the buffer only ever holds int64_t */
+    k.idx = (int64_t *)(void *)conv_wino_buf_get(&s->idx, 6 * k.ntmax);
+    return k;
+}
+
+/* The chunk of samples from b0 (*n of them): its tiles indexed and its input transformed into
+ * k->v. Returns its tile slots, nt. */
+static int64_t chunk_inputs(const chunking_t *k, const conv_wino_shape_t *sh, const float *x,
+                            int b0, int *n)
+{
+    *n = sh->batch - b0 < k->nb ? sh->batch - b0 : k->nb;
+    int64_t nt = (*n * k->timg + 3) / 4 * 4;
+    chunk_pad(sh, *n, x + b0 * sh->x_stride, k->hp, k->wp, k->pad);
+    chunk_index(sh, *n, k->tw, k->timg, nt, k->wp, k->plane, k->idx);
+    inputs_transform(k->pad, k->idx, k->plane, k->wp, sh->c, nt, k->v);
+    return nt;
+}
+
 void conv_wino_run(conv_wino_scratch_t *s, const conv_wino_shape_t *sh, const float *wt,
                    const float *bias, const float *x, bool add, float *y)
 {
-    int th = (sh->oh + 1) / 2, tw = (sh->ow + 1) / 2, hp = 2 * th + 4, wp = 2 * tw + 4;
-    int64_t plane = (int64_t)hp * wp, timg = (int64_t)th * tw;
-    int nb = timg >= TILES_PER_CHUNK ? 1 : (int)(TILES_PER_CHUNK / timg);
-    if (nb > sh->batch) nb = sh->batch;
-    int64_t ntmax = (nb * timg + 3) / 4 * 4, ohw = (int64_t)sh->oh * sh->ow;
+    chunking_t k = chunking_new(s, sh);
+    int64_t ohw = (int64_t)sh->oh * sh->ow;
     float *u = conv_wino_buf_get(&s->u, (int64_t)36 * sh->o * sh->c);
-    float *v = conv_wino_buf_get(&s->v, 36 * sh->c * ntmax);
-    float *m = conv_wino_buf_get(&s->m, 36 * sh->o * ntmax);
-    float *pad = conv_wino_buf_get(&s->pad, (int64_t)nb * sh->c * plane);
-    /* 3 int64_t a tile; the buffer only ever holds int64_t */
-    int64_t *idx = (int64_t *)(void *)conv_wino_buf_get(&s->idx, 6 * ntmax);
+    float *m = conv_wino_buf_get(&s->m, 36 * sh->o * k.ntmax);
     filters_transform(wt, (int64_t)sh->o * sh->c, u);
-    for (int b0 = 0; b0 < sh->batch; b0 += nb) {
-        int n = sh->batch - b0 < nb ? sh->batch - b0 : nb;
-        int64_t nt = (n * timg + 3) / 4 * 4;
-        chunk_pad(sh, n, x + b0 * sh->x_stride, hp, wp, pad);
-        chunk_index(sh, n, tw, timg, nt, wp, plane, idx);
-        inputs_transform(pad, idx, plane, wp, sh->c, nt, v);
-        products(u, v, sh->o, sh->c, nt, m);
+    for (int b0 = 0, n; b0 < sh->batch; b0 += n) {
+        int64_t nt = chunk_inputs(&k, sh, x, b0, &n);
+        products(u, k.v, sh->o, sh->c, nt, m);
         float *yb = y + b0 * sh->y_stride;
         for (int oc = 0; oc < sh->o; oc++)
             for (int64_t t = 0; t < nt; t += 4)
-                outputs_store4(m + (int64_t)oc * 36 * nt + t, nt, idx + 3 * t,
+                outputs_store4(m + (int64_t)oc * 36 * nt + t, nt, k.idx + 3 * t,
                                bias ? bias[oc] : 0.0f, add, sh->ow, yb + oc * ohw);
     }
 }
@@ -333,27 +360,17 @@ static void weights_out(const float *mw, int64_t nf, float *dw)
 void conv_wino_weight_grad(conv_wino_scratch_t *s, const conv_wino_shape_t *sh, const float *x,
                            const float *dy, float *dw)
 {
-    int th = (sh->oh + 1) / 2, tw = (sh->ow + 1) / 2, hp = 2 * th + 4, wp = 2 * tw + 4;
-    int64_t plane = (int64_t)hp * wp, timg = (int64_t)th * tw, oc = (int64_t)sh->o * sh->c;
-    int nb = timg >= TILES_PER_CHUNK ? 1 : (int)(TILES_PER_CHUNK / timg);
-    if (nb > sh->batch) nb = sh->batch;
-    int64_t ntmax = (nb * timg + 3) / 4 * 4, ohw = (int64_t)sh->oh * sh->ow;
-    float *v = conv_wino_buf_get(&s->v, 36 * sh->c * ntmax);
-    float *u = conv_wino_buf_get(&s->m, 36 * sh->o * ntmax);
-    float *pad = conv_wino_buf_get(&s->pad, (int64_t)nb * sh->c * plane);
-    int64_t *idx = (int64_t *)(void *)conv_wino_buf_get(&s->idx, 6 * ntmax);
-    float *mw = conv_wino_buf_get(&s->u, 36 * oc);
+    chunking_t k = chunking_new(s, sh);
+    int64_t ohw = (int64_t)sh->oh * sh->ow, oc = (int64_t)sh->o * sh->c;
+    float *u = conv_wino_buf_get(&s->m, 36 * sh->o * k.ntmax); /* dy's blocks (o, 36, nt) */
+    float *mw = conv_wino_buf_get(&s->u, 36 * oc);             /* the sums (36, o, c) */
     memset(mw, 0, (size_t)(36 * oc) * sizeof(float));
-    for (int b0 = 0; b0 < sh->batch; b0 += nb) {
-        int n = sh->batch - b0 < nb ? sh->batch - b0 : nb;
-        int64_t nt = (n * timg + 3) / 4 * 4;
-        chunk_pad(sh, n, x + b0 * sh->x_stride, hp, wp, pad);
-        chunk_index(sh, n, tw, timg, nt, wp, plane, idx);
-        inputs_transform(pad, idx, plane, wp, sh->c, nt, v);
-        dys_transform(dy + b0 * sh->y_stride, idx, sh->o, ohw, sh->ow, nt, u);
+    for (int b0 = 0, n; b0 < sh->batch; b0 += n) {
+        int64_t nt = chunk_inputs(&k, sh, x, b0, &n);
+        dys_transform(dy + b0 * sh->y_stride, k.idx, sh->o, ohw, sh->ow, nt, u);
         for (int pt = 0; pt < 36; pt++) /* mw[pt] (o, c) += u[pt] (o, nt) v[pt]^T (nt, c) */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sh->o, sh->c, (int)nt, 1.0f,
-                        u + pt * nt, (int)(36 * nt), v + pt * nt, (int)(36 * nt), 1.0f,
+                        u + pt * nt, (int)(36 * nt), k.v + pt * nt, (int)(36 * nt), 1.0f,
                         mw + pt * oc, sh->c);
     }
     weights_out(mw, oc, dw);
