@@ -633,6 +633,23 @@ LAYER_CASE(test_layers_conv_bias_fused_same_pad,
 LAYER_CASE(test_layers_conv_bias_fused_strided,
            "input data shape=2x7x6\nconv c out=4 kernel=3x2 stride=2x1 pad=1\n", "c")
 LAYER_CASE(test_layers_conv_pointwise, "input data shape=5x4x4\nconv c out=3 kernel=1\n", "c")
+/* 5x5, stride 1, 8+ input channels: the CPU backend's Winograd forward (conv_wino.c); its
+ * data gradient by Winograd where the layer has 8+ output channels (a group's), else as an
+ * im2col of dy */
+LAYER_CASE(test_layers_conv_winograd_same_pad,
+           "input data shape=8x7x6\nconv c out=6 kernel=5 pad=2\n", "c")
+LAYER_CASE(test_layers_conv_winograd_grouped,
+           "input data shape=16x6x7\nconv c out=16 kernel=5 pad=2 groups=2 bias=0\n", "c")
+LAYER_CASE(test_layers_conv_winograd_no_pad,
+           "input data shape=8x7x8\nconv c out=8 kernel=5\n", "c")
+LAYER_CASE(test_layers_conv_winograd_rect_pad,
+           "input data shape=9x5x6\nconv c out=10 kernel=5 pad=3x1\n", "c")
+TEST(test_layers_conv_winograd_batch1)
+{
+    case_opts_t o = s_default;
+    o.batch = 1;
+    CHECK(check_layer("input data shape=8x7x7\nconv c out=8 kernel=5 pad=2\n", "c", &o, 11) == 0);
+}
 LAYER_CASE(test_layers_fc, "input data shape=3x2x2\nfc f out=7\n", "f")
 LAYER_CASE(test_layers_fc_nobias, "input data shape=9x1x1\nfc f out=4 bias=0\n", "f")
 LAYER_CASE(test_layers_relu, "input data shape=2x3x3\nrelu r\n", "r")

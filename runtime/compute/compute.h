@@ -84,6 +84,21 @@ typedef struct {
     /* the calling thread's calls go to this backend's device (CUDA keeps the current device
      * per thread): a thread that computes on a GPU it did not create calls this first */
     void (*bind_thread)(void *ctx);
+    /* Last, so that the CUDA backend's positional initialiser (C++) leaves them NULL: */
+    /* Optional (NULL: the caller uses im2col and GEMM): y (batch, o, k->oh, k->ow) = the
+     * convolution of x (batch, c, k->h, k->w) with w (o, c/groups, k->kh, k->kw), plus b[o]
+     * unless b is NULL; false, with nothing done, for a shape it does not take. */
+    bool (*conv_forward)(void *ctx, const ke_window_t *k, int batch, int c, int o, int groups,
+                         const float *w, const float *b, const float *x, float *y);
+    /* Optional (NULL: the caller uses im2col, GEMM and col2im): dx (batch, c, k->h, k->w) +=
+     * the input gradient of the convolution with filters w (o, c/groups, k->kh, k->kw), given
+     * dy (batch, o, k->oh, k->ow); false, with nothing done, for a shape it does not take. */
+    bool (*conv_data_grad)(void *ctx, const ke_window_t *k, int batch, int c, int o, int groups,
+                           const float *w, const float *dy, float *dx);
+    /* Optional, the same for the filters' gradient: dw (o, c/groups, k->kh, k->kw) = its sum
+     * over the batch, given x and dy; false, with nothing done, for a shape it does not take. */
+    bool (*conv_weight_grad)(void *ctx, const ke_window_t *k, int batch, int c, int o,
+                             int groups, const float *x, const float *dy, float *dw);
 } compute_ops_t;
 
 /* The layers' operations beyond BLAS, on the backend's buffers, so that a network runs with

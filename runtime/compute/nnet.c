@@ -2,6 +2,10 @@
  * of Caffe (Jia et al. 2014): conv as im2col + GEMM per sample, pools with Caffe's window
  * rules, LRN across channels, batchnorm with batch statistics in training.
  *
+ * A backend may take a convolution's forward pass or input gradient over with a kernel of
+ * its own (compute_ops_t conv_forward, conv_data_grad: the CPU backend's Winograd, conv_cpu.c)
+ * for the shapes it takes; the rest, and the weight gradient, are im2col + GEMM.
+ *
  * Conv stays one GEMM per sample (not one over the whole batch's im2col matrix): a sample's
  * matrix fits in L2, the batch's does not, and with OpenBLAS on this machine's CPU the batched
  * GEMM was slower for LeNet's conv2 at batch 64 (forward 15.8 vs 13.5 ms, weight gradient
@@ -362,12 +366,39 @@ static void conv_im2col(nnet_t *n, const layer_t *l, const float *xb)
                       l->out_shape.h, l->out_shape.w, n->col);
 }
 
+static ke_window_t conv_window(const layer_t *l)
+{
+    return (ke_window_t){.h = l->in_shape.h, .w = l->in_shape.w, .oh = l->out_shape.h,
+                         .ow = l->out_shape.w, .kh = l->kernel_h, .kw = l->kernel_w,
+                         .sh = l->stride_h, .sw = l->stride_w, .ph = l->pad_h, .pw = l->pad_w};
+}
+
+/* The forward pass of the whole batch through the backend's own kernel, where it has one for
+ * this shape (the CPU backend: Winograd for 5x5); false: the caller computes it. */
+static bool conv_forward_by_backend(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    if (!n->c->ops->conv_forward) return false;
+    ke_window_t k = conv_window(l);
+    return n->c->ops->conv_forward(n->c->ctx, &k, n->batch, l->in_shape.c, l->out, l->groups,
+                                   s->w, s->b, x, s->out);
+}
+
+/* The same for the input gradient (the CPU backend: stride 1, as a convolution of dy). */
+static bool conv_data_grad_by_backend(nnet_t *n, const layer_t *l, lstate_t *s, float *dx)
+{
+    if (!n->c->ops->conv_data_grad) return false;
+    ke_window_t k = conv_window(l);
+    return n->c->ops->conv_data_grad(n->c->ctx, &k, n->batch, l->in_shape.c, l->out, l->groups,
+                                     s->w, s->dout, dx);
+}
+
 static void conv_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
 {
     int C = l->in_shape.c, H = l->in_shape.h, W = l->in_shape.w;
     int O = l->out, P = l->out_shape.h * l->out_shape.w, G = l->groups;
     int Cg = C / G, Og = O / G, K = Cg * l->kernel_h * l->kernel_w;
     bool pw = conv_is_pointwise(l);
+    if (!pw && conv_forward_by_backend(n, l, s, x)) return;
     if (conv_bias_fused(l, s)) {
         float *wb = n->wext; /* (O, K+1): W | b */
         n->lo->copy_rows(n->c->ctx, O, K, wb, K + 1, s->w, K);
@@ -395,20 +426,31 @@ static void conv_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *
     if (s->b) n->lo->bias_planes(n->c->ctx, n->batch, O, P, s->b, s->out);
 }
 
+/* The same for the filters' gradient (the CPU backend: Winograd for 5x5). */
+static bool conv_weight_grad_by_backend(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
+{
+    if (!n->c->ops->conv_weight_grad) return false;
+    ke_window_t k = conv_window(l);
+    return n->c->ops->conv_weight_grad(n->c->ctx, &k, n->batch, l->in_shape.c, l->out,
+                                       l->groups, x, s->dout, s->dw);
+}
+
 static void conv_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
 {
     int C = l->in_shape.c, H = l->in_shape.h, W = l->in_shape.w;
     int O = l->out, P = l->out_shape.h * l->out_shape.w, G = l->groups;
     int Cg = C / G, Og = O / G, K = Cg * l->kernel_h * l->kernel_w;
     bool pw = conv_is_pointwise(l);
-    bool fused = conv_bias_fused(l, s);
+    if (dx && !pw && conv_data_grad_by_backend(n, l, s, dx)) dx = NULL; /* done */
+    bool dw_done = !pw && conv_weight_grad_by_backend(n, l, s, x);
+    bool fused = !dw_done && conv_bias_fused(l, s);
     if (fused) n->lo->fill(n->c->ctx, P, 1.0f, n->col + (int64_t)K * P);
-    for (int b = 0; b < n->batch; b++) {
+    for (int b = 0; b < n->batch && !(dw_done && !dx); b++) {
         const float *xb = x + (int64_t)b * C * H * W;
         const float *dyb = s->dout + (int64_t)b * O * P;
         float beta = b == 0 ? 0.0f : 1.0f; /* the first sample overwrites, the rest add */
         const float *col = xb;
-        if (!pw) {
+        if (!pw && !dw_done) {
             conv_im2col(n, l, xb);
             col = n->col;
         }
@@ -416,7 +458,7 @@ static void conv_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float 
             /* dW|db (O, K+1) += dy (O,P) [col; 1]^T */
             compute_sgemm(n->c, false, true, O, K + 1, P, 1.0f, dyb, P, col, P, beta, n->wext,
                           K + 1);
-        } else {
+        } else if (!dw_done) {
             for (int g = 0; g < G; g++)
                 compute_sgemm(n->c, false, true, Og, K, P, 1.0f, dyb + (int64_t)g * Og * P, P,
                               col + (int64_t)g * K * P, P, beta, s->dw + (int64_t)g * Og * K,
