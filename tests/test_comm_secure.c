@@ -188,12 +188,10 @@ static void send_as(void *d, unsigned sender, const char *payload)
     zmq_send(d, payload, strlen(payload), 0);
 }
 
-TEST(comm_curve_admits_the_job_and_no_one_else)
+/* Rank 0 (a, bound) and rank 1 (b, connected to it) of the process's security, each way one
+ * message: the peer rank 1's key (or password) admitted, the reply back over the connection. */
+static void rank1_talks_to_rank0(comm_t **ap, comm_t **bp)
 {
-    char err[256];
-    keyring_t *k = keyring_generate(3, err, sizeof err);
-    REQUIRE(k, "%s", err);
-    comm_set_keyring(k);
     comm_t *a = comm_new("t", 0, 3, "tcp://127.0.0.1:*", 2000);
     comm_t *b = comm_new("t", 1, 3, NULL, 2000);
     REQUIRE(a && b);
@@ -204,11 +202,22 @@ TEST(comm_curve_admits_the_job_and_no_one_else)
     CHECK_EQ_I64(g.peer, 1);
     CHECK(!memcmp(comm_msg_data(&g), "rank1", 5));
     comm_msg_close(&g);
-    /* the reply goes back over the encrypted connection */
     REQUIRE(comm_send(a, 1, (msg_header_t){.type = MSG_TEST, .layer = 8}, "ok", 2, NULL) == 0);
     REQUIRE(comm_recv(b, NULL, &g, 5000) == 1);
     CHECK_EQ_I64(g.hdr.layer, 8);
     comm_msg_close(&g);
+    *ap = a, *bp = b;
+}
+
+TEST(comm_curve_admits_the_job_and_no_one_else)
+{
+    char err[256];
+    keyring_t *k = keyring_generate(3, err, sizeof err);
+    REQUIRE(k, "%s", err);
+    comm_set_keyring(k);
+    comm_t *a, *b;
+    rank1_talks_to_rank0(&a, &b);
+    comm_msg_t g;
 
     /* strangers: no CURVE at all; CURVE with a key of another job; rank 2's key speaking
      * as rank 1 (routing id and header both say 1; each on a channel of its own, as a
@@ -330,20 +339,9 @@ TEST(comm_trusted_fabric_admits_the_job_and_no_one_else)
     comm_set_keyring(k);
     comm_set_trusted_fabric(true);
     CHECK(comm_trusted_fabric());
-    comm_t *a = comm_new("t", 0, 3, "tcp://127.0.0.1:*", 2000);
-    comm_t *b = comm_new("t", 1, 3, NULL, 2000);
-    REQUIRE(a && b);
-    REQUIRE(comm_connect(b, 0, comm_endpoint(a)) == 0);
-    REQUIRE(comm_send(b, 0, (msg_header_t){.type = MSG_TEST, .layer = 7}, "rank1", 5, NULL) == 0);
+    comm_t *a, *b;
+    rank1_talks_to_rank0(&a, &b);
     comm_msg_t g;
-    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
-    CHECK_EQ_I64(g.peer, 1);
-    CHECK(!memcmp(comm_msg_data(&g), "rank1", 5));
-    comm_msg_close(&g);
-    REQUIRE(comm_send(a, 1, (msg_header_t){.type = MSG_TEST, .layer = 8}, "ok", 2, NULL) == 0);
-    REQUIRE(comm_recv(b, NULL, &g, 5000) == 1);
-    CHECK_EQ_I64(g.hdr.layer, 8);
-    comm_msg_close(&g);
 
     /* strangers: no mechanism; CURVE; rank 1's name with a wrong password; rank 1's password
      * for another server (rank 2); another job's; rank 2's own credentials speaking as rank 1 */
