@@ -6,7 +6,9 @@
 # mlp-wide: 784-4096-4096-10, 20 M parameters, made here), PyTorch DDP (gloo, 25 MB buckets;
 # scripts/ddp_train.py) and poseidon under each scheme of SCHEMES (default allreduce+wfbp with
 # 25 MB buckets, ps+wfbp, hybrid) with the job's keys: CURVE, or with TRANSPORT=fabric
-# --trusted-fabric. REPS rounds (default 3), each running every configuration once in turn,
+# --trusted-fabric. The PS tensors are split evenly over the shards (KV_BLOCK_MB, default 0;
+# 4 is Poseidon-TF's block), so PS moves the ring's bytes: with 4 MB blocks LeNet's fc1 lands
+# on 2 of the 4 shards. REPS rounds (default 3), each running every configuration once in turn,
 # so a busy machine weighs on all alike; the median images/s of each, over the iterations
 # after the first fifth. Prints the table (images/s and the ratio to DDP), writes
 # out/bench/ddp_compare.csv (net,config,rep,images_per_s) and out/bench/ddp_compare.md.
@@ -26,6 +28,7 @@ reps=${REPS:-3}
 nets=${NETS:-lenet mlp-wide}
 schemes=${SCHEMES:-allreduce+wfbp ps+wfbp hybrid}
 transport=${TRANSPORT:-curve}
+kv_block_mb=${KV_BLOCK_MB:-0}
 batch=16
 mkdir -p out/bench
 csv=out/bench/ddp_compare.csv
@@ -64,7 +67,7 @@ run_one() {
     fi
     OPENBLAS_NUM_THREADS=1 timeout 600 experiments/emucluster.sh -n "$nodes" -r "$rate" -l "$dir" -- \
         "$build/poseidon" train --keys "$tmp/keys" $flag --model "$(net_file "$net")" \
-        --scheme "$cfg" --bucket-mb 25 --data synthetic --batch $batch --iterations "$it" \
+        --scheme "$cfg" --bucket-mb 25 --kv-block-mb "$kv_block_mb" --data synthetic --batch $batch --iterations "$it" \
         --no-eval --no-probe --job-out none --report-every "$warm" --csv "$dir/run.csv" \
         >/dev/null 2>&1
     # images/s over the rows after the warm-up: (iterations x batch x nodes) / seconds

@@ -710,7 +710,7 @@ static void *device_main(void *arg)
 
 typedef struct {
     wk_unit_t *wu;
-    int slot, k;
+    int slot, k, world;
 } stash_arg_t;
 
 static void stash_factors(void *arg, int rank, const float *u, const float *v, size_t k,
@@ -719,9 +719,11 @@ static void stash_factors(void *arg, int rank, const float *u, const float *v, s
     stash_arg_t *a = arg;
     ASSERT((int)k == a->k && (int)m == a->wu->m && (int)n == a->wu->n,
            "factors of rank %d: %zux%zu, %zux%zu", rank, k, m, k, n);
-    float *dst = a->wu->stash[a->slot] + (size_t)rank * k * (m + n);
-    memcpy(dst, u, k * m * 4);
-    memcpy(dst + k * m, v, k * n * 4);
+    /* every rank's u stacked, then every rank's v: the rebuild is then one GEMM over all
+     * ranks' rows, one pass over the gradient instead of one per rank */
+    float *slot = a->wu->stash[a->slot];
+    memcpy(slot + (size_t)rank * k * m, u, k * m * 4);
+    memcpy(slot + (size_t)a->world * k * m + (size_t)rank * k * n, v, k * n * 4);
 }
 
 /* Blocks until every device's copies out of BWD(u) into slot s have landed in host memory
@@ -863,7 +865,7 @@ static int64_t sync_sfb(syncer_t *sy, int64_t t, int s)
     worker_t *w = sy->w;
     wk_unit_t *wu = sy->wu;
     progress(w, sy->op, t, "SFB of layer %s with every peer", sy->name);
-    stash_arg_t sa = {wu, s, wu->k};
+    stash_arg_t sa = {wu, s, wu->k, w->world};
     if (sfb_exchange(w->ucomm[sy->u], t, sy->layer, wu->u_slot[s], wu->v_slot[s], (size_t)wu->k,
                      (size_t)wu->m, (size_t)wu->n, stash_factors, &sa, sy->arrived_ns, sy->to))
         coord_client_fail(w->cl, "SFB of layer %s timed out after %d ms", sy->name, sy->to);
@@ -897,13 +899,12 @@ static void sync_update(syncer_t *sy, int64_t t, int s)
         stash = w->ustash;
         gsum = w->ugsum;
     }
-    for (int r = 0; r < w->world; r++) {
-        const float *f = stash + (size_t)r * per;
-        /* gsum (m, n) += dy_r^T (m, k) x_r (k, n) / replicas, k = the node's
-         * devices x batch x tokens */
-        compute_sgemm(uc, true, false, wu->m, wu->n, wu->k, 1.0f / (float)w->replicas, f, wu->m,
-                      f + (size_t)wu->k * wu->m, wu->n, r ? 1.0f : 0.0f, gsum, wu->n);
-    }
+    /* gsum (m, n) = sum over ranks r of dy_r^T (m, k) x_r (k, n) / replicas, k = the node's
+     * devices x batch x tokens: the ranks' dy and x are stacked (stash_factors), so one
+     * GEMM with world x k rows */
+    int rows = w->world * wu->k;
+    compute_sgemm(uc, true, false, wu->m, wu->n, rows, 1.0f / (float)w->replicas, stash, wu->m,
+                  stash + (size_t)rows * wu->m, wu->n, 0.0f, gsum, wu->n);
     if (w->ustash) /* waits for the GEMMs */
         compute_download(uc, wu->gsum, w->ugsum, (size_t)wu->m * wu->n * 4);
     int64_t t1 = clock_now_ns();
