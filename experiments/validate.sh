@@ -69,9 +69,12 @@
 #   --paper             the grid at the papers' scale: GoogLeNet, Inception-V3, ResNet-152
 #                       and VGG19 on Titan X nodes (batch 32), 8, 16 and 32 nodes, 10 and 40
 #                       GbE, ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp, the median
-#                       of 3 runs, --dilation auto, --tensor-scale auto
+#                       of 3 runs, --dilation auto, --tensor-scale auto, 10 iterations of
+#                       which the first 4 are not measured
 #   --paper-quick       a few rows of it: GoogLeNet and Inception-V3 on 16 and 32 nodes at
 #                       10 GbE, ps+wfbp hybrid allreduce+wfbp, one run each
+#   --set KEY=VALUE     an experiment key for the simulator and the runs alike (repeatable),
+#                       e.g. --set send_order=layer --set kv_block_mb=0
 #   --out DIR           default out/validate
 #   --build DIR         where poseidon is (default build)
 #
@@ -114,10 +117,12 @@ cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=8 warmup=3 batch=16 compute_s=0.3 out=out/validate
 repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100 dilation=1 tscale=1 racks=""
-build=build device_model="" transport=fabric
+build=build device_model="" transport=fabric extra_keys=()
 paper() { # paper FULL: the papers' scale; options after it still apply
     models="googlenet inception-v3" nodes="16 32" gbps="10" schemes="ps+wfbp hybrid allreduce+wfbp"
-    device_model=titanx-maxwell batch=32 dilation=auto iters=5 warmup=2
+    # PS rows settle after about 4 iterations (GoogLeNet ps+wfbp, 16 nodes: 0.164 s over
+    # iterations 2-4, 0.144-0.149 s over 4-13, 0.151 s predicted)
+    device_model=titanx-maxwell batch=32 dilation=auto iters=10 warmup=4
     [ "$1" = 1 ] || return 0
     models="googlenet inception-v3 resnet-152 vgg19" nodes="8 16 32" gbps="10 40" repeat=3 tscale=auto
     schemes="ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp"
@@ -136,6 +141,8 @@ while [ $# -gt 0 ]; do
     --iterations) iters=$2 ;; --warmup) warmup=$2 ;; --batch) batch=$2 ;; --compute-s) compute_s=$2 ;;
     --repeat) repeat=$2 ;; --queue) queue=$2 ;; --bucket-mb) bucket_mb=$2 ;; --dilation) dilation=$2 ;; --racks) racks=$2 ;; --tensor-scale) tscale=$2 ;;
     --devices-per-node) devices_list=$2 ;; --intra-gbps) intra_gbps=$2 ;; --intra-latency-us) intra_lat_us=$2 ;;
+    --set) case $2 in *=*) extra_keys+=("${2%%=*} = ${2#*=}") ;;
+           *) echo "validate: --set expects KEY=VALUE, got '$2'" >&2; exit 2 ;; esac ;;
     --out) out=$2 ;; --build) build=$2 ;; --device-model) device_model=$2 ;; --transport) transport=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     esac
@@ -238,6 +245,7 @@ for model in $models; do
                 echo "data = synthetic"
                 echo "synthetic_n = 4096"
                 echo "probe = no"
+                for kv in ${extra_keys[@]+"${extra_keys[@]}"}; do echo "$kv"; done
             } >"$exp"
             simcsv=$out/sim/$model-${g}g$dtag.csv
             "$bin" sim "$exp" --csv "$simcsv" >/dev/null 2>"$out/sim/$model-${g}g$dtag.log" ||

@@ -360,6 +360,41 @@ static void write_slow_rank_files(const char *prof, const char *clu, const char 
     fclose(f);
 }
 
+/* A report row (every iteration here) must not hold the next forward pass back: rank 0
+ * waits for its pulls behind a rank computing at a quarter of the speed, and each emulated
+ * FWD of fc1 still lasts the profile's 2 ms. A report that waited for every pull of the next
+ * iteration had the FWDs after it dated back to the previous BWD's end, so they slept
+ * nothing and the runs looked faster than their plan. */
+TEST(worker_report_does_not_shorten_emulated_compute)
+{
+    char prof[600], clu[600], trace[600], merged[700];
+    snprintf(prof, sizeof prof, "%s/mlp.csv", test_tmpdir());
+    snprintf(clu, sizeof clu, "%s/slow1r.cluster", test_tmpdir());
+    snprintf(trace, sizeof trace, "%s/rep", test_tmpdir());
+    snprintf(merged, sizeof merged, "%s.csv", trace);
+    write_slow_rank_files(prof, clu, "nodes = 2\nspeed = 1:0.25\n");
+    worker_config_t c;
+    const int T = 6;
+    wt_emulated_config(&c, "ps+wfbp", prof, clu, trace, T);
+    c.report_every = 1;
+    REQUIRE(bsp_launch(&c, 2) == 0);
+    int n = 0, fwd = 0;
+    wt_row_t *v = wt_trace_read(merged, &n);
+    REQUIRE(v, "no merged trace %s", merged);
+    for (int i = 0; i < n; i++) {
+        if (v[i].node != 0 || v[i].iteration < 1 || strcmp(v[i].op, "FWD") ||
+            strcmp(v[i].layer, "fc1"))
+            continue;
+        fwd++;
+        double ms = (v[i].t1 - v[i].t0) * 1e-6;
+        CHECK(ms >= 1.8, "FWD fc1 of rank 0, iteration %d, after a report: %.3f ms, the "
+              "profile says 2", v[i].iteration, ms);
+    }
+    free(v);
+    CHECK(fwd == T - 1, "%d FWD rows of fc1 on rank 0 after the first iteration, expected %d",
+          fwd, T - 1);
+}
+
 TEST(worker_trace_push_ends_at_remote_arrival)
 {
     /* 3 ranks, rank 1 computing at a quarter of the speed: every iteration the fast ranks'

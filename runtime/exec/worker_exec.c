@@ -657,6 +657,18 @@ static void checkpoint_wait(worker_t *w, int64_t k)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* After a wait that is not the plan's (a checkpoint, a report), emulated compute goes on
+ * from now: its next op must not be dated back to the chain's last end, as if the wait had
+ * not been. */
+static void emulated_chain_restart(worker_t *w)
+{
+    if (!w->emulate) return;
+    int64_t now = clock_now_ns();
+    pthread_mutex_lock(&w->mu);
+    if (w->emu_node_end_ns < now) w->emu_node_end_ns = now;
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* A device's thread: the plan's compute ops in op-array order, iteration after iteration,
  * each once the node's instances it depends on have completed (on every device). Device 0
  * also takes the checkpoints and writes rank 0's report rows. */
@@ -669,8 +681,11 @@ static void *device_main(void *arg)
     int64_t last_progress_ns = 0;
     for (int64_t t = w->t_start; t < w->iterations; t++) {
         if (lead && worker_stop_signalled()) coord_client_request_stop(w->cl);
-        if (lead && checkpoint_due(w, t)) checkpoint_take(w, t);
-        if (!lead && checkpoint_due(w, t)) checkpoint_wait(w, t);
+        if (checkpoint_due(w, t)) {
+            if (lead) checkpoint_take(w, t);
+            else checkpoint_wait(w, t);
+            emulated_chain_restart(w);
+        }
         if (t >= atomic_load(&w->stop_at)) break;
         for (int op = 0; op < w->plan.n_ops; op++) {
             const plan_op_t *po = &w->plan.ops[op];
@@ -695,7 +710,10 @@ static void *device_main(void *arg)
         }
         if (lead && w->rank == 0 && t + 1 < w->iterations) {
             int64_t every = w->cfg->report_every > 0 ? w->cfg->report_every : w->steps;
-            if ((t + 1) % every == 0) report(w, t, false);
+            if ((t + 1) % every == 0) {
+                report(w, t, false);
+                emulated_chain_restart(w);
+            }
             else if (clock_now_ns() - last_progress_ns > 250000000) { /* a terminal only */
                 last_progress_ns = clock_now_ns();
                 log_progress("  iteration %lld of %lld", (long long)(t + 1),
@@ -1050,7 +1068,11 @@ static double evaluate(worker_t *w)
 
 static void report(worker_t *w, int64_t t, bool final)
 {
-    if (!final) /* parameters as FWD of the next iteration will see them */
+    /* the evaluation reads the parameters as FWD of the next iteration will see them; without
+     * one nothing waits, so that a report does not hold the next FWD back from each pull as
+     * it arrives (the plan has no such wait) */
+    bool evaluates = !w->emulate && w->cfg->evaluate;
+    if (!final && evaluates)
         for (int u = 0; u < w->plan.n_units; u++)
             wait_for(w, WAIT_SYNC_DEPS, w->plan.units[u].op_fwd, t + 1);
     int64_t now = clock_now_ns();
@@ -1060,7 +1082,7 @@ static void report(worker_t *w, int64_t t, bool final)
     double loss = w->loss_n ? w->loss_sum / (double)w->loss_n : 0;
     double train_acc = w->loss_n ? (double)w->correct / (double)(w->loss_n * w->job->batch) : 0;
     double acc = -1;
-    if (!w->emulate && w->cfg->evaluate) acc = evaluate(w);
+    if (evaluates) acc = evaluate(w);
     int64_t e1 = clock_now_ns();
     char row[256];
     if (w->emulate)
