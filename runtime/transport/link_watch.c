@@ -90,8 +90,11 @@ static int next_event(watched_t *w, uint16_t *event)
     size_t len = sizeof more;
     zmq_getsockopt(w->pair, ZMQ_RCVMORE, &more, &len);
     if (more) { /* the endpoint, as a second frame */
-        int n = zmq_recv(w->pair, w->endpoint, sizeof w->endpoint - 1, 0);
-        w->endpoint[n < 0 ? 0 : (n >= (int)sizeof w->endpoint ? (int)sizeof w->endpoint - 1 : n)] = '\0';
+        /* zmq_recv returns the frame's whole length, which may exceed what it wrote */
+        int cap = (int)sizeof w->endpoint - 1;
+        int n = zmq_recv(w->pair, w->endpoint, (size_t)cap, 0);
+        if (n < 0) n = 0;
+        w->endpoint[n > cap ? cap : n] = '\0';
     }
     memcpy(event, ev, 2);
     return got == 6;
