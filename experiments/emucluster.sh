@@ -37,9 +37,17 @@
 #
 # Queues: each direction of a host's link is a tbf at RATE (the wire). Under it, "fair"
 # serves the TCP connections waiting for the link in turn, one packet each (HTB classes
-# with a 1514-byte quantum, a connection's class picked by a hash of its two ports; 256
-# classes), packets under 128 bytes (ACKs, requests) first - what a host's fq_codel does
-# and what the simulator's max-min sharing of a NIC among flows assumes. "fifo" is one
+# with a 1514-byte quantum), packets under 128 bytes (ACKs, requests) first - what a host's
+# fq_codel does and what the simulator's max-min sharing of a NIC among flows assumes. A
+# connection's class is picked by its peer host and then by a hash of its own port (16 per
+# peer, peer_queue): each host's connections and listeners take their ports from a range of
+# their own (256 from 32768 + 256 x host), so on host i's sending side the destination port
+# names the peer and on its receiving side the source port does. A class picked by a hash
+# of both ports alone, as the racks' uplinks still do (fair_queue), put a shard's 31
+# connections into 16 classes at 32 hosts, since the shard's side of them shares one port:
+# a connection alone in its class ran at twice the rate of two that shared one, the hosts
+# whose pulls came that way ran ahead every iteration, and a 32-node GoogLeNet ps+wfbp run
+# measured 0.231 s against 0.257 s predicted; with a class per peer, 0.257 s. "fifo" is one
 # queue: the runtime's many connections (one per layer and syncer) park up to ~4 MB in
 # it, and a small late transfer (the first layers' syncs that the next forward pass waits
 # for) waits behind all of it, where max-min sharing would finish it at once (GoogLeNet,
@@ -47,7 +55,7 @@
 # 0.321-0.348 with fair, 0.342 predicted; reports/README.md has the whole grid: fair is
 # closer at 2 nodes, not at 4). The fair classes hold 10,000 packets each, so that they do
 # not drop (the simulator has no losses; the fifo's 100 ms dropped packets in 4-node runs
-# at 0.5 Gbit/s). This kernel has no fq_codel or sfq (only htb and tbf), hence the hash.
+# at 0.5 Gbit/s). This kernel has no fq_codel or sfq (only htb and tbf), hence the classes.
 #
 # Bridge netfilter: with br_netfilter loaded, every frame crossing the bridge goes through
 # the host's iptables/ip6tables/arptables hooks (br_nf_pre_routing, br_nf_post_routing),
@@ -184,7 +192,8 @@ die() { echo "emucluster: $*" >&2; exit 1; }
 nf_acquire
 ip link add "$br" type bridge || die "cannot create bridge $br"
 ip link set "$br" up
-# fair_queue DEV: the `tc -batch` lines of the "fair" queue under tbf 2: (see Queues above).
+# fair_queue DEV: the `tc -batch` lines of the "fair" queue of a rack's uplink under tbf 2:
+# (see Queues above), where many hosts' traffic meets: a class per connection, by a hash.
 # Class 3:10: packets under 128 bytes (IPv4 total length), the coordinator's connections
 # (MASTER_PORT: heartbeats and control, sparse flows that fq_codel would serve first, so they
 # never share a hashed class's queue with bulk transfers; 8-node Inception-V3 runs had been
@@ -218,9 +227,38 @@ fair_queue() {
     done
     echo "filter add dev $d parent 3: prio 2 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask 0x001e0000 at 20 link 1:"
 }
-shape() { # shape NETNS-OR-EMPTY DEV [RATE [DELAY]]: RATE and DELAY default to the hosts'
+# peer_queue DEV SIDE: the `tc -batch` lines of the "fair" queue of a host's link under tbf
+# 2: 16 classes per peer host (see Queues above). SIDE is "send" (the host's own link out:
+# the peer is the destination port's host, the connection the source port) or "recv" (the
+# other way round). Port bits 8-13 name a host (its range: 32768 + 256 x host; see the host
+# loop), bits 1-4 tell a host's connections to one peer apart (bit 0 is left out: the kernel
+# gives connecting and listening sockets ports of fixed parity).
+peer_queue() {
+    local d=$1 peer_mask=0x00003f00 conn_mask=0x001e0000 p k
+    [ "$2" = recv ] && peer_mask=0x3f000000 conn_mask=0x0000001e
+    echo "qdisc add dev $d parent 2:1 handle 3: htb default 10 r2q 1000"
+    echo "class add dev $d parent 3: classid 3:10 htb rate 100gbit prio 0 quantum 1514"
+    echo "filter add dev $d parent 3: prio 1 protocol ip u32 match u16 0x0000 0xff80 at 2 flowid 3:10"
+    echo "filter add dev $d parent 3: prio 1 protocol ip u32 match ip sport $port 0xffff flowid 3:10"
+    echo "filter add dev $d parent 3: prio 1 protocol ip u32 match ip dport $port 0xffff flowid 3:10"
+    echo "filter add dev $d parent 3: prio 2 handle 1: protocol ip u32 divisor 64"
+    for p in $(seq 0 $((n - 1))); do
+        printf 'filter add dev %s parent 3: prio 2 handle %x: protocol ip u32 divisor 16\n' "$d" $((p + 2))
+        for k in $(seq 0 15); do
+            printf 'class add dev %s parent 3: classid 3:%x htb rate 100gbit prio 1 quantum 1514\n' \
+                "$d" $((0x100 + 16 * p + k))
+            printf 'filter add dev %s parent 3: prio 2 protocol ip u32 ht %x:%x: match u8 0 0 flowid 3:%x\n' \
+                "$d" $((p + 2)) $k $((0x100 + 16 * p + k))
+        done
+        printf 'filter add dev %s parent 3: prio 2 protocol ip u32 ht 1:%x: match u8 0 0 hashkey mask %s at 20 link %x:\n' \
+            "$d" $(((32768 / 256 + p) & 63)) "$conn_mask" $((p + 2))
+    done
+    echo "filter add dev $d parent 3: prio 2 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask $peer_mask at 20 link 1:"
+}
+shape() { # shape NETNS-OR-EMPTY DEV [RATE [DELAY [SIDE]]]: RATE and DELAY default to the
+    # hosts'; SIDE (send or recv) marks a host's link, which the fair queue serves by peer
     local pre=() ; [ -n "$1" ] && pre=(ip netns exec "$1")
-    local parent="root" rate=${3:-$rate} delay=${4-$delay} burst
+    local parent="root" rate=${3:-$rate} delay=${4-$delay} side=${5:-} burst
     # the queue of each htb class (a pfifo) holds txqueuelen packets
     "${pre[@]}" ip link set dev "$2" txqueuelen 10000 || return 1
     if [ -n "$delay" ]; then
@@ -236,7 +274,9 @@ shape() { # shape NETNS-OR-EMPTY DEV [RATE [DELAY]]: RATE and DELAY default to t
         burst=$(awk -v r="${rate%bit}" -v s="$scale" 'BEGIN { b = r / 8 / 500; f = 262144 / s; if (f < 3028) f = 3028
             printf "%.0f\n", (b > f ? b : f) }')
         "${pre[@]}" tc qdisc add dev "$2" $parent handle 2: tbf rate "$rate" burst "$burst" latency 100ms || return 1
-        if [ "$queue" = fair ]; then
+        if [ "$queue" = fair ] && [ -n "$side" ]; then
+            peer_queue "$2" "$side" | "${pre[@]}" tc -batch - || return 1
+        elif [ "$queue" = fair ]; then
             fair_queue "$2" | "${pre[@]}" tc -batch - || return 1
         fi
     fi
@@ -262,8 +302,11 @@ for i in $(seq 0 $((n - 1))); do
     ip -n "$ns" link set lo up
     ip -n "$ns" addr add "10.$a.$b.$((i + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
-    shape "$ns" eth0 || die "tc on $ns/eth0 failed"   # host i sending
-    shape "" "$h" || die "tc on $h failed"            # host i receiving
+    # the host's ports, which name it to the fair queue (peer_queue): 256 from 32768 + 256 i
+    ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="$((32768 + 256 * i)) $((32768 + 256 * i + 255))" ||
+        die "cannot set the port range of $ns"
+    shape "$ns" eth0 "" "${delay}" send || die "tc on $ns/eth0 failed"   # host i sending
+    shape "" "$h" "" "${delay}" recv || die "tc on $h failed"            # host i receiving
 done
 if [ -z "$logdir" ]; then tmplog=$(mktemp -d); logdir=$tmplog; fi
 mkdir -p "$logdir"
