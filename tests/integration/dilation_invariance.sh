@@ -22,25 +22,24 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export EMU_ID=$(printf 'e%04x' $(( $$ & 0xffff )))
 for k in 1 5; do
-    timeout 300 experiments/validate.sh --build "$build" --out "$tmp/k$k" --models googlenet --nodes 2 \
-        --gbps 1 --schemes allreduce+wfbp --iterations 6 --warmup 2 --dilation $k >"$tmp/log$k" 2>&1 ||
-        { tail -20 "$tmp/log$k"; fail "validate.sh --dilation $k failed"; }
+    validate_run "$tmp/k$k" "$tmp/log$k" --models googlenet --nodes 2 --gbps 1 \
+        --schemes allreduce+wfbp --iterations 6 --warmup 2 --dilation $k
 done
-row() { awk -F, 'NR == 2' "$tmp/k$1/validate.csv"; }
+row() { validate_row "$tmp/k$1"; }
 echo "K = 1: $(row 1)"
 echo "K = 5: $(row 5)"
 [ "$(row 5 | cut -d, -f10)" = 5 ] || fail "the dilated row does not say K = 5: $(row 5)"
-row 5 | awk -F, '{ e = $7 < 0 ? -$7 : $7; exit !($6 > 0 && e <= 0.15) }' ||
+error_within "$(row 5)" 0.15 ||
     fail "the dilated run is more than 15% off the simulator: $(row 5)"
 if [ "$(row 1 | cut -d, -f8)" = 1 ]; then
     echo "skip: the undilated run was host-bound (a busy host); the dilated run matched the simulator"
     exit 77
 fi
-if ! row 1 | awk -F, '{ e = $7 < 0 ? -$7 : $7; exit !(e <= 0.10) }'; then
+if ! error_within "$(row 1)" 0.10; then
     echo "skip: the undilated run was more than 10% off the simulator (the host's own costs show" \
         "at K = 1: what dilation removes); the dilated run matched the simulator"
     exit 77
 fi
-paste -d, <(row 1 | cut -d, -f6) <(row 5 | cut -d, -f6) | awk -F, '{ d = ($2 - $1) / $1; printf "K = 5 against K = 1: %+.1f%%\n", 100 * d
-    exit !(d <= 0.10 && d >= -0.10) }' || fail "dilation moved the iteration time by more than 10%"
+measured_within "$(row 1)" "$(row 5)" 0.10 "K = 5 against K = 1" ||
+    fail "dilation moved the iteration time by more than 10%"
 exit 0

@@ -27,11 +27,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export EMU_ID=$(printf 'f%04x' $(( $$ & 0xffff )))
 for s in 1 4; do
-    timeout 300 experiments/validate.sh --build "$build" --out "$tmp/s$s" --models googlenet --nodes 2 \
-        --gbps 1 --schemes hybrid --iterations 5 --warmup 2 --dilation 10 --tensor-scale $s >"$tmp/log$s" 2>&1 ||
-        { tail -20 "$tmp/log$s"; fail "validate.sh --tensor-scale $s failed"; }
+    validate_run "$tmp/s$s" "$tmp/log$s" --models googlenet --nodes 2 --gbps 1 --schemes hybrid \
+        --iterations 5 --warmup 2 --dilation 10 --tensor-scale $s
 done
-row() { awk -F, 'NR == 2' "$tmp/s$1/validate.csv"; }
+row() { validate_row "$tmp/s$1"; }
 rss() { grep -ho "peak_rss_mb [0-9]*" "$tmp/s$1"/runs/*/logs/rank0.log | awk '{ print $2 }'; }
 echo "S = 1: $(row 1), rank 0 peak RSS $(rss 1) MB"
 echo "S = 4: $(row 4), rank 0 peak RSS $(rss 4) MB"
@@ -39,14 +38,13 @@ echo "S = 4: $(row 4), rank 0 peak RSS $(rss 4) MB"
 grep -q "^tensor_scale = 4$" "$tmp"/s4/runs/*/job.exp || fail "the job file of the S = 4 run does not say tensor_scale = 4"
 [ -n "$(rss 1)" ] && [ -n "$(rss 4)" ] && [ "$(rss 4)" -lt "$(rss 1)" ] ||
     fail "the rank at S = 4 held $(rss 4) MB, at S = 1 $(rss 1) MB"
-row 4 | awk -F, '{ e = $7 < 0 ? -$7 : $7; exit !($6 > 0 && e <= 0.15) }' ||
+error_within "$(row 4)" 0.15 ||
     fail "the run at S = 4 is more than 15% off the simulator: $(row 4)"
-if ! row 1 | awk -F, '{ e = $7 < 0 ? -$7 : $7; exit !(e <= 0.10) }'; then
+if ! error_within "$(row 1)" 0.10; then
     echo "skip: the run at S = 1 was more than 10% off the simulator (the host's own costs per" \
         "byte, which S removes, decided it); the run at S = 4 matched the simulator"
     exit 77
 fi
-paste -d, <(row 1 | cut -d, -f6) <(row 4 | cut -d, -f6) | awk -F, '{ d = ($2 - $1) / $1
-    printf "S = 4 against S = 1: %+.1f%%\n", 100 * d; exit !(d <= 0.12 && d >= -0.12) }' ||
+measured_within "$(row 1)" "$(row 4)" 0.12 "S = 4 against S = 1" ||
     fail "tensor_scale 4 moved the iteration time by more than 12%"
 exit 0

@@ -45,3 +45,24 @@ slow_or_busy() { # slow_or_busy MESSAGE
     fi
     fail "$1 (load average $load on $cpus CPUs)"
 }
+
+# The scripts that run experiments/validate.sh (its CSV: column 6 measured, 7 error, 8
+# host_bound, 10 dilation, 11 tensor_scale). validate_run OUT LOG ARGS...: validate.sh
+# --build "$build" --out OUT ARGS, logged to LOG; the script fails with the log's tail when
+# it does (VALIDATE_TIMEOUT seconds at most, default 300).
+validate_run() {
+    local out=$1 log=$2
+    shift 2
+    timeout "${VALIDATE_TIMEOUT:-300}" experiments/validate.sh --build "$build" --out "$out" "$@" \
+        >"$log" 2>&1 || { tail -20 "$log"; fail "validate.sh $* failed"; }
+}
+# validate_row OUT: the first result row of OUT/validate.csv
+validate_row() { awk -F, 'NR == 2' "$1/validate.csv"; }
+# error_within ROW BOUND: a measured time, and |error| at most BOUND (a fraction)
+error_within() { echo "$1" | awk -F, -v b="$2" '{ e = $7 < 0 ? -$7 : $7; exit !($6 > 0 && e <= b) }'; }
+# measured_within ROW_A ROW_B BOUND LABEL: B's measured time within BOUND of A's; prints the
+# difference as "LABEL: +x.x%"
+measured_within() {
+    paste -d, <(echo "$1" | cut -d, -f6) <(echo "$2" | cut -d, -f6) | awk -F, -v b="$3" -v l="$4" '{
+        d = ($2 - $1) / $1; printf "%s: %+.1f%%\n", l, 100 * d; exit !(d <= b && d >= -b) }'
+}
