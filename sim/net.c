@@ -930,14 +930,15 @@ static inline __attribute__((always_inline)) void freeze_list_as(net_t *n, int r
 {
     hist(n, r);
     double ur = n->used[r];
-    int64_t cr = n->cnt[r], nf = 0;
     const rlist_t *L = &n->list[r];
     /* the arrays in locals: the stores through cnt and used would otherwise make the
      * compiler reload every field of n at each entry */
     int64_t *fz = n->fz, *cnt = n->cnt, *noted = n->noted;
     const int64_t *lv_tag = n->lv_tag, *hstamp = n->hstamp, tag = n->cur_tag;
     double *used = n->used;
-    int64_t nn = n->nnoted;
+    /* the single flows frozen here are counted by their notes: since `mark` (the notes then,
+     * with r's count cr0), r's count is cr0 less the notes made since */
+    int64_t nn = n->nnoted, mark = nn, cr0 = cnt[r], inline_frozen = 0;
     const lent_t *v = L->v;
     for (int64_t a = 0, len = n->lcnt[r]; a < len; a++) {
         lent_t l = v[a];
@@ -947,22 +948,22 @@ static inline __attribute__((always_inline)) void freeze_list_as(net_t *n, int r
         if (lv_tag[t & LV_MASK] == t) continue; /* frozen (is_frozen) */
         if (l.other < 0) {
             used[r] = ur;
-            cnt[r] = cr;
+            cnt[r] = cr0 - (nn - mark);
+            inline_frozen += nn - mark;
             n->nnoted = nn;
             if (l.other == LIST_FAN_LEAF) fan_level(n, j, x);
             else freeze(n, j, x);
             /* a split may have grown the entity arrays and moved the list */
             fz = n->fz, noted = n->noted, nn = n->nnoted, v = L->v;
+            mark = nn;
             ur = used[r];
-            cr = cnt[r];
+            cr0 = cnt[r];
             continue;
         }
         fz[j] = tag; /* mark_frozen */
-        nf++;
         noted[nn++] = j; /* note_level */
         int other = l.other;
         if (hstamp[other] != tag) hist(n, other);
-        cr--;
         ur += x;
         cnt[other]--;
         used[other] += x;
@@ -973,8 +974,8 @@ static inline __attribute__((always_inline)) void freeze_list_as(net_t *n, int r
     }
     n->nnoted = nn;
     used[r] = ur;
-    cnt[r] = cr;
-    n->left -= nf;
+    cnt[r] = cr0 - (nn - mark);
+    n->left -= inline_frozen + (nn - mark);
 }
 
 static void freeze_list(net_t *n, int r, double x)
