@@ -780,7 +780,7 @@ static void heap_build(net_t *n, int64_t hn)
 
 /* The fair share resource r would give each of its unfrozen flows; INFINITY when none
  * crosses it. */
-static double share_of(const net_t *n, int r)
+static inline double share_of(const net_t *n, int r)
 {
     int N = n->nodes, K = 2 * N + n->links;
     double rem;
@@ -922,44 +922,48 @@ static inline int whole_in_level(const net_t *n, const ent_t *e)
 /* Freeze every unfrozen entity of resource r's list at x (a fan listed at one of its leaves:
  * the flows of it that the level holds). The same updates as freeze() in the same order, with
  * r's own terms kept in registers: every single flow of the list updates them, a chain
- * through memory otherwise. The list is read by index: a split made on the way may move it. */
-static void freeze_list(net_t *n, int r, double x)
+ * through memory otherwise. The list is read by index: a split made on the way may move it.
+ * `core` (whether the core is a resource) is a constant of each copy (freeze_list), so the
+ * loop over the list carries no test of it. */
+static inline __attribute__((always_inline)) void freeze_list_as(net_t *n, int r, double x,
+                                                                 const int core)
 {
     hist(n, r);
     double ur = n->used[r];
-    int64_t cr = n->cnt[r], nf = 0;
     const rlist_t *L = &n->list[r];
     /* the arrays in locals: the stores through cnt and used would otherwise make the
      * compiler reload every field of n at each entry */
     int64_t *fz = n->fz, *cnt = n->cnt, *noted = n->noted;
     const int64_t *lv_tag = n->lv_tag, *hstamp = n->hstamp, tag = n->cur_tag;
     double *used = n->used;
-    int core = n->core_Bps > 0;
-    int64_t nn = n->nnoted;
+    /* the single flows frozen here are counted by their notes: since `mark` (the notes then,
+     * with r's count cr0), r's count is cr0 less the notes made since */
+    int64_t nn = n->nnoted, mark = nn, cr0 = cnt[r], inline_frozen = 0;
+    const lent_t *v = L->v;
     for (int64_t a = 0, len = n->lcnt[r]; a < len; a++) {
-        lent_t l = L->v[a];
+        lent_t l = v[a];
         int64_t j = l.slot;
         if (l.other == LIST_DEAD) continue;
         int64_t t = fz[j];
         if (lv_tag[t & LV_MASK] == t) continue; /* frozen (is_frozen) */
         if (l.other < 0) {
             used[r] = ur;
-            cnt[r] = cr;
+            cnt[r] = cr0 - (nn - mark);
+            inline_frozen += nn - mark;
             n->nnoted = nn;
             if (l.other == LIST_FAN_LEAF) fan_level(n, j, x);
             else freeze(n, j, x);
-            /* a split may have grown the entity arrays */
-            fz = n->fz, noted = n->noted, nn = n->nnoted;
+            /* a split may have grown the entity arrays and moved the list */
+            fz = n->fz, noted = n->noted, nn = n->nnoted, v = L->v;
+            mark = nn;
             ur = used[r];
-            cr = cnt[r];
+            cr0 = cnt[r];
             continue;
         }
         fz[j] = tag; /* mark_frozen */
-        nf++;
         noted[nn++] = j; /* note_level */
         int other = l.other;
         if (hstamp[other] != tag) hist(n, other);
-        cr--;
         ur += x;
         cnt[other]--;
         used[other] += x;
@@ -970,8 +974,14 @@ static void freeze_list(net_t *n, int r, double x)
     }
     n->nnoted = nn;
     used[r] = ur;
-    cnt[r] = cr;
-    n->left -= nf;
+    cnt[r] = cr0 - (nn - mark);
+    n->left -= inline_frozen + (nn - mark);
+}
+
+static void freeze_list(net_t *n, int r, double x)
+{
+    if (n->core_Bps > 0) freeze_list_as(n, r, x, 1);
+    else freeze_list_as(n, r, x, 0);
 }
 
 /* List entity j at resource r for the rest of this computation. */

@@ -408,16 +408,19 @@ void rates_note_many(rates_t *r, const int64_t *ms, int64_t k, int32_t L)
     const int32_t *grp = r->grp;
     run_t *runs = r->runs;
     int32_t g = nruns > 0 && runs[nruns - 1].level == L ? runs[nruns - 1].g : INT32_MIN;
+    /* a run's count is set when it closes (notes are contiguous: its end less its start),
+     * not kept in memory at every note */
     for (int64_t a = 0; a < k; a++) {
         int64_t i = ms[a];
         int32_t gi = grp[i];
         if (gi != g) {
+            if (nruns > 0) runs[nruns - 1].count = nnotes - runs[nruns - 1].start;
             runs[nruns++] = (run_t){nnotes, 0, gi, L};
             g = gi;
         }
-        runs[nruns - 1].count++;
         notes[nnotes++] = i;
     }
+    runs[nruns - 1].count = nnotes - runs[nruns - 1].start;
     r->nruns = nruns;
     r->nnotes = nnotes;
 }
