@@ -541,7 +541,8 @@ static void shard_start(worker_t *w, const char *bind)
                                  .on_push = cfg->trace_prefix ? worker_push_arrived : NULL,
                                  .on_push_arg = w,
                                  .conn_cap = conn_cap_for(w->world),
-                                 .slice_bytes = (size_t)w->plan.slice_bytes};
+                                 .slice_bytes = (size_t)w->plan.slice_bytes,
+                                 .wire = w->plan.wire_precision};
         if (cfg->trace_prefix) {
             w->arrivals = xcalloc((size_t)w->world * n_units, sizeof *w->arrivals);
             for (int i = 0; i < w->world * n_units; i++) w->arrivals[i].iteration = -1;

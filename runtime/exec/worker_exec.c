@@ -267,7 +267,7 @@ void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t
               1.0f / (float)w->replicas, t);
     if (w->scale > 1) { /* the full-size block's apply: S times this one's, or the model's */
         const cluster_t *c = &w->plan.cluster;
-        double full = (double)count * 4 * w->scale * w->plan.workers;
+        double full = (double)count * worker_value_bytes(w) * w->scale * w->plan.workers;
         int64_t model = c->server_Bps > 0 ? llround(full / c->server_Bps * 1e9) : 0;
         int64_t host = worker_scaled_work_ns(w, clock_now_ns() - t0, 1);
         clock_sleep_until_ns(t0 + (host > model ? host : model));
@@ -276,8 +276,8 @@ void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t
         int l = entry_layer(w, offset);
         for (int u = 0; u < w->plan.n_units; u++)
             if (w->plan.units[u].layer == l && w->plan.units[u].op_apply >= 0)
-                wk_trace(w, w->plan.units[u].op_apply, t, -1, (int64_t)count * 4 * w->scale, t0,
-                         clock_now_ns());
+                wk_trace(w, w->plan.units[u].op_apply, t, -1,
+                         (int64_t)count * worker_value_bytes(w) * w->scale, t0, clock_now_ns());
     }
 }
 
@@ -298,7 +298,7 @@ void worker_push_arrived(void *arg, int peer, uint64_t offset, int64_t t, int64_
     wk_arrival_t *a = &w->arrivals[(size_t)peer * w->plan.n_units + u];
     if (a->iteration != t) *a = (wk_arrival_t){.iteration = t, .first_ns = recv_ns};
     a->blocks++;
-    a->bytes += (int64_t)w->layout.blocks[b].count * 4;
+    a->bytes += (int64_t)w->layout.blocks[b].count * worker_value_bytes(w);
     a->last_ns = recv_ns;
     if (a->blocks == w->unit_shard_blocks[u]) {
         if (w->scale > 1) a->bytes = plan_shard_bytes(&w->plan, u, w->rank); /* full size */
@@ -866,8 +866,9 @@ static int64_t sync_sfb(syncer_t *sy, int64_t t, int s)
     wk_unit_t *wu = sy->wu;
     progress(w, sy->op, t, "SFB of layer %s with every peer", sy->name);
     stash_arg_t sa = {wu, s, wu->k, w->world};
-    if (sfb_exchange(w->ucomm[sy->u], t, sy->layer, wu->u_slot[s], wu->v_slot[s], (size_t)wu->k,
-                     (size_t)wu->m, (size_t)wu->n, stash_factors, &sa, sy->arrived_ns, sy->to))
+    if (sfb_exchange_at(w->ucomm[sy->u], w->plan.wire_precision, t, sy->layer, wu->u_slot[s],
+                        wu->v_slot[s], (size_t)wu->k, (size_t)wu->m, (size_t)wu->n,
+                        stash_factors, &sa, sy->arrived_ns, sy->to))
         coord_client_fail(w->cl, "SFB of layer %s timed out after %d ms", sy->name, sy->to);
     /* the arrival of each peer's factors here: node = that peer, peer = this
      * rank; the merge ends the peer's own SFB row at the last of them */
@@ -932,9 +933,10 @@ static int64_t sync_allreduce(syncer_t *sy, int64_t t, int s)
     progress(w, sy->op, t, "ring all-reduce of layer %s (bucket of %d layers)", sy->name,
              pb->n_units);
     /* scaled tensors: chunks S times smaller, so that a step sends as many messages */
-    size_t chunk = (size_t)worker_scaled_floats(w, 4 * (int64_t)ALLREDUCE_CHUNK_FLOATS_DEFAULT);
-    if (allreduce_sum(w->ucomm[sy->u], t, sy->layer, wb->slot[s], (size_t)wb->count, chunk,
-                      sy->to))
+    size_t chunk = (size_t)worker_scaled_floats(w, worker_value_bytes(w) *
+                                                       (int64_t)ALLREDUCE_CHUNK_FLOATS_DEFAULT);
+    if (allreduce_sum_at(w->ucomm[sy->u], w->plan.wire_precision, t, sy->layer, wb->slot[s],
+                         (size_t)wb->count, chunk, sy->to))
         coord_client_fail(w->cl, "all-reduce of layer %s (bucket of %d layers) timed out after "
                           "%d ms", sy->name, pb->n_units, sy->to);
     for (int v = pb->first; v <= pb->last; v++) {
@@ -1009,6 +1011,7 @@ static void *sync_main(void *arg)
          * pull and see some blocks of the newer values and some of the older ones, both
          * within the staleness bound, never a half-written block. */
         ps_client_set_arena_lock(sy.pc, &sy.wu->lock);
+        ps_client_set_wire(sy.pc, w->plan.wire_precision);
     }
     for (int64_t t = w->t_start; t < w->iterations && t < atomic_load(&w->stop_at); t++) {
         if (po->kind == OP_PULL) {
