@@ -159,6 +159,7 @@ TEST(ckpt_dist_bf16_ps_resumes_bit_exact) { cd_resume_with("ps", 2, 1, CD_BF16);
 TEST(ckpt_dist_bf16_sfb_resumes_bit_exact) { cd_resume_with("sfb+wfbp", 2, 1, CD_BF16); }
 TEST(ckpt_dist_bf16_allreduce_resumes_bit_exact) { cd_resume_with("allreduce+wfbp", 3, 1, CD_BF16); }
 TEST(ckpt_dist_bf16_hybrid_resumes_bit_exact) { cd_resume_with("hybrid", 2, 1, CD_BF16); }
+TEST(ckpt_dist_bf16_devices_hybrid_resumes_bit_exact) { cd_resume_with("hybrid", 2, 2, CD_BF16); }
 
 /* Two devices per node: each replica's dropout state is saved (LeNet draws masks on every
  * device) and the devices wait at the checkpoint; one node (its own update) too. */

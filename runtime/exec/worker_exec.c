@@ -20,6 +20,7 @@
 #include "runtime/sync/allreduce.h"
 #include "runtime/exec/job_checkpoint.h"
 #include "runtime/sync/sfb.h"
+#include "runtime/sync/wire.h"
 #include "runtime/exec/train.h"
 #include "runtime/transport/clock.h"
 #include "runtime/transport/comm_mux.h"
@@ -735,30 +736,39 @@ static void copies_out_wait(worker_t *w, int u, int s)
         compute_event_wait(w->dev[d].compute, wu->copied[d][s]);
 }
 
+/* dst += another device's gradient src (n floats), in fp32: src rounded to the wire
+ * precision first when it is not fp32 (what crossed the interconnect). */
+static void device_add(precision_t wire, float *dst, const float *src, int64_t n)
+{
+    if (wire_encoded(wire)) {
+        wire_add_rounded(wire, dst, src, (size_t)n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
 /* LREDUCE of unit u, iteration t, once its copies out have landed: the other devices'
  * gradients added into the node's (device 0's) buffers, in device order; SFB: their factors
  * gathered below the node's, device d's at rows d x k_dev, so the node's factors are its
- * devices' batches stacked. */
+ * devices' batches stacked. What crosses the interconnect is at the wire precision: the
+ * other devices' gradients are rounded to it and added in fp32, their factors rounded. */
 static void local_reduce(worker_t *w, int u, int64_t t)
 {
     int s = (int)(t % w->n_slots);
     const plan_unit_t *un = &w->plan.units[u];
     wk_unit_t *wu = &w->units[u];
+    precision_t wire = w->plan.wire_precision;
     for (int d = 1; d < w->devices; d++) {
-        if (wu->ps_count) {
-            float *dst = wu->gslot[s];
-            const float *src = wu->dev_g[d][s];
-            for (int64_t i = 0; i < wu->ps_count; i++) dst[i] += src[i];
-        }
-        if (un->method == SYNC_ALLREDUCE || wk_unit_updates_locally(un)) {
-            float *dst = wu->ar_slot[s];
-            const float *src = wu->dev_w[d][s];
-            for (int64_t i = 0; i < wu->w_count; i++) dst[i] += src[i];
-        }
+        if (wu->ps_count) device_add(wire, wu->gslot[s], wu->dev_g[d][s], wu->ps_count);
+        if (un->method == SYNC_ALLREDUCE || wk_unit_updates_locally(un))
+            device_add(wire, wu->ar_slot[s], wu->dev_w[d][s], wu->w_count);
         if (un->method == SYNC_SFB) {
             size_t ku = (size_t)wu->k_dev * wu->m, kv = (size_t)wu->k_dev * wu->n;
-            memcpy(wu->u_slot[s] + (size_t)d * ku, wu->dev_u[d][s], ku * 4);
-            memcpy(wu->v_slot[s] + (size_t)d * kv, wu->dev_v[d][s], kv * 4);
+            float *du = wu->u_slot[s] + (size_t)d * ku, *dv = wu->v_slot[s] + (size_t)d * kv;
+            memcpy(du, wu->dev_u[d][s], ku * 4);
+            memcpy(dv, wu->dev_v[d][s], kv * 4);
+            wire_round(wire, du, ku);
+            wire_round(wire, dv, kv);
         }
     }
     if (wk_unit_updates_locally(un)) { /* one node: the mean over its devices, applied here */

@@ -23,6 +23,16 @@ void wire_add(precision_t p, float *dst, const void *src, size_t n)
         for (size_t i = 0; i < n; i++) dst[i] += ((const float *)src)[i];
 }
 
+void wire_add_rounded(precision_t p, float *dst, const float *src, size_t n)
+{
+    if (p == PRECISION_BF16)
+        for (size_t i = 0; i < n; i++) dst[i] += half_bf16_to_f32(half_bf16_from_f32(src[i]));
+    else if (p == PRECISION_FP16)
+        for (size_t i = 0; i < n; i++) dst[i] += half_fp16_to_f32(half_fp16_from_f32(src[i]));
+    else
+        for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
 void wire_round(precision_t p, float *x, size_t n)
 {
     if (p == PRECISION_BF16)

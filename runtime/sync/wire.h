@@ -22,6 +22,9 @@ void *wire_pack(precision_t p, const float *src, size_t n);
 /* dst[i] += the value i of src (n values at p), in fp32. */
 void wire_add(precision_t p, float *dst, const void *src, size_t n);
 
+/* dst[i] += src[i] rounded to p, in fp32: what a receiver adds of floats sent at p. */
+void wire_add_rounded(precision_t p, float *dst, const float *src, size_t n);
+
 /* x rounded to p in place: what a receiver of x at p decodes, so that a sender that keeps its
  * own copy holds the same values as the receivers, bit for bit. */
 void wire_round(precision_t p, float *x, size_t n);
