@@ -20,6 +20,18 @@ static float bf16(float x) { return half_bf16_to_f32(half_bf16_from_f32(x)); }
 /* A value with all of fp32's mantissa in use, so rounding to bf16 changes it. */
 static float val(int r, size_t i) { return (float)sin(0.37 * (double)i + 1.3 * r) * 3.1f; }
 
+/* Joins the n rank threads and closes their comms. Returns the payload bytes they sent. */
+static uint64_t ranks_end(int n, pthread_t *th, comm_t **c)
+{
+    uint64_t sent = 0;
+    for (int r = 0; r < n; r++) {
+        pthread_join(th[r], NULL);
+        sent += comm_bytes_sent(c[r]);
+        comm_destroy(&c[r]);
+    }
+    return sent;
+}
+
 /* ------------------------------------------------------------------------ ring */
 
 enum { RW = 3 };
@@ -54,13 +66,8 @@ static uint64_t ring_run(precision_t wire, float **bufs, size_t count)
         a[r] = (ring_arg_t){.c = c[r], .wire = wire, .buf = bufs[r], .count = count};
         pthread_create(&th[r], NULL, ring_thread, &a[r]);
     }
-    uint64_t sent = 0;
-    for (int r = 0; r < RW; r++) {
-        pthread_join(th[r], NULL);
-        CHECK_EQ_I64(a[r].rc, 0);
-        sent += comm_bytes_sent(c[r]);
-        comm_destroy(&c[r]);
-    }
+    uint64_t sent = ranks_end(RW, th, c);
+    for (int r = 0; r < RW; r++) CHECK_EQ_I64(a[r].rc, 0);
     return sent;
 }
 
@@ -219,13 +226,8 @@ static uint64_t sfb_run(precision_t wire, sfb_w_arg_t *a)
         for (size_t i = 0; i < SK * SN; i++) a[r].v[i] = val(r + 5, i);
         pthread_create(&th[r], NULL, sfb_w_thread, &a[r]);
     }
-    uint64_t sent = 0;
-    for (int r = 0; r < SW; r++) {
-        pthread_join(th[r], NULL);
-        CHECK_EQ_I64(a[r].rc, 0);
-        sent += comm_bytes_sent(c[r]);
-        comm_destroy(&c[r]);
-    }
+    uint64_t sent = ranks_end(SW, th, c);
+    for (int r = 0; r < SW; r++) CHECK_EQ_I64(a[r].rc, 0);
     return sent;
 }
 

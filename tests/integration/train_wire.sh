@@ -5,11 +5,10 @@
 # table of the bytes per op kind (docs/precision.md).
 set -u
 build=${1:-build}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
+cd "$(dirname "$0")/../.."
+. tests/integration/lib/common.bash
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 # the bytes of each exchange kind in a merged trace: "PULL 123 PUSH 456 ..."
 bytes_by_op() {
     awk -F, 'NR > 1 && $3 ~ /^(PUSH|PULL|SFB|ALLREDUCE)$/ { b[$3] += $6 }
