@@ -252,3 +252,26 @@ TEST(wire_sfb_every_rank_rebuilds_from_the_same_rounded_factors)
     CHECK_EQ_I64(bad, 0);
     CHECK(moved > 0, "the fp32 exchange handed out rounded factors");
 }
+
+/* ------------------------------------------------------------------- the CLI */
+
+/* `poseidon train` with the given keys exits non-zero with one line holding `want`. */
+static void refused(const char *keys, const char *want)
+{
+    char out[4096];
+    int rc = test_run(out, sizeof out, "%s/poseidon train --workers 2 --model models/lenet.net "
+                      "--data synthetic --iterations 1 %s", test_build_dir(), keys);
+    CHECK(rc != 0, "%s: exited 0:\n%s", keys, out);
+    CHECK(strstr(out, want) != NULL, "%s: no '%s' in:\n%s", keys, want, out);
+    CHECK(strchr(out, '\n') == strrchr(out, '\n'), "%s: more than one line:\n%s", keys, out);
+}
+
+TEST(wire_train_refuses_what_the_runtime_cannot_run)
+{
+    refused("--set precision=fp16", "expected precision = fp32 | bf16 (the runtime has no loss "
+                                    "scaling yet), got precision = fp16");
+    refused("--set precision=fp16 --set wire_precision=fp16", "got precision = fp16");
+    refused("--set precision=bf16 --device cuda", "expected precision = fp32 with --device cuda");
+    refused("--set precision=bf16 --set wire_precision=fp16",
+            "expected wire_precision = fp32 | bf16 with precision = bf16");
+}
