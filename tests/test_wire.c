@@ -16,6 +16,8 @@
 #include "test.h"
 
 static float bf16(float x) { return half_bf16_to_f32(half_bf16_from_f32(x)); }
+static float fp16(float x) { return half_fp16_to_f32(half_fp16_from_f32(x)); }
+static float rounded(precision_t p, float x) { return p == PRECISION_BF16 ? bf16(x) : fp16(x); }
 
 /* A value with all of fp32's mantissa in use, so rounding to bf16 changes it. */
 static float val(int r, size_t i) { return (float)sin(0.37 * (double)i + 1.3 * r) * 3.1f; }
@@ -71,7 +73,9 @@ static uint64_t ring_run(precision_t wire, float **bufs, size_t count)
     return sent;
 }
 
-TEST(wire_ring_replicas_identical_at_bf16)
+/* The ring at a half wire p against its own order of fp32 sums of rounded values, and
+ * against fp32's bytes. */
+static void ring_case(precision_t p)
 {
     const size_t count = 10007; /* uneven segments, several chunks each */
     float *b16[RW], *b32[RW];
@@ -80,7 +84,7 @@ TEST(wire_ring_replicas_identical_at_bf16)
         b32[r] = malloc(count * sizeof(float));
         for (size_t i = 0; i < count; i++) b16[r][i] = b32[r][i] = val(r, i);
     }
-    uint64_t sent16 = ring_run(PRECISION_BF16, b16, count);
+    uint64_t sent16 = ring_run(p, b16, count);
     uint64_t sent32 = ring_run(PRECISION_FP32, b32, count);
     CHECK_EQ_I64(2 * sent16, sent32);
     /* the ring's order: segment s starts at rank s and gathers ranks s + 1, s + 2, ...; each
@@ -89,8 +93,8 @@ TEST(wire_ring_replicas_identical_at_bf16)
     for (int s = 0; s < RW; s++)
         for (size_t i = count * s / RW; i < count * (s + 1) / RW; i++) {
             float v = val(s, i);
-            for (int j = 1; j < RW; j++) v = val((s + j) % RW, i) + bf16(v);
-            float want = bf16(v);
+            for (int j = 1; j < RW; j++) v = val((s + j) % RW, i) + rounded(p, v);
+            float want = rounded(p, v);
             moved += want != b32[0][i]; /* the comparison can fail: fp32's sum differs */
             for (int r = 0; r < RW; r++)
                 if (memcmp(&b16[r][i], &want, 4) && bad++ < 3)
@@ -105,6 +109,9 @@ TEST(wire_ring_replicas_identical_at_bf16)
         free(b32[r]);
     }
 }
+
+TEST(wire_ring_replicas_identical_at_bf16) { ring_case(PRECISION_BF16); }
+TEST(wire_ring_replicas_identical_at_fp16) { ring_case(PRECISION_FP16); }
 
 /* -------------------------------------------------------------------------- PS */
 
