@@ -84,13 +84,14 @@ static const char *cd_want(int world, int a, int b)
 
 /* A job of T = 10 iterations straight, against one that checkpoints every 3 iterations and
  * stops at 8 (the checkpoint of 6 is its newest), resumed to 10 (checkpointing at 9); every
- * node runs `devices` device threads, and each replica's parameters are compared. */
-static void cd_resume_devices(const char *scheme, int world, int devices)
+ * node runs `devices` device threads, and each replica's parameters are compared. extra:
+ * more options of the job ("" for none). */
+static void cd_resume_with(const char *scheme, int world, int devices, const char *extra)
 {
     const char *d = test_tmpdir();
     static char out[CD_OUT];
-    char job[800];
-    snprintf(job, sizeof job, "%s", cd_job_devices(scheme, world, devices));
+    char job[1000];
+    snprintf(job, sizeof job, "%s %s", cd_job_devices(scheme, world, devices), extra);
     int rc = test_run(out, sizeof out, "%s --iterations 10 --params-out %s/straight --csv "
                       "%s/straight.csv", job, d, d);
     REQUIRE(rc == 0, "%s: straight run exited %d:\n%s", scheme, rc, out);
@@ -136,6 +137,11 @@ static void cd_resume_devices(const char *scheme, int world, int devices)
           cd_listing(ck));
 }
 
+static void cd_resume_devices(const char *scheme, int world, int devices)
+{
+    cd_resume_with(scheme, world, devices, "");
+}
+
 static void cd_resume_case(const char *scheme, int world)
 {
     cd_resume_devices(scheme, world, 1);
@@ -145,6 +151,15 @@ TEST(ckpt_dist_ps_resumes_bit_exact) { cd_resume_case("ps", 2); }
 TEST(ckpt_dist_sfb_resumes_bit_exact) { cd_resume_case("sfb+wfbp", 2); }
 TEST(ckpt_dist_allreduce_resumes_bit_exact) { cd_resume_case("allreduce+wfbp", 3); }
 TEST(ckpt_dist_hybrid_resumes_bit_exact) { cd_resume_case("hybrid", 2); }
+
+/* At a bf16 wire: the shards' fp32 values and the replicas' pulled (rounded) ones both come
+ * back. */
+#define CD_BF16 "--set wire_precision=bf16"
+TEST(ckpt_dist_bf16_ps_resumes_bit_exact) { cd_resume_with("ps", 2, 1, CD_BF16); }
+TEST(ckpt_dist_bf16_sfb_resumes_bit_exact) { cd_resume_with("sfb+wfbp", 2, 1, CD_BF16); }
+TEST(ckpt_dist_bf16_allreduce_resumes_bit_exact) { cd_resume_with("allreduce+wfbp", 3, 1, CD_BF16); }
+TEST(ckpt_dist_bf16_hybrid_resumes_bit_exact) { cd_resume_with("hybrid", 2, 1, CD_BF16); }
+TEST(ckpt_dist_bf16_devices_hybrid_resumes_bit_exact) { cd_resume_with("hybrid", 2, 2, CD_BF16); }
 
 /* Two devices per node: each replica's dropout state is saved (LeNet draws masks on every
  * device) and the devices wait at the checkpoint; one node (its own update) too. */

@@ -77,9 +77,12 @@ TEST(msg_semantic_checks)
     CHECK(msg_decode(w, sizeof w, &g, why, sizeof why) == -1);
     CHECK(strstr(why, "type") != NULL, "reason: %s", why);
     h = sample();
-    h.length = 6; /* not whole floats */
+    h.length = 7; /* not whole values, of 2 bytes (bf16, fp16) or 4 (fp32) */
     msg_encode(&h, w);
     CHECK(msg_decode(w, sizeof w, &g, why, sizeof why) == -1);
+    h.length = 6; /* three halves */
+    msg_encode(&h, w);
+    CHECK(msg_decode(w, sizeof w, &g, why, sizeof why) == 0, "%s", why);
     h = sample();
     h.length = MSG_MAX_PAYLOAD_BYTES + 1;
     msg_encode(&h, w);

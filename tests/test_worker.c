@@ -254,17 +254,19 @@ TEST(worker_time_dilation_stretches_the_host_not_the_report)
     unsetenv("EMU_TIME_DILATION");
 }
 
-/* Bytes per op kind of a traced emulated hybrid3 run of 2 ranks at tensor_scale S. */
-static void wt_scaled_bytes(int scale, const char *prof, long long bytes[4])
+/* Bytes per op kind of a traced emulated hybrid3 run of 2 ranks at tensor_scale S, with
+ * `wire` on the wire (fp32, bf16). */
+static void wt_scaled_bytes(int scale, const char *wire, const char *prof, long long bytes[4])
 {
     static const char *const kinds[4] = {"PUSH", "PULL", "SFB", "ALLREDUCE"};
     char trace[600], merged[700];
-    snprintf(trace, sizeof trace, "%s/ts%d", test_tmpdir(), scale);
+    snprintf(trace, sizeof trace, "%s/ts%d-%s", test_tmpdir(), scale, wire);
     snprintf(merged, sizeof merged, "%s.csv", trace);
     worker_config_t c;
     wt_emulated_config(&c, "hybrid3", prof, "defaults", trace, 4);
     fixture_set(&c.job, "tensor_scale=%d", scale);
-    REQUIRE(bsp_launch(&c, 2) == 0, "hybrid3 at tensor_scale %d", scale);
+    fixture_set(&c.job, "wire_precision=%s", wire);
+    REQUIRE(bsp_launch(&c, 2) == 0, "hybrid3 at tensor_scale %d, %s wire", scale, wire);
     int n = 0;
     wt_row_t *v = wt_trace_read(merged, &n);
     REQUIRE(v, "no merged trace %s", merged);
@@ -285,8 +287,8 @@ TEST(worker_tensor_scale_runs_the_full_size_plan)
     snprintf(prof, sizeof prof, "%s/mlp.csv", test_tmpdir());
     wt_mlp_profile(prof, 1000000);
     long long full[4], scaled[4];
-    wt_scaled_bytes(1, prof, full);
-    wt_scaled_bytes(4, prof, scaled);
+    wt_scaled_bytes(1, "fp32", prof, full);
+    wt_scaled_bytes(4, "fp32", prof, scaled);
     CHECK(full[0] + full[2] + full[3] > 0, "hybrid3 synced nothing");
     for (int k = 0; k < 4; k++)
         CHECK(full[k] == scaled[k], "op kind %d: %lld bytes at S = 4, %lld at S = 1", k,
@@ -300,6 +302,26 @@ TEST(worker_tensor_scale_runs_the_full_size_plan)
     setenv("EMU_TENSOR_SCALE", "2", 1);
     CHECK(bsp_launch(&c, 2) != 0, "a job of tensor_scale 4 ran on links scaled 2 times");
     unsetenv("EMU_TENSOR_SCALE");
+}
+
+/* At a bf16 wire the scaled tensors are cut in values of 2 bytes: the trace says half of
+ * fp32's full-size bytes for every exchange, at S = 1 and at S = 4 alike. */
+TEST(worker_tensor_scale_at_a_bf16_wire_halves_every_exchange)
+{
+    char prof[600];
+    snprintf(prof, sizeof prof, "%s/mlp.csv", test_tmpdir());
+    wt_mlp_profile(prof, 1000000);
+    long long fp32[4], full[4], scaled[4];
+    wt_scaled_bytes(1, "fp32", prof, fp32);
+    wt_scaled_bytes(1, "bf16", prof, full);
+    wt_scaled_bytes(4, "bf16", prof, scaled);
+    CHECK(fp32[0] + fp32[2] + fp32[3] > 0, "hybrid3 synced nothing");
+    for (int k = 0; k < 4; k++) {
+        CHECK(2 * full[k] == fp32[k], "op kind %d: %lld bytes at bf16, %lld at fp32", k,
+              full[k], fp32[k]);
+        CHECK(full[k] == scaled[k], "op kind %d: %lld bytes at S = 4, %lld at S = 1", k,
+              scaled[k], full[k]);
+    }
 }
 
 /* Emulated compute without a profile sleeps the cluster's device model, the times the

@@ -471,6 +471,12 @@ static void plan_log(const worker_t *w, const probe_result_t *pr, const cluster_
              pr->bw_Bps / 1e6, pr->lat_ns / 1e3, cl->nic_Bps * cl->nic_efficiency / 1e6,
              cl->lat_ns / 1e3, scheme_name(po->scheme, sb, sizeof sb), w->plan.workers,
              w->plan.shards);
+    if (w->plan.precision != PRECISION_FP32 || w->plan.wire_precision != PRECISION_FP32)
+        log_info("precision %s, wire precision %s: gradients, parameters and factors are "
+                 "sent at %d bytes a value and summed in fp32; the arithmetic is fp32 "
+                 "(docs/precision.md)",
+                 precision_name(w->plan.precision), precision_name(w->plan.wire_precision),
+                 precision_bytes(w->plan.wire_precision));
     for (int u = 0; u < w->plan.n_units; u++)
         if (w->plan.units[u].layer >= 0)
             log_info("  unit %d %-12s %s", u, worker_unit_name(w, u),
@@ -541,7 +547,8 @@ static void shard_start(worker_t *w, const char *bind)
                                  .on_push = cfg->trace_prefix ? worker_push_arrived : NULL,
                                  .on_push_arg = w,
                                  .conn_cap = conn_cap_for(w->world),
-                                 .slice_bytes = (size_t)w->plan.slice_bytes};
+                                 .slice_bytes = (size_t)w->plan.slice_bytes,
+                                 .wire = w->plan.wire_precision};
         if (cfg->trace_prefix) {
             w->arrivals = xcalloc((size_t)w->world * n_units, sizeof *w->arrivals);
             for (int i = 0; i < w->world * n_units; i++) w->arrivals[i].iteration = -1;

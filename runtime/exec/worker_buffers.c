@@ -154,7 +154,7 @@ static void buckets_build(worker_t *w)
     }
     for (int b = 0; b < p->n_buckets; b++) {
         wk_bucket_t *wb = &w->buckets[b];
-        ASSERT(w->scale > 1 || wb->count * 4 == p->buckets[b].bytes,
+        ASSERT(w->scale > 1 || wb->count * worker_value_bytes(w) == p->buckets[b].bytes,
                "bucket %d: %lld floats, plan %lld bytes", b, (long long)wb->count,
                (long long)p->buckets[b].bytes);
         wb->slot = xcalloc((size_t)w->n_slots, sizeof(float *));

@@ -20,6 +20,7 @@
 #include "runtime/sync/allreduce.h"
 #include "runtime/exec/job_checkpoint.h"
 #include "runtime/sync/sfb.h"
+#include "runtime/sync/wire.h"
 #include "runtime/exec/train.h"
 #include "runtime/transport/clock.h"
 #include "runtime/transport/comm_mux.h"
@@ -267,7 +268,7 @@ void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t
               1.0f / (float)w->replicas, t);
     if (w->scale > 1) { /* the full-size block's apply: S times this one's, or the model's */
         const cluster_t *c = &w->plan.cluster;
-        double full = (double)count * 4 * w->scale * w->plan.workers;
+        double full = (double)count * worker_value_bytes(w) * w->scale * w->plan.workers;
         int64_t model = c->server_Bps > 0 ? llround(full / c->server_Bps * 1e9) : 0;
         int64_t host = worker_scaled_work_ns(w, clock_now_ns() - t0, 1);
         clock_sleep_until_ns(t0 + (host > model ? host : model));
@@ -276,8 +277,8 @@ void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t
         int l = entry_layer(w, offset);
         for (int u = 0; u < w->plan.n_units; u++)
             if (w->plan.units[u].layer == l && w->plan.units[u].op_apply >= 0)
-                wk_trace(w, w->plan.units[u].op_apply, t, -1, (int64_t)count * 4 * w->scale, t0,
-                         clock_now_ns());
+                wk_trace(w, w->plan.units[u].op_apply, t, -1,
+                         (int64_t)count * worker_value_bytes(w) * w->scale, t0, clock_now_ns());
     }
 }
 
@@ -298,7 +299,7 @@ void worker_push_arrived(void *arg, int peer, uint64_t offset, int64_t t, int64_
     wk_arrival_t *a = &w->arrivals[(size_t)peer * w->plan.n_units + u];
     if (a->iteration != t) *a = (wk_arrival_t){.iteration = t, .first_ns = recv_ns};
     a->blocks++;
-    a->bytes += (int64_t)w->layout.blocks[b].count * 4;
+    a->bytes += (int64_t)w->layout.blocks[b].count * worker_value_bytes(w);
     a->last_ns = recv_ns;
     if (a->blocks == w->unit_shard_blocks[u]) {
         if (w->scale > 1) a->bytes = plan_shard_bytes(&w->plan, u, w->rank); /* full size */
@@ -753,30 +754,39 @@ static void copies_out_wait(worker_t *w, int u, int s)
         compute_event_wait(w->dev[d].compute, wu->copied[d][s]);
 }
 
+/* dst += another device's gradient src (n floats), in fp32: src rounded to the wire
+ * precision first when it is not fp32 (what crossed the interconnect). */
+static void device_add(precision_t wire, float *dst, const float *src, int64_t n)
+{
+    if (wire_encoded(wire)) {
+        wire_add_rounded(wire, dst, src, (size_t)n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
 /* LREDUCE of unit u, iteration t, once its copies out have landed: the other devices'
  * gradients added into the node's (device 0's) buffers, in device order; SFB: their factors
  * gathered below the node's, device d's at rows d x k_dev, so the node's factors are its
- * devices' batches stacked. */
+ * devices' batches stacked. What crosses the interconnect is at the wire precision: the
+ * other devices' gradients are rounded to it and added in fp32, their factors rounded. */
 static void local_reduce(worker_t *w, int u, int64_t t)
 {
     int s = (int)(t % w->n_slots);
     const plan_unit_t *un = &w->plan.units[u];
     wk_unit_t *wu = &w->units[u];
+    precision_t wire = w->plan.wire_precision;
     for (int d = 1; d < w->devices; d++) {
-        if (wu->ps_count) {
-            float *dst = wu->gslot[s];
-            const float *src = wu->dev_g[d][s];
-            for (int64_t i = 0; i < wu->ps_count; i++) dst[i] += src[i];
-        }
-        if (un->method == SYNC_ALLREDUCE || wk_unit_updates_locally(un)) {
-            float *dst = wu->ar_slot[s];
-            const float *src = wu->dev_w[d][s];
-            for (int64_t i = 0; i < wu->w_count; i++) dst[i] += src[i];
-        }
+        if (wu->ps_count) device_add(wire, wu->gslot[s], wu->dev_g[d][s], wu->ps_count);
+        if (un->method == SYNC_ALLREDUCE || wk_unit_updates_locally(un))
+            device_add(wire, wu->ar_slot[s], wu->dev_w[d][s], wu->w_count);
         if (un->method == SYNC_SFB) {
             size_t ku = (size_t)wu->k_dev * wu->m, kv = (size_t)wu->k_dev * wu->n;
-            memcpy(wu->u_slot[s] + (size_t)d * ku, wu->dev_u[d][s], ku * 4);
-            memcpy(wu->v_slot[s] + (size_t)d * kv, wu->dev_v[d][s], kv * 4);
+            float *du = wu->u_slot[s] + (size_t)d * ku, *dv = wu->v_slot[s] + (size_t)d * kv;
+            memcpy(du, wu->dev_u[d][s], ku * 4);
+            memcpy(dv, wu->dev_v[d][s], kv * 4);
+            wire_round(wire, du, ku);
+            wire_round(wire, dv, kv);
         }
     }
     if (wk_unit_updates_locally(un)) { /* one node: the mean over its devices, applied here */
@@ -884,8 +894,9 @@ static int64_t sync_sfb(syncer_t *sy, int64_t t, int s)
     wk_unit_t *wu = sy->wu;
     progress(w, sy->op, t, "SFB of layer %s with every peer", sy->name);
     stash_arg_t sa = {wu, s, wu->k, w->world};
-    if (sfb_exchange(w->ucomm[sy->u], t, sy->layer, wu->u_slot[s], wu->v_slot[s], (size_t)wu->k,
-                     (size_t)wu->m, (size_t)wu->n, stash_factors, &sa, sy->arrived_ns, sy->to))
+    if (sfb_exchange_at(w->ucomm[sy->u], w->plan.wire_precision, t, sy->layer, wu->u_slot[s],
+                        wu->v_slot[s], (size_t)wu->k, (size_t)wu->m, (size_t)wu->n,
+                        stash_factors, &sa, sy->arrived_ns, sy->to))
         coord_client_fail(w->cl, "SFB of layer %s timed out after %d ms", sy->name, sy->to);
     /* the arrival of each peer's factors here: node = that peer, peer = this
      * rank; the merge ends the peer's own SFB row at the last of them */
@@ -950,9 +961,10 @@ static int64_t sync_allreduce(syncer_t *sy, int64_t t, int s)
     progress(w, sy->op, t, "ring all-reduce of layer %s (bucket of %d layers)", sy->name,
              pb->n_units);
     /* scaled tensors: chunks S times smaller, so that a step sends as many messages */
-    size_t chunk = (size_t)worker_scaled_floats(w, 4 * (int64_t)ALLREDUCE_CHUNK_FLOATS_DEFAULT);
-    if (allreduce_sum(w->ucomm[sy->u], t, sy->layer, wb->slot[s], (size_t)wb->count, chunk,
-                      sy->to))
+    size_t chunk = (size_t)worker_scaled_floats(w, worker_value_bytes(w) *
+                                                       (int64_t)ALLREDUCE_CHUNK_FLOATS_DEFAULT);
+    if (allreduce_sum_at(w->ucomm[sy->u], w->plan.wire_precision, t, sy->layer, wb->slot[s],
+                         (size_t)wb->count, chunk, sy->to))
         coord_client_fail(w->cl, "all-reduce of layer %s (bucket of %d layers) timed out after "
                           "%d ms", sy->name, pb->n_units, sy->to);
     for (int v = pb->first; v <= pb->last; v++) {
@@ -1027,6 +1039,7 @@ static void *sync_main(void *arg)
          * pull and see some blocks of the newer values and some of the older ones, both
          * within the staleness bound, never a half-written block. */
         ps_client_set_arena_lock(sy.pc, &sy.wu->lock);
+        ps_client_set_wire(sy.pc, w->plan.wire_precision);
     }
     for (int64_t t = w->t_start; t < w->iterations && t < atomic_load(&w->stop_at); t++) {
         if (po->kind == OP_PULL) {

@@ -20,10 +20,13 @@
 
 #include "core/check.h"
 
+int64_t worker_value_bytes(const worker_t *w) { return precision_bytes(w->plan.wire_precision); }
+
 int64_t worker_scaled_floats(const worker_t *w, int64_t bytes)
 {
-    if (w->scale <= 1) return bytes / 4;
-    int64_t f = (bytes / 4 + w->scale - 1) / w->scale;
+    int64_t vb = worker_value_bytes(w);
+    if (w->scale <= 1) return bytes / vb;
+    int64_t f = (bytes / vb + w->scale - 1) / w->scale;
     return f > 0 ? f : 1;
 }
 
@@ -59,7 +62,7 @@ void worker_scale_layers(worker_t *w)
     w->layer_w = xcalloc((size_t)m->n_layers, sizeof *w->layer_w);
     w->layer_b = xcalloc((size_t)m->n_layers, sizeof *w->layer_b);
     for (int l = 0; l < m->n_layers; l++)
-        layer_split(w, l, worker_scaled_floats(w, 4 * m->layers[l].params));
+        layer_split(w, l, worker_scaled_floats(w, worker_value_bytes(w) * m->layers[l].params));
     for (int u = 0; u < p->n_units; u++) {
         const plan_unit_t *un = &p->units[u];
         int l = un->layer;

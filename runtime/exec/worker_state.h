@@ -348,8 +348,13 @@ void worker_layout_from_plan(worker_t *w);
 
 /* ---- tensors S times smaller (runtime/exec/worker_scale.c) ---- */
 
-/* The floats this rank holds of a tensor of `bytes` at full size: bytes / 4 at S = 1, else
- * bytes / 4S rounded up, at least 1 (a block or chunk still travels as one message). */
+/* Bytes of one value on the wire: the plan's byte counts are at the wire precision (4 at
+ * fp32, 2 at bf16 and fp16), the rank's buffers are fp32 whatever it is. */
+int64_t worker_value_bytes(const worker_t *w);
+
+/* The floats this rank holds of a tensor of `bytes` (at the wire precision) at full size:
+ * bytes / V at S = 1 (V = worker_value_bytes), else bytes / VS rounded up, at least 1 (a
+ * block or chunk still travels as one message). */
 int64_t worker_scaled_floats(const worker_t *w, int64_t bytes);
 
 /* A dimension of an SFB layer (outputs, inputs, factor rows) scaled by sqrt(S), rounded up,

@@ -1,30 +1,44 @@
 #include "runtime/sync/allreduce.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
+#include "core/half.h"
 #include "core/log.h"
+#include "runtime/sync/wire.h"
 
 /* Segment s of W: [seg_lo(s), seg_lo(s+1)). */
 static size_t seg_lo(size_t count, int w, int s) { return count * (size_t)s / (size_t)w; }
 
-static int send_seg(comm_t *c, int type, int step, int64_t it, int layer, const float *buf,
-                    size_t lo, size_t hi, size_t chunk, comm_tracker_t *tr)
+/* Sends segment [lo, hi) to the right neighbour in chunks: the floats themselves at fp32
+ * (without a copy when tr is given), else encoded at the wire precision (a copy). */
+static int send_seg(comm_t *c, precision_t wire, int type, int step, int64_t it, int layer,
+                    const float *buf, size_t lo, size_t hi, size_t chunk, comm_tracker_t *tr)
 {
     int right = (comm_rank(c) + 1) % comm_n_peers(c);
     for (size_t o = lo; o < hi || o == lo; o += chunk) {
         size_t n = hi - o < chunk ? hi - o : chunk;
         msg_header_t h = {.type = (uint16_t)type, .layer = layer, .shard = (uint32_t)step,
                           .iteration = it, .offset = o};
-        if (comm_send(c, right, h, buf + o, n * sizeof(float), tr) != 0) return -1;
+        int rc;
+        if (wire_encoded(wire)) {
+            void *packed = wire_pack(wire, buf + o, n);
+            rc = comm_send(c, right, h, packed, n * (size_t)precision_bytes(wire), NULL);
+            free(packed);
+        } else {
+            rc = comm_send(c, right, h, buf + o, n * sizeof(float), tr);
+        }
+        if (rc != 0) return -1;
         if (hi == lo) break;
     }
     return 0;
 }
 
-/* Receives segment [lo, hi) of step from the left neighbour; adds (reduce) or copies. */
-static int recv_seg(comm_t *c, int type, int step, int64_t it, int layer, float *buf, size_t lo,
-                    size_t hi, int add, int timeout_ms)
+/* Receives segment [lo, hi) of step from the left neighbour; adds (reduce, in fp32) or
+ * copies, decoding from the wire precision. */
+static int recv_seg(comm_t *c, precision_t wire, int type, int step, int64_t it, int layer,
+                    float *buf, size_t lo, size_t hi, int add, int timeout_ms)
 {
     int left = (comm_rank(c) + comm_n_peers(c) - 1) % comm_n_peers(c);
     size_t got = 0, want = hi - lo;
@@ -45,7 +59,7 @@ static int recv_seg(comm_t *c, int type, int step, int64_t it, int layer, float 
             return -1;
         }
         msgs++;
-        size_t n = comm_msg_bytes(&g) / sizeof(float);
+        size_t n = comm_msg_bytes(&g) / (size_t)precision_bytes(wire);
         if (g.hdr.offset < lo || g.hdr.offset + n > hi) {
             log_warn("allreduce: rank %d dropped a chunk [%llu, +%zu) outside [%zu, %zu)",
                      comm_rank(c), (unsigned long long)g.hdr.offset, n, lo, hi);
@@ -54,7 +68,11 @@ static int recv_seg(comm_t *c, int type, int step, int64_t it, int layer, float 
         }
         const float *src = comm_msg_data(&g);
         float *dst = buf + g.hdr.offset;
-        if (add)
+        if (wire_encoded(wire) && add)
+            wire_add(wire, dst, src, n);
+        else if (wire_encoded(wire))
+            half_decode(wire, dst, src, n);
+        else if (add)
             for (size_t i = 0; i < n; i++) dst[i] += src[i];
         else if (n) memcpy(dst, src, n * sizeof(float));
         got += n;
@@ -66,18 +84,18 @@ static int recv_seg(comm_t *c, int type, int step, int64_t it, int layer, float 
 /* One phase of the ring, w - 1 steps: at step k this rank sends segment (r + shift - k) mod w
  * to its right and receives segment (r + shift - 1 - k) mod w from its left, added into buf
  * (add) or copied over it. 0, or -1 on a timeout. */
-static int ring_phase(comm_t *c, int type, int shift, int add, int64_t iteration, int layer,
-                      float *buf, size_t count, size_t chunk_floats, comm_tracker_t *tr,
-                      int timeout_ms)
+static int ring_phase(comm_t *c, precision_t wire, int type, int shift, int add,
+                      int64_t iteration, int layer, float *buf, size_t count,
+                      size_t chunk_floats, comm_tracker_t *tr, int timeout_ms)
 {
     int w = comm_n_peers(c), r = comm_rank(c), rc = 0;
     for (int k = 0; k < w - 1 && !rc; k++) {
         int s_send = ((r + shift - k) % w + w) % w, s_recv = ((r + shift - 1 - k) % w + w) % w;
-        if (send_seg(c, type, k, iteration, layer, buf, seg_lo(count, w, s_send),
+        if (send_seg(c, wire, type, k, iteration, layer, buf, seg_lo(count, w, s_send),
                      seg_lo(count, w, s_send + 1), chunk_floats, tr))
             rc = -1;
         else
-            rc = recv_seg(c, type, k, iteration, layer, buf, seg_lo(count, w, s_recv),
+            rc = recv_seg(c, wire, type, k, iteration, layer, buf, seg_lo(count, w, s_recv),
                           seg_lo(count, w, s_recv + 1), add, timeout_ms);
     }
     return rc;
@@ -86,19 +104,30 @@ static int ring_phase(comm_t *c, int type, int shift, int add, int64_t iteration
 int allreduce_sum(comm_t *c, int64_t iteration, int layer, float *buf, size_t count,
                   size_t chunk_floats, int timeout_ms)
 {
+    return allreduce_sum_at(c, PRECISION_FP32, iteration, layer, buf, count, chunk_floats,
+                            timeout_ms);
+}
+
+int allreduce_sum_at(comm_t *c, precision_t wire, int64_t iteration, int layer, float *buf,
+                     size_t count, size_t chunk_floats, int timeout_ms)
+{
     int w = comm_n_peers(c), r = comm_rank(c);
     if (w == 1) return 0;
     ASSERT(chunk_floats > 0, "chunk of 0 floats");
     comm_tracker_t tr;
     comm_tracker_init(&tr);
     /* reduce-scatter: after step k, segment (r - k - 1) mod w holds k + 2 contributions */
-    int rc = ring_phase(c, MSG_AR_REDUCE, 0, 1, iteration, layer, buf, count, chunk_floats, &tr,
+    int rc = ring_phase(c, wire, MSG_AR_REDUCE, 0, 1, iteration, layer, buf, count, chunk_floats, &tr,
                         timeout_ms);
     /* the all-gather overwrites segments sent above without a copy: wait for their release */
     if (!rc && comm_tracker_wait(&tr, timeout_ms)) rc = -1;
-    /* all-gather: rank r owns the complete segment (r + 1) mod w */
+    /* all-gather: rank r owns the complete segment (r + 1) mod w; it keeps what the others
+     * will decode of it, so that every replica holds the same values */
+    if (!rc && wire_encoded(wire))
+        wire_round(wire, buf + seg_lo(count, w, (r + 1) % w),
+                   seg_lo(count, w, (r + 1) % w + 1) - seg_lo(count, w, (r + 1) % w));
     if (!rc)
-        rc = ring_phase(c, MSG_AR_GATHER, 1, 0, iteration, layer, buf, count, chunk_floats, &tr,
+        rc = ring_phase(c, wire, MSG_AR_GATHER, 1, 0, iteration, layer, buf, count, chunk_floats, &tr,
                         timeout_ms);
     if (comm_tracker_wait(&tr, timeout_ms)) {
         /* ZeroMQ still owns a pointer into buf: returning would let the caller free it */

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/precision.h"
 #include "runtime/transport/comm.h"
 
 #define ALLREDUCE_CHUNK_FLOATS_DEFAULT (1u << 20) /* 4 MB, the PS block size */
@@ -23,5 +24,13 @@
  * longer than timeout_ms (logged with the step and the neighbour). */
 int allreduce_sum(comm_t *c, int64_t iteration, int layer, float *buf, size_t count,
                   size_t chunk_floats, int timeout_ms);
+
+/* allreduce_sum with every chunk sent at the wire precision (runtime/sync/wire.h): each
+ * reduce step decodes what arrives and adds it in fp32 to this rank's fp32 partial sum, which
+ * the next step sends encoded again; before the all-gather the owner of a complete segment
+ * rounds it to the wire precision, so every rank ends with the same values, bit for bit.
+ * At fp32 it is allreduce_sum. */
+int allreduce_sum_at(comm_t *c, precision_t wire, int64_t iteration, int layer, float *buf,
+                     size_t count, size_t chunk_floats, int timeout_ms);
 
 #endif

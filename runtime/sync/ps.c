@@ -10,12 +10,14 @@
 
 #include "core/check.h"
 #include "core/cost.h"
+#include "core/half.h"
 #include "core/log.h"
 #include "runtime/transport/comm.h"
 #include "runtime/transport/reject_log.h"
 #include "runtime/transport/clock.h"
 #include "runtime/transport/sendq.h"
 #include "runtime/transport/slice.h"
+#include "runtime/sync/wire.h"
 
 /* ---------------------------------------------------------------- layout */
 
@@ -91,6 +93,8 @@ typedef struct pull_req {
 typedef struct {
     const ps_block_t *b;
     comm_buf_t *values;     /* count floats; answers to pulls send it without a copy */
+    comm_buf_t *wire;       /* wire precision not fp32: the values encoded at it, what the
+                             * answers send instead (rewritten after each apply); else NULL */
     comm_msg_t *held;       /* (staleness + 1) slots x world, slot = t % (s + 1): each rank's
                              * push of iteration t, held (no copy) until every worker's is
                              * in, then summed in rank order into the lowest rank's payload:
@@ -142,6 +146,7 @@ static void reject(ps_server_t *s, const comm_msg_t *m, const char *why)
 static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *rid,
                    size_t rid_len, int32_t layer)
 {
+    comm_buf_t *values = k->wire ? k->wire : k->values;
     msg_header_t h = {.type = MSG_PS_VALUES, .layer = layer, .shard = (uint32_t)s->cfg.shard,
                       .iteration = k->version - 1, .offset = k->b->offset};
     int64_t zero = atomic_load(&s->trace_zero_ns);
@@ -150,15 +155,15 @@ static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *r
         if (h.stamp_ns < 1) h.stamp_ns = 1;
     }
     if (s->sq) { /* the values as they are now: they may change before the last slice */
-        size_t bytes = comm_buf_bytes(k->values);
+        size_t bytes = comm_buf_bytes(values);
         void *copy = xmalloc(bytes);
-        memcpy(copy, comm_buf_data(k->values), bytes);
+        memcpy(copy, comm_buf_data(values), bytes);
         sendq_push(s->sq, &(sendq_msg_t){.peer = peer, .rid = rid, .rid_len = rid_len, .hdr = h,
                                          .data = copy, .bytes = bytes, .priority = layer,
                                          .owner = copy});
         return;
     }
-    int rc = comm_send_buf(s->comm, peer, rid, rid_len, h, k->values);
+    int rc = comm_send_buf(s->comm, peer, rid, rid_len, h, values);
     if (rc != 0)
         log_warn("ps shard %d: could not answer rank %d's pull of offset %llu", s->cfg.shard,
                  peer, (unsigned long long)k->b->offset);
@@ -194,6 +199,32 @@ static void serve_pulls(ps_server_t *s, sblock_t *k)
     }
 }
 
+/* A buffer that ZeroMQ is still sending to a puller is not written: *bp becomes a copy, and
+ * the old buffer goes when that send is done. */
+static void buf_own(comm_buf_t **bp)
+{
+    if (!comm_buf_in_flight(*bp)) return;
+    comm_buf_t *fresh = comm_buf_new(comm_buf_bytes(*bp));
+    memcpy(comm_buf_data(fresh), comm_buf_data(*bp), comm_buf_bytes(*bp));
+    comm_buf_release(bp);
+    *bp = fresh;
+}
+
+/* The wire precision is not fp32: the held pushes of one iteration (in[r]: rank r's is
+ * there) decoded and summed in fp32, in rank order, and closed. Returns the sum (count
+ * floats, malloc'ed: the caller frees it). */
+static float *held_sum_decoded(ps_server_t *s, const sblock_t *k, comm_msg_t *held,
+                               const unsigned char *in)
+{
+    float *acc = xcalloc((size_t)k->b->count + 1, sizeof(float));
+    for (int r = 0; r < s->cfg.world; r++) {
+        if (!in[r]) continue;
+        wire_add(s->cfg.wire, acc, comm_msg_data(&held[r]), k->b->count);
+        comm_msg_close(&held[r]);
+    }
+    return acc;
+}
+
 /* recv_ns: when comm_recv returned m (clock_now_ns clock). */
 static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
 {
@@ -212,7 +243,7 @@ static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
         return;
     }
     if (m->hdr.type != MSG_PS_PUSH) return reject(s, m, "not a PS message");
-    if (m->hdr.length != (uint64_t)k->b->count * sizeof(float))
+    if (m->hdr.length != (uint64_t)k->b->count * (uint64_t)precision_bytes(s->cfg.wire))
         return reject(s, m, "length is not the block's");
     if (t < k->version) return reject(s, m, "iteration already applied");
     if (t > k->version + s->cfg.staleness) return reject(s, m, "beyond the staleness bound");
@@ -232,29 +263,32 @@ static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
         const unsigned char *in = &k->pushed[(size_t)sl * s->cfg.world];
         float *acc = NULL;
         int first = -1;
-        for (int r = 0; r < s->cfg.world; r++) {
-            if (!in[r]) continue;
-            if (first < 0) {
-                first = r;
-                acc = comm_msg_data_writable(&held[r]);
-                continue;
+        if (wire_encoded(s->cfg.wire)) {
+            acc = held_sum_decoded(s, k, held, in);
+        } else {
+            for (int r = 0; r < s->cfg.world; r++) {
+                if (!in[r]) continue;
+                if (first < 0) {
+                    first = r;
+                    acc = comm_msg_data_writable(&held[r]);
+                    continue;
+                }
+                const float *g = comm_msg_data(&held[r]);
+                for (uint32_t i = 0; i < k->b->count; i++) acc[i] += g[i];
+                comm_msg_close(&held[r]);
             }
-            const float *g = comm_msg_data(&held[r]);
-            for (uint32_t i = 0; i < k->b->count; i++) acc[i] += g[i];
-            comm_msg_close(&held[r]);
         }
         const float *a = acc;
-        if (comm_buf_in_flight(k->values)) {
-            /* ZeroMQ is still sending these values to a puller: update a copy and let the
-             * old buffer go when that send is done */
-            comm_buf_t *fresh = comm_buf_new(comm_buf_bytes(k->values));
-            memcpy(comm_buf_data(fresh), comm_buf_data(k->values), comm_buf_bytes(k->values));
-            comm_buf_release(&k->values);
-            k->values = fresh;
-        }
+        buf_own(&k->values);
         s->cfg.update(s->cfg.update_arg, comm_buf_data(k->values), a, k->b->count,
                       k->b->offset, k->version);
-        comm_msg_close(&held[first]);
+        if (k->wire) {
+            buf_own(&k->wire);
+            half_encode(s->cfg.wire, comm_buf_data(k->wire), comm_buf_data(k->values),
+                        k->b->count);
+        }
+        if (first >= 0) comm_msg_close(&held[first]);
+        else free(acc);
         memset(&k->pushed[(size_t)sl * s->cfg.world], 0, (size_t)s->cfg.world);
         k->n_push[sl] = 0;
         k->version++;
@@ -317,6 +351,10 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
         k->version = cfg->start_version;
         k->values = comm_buf_new((size_t)pb->count * sizeof(float));
         memcpy(comm_buf_data(k->values), cfg->init + pb->offset, (size_t)pb->count * sizeof(float));
+        if (wire_encoded(cfg->wire)) {
+            k->wire = comm_buf_new((size_t)pb->count * (size_t)precision_bytes(cfg->wire));
+            half_encode(cfg->wire, comm_buf_data(k->wire), cfg->init + pb->offset, pb->count);
+        }
         k->held = xcalloc((size_t)slots * cfg->world, sizeof *k->held);
         k->n_push = xcalloc((size_t)slots, sizeof(int));
         k->pushed = xcalloc((size_t)slots * cfg->world, 1);
@@ -342,6 +380,7 @@ void ps_server_destroy(ps_server_t **sp)
             free(r);
         }
         comm_buf_release(&k->values);
+        comm_buf_release(&k->wire);
         for (int sl = 0; sl < s->cfg.staleness + 1; sl++)
             for (int r = 0; r < s->cfg.world; r++)
                 if (k->pushed[(size_t)sl * s->cfg.world + r])

@@ -20,6 +20,13 @@
  * its pull) and is rejected with a log, as is any push that is not exactly one of this
  * shard's blocks. Pull of iteration -1: the current (initial) values.
  *
+ * Wire precision (runtime/sync/wire.h; fp32 unless set): pushes and pulls carry each block's
+ * values encoded at it, 2 bytes a value at bf16 and fp16. The shard decodes every worker's
+ * push, sums them in fp32 (in rank order, as at fp32), applies the sum to its fp32 values
+ * (the master weights: snapshots and copies are of them) and answers pulls with those values
+ * encoded, so every worker receives the same rounded values. At fp32 nothing is encoded and
+ * the messages are the floats themselves, as before wire precisions existed.
+ *
  * Client: pushes a range (whole blocks) of gradients to the blocks' shards and pulls a range
  * of values into the replica's arena. Everything it waits for is bounded by its timeout;
  * -1 means the caller reports (coord_client_fail names iteration and layer).
@@ -30,6 +37,8 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/precision.h"
 
 #define PS_BLOCK_BYTES_DEFAULT (4u << 20)
 
@@ -87,6 +96,7 @@ typedef struct {
     size_t slice_bytes;        /* send_order = layer (core/plan.h): answers go by layer, the
                                   lowest first, in slices of this (runtime/transport/sendq.h);
                                   0: each as soon as it is ready */
+    precision_t wire;          /* what pushes and pulls carry (fp32 when 0) */
 } ps_server_config_t;
 
 typedef struct ps_server ps_server_t;
@@ -124,6 +134,9 @@ ps_client_t *ps_client_new_on(struct comm_mux *mux, const ps_layout_t *layout, i
 ps_client_t *ps_client_new(int rank, int world, const ps_layout_t *layout,
                            const char *const *endpoints, int timeout_ms);
 void ps_client_destroy(ps_client_t **cp);
+/* Pushes and pulls of this client carry values at wire (fp32 until set), as the shards'
+ * (ps_server_config_t.wire) do. */
+void ps_client_set_wire(ps_client_t *c, precision_t wire);
 
 /* Sends the gradients of [offset, offset + count) (whole blocks) for iteration t. grads is
  * sent without a copy: leave it untouched until the next ps_client_pull or

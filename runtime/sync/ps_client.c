@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/half.h"
 #include "core/log.h"
+#include "runtime/sync/wire.h"
 #include "runtime/transport/clock.h"
 #include "runtime/transport/comm_mux.h"
 
@@ -20,7 +22,13 @@ struct ps_client {
     int timeout_ms;
     comm_tracker_t tracker;
     pthread_mutex_t *arena_lock; /* NULL: none */
+    precision_t wire;
+    void *packed;                /* wire precision not fp32: the last push encoded, sent
+                                    without a copy (held until ZeroMQ releases it) */
+    size_t packed_cap;           /* bytes */
 };
+
+void ps_client_set_wire(ps_client_t *c, precision_t wire) { c->wire = wire; }
 
 void ps_client_set_arena_lock(ps_client_t *c, pthread_mutex_t *lock) { c->arena_lock = lock; }
 
@@ -68,6 +76,7 @@ void ps_client_destroy(ps_client_t **cp)
         die("ps client: ZeroMQ still holds pushed buffers after %d ms", c->timeout_ms);
     comm_mux_port_destroy(&c->port);
     comm_mux_destroy(&c->own_mux);
+    free(c->packed);
     free(c);
     *cp = NULL;
 }
@@ -93,12 +102,24 @@ int ps_client_push(ps_client_t *c, int64_t t, int layer, uint64_t offset, uint64
 {
     int first, last;
     span(c, offset, count, &first, &last);
+    size_t vb = (size_t)precision_bytes(c->wire);
+    const unsigned char *src = (const unsigned char *)grads;
+    if (wire_encoded(c->wire)) { /* the previous push's encoding may still be on its way */
+        if (comm_tracker_wait(&c->tracker, c->timeout_ms) != 0) return -1;
+        if (count * vb > c->packed_cap) {
+            free(c->packed);
+            c->packed_cap = count * vb;
+            c->packed = xmalloc(c->packed_cap);
+        }
+        half_encode(c->wire, c->packed, grads, count);
+        src = c->packed;
+    }
     for (int b = first; b <= last; b++) {
         const ps_block_t *pb = &c->layout->blocks[b];
         msg_header_t h = {.type = MSG_PS_PUSH, .layer = layer, .shard = (uint32_t)pb->shard,
                           .iteration = t, .offset = pb->offset};
-        size_t bytes = (size_t)pb->count * sizeof(float);
-        if (comm_mux_send(c->port, pb->shard, h, grads + (pb->offset - offset), bytes,
+        size_t bytes = (size_t)pb->count * vb;
+        if (comm_mux_send(c->port, pb->shard, h, src + (pb->offset - offset) * vb, bytes,
                           &c->tracker) != 0) {
             log_error("ps client: push of iteration %lld layer %d to shard %d failed",
                       (long long)t, layer, pb->shard);
@@ -121,13 +142,17 @@ static int values_take(ps_client_t *c, comm_msg_t *g, int first, int last, float
 {
     int b = ps_layout_find(c->layout, g->hdr.offset);
     if (b < first || b > last || g->peer != c->layout->blocks[b].shard ||
-        comm_msg_bytes(g) != c->layout->blocks[b].count * sizeof(float)) {
+        comm_msg_bytes(g) != c->layout->blocks[b].count * (size_t)precision_bytes(c->wire)) {
         log_warn("ps client: dropped values for offset %llu from rank %d: not asked",
                  (unsigned long long)g->hdr.offset, g->peer);
         return -1;
     }
     if (c->arena_lock) pthread_mutex_lock(c->arena_lock);
-    memcpy(arena + g->hdr.offset, comm_msg_data(g), comm_msg_bytes(g));
+    if (wire_encoded(c->wire))
+        half_decode(c->wire, arena + g->hdr.offset, comm_msg_data(g),
+                    c->layout->blocks[b].count);
+    else
+        memcpy(arena + g->hdr.offset, comm_msg_data(g), comm_msg_bytes(g));
     if (c->arena_lock) pthread_mutex_unlock(c->arena_lock);
     if (per_shard) {
         ps_pull_times_t *ps = &per_shard[g->peer];

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/precision.h"
 #include "runtime/transport/comm.h"
 
 /* U: (k, m) row-major, V: (k, n) row-major, of rank `rank`. */
@@ -29,5 +30,12 @@ typedef void (*sfb_factor_fn)(void *arg, int rank, const float *u, const float *
 int sfb_exchange(comm_t *c, int64_t iteration, int layer, const float *u, const float *v,
                  size_t k, size_t m, size_t n, sfb_factor_fn fn, void *arg,
                  int64_t *arrived_ns, int timeout_ms);
+
+/* sfb_exchange with the factors sent at the wire precision (runtime/sync/wire.h): fn gets
+ * every rank's factors decoded to fp32, this rank's own rounded as the peers decode them, so
+ * that every replica rebuilds the same sum (in fp32). At fp32 it is sfb_exchange. */
+int sfb_exchange_at(comm_t *c, precision_t wire, int64_t iteration, int layer, const float *u,
+                    const float *v, size_t k, size_t m, size_t n, sfb_factor_fn fn, void *arg,
+                    int64_t *arrived_ns, int timeout_ms);
 
 #endif

@@ -124,8 +124,8 @@ int msg_decode(const void *buf, size_t bytes, msg_header_t *h, char *why, size_t
         FAIL("payload length %llu over the limit", (unsigned long long)m.length);
     if (m.offset > UINT64_MAX / 4 - m.length)
         FAIL("offset %llu + length overflows", (unsigned long long)m.offset);
-    if (msg_type_is_float(m.type) && m.length % 4 != 0)
-        FAIL("%s payload of %llu bytes is not whole floats", msg_type_name(m.type),
+    if (msg_type_is_float(m.type) && m.length % 2 != 0)
+        FAIL("%s payload of %llu bytes is not whole values", msg_type_name(m.type),
              (unsigned long long)m.length);
     if (m.layer < -1) FAIL("layer %d", m.layer);
     if (m.iteration < -1) FAIL("iteration %lld", (long long)m.iteration);

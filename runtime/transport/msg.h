@@ -21,7 +21,8 @@
  *
  * Invariant: msg_decode accepts a buffer only if it is exactly MSG_HEADER_BYTES long, the
  * magic, version and crc match, the type is known, and the fields are self-consistent
- * (offset + length does not overflow; float payload types have length % 4 == 0; stamp_ns is
+ * (offset + length does not overflow; value payload types have an even length, whole values
+ * of 2 or 4 bytes: fp32, or bf16 and fp16 on a half wire, core/precision.h; stamp_ns is
  * not negative). Any single corrupted byte is rejected (crc32 detects every burst of up to
  * 32 bits). The payload length is checked against the received frame by the receiver
  * (comm), not here.
@@ -86,7 +87,8 @@ int msg_decode(const void *buf, size_t bytes, msg_header_t *h, char *why, size_t
 /* "PS_PUSH" etc.; "?" for an unknown value. */
 const char *msg_type_name(int type);
 
-/* true for the types whose payload is an array of floats. */
+/* true for the types whose payload is an array of values (floats, or halves on a half wire:
+ * the receiver checks the exact length against its wire precision). */
 int msg_type_is_float(int type);
 
 #endif

@@ -14,7 +14,7 @@ static void check_accepted(const uint8_t *wire, const msg_header_t *h)
                 (unsigned long long)h->length);
     FUZZ_ASSERT(h->offset <= UINT64_MAX / 4 - h->length, "offset %llu",
                 (unsigned long long)h->offset);
-    FUZZ_ASSERT(!msg_type_is_float(h->type) || h->length % 4 == 0, "length %llu",
+    FUZZ_ASSERT(!msg_type_is_float(h->type) || h->length % 2 == 0, "length %llu",
                 (unsigned long long)h->length);
     FUZZ_ASSERT(h->layer >= -1 && h->iteration >= -1 && h->stamp_ns >= 0, "fields");
     FUZZ_ASSERT(strcmp(msg_type_name(h->type), "?") != 0, "type %u", h->type);
