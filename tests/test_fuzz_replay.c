@@ -82,8 +82,8 @@ TEST(model_costs_past_2_50_are_refused)
         "input d shape=1x4096x4096\nfc f out=2147483647\n",
         "input d shape=2147483647x2147483647x2147483647\nrelu r\n",
         "input d shape=1x1x1\npool p kernel=2147483647 pad=2147483646 stride=1\n",
-        "tokens t seq=2147483647 vocab=8\nembed e vocab=8 dim=4096\nposembed p\n"
-        "attention a heads=1 in=p,p,p\n",
+        ("tokens t seq=2147483647 vocab=8\nembed e vocab=8 dim=4096\nposembed p\n"
+         "attention a heads=1 in=p,p,p\n"), /* one model of several lines */
         "input d shape=1x4096x4096\nlrn n size=2147483647\n",
     };
     for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
