@@ -41,7 +41,7 @@
 # fq_codel does and what the simulator's max-min sharing of a NIC among flows assumes. A
 # connection's class is picked by its peer host and then by a hash of its own port (16 per
 # peer, peer_queue): each host's connections and listeners take their ports from a range of
-# their own (256 from 32768 + 256 x host), so on host i's sending side the destination port
+# their own (512 from 32768 + 512 x host), so on host i's sending side the destination port
 # names the peer and on its receiving side the source port does. A class picked by a hash
 # of both ports alone, as the racks' uplinks still do (fair_queue), put a shard's 31
 # connections into 16 classes at 32 hosts, since the shard's side of them shares one port:
@@ -230,12 +230,12 @@ fair_queue() {
 # peer_queue DEV SIDE: the `tc -batch` lines of the "fair" queue of a host's link under tbf
 # 2: 16 classes per peer host (see Queues above). SIDE is "send" (the host's own link out:
 # the peer is the destination port's host, the connection the source port) or "recv" (the
-# other way round). Port bits 8-13 name a host (its range: 32768 + 256 x host; see the host
+# other way round). Port bits 9-14 name a host (its range: 32768 + 512 x host; see the host
 # loop), bits 1-4 tell a host's connections to one peer apart (bit 0 is left out: the kernel
 # gives connecting and listening sockets ports of fixed parity).
 peer_queue() {
-    local d=$1 peer_mask=0x00003f00 conn_mask=0x001e0000 p k
-    [ "$2" = recv ] && peer_mask=0x3f000000 conn_mask=0x0000001e
+    local d=$1 peer_mask=0x00007e00 conn_mask=0x001e0000 p k
+    [ "$2" = recv ] && peer_mask=0x7e000000 conn_mask=0x0000001e
     echo "qdisc add dev $d parent 2:1 handle 3: htb default 10 r2q 1000"
     echo "class add dev $d parent 3: classid 3:10 htb rate 100gbit prio 0 quantum 1514"
     echo "filter add dev $d parent 3: prio 1 protocol ip u32 match u16 0x0000 0xff80 at 2 flowid 3:10"
@@ -251,7 +251,7 @@ peer_queue() {
                 "$d" $((p + 2)) $k $((0x100 + 16 * p + k))
         done
         printf 'filter add dev %s parent 3: prio 2 protocol ip u32 ht 1:%x: match u8 0 0 hashkey mask %s at 20 link %x:\n' \
-            "$d" $(((32768 / 256 + p) & 63)) "$conn_mask" $((p + 2))
+            "$d" $(((32768 / 512 + p) & 63)) "$conn_mask" $((p + 2))
     done
     echo "filter add dev $d parent 3: prio 2 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask $peer_mask at 20 link 1:"
 }
@@ -302,8 +302,9 @@ for i in $(seq 0 $((n - 1))); do
     ip -n "$ns" link set lo up
     ip -n "$ns" addr add "10.$a.$b.$((i + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
-    # the host's ports, which name it to the fair queue (peer_queue): 256 from 32768 + 256 i
-    ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="$((32768 + 256 * i)) $((32768 + 256 * i + 255))" ||
+    # the host's ports, which name it to the fair queue (peer_queue): 512 from 32768 + 512 i
+    # (a rank binds a listening socket per layer unit: ResNet-152 takes 157 of them)
+    ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="$((32768 + 512 * i)) $((32768 + 512 * i + 511))" ||
         die "cannot set the port range of $ns"
     shape "$ns" eth0 "" "${delay}" send || die "tc on $ns/eth0 failed"   # host i sending
     shape "" "$h" "" "${delay}" recv || die "tc on $h failed"            # host i receiving
