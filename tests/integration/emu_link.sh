@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The emulated link as the simulator sees it (experiments/emucluster.sh): "-q fair" puts
-# under each tbf the flow-fair queue (an htb class for small packets and 256 hashed TCP
-# classes; checked on a host's sending side), "-q fifo" leaves the tbf's single queue;
+# under each tbf the flow-fair queue (an htb class for small packets, and per peer host a
+# table of 16 TCP classes hashed by the connection's port: 1 + 16 x 2 classes and 2 such
+# tables on a host's sending side with 2 hosts), "-q fifo" leaves the tbf's single queue;
 # and the start-up link probe of `poseidon train` reports the link's steady rate, within
 # 0.90-0.98 of a 200 Mbit/s tbf (TCP over 1514-byte frames moves at most 0.956 of it; the
 # tbf's 256 KB burst allowance made the probe read 0.984 when the first message counted).
@@ -16,18 +17,23 @@ export EMU_ID=$(printf 'e%04x' $(( ($$ + 1) & 0xffff )))   # this test's namespa
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# the sending side of host 0, seen from inside it: "<htb classes> <u32 hash tables>"
+# the sending side of host 0, seen from inside it: "<htb classes> <u32 tables of
+# connections> <u32 tables of peers>", and its port range (which names it to the queue)
 count() { # count QUEUE
     local cmd='[ "$RANK" = 0 ] || exit 0
         echo "$(tc class show dev eth0 | grep -c "class htb")" \
-             "$(tc filter show dev eth0 parent 3: 2>/dev/null | grep -c "divisor 16")"'
+             "$(tc filter show dev eth0 parent 3: 2>/dev/null | grep -c "divisor 16")" \
+             "$(tc filter show dev eth0 parent 3: 2>/dev/null | grep -c "divisor 64")" \
+             "$(sysctl -n net.ipv4.ip_local_port_range | tr "\t" -)"'
     timeout 60 experiments/emucluster.sh -n 2 -q "$1" -r 200mbit -- sh -c "$cmd" 2>&1 |
         sed -n 's/^\[rank 0\] //p'
 }
-read -r classes tables < <(count fair)
-[ "${classes:-0}" -eq 257 ] || fail "-q fair: $classes htb classes on eth0, expected 257"
-[ "${tables:-0}" -eq 17 ] || fail "-q fair: $tables u32 hash tables on eth0, expected 17"
-read -r classes tables < <(count fifo)
+read -r classes tables peers range < <(count fair)
+[ "${classes:-0}" -eq 33 ] || fail "-q fair: $classes htb classes on eth0, expected 33"
+[ "${tables:-0}" -eq 2 ] || fail "-q fair: $tables u32 tables of connections on eth0, expected 2"
+[ "${peers:-0}" -eq 1 ] || fail "-q fair: $peers u32 tables of peers on eth0, expected 1"
+[ "${range:-}" = 32768-33279 ] || fail "host 0's ports: $range, expected 32768-33279"
+read -r classes tables peers range < <(count fifo)
 [ "${classes:-1}" -eq 0 ] || fail "-q fifo: $classes htb classes on eth0, expected none"
 
 # the probe through the fair queue
