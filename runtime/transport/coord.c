@@ -1,5 +1,6 @@
 #include "runtime/transport/coord.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -440,6 +442,8 @@ struct coord_client {
     atomic_int silent_rank;   /* from the last ack: the rank silent longest (-1: none) */
     atomic_llong silent_ms;   /* and for how long, when the ack was sent */
     pthread_t thread;
+    int wake_fd;              /* eventfd: the heartbeat thread's stop, at once (not at the
+                               * next beat, which under dilation is K x heartbeat_ms away) */
     int64_t barrier_next;
     char last_words[4200]; /* where the abort line is also appended; "" for nowhere */
 };
@@ -552,7 +556,9 @@ static void *client_beat(void *arg)
             int left_ms = (int)((t_next - clock_now_ns()) / 1000000);
             if (left_ms <= 0 || atomic_load(&c->stop)) break;
             comm_msg_t m;
-            int got = comm_recv(c->hb, NULL, &m, left_ms);
+            int got = comm_recv(c->hb, NULL, &m, 0);
+            if (got == 0 && comm_wait_in(c->hb, c->wake_fd, left_ms) == 1)
+                got = comm_recv(c->hb, NULL, &m, 0);
             /* this process did not run (stopped): the coordinator's silence meanwhile is
              * this rank's own */
             int64_t gap = pause_since(&last_ns, &c->cfg);
@@ -623,6 +629,8 @@ coord_client_t *coord_client_new(const launch_env_t *env, coord_config_t cfg, co
         free(c);
         return NULL;
     }
+    c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    ASSERT(c->wake_fd >= 0, "eventfd: %s", strerror(errno));
     if (pthread_create(&c->thread, NULL, client_beat, c) != 0) die("pthread_create");
     return c;
 }
@@ -635,7 +643,10 @@ void coord_client_destroy(coord_client_t **cp)
         if (coord_client_barrier(c, c->barrier_next, c->cfg.join_ms) != 0)
             coord_client_fail(c, "final barrier timed out");
     atomic_store(&c->stop, 1);
+    uint64_t one = 1;
+    while (write(c->wake_fd, &one, sizeof one) < 0 && errno == EINTR) {}
     pthread_join(c->thread, NULL);
+    close(c->wake_fd);
     /* goodbye until acknowledged (a few tries, 1.5 s at most): a process that exits with
      * its goodbye unsent would be taken for a dead rank once its connection closes */
     comm_match_t bye = COMM_MATCH_ANY;
