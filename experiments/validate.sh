@@ -41,6 +41,9 @@
 #                       run takes K times as long
 #   --dilation auto     per row, the smallest K that keeps the ranks' CPU under a third of
 #                       the host's cores, from the simulator's prediction of the row: the
+#                       plan's units times the nodes times the host's CPU seconds per unit
+#                       and rank (VALIDATE_HOST_S_PER_UNIT, default 0.002: threads, wake-ups
+#                       and messages, whatever the bytes), plus the
 #                       bytes all nodes send per iteration times the host's CPU seconds per
 #                       MB moved (VALIDATE_HOST_S_PER_MB, default 0.004 with --transport
 #                       fabric, 0.009 with curve: a 12-node GoogLeNet ps+wfbp run at K = 20
@@ -56,8 +59,11 @@
 #   --tensor-scale auto per row, the smallest power of 2 that keeps all ranks' memory under
 #                       VALIDATE_MEM_GB (default: half of this host's memory), at about
 #                       VALIDATE_RANK_PARAM_COPIES (default 6) times the model's fp32
-#                       parameters per rank at S = 1, plus 60 MB; with --dilation auto, K is
-#                       then chosen on the bytes / S that the host really moves
+#                       parameters per rank at S = 1, plus 60 MB, and, up to
+#                       VALIDATE_MAX_TENSOR_SCALE (default 16), that makes the host's CPU for
+#                       the bytes at most a quarter of its CPU per unit (a larger S then
+#                       hardly lowers K); with --dilation auto, K is then chosen on the
+#                       bytes / S that the host really moves
 #   --transport T       fabric (default): the runs' data sockets authenticated by the job's
 #                       keys but not encrypted (poseidon train --trusted-fabric; the emulated
 #                       cluster is namespaces of this one host, a fabric no one else sees), so
@@ -70,9 +76,16 @@
 #                       and VGG19 on Titan X nodes (batch 32), 8, 16 and 32 nodes, 10 and 40
 #                       GbE, ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp, the median
 #                       of 3 runs, --dilation auto, --tensor-scale auto, 10 iterations of
-#                       which the first 4 are not measured
+#                       which the first 4 are not measured; --estimate says how long it takes
+#                       (about 14.5 hours on a 2-core host), --resume runs it in parts
 #   --paper-quick       a few rows of it: GoogLeNet and Inception-V3 on 16 and 32 nodes at
-#                       10 GbE, ps+wfbp hybrid allreduce+wfbp, one run each
+#                       10 GbE, ps+wfbp hybrid allreduce+wfbp, one run each (about 25 min)
+#   --estimate          print each row's K, S and wall time, and the grid's, and run nothing
+#                       (no root needed): the runs' set-up and K x iterations x the
+#                       predicted iteration
+#   --resume            keep the runs of a row already in --out made with the same K, S,
+#                       iterations and job, and run only the repeats it lacks: a grid stopped
+#                       part way, or run a part at a time, goes on where it was
 #   --set KEY=VALUE     an experiment key for the simulator and the runs alike (repeatable),
 #                       e.g. --set send_order=layer --set kv_block_mb=0
 #   --out DIR           default out/validate
@@ -117,20 +130,22 @@ cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=8 warmup=3 batch=16 compute_s=0.3 out=out/validate
 repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100 dilation=1 tscale=1 racks=""
-build=build device_model="" transport=fabric extra_keys=()
+build=build device_model="" transport=fabric extra_keys=() estimate=0 resume=0
 paper() { # paper FULL: the papers' scale; options after it still apply
     models="googlenet inception-v3" nodes="16 32" gbps="10" schemes="ps+wfbp hybrid allreduce+wfbp"
     # PS rows settle after about 4 iterations (GoogLeNet ps+wfbp, 16 nodes: 0.164 s over
     # iterations 2-4, 0.144-0.149 s over 4-13, 0.151 s predicted)
-    device_model=titanx-maxwell batch=32 dilation=auto iters=10 warmup=4
+    device_model=titanx-maxwell batch=32 dilation=auto tscale=auto iters=10 warmup=4
     [ "$1" = 1 ] || return 0
-    models="googlenet inception-v3 resnet-152 vgg19" nodes="8 16 32" gbps="10 40" repeat=3 tscale=auto
+    models="googlenet inception-v3 resnet-152 vgg19" nodes="8 16 32" gbps="10 40" repeat=3
     schemes="ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp"
 }
 usage() { sed -n '2,/^set -u$/{/^set -u$/!p}' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift; continue ;;
+    --estimate) estimate=1; shift; continue ;;
+    --resume) resume=1; shift; continue ;;
     --paper) paper 1; shift; continue ;;
     --paper-quick) paper 0; shift; continue ;;
     -h|--help) usage; exit 0 ;;
@@ -149,7 +164,7 @@ while [ $# -gt 0 ]; do
     shift 2
 done
 if [ $quick = 1 ]; then models="googlenet" nodes="2 4" gbps="1"; fi
-[ "$(id -u)" = 0 ] || { echo "validate: needs root (one network namespace per emulated node); run it as root: sudo $0 $*" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || [ "$estimate" = 1 ] || { echo "validate: needs root (one network namespace per emulated node); run it as root: sudo $0 $*" >&2; exit 2; }
 [ -x "$build/poseidon" ] || { echo "validate: $build/poseidon not built (make all)" >&2; exit 2; }
 [ "$warmup" -ge 1 ] 2>/dev/null || { echo "validate: --warmup must be >= 1" >&2; exit 2; }
 [ "$iters" -ge $((warmup + 2)) ] 2>/dev/null ||
@@ -176,6 +191,44 @@ fabric) transport_flag=--trusted-fabric host_s_per_mb=${VALIDATE_HOST_S_PER_MB:-
 curve) transport_flag="" host_s_per_mb=${VALIDATE_HOST_S_PER_MB:-0.009} ;;
 *) echo "validate: --transport must be fabric or curve" >&2; exit 2 ;;
 esac
+# The host's CPU per iteration of a row, seconds: host_s_per_mb for every MB that the ranks
+# really move (the simulator's MB per node / S, times the nodes), and host_s_per_unit for
+# every plan unit (layer or group) of every rank, whatever its bytes: its ops' threads, wake-
+# ups, messages and their packets through the emulated links. GoogLeNet (58 units) on 32
+# nodes at S = 16, where the bytes are a small part, spent 3.2 s per iteration under
+# allreduce+wfbp at K = 40 and 5.0-6.2 s under ps+wfbp at K = 15: 1.5-2.6 ms per unit and rank.
+host_s_per_unit=${VALIDATE_HOST_S_PER_UNIT:-0.002}
+row_cpu_s() { # row_cpu_s MB_PER_NODE NODES S UNITS
+    awk -v mb="$1" -v n="$2" -v S="$3" -v u="$4" -v c="$host_s_per_mb" -v f="$host_s_per_unit" \
+        'BEGIN { printf "%.4f\n", n * (mb / S * c + u * f) }'
+}
+# auto_scale PARAM_MB NODES MB_PER_NODE UNITS: --tensor-scale auto, a power of 2: at least
+# what keeps all ranks' memory under VALIDATE_MEM_GB, and, up to VALIDATE_MAX_TENSOR_SCALE
+# (default 16, the largest checked: docs/validation.md), enough that the host's CPU for the
+# bytes is at most a quarter of its CPU per unit - past that a larger S hardly lowers K
+auto_scale() {
+    awk -v p="$1" -v n="$2" -v mb="$3" -v u="$4" -v c="${VALIDATE_RANK_PARAM_COPIES:-6}" \
+        -v g="${VALIDATE_MEM_GB:-$(awk '/^MemTotal:/ { print $2 / 2 / 1e6 }' /proc/meminfo)}" \
+        -v cm="$host_s_per_mb" -v f="$host_s_per_unit" -v hi="${VALIDATE_MAX_TENSOR_SCALE:-16}" 'BEGIN {
+        s = 1; while (s < 4096 && n * (60 + c * p / s) > g * 1000) s *= 2
+        while (s < hi && mb / s * cm > u * f / 4) s *= 2
+        print s }'
+}
+# auto_dilation CPU_S PREDICTED_S: --dilation auto, the smallest K that keeps the row's CPU
+# per iteration under a third of the host's cores over the K x predicted seconds it lasts; at
+# least 2 (a run's start-up storm of connections and the emulated links' shaping), at most
+# VALIDATE_MAX_DILATION (default 400)
+auto_dilation() {
+    awk -v cpu="$1" -v t="$2" -v P="$cores" -v hi="${VALIDATE_MAX_DILATION:-400}" 'BEGIN {
+        k = (t > 0) ? cpu / (t * P / 3) : hi; k = int(k) + (k > int(k))
+        print (k < 2 ? 2 : (k > hi ? hi : k)) }'
+}
+# the wall seconds a run of a row takes here: the emulated cluster's set-up and removal
+# (1.4, 3.2 and 17 s at 8, 16 and 32 hosts: its tc classes grow as the square of the hosts),
+# the ranks' start and end, and the iterations at K x the predicted time
+run_wall_s() { # run_wall_s NODES K PREDICTED_S
+    awk -v n="$1" -v k="$2" -v t="$3" -v T="$iters" 'BEGIN { printf "%.0f\n", 2.5 + 0.016 * n * n + k * T * t }'
+}
 # busy and total CPU ticks of the whole host (all processes, the kernel's network work too)
 cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
 
@@ -191,7 +244,7 @@ csv=$out/validate.csv detail=$out/validate_detail.csv
 echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,devices,dilation,tensor_scale" >"$csv"
 echo "model,nodes,gbps,scheme,predicted_s,measured_s,error,host_bound,cpu_s_per_iter,host_cpu_frac,sim_sent_MB_per_node,wall_s,host_busy,runs,measured_min_s,measured_max_s,same_plan,devices,dilation,tensor_scale,peak_rss_mb" >"$detail"
 cores=$(nproc) bound_frac=${HOST_BOUND_FRAC:-0.85}
-n_runs=0 n_failed=0
+n_runs=0 n_failed=0 est_total=0
 t_start=$(date +%s)
 # progress on a terminal only: "[run k of N] point, elapsed, time left at the pace so far"
 n_total=$(( $(echo $models | wc -w) * $(echo $devices_list | wc -w) * $(echo $gbps | wc -w) * $(echo $nodes | wc -w) * $(echo $schemes | wc -w) * repeat ))
@@ -253,31 +306,43 @@ for model in $models; do
             rate="$(awk -v g="$g" 'BEGIN { printf "%dmbit", g * 1000 + 0.5 }')"
             for n in $nodes; do
                 for s in $schemes; do
+                    tag=$model-n$n$dtag-${g}g-$s
+                    run=$out/runs/$tag
+                    pred=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $7; exit }' "$simcsv")
+                    sent=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $10; exit }' "$simcsv")
+                    # the simulator's per-layer methods, to check that the runtime ran the same plan
+                    plan_sim=$("$bin" plan "$exp" --csv --set sweep_nodes="$n" --set sweep_schemes="$s" 2>/dev/null |
+                        awk -F, '$1 ~ /^[0-9]+$/ { print $1, $5 }')
+                    units=$(printf '%s\n' "$plan_sim" | grep -c .)
+                    s_row=$tscale k_row=$dilation
+                    [ "$tscale" = auto ] && s_row=$(auto_scale "$param_mb" "$n" "$sent" "$units")
+                    [ "$dilation" = auto ] && k_row=$(auto_dilation "$(row_cpu_s "$sent" "$n" "$s_row" "$units")" "$pred")
+                    if [ "$estimate" = 1 ]; then
+                        est=$(( $(run_wall_s "$n" "$k_row" "$pred") * repeat ))
+                        est_total=$((est_total + est))
+                        printf "%-14s %d nodes%s %4s Gbit/s %-15s predicted %.3f s, %d units: K %s, S %s, about %d s\n" \
+                            "$model" "$n" "$([ "$devices" -gt 1 ] && echo " x $devices")" "$g" "$s" "$pred" "$units" "$k_row" "$s_row" "$est"
+                        continue
+                    fi
+                    # --resume: a row whose runs were made with these settings keeps them and
+                    # runs only what it lacks
+                    settings="K $k_row S $s_row iterations $iters warmup $warmup job $(grep -v '^sweep_' "$exp" | cksum | cut -d' ' -f1)"
+                    have=0
+                    if [ "$resume" = 1 ] && [ "$(cat "$run/settings" 2>/dev/null)" = "$settings" ] && [ -f "$run/runs.txt" ]; then
+                        have=$(grep -c . "$run/runs.txt")
+                    else
+                        rm -rf "$run"; mkdir -p "$run"
+                        echo "$settings" >"$run/settings"
+                        : >"$run/runs.txt"
+                    fi
+                    printf '%s\n' "$plan_sim" >"$run/plan_sim.txt"
                     # racks for real: an uplink of K x rate / X per rack, when there are two
                     emu_racks=()
                     [ "$per_rack" -gt 0 ] && [ "$n" -gt "$per_rack" ] &&
                         emu_racks=(-R "$per_rack" -U "$(awk -v k="$per_rack" -v g="$g" -v x="$oversub" \
                             'BEGIN { printf "%dmbit", k * g * 1000 / x + 0.5 }')")
-                    tag=$model-n$n$dtag-${g}g-$s
-                    run=$out/runs/$tag
-                    rm -rf "$run"; mkdir -p "$run"
-                    pred=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $7; exit }' "$simcsv")
-                    sent=$(awk -F, -v n="$n" -v s="$s" 'NR > 1 && $2 == n && $4 == s { print $10; exit }' "$simcsv")
-                    s_row=$tscale
-                    [ "$tscale" = auto ] && s_row=$(awk -v p="$param_mb" -v n="$n" -v c="${VALIDATE_RANK_PARAM_COPIES:-6}" \
-                        -v g="${VALIDATE_MEM_GB:-$(awk '/^MemTotal:/ { print $2 / 2 / 1e6 }' /proc/meminfo)}" 'BEGIN {
-                        s = 1; while (s < 4096 && n * (60 + c * p / s) > g * 1000) s *= 2; print s }')
-                    k_row=$dilation
-                    [ "$dilation" = auto ] && k_row=$(awk -v mb="$sent" -v n="$n" -v t="$pred" -v P="$cores" -v S="$s_row" \
-                        -v c="$host_s_per_mb" -v hi="${VALIDATE_MAX_DILATION:-400}" 'BEGIN {
-                        k = (t > 0) ? mb / S * n * c / (t * P / 3) : hi; k = int(k) + (k > int(k))
-                        print (k < 2 ? 2 : (k > hi ? hi : k)) }')
-                    # the simulator's per-layer methods, to check that the runtime ran the same plan
-                    "$bin" plan "$exp" --csv --set sweep_nodes="$n" --set sweep_schemes="$s" 2>/dev/null |
-                        awk -F, '$1 ~ /^[0-9]+$/ { print $1, $5 }' >"$run/plan_sim.txt"
                     # one line per run of the point: measured cpu frac host_busy wall same_plan
-                    : >"$run/runs.txt"
-                    for k in $(seq 1 "$repeat"); do
+                    for k in $(seq $((have + 1)) "$repeat"); do
                         rd=$run; [ "$repeat" -gt 1 ] && rd=$run/r$k
                         mkdir -p "$rd"
                         progress "$n_runs" "$tag${k:+ #$k}"
@@ -360,6 +425,10 @@ for model in $models; do
         done
     done
 done
+if [ "$estimate" = 1 ]; then
+    echo "validate: about $((est_total / 60)) min for $n_total runs (an estimate: the runs' set-up and K x $iters x the predicted iteration; nothing was run)"
+    exit 0
+fi
 left=$(ip netns list | grep -c '^pns' || true)
 [ "$left" = 0 ] || echo "validate: warning: $left pns* namespaces exist (another run, or a leak)" >&2
 

@@ -678,6 +678,9 @@ static void *device_main(void *arg)
     wk_device_t *dv = arg;
     worker_t *w = dv->w;
     bool lead = dv->index == 0;
+    char tname[16];
+    snprintf(tname, sizeof tname, "device %d", dv->index);
+    pthread_setname_np(pthread_self(), tname);
     if (dv->compute) compute_bind_thread(dv->compute); /* a GPU's calls go to its device */
     int64_t last_progress_ns = 0;
     for (int64_t t = w->t_start; t < w->iterations; t++) {
@@ -1028,6 +1031,9 @@ static void *sync_main(void *arg)
     syncer_t sy = {.w = w, .op = op, .u = po->unit, .layer = unit_layer(w, po->unit), .po = po,
                    .un = &w->plan.units[po->unit], .wu = &w->units[po->unit],
                    .name = worker_unit_name(w, po->unit), .to = w->cfg->timeout_ms};
+    char tname[16]; /* what top -H and /proc/PID/task/N/comm show: the op and its unit */
+    snprintf(tname, sizeof tname, "%.6s %d", op_kind_name(po->kind), po->unit);
+    pthread_setname_np(pthread_self(), tname);
     if (po->kind == OP_PULL)
         sy.from_shard = xcalloc((size_t)w->layout.n_shards, sizeof *sy.from_shard);
     if (po->kind == OP_SFB) sy.arrived_ns = xcalloc((size_t)w->world, sizeof *sy.arrived_ns);

@@ -302,6 +302,7 @@ static void *server_main(void *arg)
 {
     ps_server_t *s = arg;
     int busy = 0;
+    pthread_setname_np(pthread_self(), "ps shard");
     while (!atomic_load(&s->stop)) {
         comm_msg_t m;
         /* ZeroMQ's release of a slice wakes no one: with answers queued, look again soon */

@@ -184,6 +184,9 @@ static void deliver_arrived(comm_mux_t *m)
 static void *mux_main(void *arg)
 {
     comm_mux_t *m = arg;
+    char tname[16];
+    snprintf(tname, sizeof tname, "mux %.11s", m->name);
+    pthread_setname_np(pthread_self(), tname);
     for (;;) {
         int busy = send_queued(m);
         deliver_arrived(m);

@@ -343,6 +343,7 @@ static void *server_main(void *arg)
 {
     coord_server_t *s = arg;
     int64_t last_ns = clock_now_ns();
+    pthread_setname_np(pthread_self(), "coordinator");
     while (!atomic_load(&s->stop) && s->n_bye < s->world) {
         if (server_drain(s) < 0) break;
         int64_t gap = pause_since(&last_ns, &s->cfg);
@@ -540,6 +541,7 @@ static void *client_beat(void *arg)
 {
     coord_client_t *c = arg;
     int64_t last_ack = clock_now_ns(), cut_ns = 0, last_ns = last_ack;
+    pthread_setname_np(pthread_self(), "heartbeat");
     while (!atomic_load(&c->stop)) {
         char text[TEXT_MAX];
         pthread_mutex_lock(&c->lock);
