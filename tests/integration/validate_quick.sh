@@ -3,8 +3,9 @@
 # ps and hybrid, 4 iterations): both runs give a result row, the predicted and measured times
 # are within 50% of each other (a loose bound: this checks the pipeline, not the accuracy,
 # which the full grid reports), the steady-state CPU and host_bound columns are filled, the
-# plot is written, and no namespace is left behind; a grid over two devices-per-node counts
-# gives a row and a summary per count.
+# plot is written, and no namespace is left behind; --resume keeps the rows and runs nothing,
+# --estimate runs nothing; a grid over two devices-per-node counts gives a row and a summary
+# per count.
 # Exit 77 (skip) when not root or without network namespaces.
 set -u
 build=${1:-build}
@@ -33,6 +34,17 @@ for s in ps hybrid; do
     j=$tmp/v/runs/lenet-n2-1g-$s/job.exp
     grep -q "^scheme = $s$" "$j" && grep -q "^cluster.nodes = 2$" "$j" || fail "no job written for $s ($j)"
 done
+# --resume keeps both rows' runs and runs nothing; --estimate runs nothing and says how long
+cp "$tmp/v/validate.csv" "$tmp/first.csv"
+timeout 60 experiments/validate.sh --build "$build" --out "$tmp/v" --models lenet --nodes 2 --gbps 1 \
+    --schemes "ps hybrid" --iterations 4 --warmup 1 --resume >"$tmp/rlog" 2>&1 || { tail -20 "$tmp/rlog"; fail "validate.sh --resume failed"; }
+grep -q "(0 of 0 runs" "$tmp/rlog" || fail "--resume ran again: $(grep wrote "$tmp/rlog")"
+cut -d, -f1-8 "$tmp/v/validate.csv" | cmp -s - <(cut -d, -f1-8 "$tmp/first.csv") ||
+    fail "--resume changed the rows: $(cat "$tmp/first.csv" "$tmp/v/validate.csv")"
+timeout 60 experiments/validate.sh --build "$build" --out "$tmp/e" --models lenet --nodes "2 4" --gbps 1 \
+    --schemes "ps hybrid" --iterations 4 --warmup 1 --estimate >"$tmp/elog" 2>&1 || { tail -20 "$tmp/elog"; fail "validate.sh --estimate failed"; }
+grep -q "^validate: about [0-9]* min for 4 runs" "$tmp/elog" || fail "no estimate: $(tail -3 "$tmp/elog")"
+[ ! -d "$tmp/e/runs/lenet-n2-1g-ps" ] || [ -z "$(ls "$tmp/e/runs/lenet-n2-1g-ps")" ] || fail "--estimate ran something"
 # one grid per devices-per-node count, each summarised apart
 timeout 120 experiments/validate.sh --build "$build" --out "$tmp/d" --models lenet --nodes 2 --gbps 1 \
     --schemes ps --iterations 4 --warmup 1 --devices-per-node "1 2" >"$tmp/dlog" 2>&1 ||
