@@ -7,7 +7,8 @@
 # compute sleeps the simulator's Titan X times; --dilation auto: each row K times slower, K
 # chosen so that the host does not set the pace; --tensor-scale auto: tensors S times smaller
 # on links S times slower where 32 ranks of the full model would not fit in memory; extra
-# options after -- go to validate.sh).
+# options after -- go to validate.sh; 10 iterations, the last 6 measured, as PS runs settle
+# into their pace after about 4).
 # Speedup over one node, measured and simulated alike: N x t(1) / t(N), with t the time per
 # iteration of the scheme's own 1-node run. Writes DIR/published_real.csv (model,scheme,nodes,
 # measured_speedup,simulated_speedup,published_speedup,published_by, the published points from
@@ -39,7 +40,7 @@ mkdir -p "$out"
 t0=$(date +%s)
 experiments/validate.sh --models "$models" --nodes "$nodes" --gbps 40 --schemes "hybrid ps+wfbp" \
     --device-model titanx-maxwell --batch 32 --dilation auto --tensor-scale auto \
-    --iterations 5 --warmup 2 \
+    --iterations 10 --warmup 4 \
     --repeat "$repeat" --build "$build" --out "$out/validate" "${extra[@]}" ||
     { echo "published_real: validate.sh failed" >&2; exit 1; }
 csv=$out/published_real.csv
