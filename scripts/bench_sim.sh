@@ -20,7 +20,8 @@
 # out/reports/sim-scaling.{png,svg} where gnuplot is installed. Targets (one core): 1,024
 # nodes <= 1 s, 10,000 nodes <= 60 s, 100,000 GPUs <= 60 s and 4 GB.
 # BENCH_ONLY=100k runs the 100,000-GPU points alone, BENCH_ONLY=grid the rest alone;
-# BENCH_100K_SCHEMES (default "hybrid3 allreduce+wfbp") picks the schemes of those points.
+# BENCH_100K_SCHEMES (default "hybrid3 allreduce+wfbp") picks the schemes of those points,
+# BENCH_100K_MODEL (default auto, exact) their network model (whole: the grouped one).
 # A default-model run is stopped after BENCH_TIMEOUT seconds (default 300).
 set -uo pipefail
 build=${1:-build}
@@ -96,7 +97,7 @@ if [ "$only" != grid ]; then
     for x in vgg19 resnet-152 seq-length; do
         for sc in ${BENCH_100K_SCHEMES:-hybrid3 allreduce+wfbp}; do
             for o in 2 4; do
-                run $x 12544 400 $sc auto "$big_limit" cluster.device=h100 \
+                run $x 12544 400 $sc "${BENCH_100K_MODEL:-auto}" "$big_limit" cluster.device=h100 \
                     cluster.devices_per_node=8 cluster.interconnect=nvlink4 \
                     cluster.nodes_per_rack=32 cluster.oversubscription=$o
             done

@@ -215,6 +215,11 @@ struct net {
     int64_t *ring;
     int64_t nring, ring_cap;
     int npinned;     /* nodes with a NIC rate of their own: no ring step is kept whole */
+    /* The grouped model keeps ring steps whole beside other entities: every live step
+     * crosses each NIC side and rack link once and the core N times, so it is a global term
+     * of every resource's share, frozen at the first level (below, "Ring steps"). */
+    int64_t ring_cnt; /* ring steps not frozen in this computation */
+    double ring_used; /* what the frozen ones take of each NIC side and rack link */
 };
 
 static int leaf_side(const ent_t *e) { return hub_sends(e) ? 1 : 0; }
@@ -259,6 +264,8 @@ static int ent_links_racks(const net_t *n, const ent_t *e, int out[2])
 }
 static int class_res(const net_t *n, int cls) { return 2 * n->nodes + n->links + cls; }
 static int core_res(const net_t *n) { return 2 * n->nodes + n->links + 2 * n->racks; }
+/* A NIC side or rack link that only ring steps cross (grouped model, ring_cnt > 0). */
+static int ring_res(const net_t *n) { return core_res(n) + 1; }
 
 net_t *net_new(int nodes, double nic_Bps, double core_Bps)
 {
@@ -288,7 +295,7 @@ net_t *net_new_racks(int nodes, double nic_Bps, double core_Bps, int nodes_per_r
         n->rack_Bps = rack_Bps;
     }
     size_t K = 2 * (size_t)nodes + (size_t)n->links, C = 2 * (size_t)n->racks;
-    size_t R = K + C + 1;
+    size_t R = K + C + 2; /* and ring_res() */
     n->side_Bps = xcalloc(2 * (size_t)nodes, sizeof *n->side_Bps);
     n->side_cls = xcalloc(2 * (size_t)nodes, sizeof *n->side_cls);
     for (int r = 0; r < 2 * nodes; r++)
@@ -631,7 +638,7 @@ static void rings_expand(net_t *n);
 static void push_ent(net_t *n, int64_t now, ent_t e, int64_t bytes, int64_t tag)
 {
     advance(n, now);
-    if (n->nring > 0) rings_expand(n);
+    if (n->nring > 0 && !n->whole) rings_expand(n);
     int64_t i = new_slot(n);
     e.seq = n->next_seq++;
     rates_start(n->rt, i, (double)bytes);
@@ -715,6 +722,8 @@ void net_set_node_nic(net_t *n, int node, double nic_Bps)
 void net_set_whole(net_t *n, int whole)
 {
     n->whole = whole != 0;
+    /* ring steps kept whole beside other entities are the grouped model's alone */
+    if (!n->whole && n->nring > 0 && n->live > 0) rings_expand(n);
     redo_from(n, 0);
 }
 
@@ -785,20 +794,29 @@ static inline double share_of(const net_t *n, int r)
     int N = n->nodes, K = 2 * N + n->links;
     double rem;
     int64_t c;
+    /* ring steps kept whole beside other entities (0 otherwise: x - 0 is x, bit for bit) */
+    double ru = n->ring_used;
+    int64_t rc = n->ring_cnt;
     if (r < 2 * N) {
         int cls = side_class(n, r);
-        rem = n->side_Bps[r] - n->fm[cls] - n->used[r];
-        c = n->mu[cls] + n->cnt[r];
+        rem = n->side_Bps[r] - n->fm[cls] - n->used[r] - ru;
+        c = n->mu[cls] + n->cnt[r] + rc;
     } else if (r < K) {
-        rem = n->rack_Bps - n->used[r];
-        c = n->cnt[r];
+        rem = n->rack_Bps - n->used[r] - ru;
+        c = n->cnt[r] + rc;
     } else if (r < K + 2 * n->racks) {
         int cls = r - K;
-        rem = n->nic_Bps - n->fm[cls];
-        c = n->mu[cls];
-    } else {
+        rem = n->nic_Bps - n->fm[cls] - ru;
+        c = n->mu[cls] + rc;
+    } else if (r == K + 2 * n->racks) {
         rem = n->core_Bps - n->core_used;
         c = n->core_cnt;
+    } else {
+        /* the least share of a NIC side or rack link carrying ring steps alone */
+        if (rc <= 0) return INFINITY;
+        double x = (n->nic_Bps - ru) / (double)rc;
+        if (n->racks > 1 && (n->rack_Bps - ru) / (double)rc < x) x = (n->rack_Bps - ru) / (double)rc;
+        return x > 0 ? x : 0;
     }
     if (c <= 0) return INFINITY;
     return (rem > 0 ? rem : 0) / (double)c;
@@ -1269,7 +1287,10 @@ static void start_at_level(net_t *n, int64_t k)
             n->mu[c] = n->mu_base[c];
             n->fm[c] = 0;
         }
-        n->core_cnt = n->core_base;
+        /* ring steps beside other entities (grouped model): each crosses the core N times */
+        n->ring_cnt = n->whole && n->live > 0 ? n->nring : 0;
+        n->ring_used = 0;
+        n->core_cnt = n->core_base + (int64_t)n->nodes * n->ring_cnt;
         n->core_used = 0;
         n->left = n->live;
         n->nhist = 0;
@@ -1318,9 +1339,17 @@ static void start_at_level(net_t *n, int64_t k)
  * structures, and the computation is those three shares: O(steps), not O(N x steps). The
  * first entity of another kind, a rack link below the NIC sides, or a NIC of its own rate
  * turns every ring step into its N single flows (same tag, bytes left and group), and the
- * model goes on per flow. */
+ * model goes on per flow.
+ * The grouped model (net_set_whole) keeps ring steps whole beside other entities too, as it
+ * keeps broadcasts whole: a step's flows move at one rate, the smallest fair share among the
+ * resources they cross, and since a step crosses every NIC side and rack link (and the core
+ * N times), that is the first level of every computation. Its load is a global term of each
+ * resource's share (ring_cnt unfrozen steps, ring_used taken by the frozen), plus one
+ * resource for the NIC sides and rack links no other entity crosses (ring_res); a ring
+ * change redoes the computation from its first level, so a kept level finds the steps frozen
+ * as they were. Not exact: a step beside a PS shard's gather moves at the shard's share. */
 
-int net_ring_whole(const net_t *n) { return n->live == 0 && n->npinned == 0; }
+int net_ring_whole(const net_t *n) { return n->npinned == 0 && (n->live == 0 || n->whole); }
 
 int net_add_ring(net_t *n, int64_t now, int64_t bytes, int64_t tag)
 {
@@ -1377,7 +1406,8 @@ static int rings_recompute(net_t *n, int64_t now)
     double core = n->core_Bps > 0 ? n->core_Bps / ((double)n->nodes * k) : INFINITY;
     if (core < x) x = core;
     double lim = x * (1 + 1e-12);
-    if (!(nic <= lim || core <= lim)) return 0;
+    /* the grouped model moves every flow at the least share, the rack links' too */
+    if (!n->whole && !(nic <= lim || core <= lim)) return 0;
     /* no kept level: the next computation starts from scratch (and with no other entity
      * there is nothing else to reset; start_at_level costs O(racks)) */
     if (n->nlv > 0) start_at_level(n, 0);
@@ -1389,6 +1419,19 @@ static int rings_recompute(net_t *n, int64_t now)
     return 1;
 }
 
+/* The grouped model's ring steps freeze at the first level, at x (see "Ring steps"). */
+static void rings_freeze(net_t *n, double x)
+{
+    n->ring_used = x * (double)n->ring_cnt;
+    if (n->core_Bps > 0) {
+        int64_t flows = (int64_t)n->nodes * n->ring_cnt;
+        n->core_cnt -= flows;
+        n->core_used += x * (double)flows;
+    }
+    for (int64_t a = 0; a < n->nring; a++) note_level(n, n->ring[a]);
+    n->ring_cnt = 0;
+}
+
 void net_recompute(net_t *n, int64_t now)
 {
     advance(n, now);
@@ -1397,7 +1440,7 @@ void net_recompute(net_t *n, int64_t now)
         n->dirty = 0;
         return;
     }
-    if (n->nring > 0) rings_expand(n);
+    if (n->nring > 0 && !n->whole) rings_expand(n);
     n->dirty = 0;
     n->next_ns = INT64_MAX;
     if (n->live == 0) {
@@ -1432,6 +1475,8 @@ void net_recompute(net_t *n, int64_t now)
     }
     n->in_level[core] = 0;
     if (n->core_Bps > 0) heap_push(n, &hn, share_of(n, core), core);
+    n->in_level[ring_res(n)] = 0;
+    if (n->ring_cnt > 0) heap_push(n, &hn, share_of(n, ring_res(n)), ring_res(n));
     while (hn > 0 && n->left > 0) {
         rheap_t top = heap_pop(n, &hn);
         double share = share_of(n, top.r);
@@ -1453,6 +1498,7 @@ void net_recompute(net_t *n, int64_t now)
             else n->level[nl++] = t2.r;
         }
         level_begin(n, share);
+        if (n->ring_cnt > 0) rings_freeze(n, share);
         freeze_level(n, nl, share);
     }
     n->computing = 0;
@@ -1540,6 +1586,10 @@ static int64_t list_flows(const net_t *n, const ent_t *e, int *fs, int *fd, char
     if (is_single(e)) {
         fs[0] = e->src, fd[0] = e->dst;
         return 1;
+    }
+    if (is_ring(e)) {
+        for (int v = 0; v < n->nodes; v++) fs[v] = v, fd[v] = (v + 1) % n->nodes;
+        return n->nodes;
     }
     int N = n->nodes, hub = hub_node(e), sends = hub_sends(e);
     int64_t k = 0, bad = e->nset == 0 && is_fan(e);
@@ -1774,7 +1824,7 @@ static int kept_entities(const net_t *n, kept_t *k, char *err, size_t errlen)
         k->core += e->mult;
         if (kept_entity(n, k, e, i, err, errlen) < 0) return -1;
     }
-    for (int64_t i = 0; i < n->used_slots; i++) k->live -= n->f[i].seq >= 0;
+    for (int64_t i = 0; i < n->used_slots; i++) k->live -= n->f[i].seq >= 0 && !is_ring(&n->f[i]);
     if (k->live != 0 || k->last_seq >= n->next_seq)
         KEPT_FAIL("%lld slots in use that the entity list lacks", (long long)-k->live);
     for (; k->mpos < n->multis.len; k->mpos++)

@@ -109,15 +109,18 @@ int net_add_gather(net_t *n, int64_t now_ns, int dst, int64_t bytes, int64_t tag
  * but such steps (and every NIC has the common rate) the step is one entity: its flows share
  * every resource alike, so they get one rate (the exact per-flow max-min one) and finish as
  * one call with src = dst = NET_RING. Otherwise it is, or becomes when another entity
- * starts, nodes single flows, each finishing on its own (src, dst) with this tag. Returns 1
- * when it entered as one entity. */
+ * starts, nodes single flows, each finishing on its own (src, dst) with this tag. In the
+ * grouped model (net_set_whole) a step stays one entity beside any other (every NIC at the
+ * common rate): its flows move at the least fair share of the resources they cross. Returns
+ * 1 when it entered as one entity. */
 int net_add_ring(net_t *n, int64_t now_ns, int64_t bytes, int64_t tag);
-/* true when a ring step started now would be one entity (nothing but ring steps live, every
- * NIC at the common rate). */
+/* true when a ring step started now would be one entity (nothing but ring steps live, or the
+ * grouped model; every NIC at the common rate). */
 int net_ring_whole(const net_t *n);
 
-/* Keep every broadcast and gather whole: its flows move at one rate, the smallest fair share
- * among the resources it crosses, so it never splits (default: off, exact per-flow max-min).
+/* Keep every broadcast, gather and ring step whole: its flows move at one rate, the smallest
+ * fair share among the resources it crosses, so it never splits (default: off, exact
+ * per-flow max-min).
  * Rates stay feasible and every resource's capacity is shared among the rest as before, but
  * a flow of a broadcast (gather) at an uncongested receiver (sender) gets no more than the
  * most congested one. A recomputation then costs O(entities) with entities = the transfers

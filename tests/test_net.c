@@ -127,8 +127,9 @@ TEST(net_microsecond_transfers_take_their_time)
  * number of computations. */
 /* Racks and uneven NICs for a mix: nodes_per_rack 0 = one switch; uneven: every third
  * node's NIC at a rate drawn from 0.25-2x the others'; from_scratch: every computation from
- * its first level (net_set_from_scratch). Back: the hash of every finish, and how many
- * computations kept levels. */
+ * its first level (net_set_from_scratch); rings: some of the single flows become ring steps
+ * over every node (net_add_ring). Back: the hash of every finish, and how many computations
+ * kept levels. */
 typedef struct {
     int nodes_per_rack;
     double rack_Bps;
@@ -136,6 +137,7 @@ typedef struct {
     int from_scratch;
     uint64_t finish_hash;
     int64_t restarts;
+    int rings;
 } mix_net_t;
 
 static int64_t maxmin_mix_net(uint64_t seed, int N, int transfers, double core_Bps, int whole,
@@ -189,6 +191,8 @@ static int64_t maxmin_mix_net(uint64_t seed, int N, int transfers, double core_B
             for (int s = 0; s < N && nex < N - 2; s++)
                 if (s != node && rng_uniform(r) < p_ex) ex[nex++] = s;
             net_add_gather(n, at, node, bytes, k, ex, nex);
+        } else if (mn && mn->rings && kind > 0.85) {
+            net_add_ring(n, at, bytes / 16 + 1, k);
         } else {
             int hot = rng_uniform(r) < 0.5;
             int src = hot ? (int)rng_uint(r, 3) : node;
@@ -267,7 +271,7 @@ TEST(net_random_mixes_with_racks_and_uneven_nics_are_maxmin)
     for (uint64_t seed = 201; seed <= 224; seed++) {
         int k = (int)(seed % 6), N = per_rack[k] * (k == 4 ? 24 : seed % 4 == 0 ? 12 : 6);
         mix_net_t mn = {per_rack[k], 1e9 * per_rack[k] * (0.2 + 0.3 * (double)(seed % 5)),
-                        (int)(seed % 2), 0, 0, 0};
+                        (int)(seed % 2), 0, 0, 0, 0};
         double core = seed % 3 == 0 ? 0.3e9 * N : 0;
         total += maxmin_mix_net(seed, N, 96, core, 0, &mn, &last, &splits);
         total += maxmin_mix_net(seed, N, 48, core, 1, &mn, &last, &splits);
@@ -293,7 +297,7 @@ TEST(net_kept_levels_give_the_rates_of_a_computation_from_scratch)
         int whole = seed % 5 == 0;
         double core = seed % 3 == 0 ? 0.3e9 * N : 0;
         mix_net_t ref = {per_rack[k], 1e9 * (per_rack[k] ? per_rack[k] : 1) * 0.4,
-                         (int)(seed % 2), 1, 0, 0};
+                         (int)(seed % 2), 1, 0, 0, 0};
         mix_net_t got = ref;
         got.from_scratch = 0;
         total += maxmin_mix_net(seed, N, 96, core, whole, &ref, &last, &splits);
@@ -422,6 +426,70 @@ TEST(net_racks_closed_form)
     CHECK(net_verify_maxmin(n, 1e-12, err, sizeof err) == 0, "%s", err);
     CHECK_EQ_I64(net_next_ns(n), 3000000);
     net_destroy(&n);
+}
+
+/* One gather to node 0 (tag 1) and one ring step (tag 2) of 1 MB each on 8 nodes at 1 GB/s,
+ * started at 0, in the grouped or exact model; the finish times in l, whether the step
+ * stayed one entity in *whole_step. */
+static void ring_beside_gather(int whole, tag_log_t *l, int *whole_step)
+{
+    net_t *n = net_new(8, 1e9, 0);
+    net_set_whole(n, whole);
+    net_add_gather(n, 0, 0, 1000000, 1, NULL, 0);
+    *whole_step = net_add_ring(n, 0, 1000000, 2);
+    run_out(n, 0, on_tag, l, &l->now, !whole);
+    net_destroy(&n);
+}
+
+TEST(net_grouped_model_keeps_ring_steps_whole_beside_other_entities)
+{
+    /* Node 0's receive side carries the gather's 7 flows and the step's flow 7 -> 0: 1/8 GB/s
+     * each. The grouped model moves the whole step at that share (8 ms); exactly, the step's
+     * other flows get the 7/8 GB/s the gather leaves at their senders. */
+    tag_log_t g = {0}, x = {0};
+    int gw, xw;
+    ring_beside_gather(1, &g, &gw);
+    ring_beside_gather(0, &x, &xw);
+    CHECK(gw == 1 && xw == 0, "step whole: grouped %d, exact %d", gw, xw);
+    CHECK_EQ_I64(g.at[1], 8000000);
+    CHECK_EQ_I64(g.at[2], 8000000);
+    CHECK_EQ_I64(x.at[1], 8000000);
+    CHECK_EQ_I64(x.at[2], 8000000); /* the last of its flows, 7 -> 0 */
+    /* a ring step alone behind rack links of half a NIC: exactly, only the flows 3 -> 4 and
+     * 7 -> 0 cross them (the step is split); grouped, all move at 0.5 GB/s as one */
+    for (int whole = 0; whole <= 1; whole++) {
+        net_t *n = net_new_racks(8, 1e9, 0, 4, 0.5e9);
+        net_set_whole(n, whole);
+        tag_log_t l = {0};
+        CHECK_EQ_I64(net_add_ring(n, 0, 1000000, 3), 1);
+        run_out(n, 0, on_tag, &l, &l.now, !whole);
+        CHECK_EQ_I64(l.at[3], 2000000);
+        CHECK_EQ_I64(net_active(n), 0);
+        net_destroy(&n);
+    }
+    /* Random mixes with ring steps among the transfers (one switch and racks, a core limit):
+     * grouped, every computation feasible and the kept state against its rebuild (inside),
+     * and starting at the first level a change can alter gives the finishes of computations
+     * from scratch; exact, the rates against the per-flow reference. */
+    static const int per_rack[] = {0, 4, 8};
+    int64_t kept = 0, last;
+    int splits = 0;
+    for (uint64_t seed = 401; seed <= 412; seed++) {
+        int k = (int)(seed % 3), N = per_rack[k] ? per_rack[k] * 6 : 40;
+        double core = seed % 4 == 0 ? 0.3e9 * N : 0;
+        mix_net_t ref = {per_rack[k], 1e9 * (per_rack[k] ? per_rack[k] : 1) * 0.4, 0, 1, 0, 0,
+                         1};
+        mix_net_t got = ref;
+        got.from_scratch = 0;
+        maxmin_mix_net(seed, N, 96, core, 1, &ref, &last, &splits);
+        maxmin_mix_net(seed, N, 96, core, 1, &got, &last, &splits);
+        CHECK(got.finish_hash == ref.finish_hash,
+              "seed %llu, N %d: finishes differ from those computed from scratch",
+              (unsigned long long)seed, N);
+        kept += got.restarts;
+        maxmin_mix_net(seed, N, 96, core, 0, &got, &last, &splits);
+    }
+    CHECK(kept > 0, "no computation kept levels beside ring steps");
 }
 
 TEST(net_verify_maxmin_fails_on_rates_that_are_not_maxmin)
