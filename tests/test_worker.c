@@ -304,6 +304,41 @@ TEST(worker_tensor_scale_runs_the_full_size_plan)
     unsetenv("EMU_TENSOR_SCALE");
 }
 
+/* Under emulated compute a shard's APPLY lasts the cost model's time for the full-size block
+ * (its bytes x the workers over the cluster's server_gbps, as the simulator prices it), at
+ * S = 1 and at S = 4 alike: the host's own SGD pass, on a host that is not the cluster's
+ * server, neither shortens it (S = 1) nor, multiplied by S, lengthens it. */
+TEST(worker_emulated_apply_lasts_the_cost_models_time)
+{
+    char prof[600], trace[600], merged[700];
+    snprintf(prof, sizeof prof, "%s/mlp-apply.csv", test_tmpdir());
+    wt_mlp_profile(prof, 1000000);
+    const double server_Bps = 0.2e9 / 8;
+    for (int scale = 1; scale <= 4; scale *= 4) {
+        snprintf(trace, sizeof trace, "%s/apply%d", test_tmpdir(), scale);
+        snprintf(merged, sizeof merged, "%s.csv", trace);
+        worker_config_t c;
+        wt_emulated_config(&c, "ps", prof, "defaults", trace, 3);
+        fixture_set(&c.job, "cluster.server_gbps=0.2");
+        fixture_set(&c.job, "tensor_scale=%d", scale);
+        REQUIRE(bsp_launch(&c, 2) == 0, "ps at tensor_scale %d", scale);
+        int n = 0, applies = 0;
+        wt_row_t *v = wt_trace_read(merged, &n);
+        REQUIRE(v, "no merged trace %s", merged);
+        for (int i = 0; i < n; i++) {
+            if (strcmp(v[i].op, "APPLY") || v[i].bytes <= 0) continue;
+            applies++;
+            double want_ms = (double)v[i].bytes * 2 / server_Bps * 1e3;
+            double ms = (v[i].t1 - v[i].t0) * 1e-6;
+            CHECK(ms >= 0.99 * want_ms && ms < 3 * want_ms + 50,
+                  "S = %d: APPLY of %s (%lld bytes) lasted %.3f ms, the model says %.3f", scale,
+                  v[i].layer, v[i].bytes, ms, want_ms);
+        }
+        free(v);
+        CHECK(applies > 0, "S = %d: no APPLY rows", scale);
+    }
+}
+
 /* At a bf16 wire the scaled tensors are cut in values of 2 bytes: the trace says half of
  * fp32's full-size bytes for every exchange, at S = 1 and at S = 4 alike. */
 TEST(worker_tensor_scale_at_a_bf16_wire_halves_every_exchange)

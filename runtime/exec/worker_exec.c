@@ -266,12 +266,10 @@ void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t
     int64_t t0 = clock_now_ns();
     sgd_range(w, (int64_t)offset, (int64_t)count, params, grad_sum, w->hist_server + offset,
               1.0f / (float)w->replicas, t);
-    if (w->scale > 1) { /* the full-size block's apply: S times this one's, or the model's */
+    if (w->emulate) { /* the full-size block's apply on the cluster's server: the model's */
         const cluster_t *c = &w->plan.cluster;
         double full = (double)count * worker_value_bytes(w) * w->scale * w->plan.workers;
-        int64_t model = c->server_Bps > 0 ? llround(full / c->server_Bps * 1e9) : 0;
-        int64_t host = worker_scaled_work_ns(w, clock_now_ns() - t0, 1);
-        clock_sleep_until_ns(t0 + (host > model ? host : model));
+        if (c->server_Bps > 0) clock_sleep_until_ns(t0 + llround(full / c->server_Bps * 1e9));
     }
     if (w->trace) {
         int l = entry_layer(w, offset);
@@ -939,18 +937,13 @@ static void sync_update(syncer_t *sy, int64_t t, int s)
                   stash + (size_t)rows * wu->m, wu->n, 0.0f, gsum, wu->n);
     if (w->ustash) /* waits for the GEMMs */
         compute_download(uc, wu->gsum, w->ugsum, (size_t)wu->m * wu->n * 4);
-    int64_t t1 = clock_now_ns();
     pthread_mutex_lock(&wu->lock);
     sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->gsum,
               w->hist_local + wu->w_off, 1.0f, t);
     pthread_mutex_unlock(&wu->lock);
-    if (w->scale > 1) { /* the full-size rebuild and step, at least the model's UPDATE */
-        int64_t host = worker_scaled_work_ns(w, t1 - t0, 1.5) +
-                       worker_scaled_work_ns(w, clock_now_ns() - t1, 1);
-        int64_t model = w->times.update_flops > 0
-                            ? llround(sy->po->flops / w->times.update_flops * 1e9) : 0;
-        clock_sleep_until_ns(t0 + (host > model ? host : model));
-    }
+    if (w->emulate && w->times.update_flops > 0) /* the full-size rebuild and step on the
+                                                  * cluster's device: the model's UPDATE */
+        clock_sleep_until_ns(t0 + llround(sy->po->flops / w->times.update_flops * 1e9));
     pthread_mutex_unlock(&w->update_mu);
 }
 

@@ -10,8 +10,9 @@
  * (experiments/emucluster.sh -s S, and the probe's result is multiplied back by S), so each
  * message takes the wire time it takes at full size; per-message costs (latency, headers,
  * the host's work per message) stay as they are. The host's own work on the values (the
- * shards' apply, the SFB rebuild) shrinks with them and is slept back up to the full size
- * (worker_scaled_work_ns).
+ * shards' apply, the SFB rebuild) shrinks with them; under emulated compute it lasts the cost
+ * model's time for the full size, as FWD and BWD last the profile's, at any S
+ * (worker_exec.c: worker_shard_update, the SFB update).
  */
 #include "runtime/exec/worker_state.h"
 
@@ -82,9 +83,4 @@ void worker_scale_layers(worker_t *w)
     w->layer_off = NULL, w->entries = NULL, w->n_entries = 0;
     char err[256];
     ASSERT(worker_entries_build(w, err, sizeof err) == 0, "%s", err);
-}
-
-int64_t worker_scaled_work_ns(const worker_t *w, int64_t measured_ns, double power)
-{
-    return llround((double)measured_ns * pow((double)w->scale, power));
 }

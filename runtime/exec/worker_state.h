@@ -369,11 +369,6 @@ int64_t worker_scaled_ps_floats(const worker_t *w, int64_t bytes);
  * (layer_w, layer_b), and the parameter entries rebuilt on them. */
 void worker_scale_layers(worker_t *w);
 
-/* The host's time for the full-size work of which the scaled tensors took measured_ns:
- * measured x S^power (S for a linear pass such as an SGD step, S^1.5 for an SFB rebuild,
- * whose GEMMs shrink in all three dimensions). An emulated APPLY or UPDATE sleeps up to
- * this, or to the cost model's time if that is longer. */
-int64_t worker_scaled_work_ns(const worker_t *w, int64_t measured_ns, double power);
 
 /* ---- the executor (runtime/exec/worker_exec.c) ---- */
 
