@@ -103,6 +103,19 @@
  *   the counters of the instances that wait on it. Iterations are unrolled: instance (op, t)
  *   only waits on iterations t and t - iter_back.
  *
+ * Loss scaling (precision = fp16, torch.amp's GradScaler). The step of iteration t is taken
+ * only if no gradient of t, on any node, holds an inf or a NaN; else every node skips it and
+ * halves the loss scale. With WFBP a unit's update would otherwise follow its own sync, before
+ * the lower layers' gradients exist, so the plan defers it: one OP_VERDICT per node and
+ * iteration (unit 0, RES_UPDATE, no FLOPs) waits for every gradient of t on the node: BWD(0),
+ * each LREDUCE, each ALLREDUCE and SFB received (their sums and factors are the same on every
+ * node, so each node judges them alike without a message), and VERDICT at t-1; and every
+ * update waits for VERDICT(t): SFB's UPDATE, and an OP_UPDATE (no FLOPs) that each all-reduce
+ * unit, and each unit a node of several devices applies itself, gets for the step its ALLREDUCE
+ * or LREDUCE took before. BWD(u) then also waits for that UPDATE at t-back (it reads the
+ * gradient buffer BWD refills). The PS's shards see only their blocks and are not in this
+ * deferral yet. At any other precision none of these ops or edges exists.
+ *
  * Precision. Every byte count (tensors, PS pieces, KV blocks, SFB factors, ring chunks, the
  * local steps) is at the wire precision: 2 bytes a value at bf16 or fp16, half of fp32's, so
  * the methods' costs, the hybrid choices and what the simulator moves all follow from it.
@@ -136,6 +149,8 @@ typedef enum {
     OP_LREDUCE,   /* a node's devices reduce their gradients (or gather SFB factors) over
                      the node's interconnect: only with devices_per_node > 1 */
     OP_LBCAST,    /* the node broadcasts the synced parameters to its devices */
+    OP_VERDICT,   /* precision = fp16: every gradient of the iteration is in and checked for
+                     inf and NaN; the step is taken or skipped (see "Loss scaling") */
     OP_KIND_COUNT
 } op_kind_t;
 
@@ -201,6 +216,7 @@ typedef struct {
     int op_fwd, op_bwd, op_push, op_apply, op_pull, op_sfb, op_update;
     int op_allreduce;     /* the OP_ALLREDUCE of the unit's bucket, shared by its members */
     int op_lreduce, op_lbcast; /* devices_per_node > 1: the local steps (else -1) */
+    int op_verdict;       /* precision = fp16: the node's OP_VERDICT, shared by every unit */
     int64_t lreduce_bytes, lbcast_bytes; /* what they move over the interconnect */
 } plan_unit_t;                /* op_*: -1 when the unit has no such op */
 

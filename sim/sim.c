@@ -212,6 +212,7 @@ static int64_t op_duration(sim_t *s, int op, int node)
     case OP_FWD: ns = (double)s->tm->fwd_ns[po->unit]; break;
     case OP_BWD: ns = (double)s->tm->bwd_ns[po->unit]; break;
     case OP_UPDATE: ns = po->flops / s->tm->update_flops * 1e9; break;
+    case OP_VERDICT: return 0; /* a barrier: the gradients' checks cost no modelled time */
     case OP_LREDUCE:
     case OP_LBCAST: /* the interconnect, one transfer at a time: latency + bytes / bandwidth */
         return p->cluster.intra_lat_ns + llround((double)po->bytes / p->cluster.intra_Bps * 1e9);
