@@ -173,6 +173,17 @@ struct worker {
      * for the others. */
     int *op_efd;
     pthread_mutex_t update_mu; /* RES_UPDATE: one at a time per node */
+    /* precision = fp16's loss scaling (core/plan.h, "Loss scaling"), under mu: the scale the
+     * next backward multiplies the loss gradient by and the good steps since it last changed;
+     * per slot (iteration t at t % n_slots): an inf or NaN seen among t's gradients so far,
+     * and VERDICT(t)'s ruling, the scale t's backward used (its updates divide by it) and
+     * whether the step is skipped. Every node sees the same sums and factors, so every node
+     * rules alike. */
+    float ls_scale;
+    int64_t ls_good;
+    bool *ls_bad, *ls_skip;
+    float *ls_used;
+    int ls_inject_op;          /* overflow_at: the op whose gradient gets the inf; -1: none */
 
     coord_server_t *cs;
     coord_client_t *cl;
@@ -374,6 +385,29 @@ void worker_scale_layers(worker_t *w);
  * whose GEMMs shrink in all three dimensions). An emulated APPLY or UPDATE sleeps up to
  * this, or to the cost model's time if that is longer. */
 int64_t worker_scaled_work_ns(const worker_t *w, int64_t measured_ns, double power);
+
+/* ---- precision = fp16's loss scaling (runtime/exec/worker_loss_scale.c) ---- */
+
+/* The scale at job.train.loss_scale_init, the rulings' slots, the op that overflow_at
+ * injects into (the plan is built); fini frees them. */
+void worker_ls_init(worker_t *w);
+void worker_ls_fini(worker_t *w);
+/* Whether the plan scales the loss (it has a VERDICT: precision = fp16). */
+bool worker_ls_on(const worker_t *w);
+/* The scale the next backward multiplies the loss gradient by (1 when not on). Under BSP the
+ * backward of t runs after every update of t - 1, so after VERDICT(t - 1): every node reads
+ * the same. */
+float worker_ls_scale(worker_t *w);
+/* overflow_at: an inf into g[0] when (op, t) is the sync the key names on this rank. */
+void worker_ls_inject(worker_t *w, int op, int64_t t, float *g);
+/* Iteration t's gradients g (n floats, as every node has them) are in: an inf or a NaN among
+ * them skips the step. */
+void worker_ls_note(worker_t *w, int64_t t, const float *g, int64_t n);
+/* VERDICT(t): every gradient of t is noted; the ruling, and the scale moves. */
+void worker_ls_verdict(worker_t *w, int64_t t);
+/* An update of iteration t: whether to take it, and *unscale = 1 / the scale t's backward
+ * used (1 when not on). */
+bool worker_ls_step(worker_t *w, int64_t t, float *unscale);
 
 /* ---- the executor (runtime/exec/worker_exec.c) ---- */
 
