@@ -572,6 +572,10 @@ static void checkpoint_take(worker_t *w, int64_t k)
     h.loss_n = w->loss_n;
     h.correct = w->correct;
     h.report_iter0 = w->report_iter0;
+    pthread_mutex_lock(&w->mu); /* VERDICT(k - 1) has ruled: the scale of k's backward */
+    h.loss_scale = w->ls_scale;
+    h.loss_scale_good = w->ls_good;
+    pthread_mutex_unlock(&w->mu);
     /* the other devices wait at the top of iteration k (device_main): their nets are still */
     job_ckpt_state_t st = worker_ckpt_state(w, &h);
     for (int d = 0; d < w->devices; d++)
