@@ -354,8 +354,7 @@ static int parse_options(train_args_t *a, job_sets_t *s, int argc, char **argv)
 
 /* The precisions the runtime cannot run yet, each refused with one line naming the key and
  * what is allowed: half arithmetic on a GPU (the CPU computes in fp32: docs/precision.md);
- * fp16's loss scaling on one replica, under SSP, or through the PS. Returns 1 after printing
- * it, else 0. */
+ * fp16's loss scaling on one replica or under SSP. Returns 1 after printing it, else 0. */
 static int precision_refused(const train_args_t *a, const experiment_t *job)
 {
     if (job->precision != PRECISION_FP32 && a->cfg.device != COMPUTE_CPU) {
@@ -367,7 +366,6 @@ static int precision_refused(const train_args_t *a, const experiment_t *job)
         return 1;
     }
     if (job->precision != PRECISION_FP16) return 0;
-    char sb[64];
     if (!a->dist || (job->nodes[0] < 2 && job->cluster.devices_per_node < 2)) {
         fprintf(stderr, "poseidon train: %s: expected precision = fp32 | bf16 on one worker "
                         "of one device (the loss scaling runs on several: --workers N or "
@@ -378,13 +376,6 @@ static int precision_refused(const train_args_t *a, const experiment_t *job)
         fprintf(stderr, "poseidon train: %s: expected consistency = bsp with precision = fp16 "
                         "(each backward scales by the verdict of the iteration before), got "
                         "consistency = ssp:%d\n", job->precision_at, job->staleness);
-        return 1;
-    }
-    if (job->nodes[0] > 1 && !(job->scheme.base == SCHEME_ALLREDUCE && job->scheme.wfbp)) {
-        fprintf(stderr, "poseidon train: %s: expected scheme = allreduce+wfbp with precision = "
-                        "fp16 on several nodes (the PS shards do not wait for the loss "
-                        "scaling's verdict yet), got scheme = %s\n", job->precision_at,
-                scheme_name(job->scheme, sb, sizeof sb));
         return 1;
     }
     return 0;

@@ -15,6 +15,7 @@
 #include "core/job.h"
 #include "core/model.h"
 #include "core/plan.h"
+#include "runtime/sync/vote.h"
 #include "sim/simrun.h"
 #include "tests/exp_fixture.h"
 #include "tests/test.h"
@@ -140,6 +141,89 @@ TEST(loss_scale_plan_defers_every_update_to_the_verdict_under_fp16_only)
     }
 }
 
+/* With PS units every worker votes to every other, the verdict waits for the votes, every
+ * shard's APPLY for its node's verdict, and the first backward for the previous verdict. */
+TEST(loss_scale_plan_has_the_votes_under_fp16_with_the_ps)
+{
+    static const char *const schemes[] = {"ps", "ps+wfbp", "sfb+wfbp", "hybrid", "hybrid3"};
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+        char extra[256];
+        model_t m;
+        plan_t p;
+        snprintf(extra, sizeof extra, "sweep_nodes = 4\nsweep_schemes = %s\nkv_block_mb = 0\n"
+                 "precision = fp16\nwire_precision = fp16\n", schemes[i]);
+        plan_of(&p, &m, extra);
+        int v = p.units[0].op_verdict, vote = p.units[0].op_vote, U = p.n_units;
+        bool ps = false;
+        for (int u = 0; u < U; u++) ps |= p.units[u].ps_bytes > 0;
+        REQUIRE(v >= 0, "%s: no verdict", schemes[i]);
+        CHECK(has_dep(&p, p.units[U - 1].op_bwd, v, DEP_LOCAL, 1), "%s: first BWD", schemes[i]);
+        CHECK((vote >= 0) == ps && n_kind(&p, OP_VOTE) == (ps ? 1 : 0), "%s: votes", schemes[i]);
+        if (vote >= 0) {
+            CHECK(has_dep(&p, v, vote, DEP_RECV, 0) && plan_n_sources(&p, vote, 1) == 3 &&
+                      plan_n_dests(&p, vote, 2) == 3, "%s: the votes' pattern", schemes[i]);
+            int64_t bytes;
+            CHECK(plan_dest(&p, vote, 0, 0, &bytes) == 1 && bytes == PLAN_VOTE_BYTES,
+                  "%s: a vote's bytes", schemes[i]);
+        }
+        for (int u = 0; u < U; u++) {
+            const plan_unit_t *un = &p.units[u];
+            if (un->op_apply >= 0)
+                CHECK(has_dep(&p, un->op_apply, v, DEP_LOCAL, 0), "%s: APPLY of %d", schemes[i], u);
+            if (un->op_push >= 0)
+                CHECK(has_dep(&p, vote, un->op_push, DEP_LOCAL, 0), "%s: PUSH of %d", schemes[i], u);
+        }
+        plan_fini(&p);
+        model_fini(&m);
+        /* at bf16 none of it */
+        snprintf(extra, sizeof extra, "sweep_nodes = 4\nsweep_schemes = %s\nkv_block_mb = 0\n"
+                 "precision = bf16\n", schemes[i]);
+        plan_of(&p, &m, extra);
+        CHECK(n_kind(&p, OP_VOTE) == 0 && n_kind(&p, OP_VERDICT) == 0, "%s at bf16", schemes[i]);
+        plan_fini(&p);
+        model_fini(&m);
+    }
+}
+
+/* What the network sends as a vote counts only if it is one: from another rank of the job,
+ * one byte of 0 or 1, of the iteration collected or the next. */
+TEST(loss_scale_votes_from_the_network_are_judged)
+{
+    static const unsigned char one = 1, two = 2, pair[2] = {0, 1};
+    msg_header_t h = {.type = MSG_LS_VOTE, .layer = -1, .iteration = 5, .length = 1};
+    int vote = -1;
+    const char *why;
+    CHECK(vote_judge(4, 0, 5, &h, 2, &one, 1, &vote, &why) == 0 && vote == 1, "a good vote");
+    h.iteration = 6;
+    CHECK(vote_judge(4, 0, 5, &h, 3, &one, 1, &vote, &why) == 1, "a vote of the next iteration");
+    static const struct {
+        int64_t iteration;
+        int peer;
+        const void *data;
+        size_t bytes, length;
+        const char *want;
+    } bad[] = {
+        {5, 4, &one, 1, 1, "not from another rank"},  /* no such rank */
+        {5, -1, &one, 1, 1, "not from another rank"},
+        {5, 0, &one, 1, 1, "not from another rank"},  /* itself */
+        {5, 1, &two, 1, 1, "malformed"},
+        {5, 1, pair, 2, 2, "malformed"},
+        {5, 1, NULL, 0, 0, "malformed"},
+        {4, 1, &one, 1, 1, "iteration not in flight"},
+        {7, 1, &one, 1, 1, "iteration not in flight"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        h.iteration = bad[i].iteration;
+        h.length = bad[i].length;
+        why = NULL;
+        CHECK(vote_judge(4, 0, 5, &h, bad[i].peer, bad[i].data, bad[i].bytes, &vote, &why) == -1 &&
+                  why && strstr(why, bad[i].want),
+              "case %zu: %s", i, why ? why : "accepted");
+    }
+    h = (msg_header_t){.type = MSG_SFB_U, .iteration = 5, .length = 1};
+    CHECK(vote_judge(4, 0, 5, &h, 1, &one, 1, &vote, &why) == -1, "another type counted");
+}
+
 /* The deferral costs overlap the simulator prices: VGG19's all-reduce on 8 nodes at 1 GbE is
  * slower under fp16 than under bf16 with the same wire (the same bytes: the ring of fc6 ends
  * after conv1.1's, and the first layers' next forward now waits for it), and LeNet's is no
@@ -176,17 +260,24 @@ TEST(loss_scale_sim_prices_the_deferred_updates)
 
 #define LS_OUT 65536
 
-/* LeNet on synthetic data over `nodes` x `devices`, fp16 on the wire, the scale starting at
- * 64 (this job's gradients never overflow at it), `extra` appended. */
-static int ls_run(char *out, int nodes, int devices, const char *extra)
+/* LeNet on synthetic data over `nodes` x `devices` with `scheme`, fp16 on the wire, the
+ * scale starting at 64 (this job's gradients never overflow at it), `extra` appended. */
+static int ls_run_scheme(char *out, const char *scheme, int nodes, int devices,
+                         const char *extra)
 {
     return test_run(out, LS_OUT,
                     "%s/poseidon train --workers %d --devices-per-node %d --model "
-                    "models/lenet.net --scheme allreduce+wfbp --data synthetic --synthetic-n 384 "
+                    "models/lenet.net --scheme %s --data synthetic --synthetic-n 384 "
                     "--batch 8 --lr 0.05 --no-eval --no-probe --insecure --job-out none "
-                    "--report-every 1 --timeout-ms 30000 --set cluster.interconnect=pcie4 "
-                    "--set precision=fp16 --set wire_precision=fp16 --set loss_scale_init=64 %s",
-                    test_build_dir(), nodes, devices, extra);
+                    "--report-every 1 --timeout-ms 30000 --kv-block-mb 0.25 "
+                    "--set cluster.interconnect=pcie4 --set precision=fp16 "
+                    "--set wire_precision=fp16 --set loss_scale_init=64 %s",
+                    test_build_dir(), nodes, devices, scheme, extra);
+}
+
+static int ls_run(char *out, int nodes, int devices, const char *extra)
+{
+    return ls_run_scheme(out, "allreduce+wfbp", nodes, devices, extra);
 }
 
 static int ls_same(const char *a, const char *b)
@@ -209,25 +300,25 @@ static bool every_rank_said(const char *out, int nodes, const char *what)
 /* An inf in rank `rank`'s gradient at iteration 3: the run of 4 iterations ends where the run
  * of 3 without it ended, on every replica; every rank halves the scale; a 5th iteration is
  * taken, and the replicas stay identical. */
-static void ls_overflow_case(int nodes, int devices, int rank)
+static void ls_overflow_scheme(const char *scheme, int nodes, int devices, int rank)
 {
     static char out[LS_OUT];
     const char *d = test_tmpdir();
     char extra[700];
     snprintf(extra, sizeof extra, "--iterations 3 --params-out %s/three", d);
-    int rc = ls_run(out, nodes, devices, extra);
+    int rc = ls_run_scheme(out, scheme, nodes, devices, extra);
     REQUIRE(rc == 0, "3 iterations exited %d:\n%s", rc, out);
-    CHECK(!strstr(out, "skipped"), "a step skipped without an inf:\n%s", out);
+    CHECK(!strstr(out, "skipped"), "%s: a step skipped without an inf:\n%s", scheme, out);
     snprintf(extra, sizeof extra, "--iterations 4 --params-out %s/four --set overflow_at=%d:3", d,
              rank);
-    rc = ls_run(out, nodes, devices, extra);
+    rc = ls_run_scheme(out, scheme, nodes, devices, extra);
     REQUIRE(rc == 0, "4 iterations exited %d:\n%s", rc, out);
     CHECK(every_rank_said(out, nodes, "iteration 3: inf or NaN in the gradients: step skipped, "
                                       "loss scale 64 -> 32"),
           "not every rank skipped iteration 3 and halved the scale:\n%s", out);
     snprintf(extra, sizeof extra, "--iterations 5 --params-out %s/five --set overflow_at=%d:3", d,
              rank);
-    rc = ls_run(out, nodes, devices, extra);
+    rc = ls_run_scheme(out, scheme, nodes, devices, extra);
     REQUIRE(rc == 0, "5 iterations exited %d:\n%s", rc, out);
     CHECK(!strstr(out, "iteration 4: inf"), "iteration 4 skipped too:\n%s", out);
     for (int r = 0; r < nodes; r++)
@@ -246,9 +337,24 @@ static void ls_overflow_case(int nodes, int devices, int rank)
         }
 }
 
+static void ls_overflow_case(int nodes, int devices, int rank)
+{
+    ls_overflow_scheme("allreduce+wfbp", nodes, devices, rank);
+}
+
 TEST(loss_scale_overflow_skips_the_step_allreduce) { ls_overflow_case(3, 1, 1); }
 TEST(loss_scale_overflow_skips_the_step_allreduce_two_devices) { ls_overflow_case(2, 2, 1); }
 TEST(loss_scale_overflow_skips_the_step_one_node_two_devices) { ls_overflow_case(1, 2, 0); }
+/* through the PS: every shard skips the apply of the step one worker's vote condemned */
+TEST(loss_scale_overflow_skips_the_step_ps) { ls_overflow_scheme("ps", 3, 1, 2); }
+TEST(loss_scale_overflow_skips_the_step_ps_wfbp) { ls_overflow_scheme("ps+wfbp", 3, 1, 1); }
+TEST(loss_scale_overflow_skips_the_step_sfb) { ls_overflow_scheme("sfb+wfbp", 3, 1, 1); }
+TEST(loss_scale_overflow_skips_the_step_hybrid) { ls_overflow_scheme("hybrid", 3, 1, 0); }
+TEST(loss_scale_overflow_skips_the_step_hybrid3) { ls_overflow_scheme("hybrid3", 3, 1, 1); }
+TEST(loss_scale_overflow_skips_the_step_hybrid_two_devices)
+{
+    ls_overflow_scheme("hybrid", 2, 2, 1);
+}
 
 /* The scale doubles after every `interval` good steps, on every rank alike. */
 TEST(loss_scale_grows_after_its_interval)

@@ -275,15 +275,10 @@ static void refused(const char *keys, const char *want)
 
 TEST(wire_train_refuses_what_the_runtime_cannot_run)
 {
-    /* fp16's loss scaling runs on the all-reduce of several replicas, under BSP */
-    refused("--set precision=fp16", "expected scheme = allreduce+wfbp with precision = fp16 on "
-                                    "several nodes (the PS shards do not wait for the loss "
-                                    "scaling's verdict yet), got scheme = hybrid");
-    refused("--set precision=fp16 --set wire_precision=fp16 --scheme sfb+wfbp",
-            "got scheme = sfb+wfbp");
+    /* fp16's loss scaling runs on several replicas, under BSP */
     refused("--set precision=fp16 --scheme allreduce+wfbp --ssp 1",
             "expected consistency = bsp with precision = fp16");
-    refused("--set precision=fp16 --scheme allreduce+wfbp --workers 1",
+    refused("--set precision=fp16 --scheme hybrid --workers 1",
             "expected precision = fp32 | bf16 on one worker of one device");
     refused("--set precision=bf16 --device cuda", "expected precision = fp32 with --device cuda");
     refused("--set precision=bf16 --set wire_precision=fp16",

@@ -265,8 +265,10 @@ void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t
 {
     worker_t *w = arg;
     int64_t t0 = clock_now_ns();
+    float unscale; /* fp16: the shard applies only what VERDICT(t) took (worker_shard_ready) */
+    worker_ls_step(w, t, &unscale);
     sgd_range(w, (int64_t)offset, (int64_t)count, params, grad_sum, w->hist_server + offset,
-              1.0f / (float)w->replicas, t);
+              1.0f / (float)w->replicas * unscale, t);
     if (w->scale > 1) { /* the full-size block's apply: S times this one's, or the model's */
         const cluster_t *c = &w->plan.cluster;
         double full = (double)count * worker_value_bytes(w) * w->scale * w->plan.workers;
@@ -889,6 +891,8 @@ static int64_t sync_push(syncer_t *sy, int64_t t, int s)
 {
     wk_unit_t *wu = sy->wu;
     progress(sy->w, sy->op, t, "PS push of layer %s to the shards", sy->name);
+    worker_ls_inject(sy->w, sy->op, t, wu->gslot[s]); /* fp16: its VOTE says what it sends */
+    worker_ls_note_own(sy->w, t, wu->gslot[s], wu->ps_count);
     if (ps_client_push(sy->pc, t, sy->layer, (uint64_t)wu->ps_off, (uint64_t)wu->ps_count,
                        wu->gslot[s]) ||
         ps_client_wait_sent(sy->pc))
@@ -1050,6 +1054,7 @@ static int64_t sync_instance(syncer_t *sy, int64_t t, int64_t *t0)
         else sync_update_node(sy, t, s);
         return 0;
     case OP_VERDICT: worker_ls_verdict(sy->w, t); return 0;
+    case OP_VOTE: worker_ls_vote(sy->w, t); return sy->po->bytes * (sy->w->world - 1);
     case OP_ALLREDUCE: return sync_allreduce(sy, t, s);
     case OP_LREDUCE:
     case OP_LBCAST: return sync_local(sy, t, s, t0);

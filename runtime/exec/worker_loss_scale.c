@@ -11,22 +11,28 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "runtime/sync/vote.h"
+#include "runtime/sync/wire.h"
+#include "runtime/transport/reject_log.h"
 
 void worker_ls_init(worker_t *w)
 {
     w->ls_scale = (float)w->job->train.loss_scale_init;
     w->ls_good = 0;
+    w->ls_ruled = 0;
     w->ls_bad = xcalloc((size_t)w->n_slots, sizeof *w->ls_bad);
     w->ls_skip = xcalloc((size_t)w->n_slots, sizeof *w->ls_skip);
     w->ls_used = xcalloc((size_t)w->n_slots, sizeof *w->ls_used);
+    w->ls_vote = xcalloc((size_t)w->n_slots, sizeof *w->ls_vote);
+    w->ls_early = xcalloc((size_t)w->world + 1, 1);
     /* the inf goes into the first sync of a gradient that the plan runs: the first
-     * all-reduce, else the first local reduce whose node updates the unit itself */
+     * all-reduce or push, else the first local reduce whose node updates the unit itself */
     w->ls_inject_op = -1;
     const plan_t *p = &w->plan;
     for (int pass = 0; pass < 2 && w->ls_inject_op < 0; pass++)
         for (int op = 0; op < p->n_ops && w->ls_inject_op < 0; op++) {
             const plan_op_t *po = &p->ops[op];
-            if (pass == 0 ? po->kind == OP_ALLREDUCE
+            if (pass == 0 ? po->kind == OP_ALLREDUCE || po->kind == OP_PUSH
                           : po->kind == OP_LREDUCE && wk_unit_updates_locally(&p->units[po->unit]))
                 w->ls_inject_op = op;
         }
@@ -37,8 +43,11 @@ void worker_ls_fini(worker_t *w)
     free(w->ls_bad);
     free(w->ls_skip);
     free(w->ls_used);
-    w->ls_bad = w->ls_skip = NULL;
+    free(w->ls_vote);
+    free(w->ls_early);
+    w->ls_bad = w->ls_skip = w->ls_vote = NULL;
     w->ls_used = NULL;
+    w->ls_early = NULL;
 }
 
 bool worker_ls_on(const worker_t *w)
@@ -93,7 +102,9 @@ void worker_ls_verdict(worker_t *w, int64_t t)
         w->ls_good = 0;
     }
     float after = w->ls_scale;
+    w->ls_ruled = t + 1;
     pthread_mutex_unlock(&w->mu);
+    if (w->ps) ps_server_kick(w->ps); /* its applies of t wait for this ruling */
     if (bad)
         log_info("rank %d: iteration %lld: inf or NaN in the gradients: step skipped, loss "
                  "scale %g -> %g", w->rank, (long long)t, before, after);
@@ -113,4 +124,82 @@ bool worker_ls_step(worker_t *w, int64_t t, float *unscale)
     *unscale = 1.0f / w->ls_used[s]; /* exact: a power of two */
     pthread_mutex_unlock(&w->mu);
     return take;
+}
+
+void worker_ls_note_own(worker_t *w, int64_t t, const float *g, int64_t n)
+{
+    if (!worker_ls_on(w) || !wire_overflows(w->plan.wire_precision, g, (size_t)n)) return;
+    pthread_mutex_lock(&w->mu);
+    w->ls_vote[t % w->n_slots] = true;
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* One vote m that came while VOTE(t) collects: taken into got[] (per rank, 1 + the vote),
+ * kept in ls_early for t + 1, or refused with a log naming the peer (runtime/sync/vote.h;
+ * and a second vote of a rank). */
+static void vote_take(worker_t *w, int64_t t, const comm_msg_t *m, unsigned char *got)
+{
+    const char *why = NULL;
+    int p = m->peer, vote = 0;
+    int when = vote_judge(w->world, w->rank, t, &m->hdr, p,
+                          m->has_payload ? comm_msg_data(m) : NULL,
+                          m->has_payload ? comm_msg_bytes(m) : 0, &vote, &why);
+    unsigned char *into = when == 0 ? got : w->ls_early;
+    if (when >= 0 && into[p]) why = "second vote";
+    if (why) {
+        char source[48];
+        snprintf(source, sizeof source, "loss-scale votes/rank %d", p);
+        reject_log(source, "rank %d: refused %s of iteration %lld from rank %d (waiting for "
+                   "iteration %lld): %s", w->rank, msg_type_name(m->hdr.type),
+                   (long long)m->hdr.iteration, p, (long long)t, why);
+        return;
+    }
+    into[p] = (unsigned char)(1 + vote);
+}
+
+void worker_ls_vote(worker_t *w, int64_t t)
+{
+    int s = (int)(t % w->n_slots);
+    pthread_mutex_lock(&w->mu);
+    unsigned char mine = w->ls_vote[s];
+    w->ls_vote[s] = false;
+    pthread_mutex_unlock(&w->mu);
+    msg_header_t h = {.type = MSG_LS_VOTE, .layer = -1, .iteration = t, .length = 1};
+    for (int p = 0; p < w->world; p++)
+        if (p != w->rank && comm_send(w->probe_comm, p, h, &mine, 1, NULL))
+            coord_client_fail(w->cl, "loss-scaling vote of iteration %lld: cannot send to rank "
+                              "%d", (long long)t, p);
+    unsigned char *got = w->ls_early; /* the votes of t that came early */
+    w->ls_early = xcalloc((size_t)w->world + 1, 1);
+    int n = 0;
+    for (int p = 0; p < w->world; p++) n += got[p] != 0;
+    comm_match_t any = COMM_MATCH_ANY;
+    any.type = MSG_LS_VOTE;
+    while (n < w->world - 1) {
+        comm_msg_t m;
+        int rc = comm_recv(w->probe_comm, &any, &m, w->cfg->timeout_ms);
+        if (rc != 1)
+            coord_client_fail(w->cl, "loss-scaling votes of iteration %lld: %d of %d came "
+                              "within %d ms", (long long)t, n, w->world - 1, w->cfg->timeout_ms);
+        vote_take(w, t, &m, got);
+        comm_msg_close(&m);
+        n = 0;
+        for (int p = 0; p < w->world; p++) n += got[p] != 0;
+    }
+    bool bad = mine;
+    for (int p = 0; p < w->world; p++) bad |= got[p] == 2;
+    free(got);
+    if (!bad) return;
+    pthread_mutex_lock(&w->mu);
+    w->ls_bad[s] = true;
+    pthread_mutex_unlock(&w->mu);
+}
+
+int worker_shard_ready(void *arg, int64_t t)
+{
+    worker_t *w = arg;
+    pthread_mutex_lock(&w->mu);
+    int r = w->ls_ruled <= t ? -1 : !w->ls_skip[t % w->n_slots];
+    pthread_mutex_unlock(&w->mu);
+    return r;
 }

@@ -181,8 +181,12 @@ struct worker {
      * rules alike. */
     float ls_scale;
     int64_t ls_good;
-    bool *ls_bad, *ls_skip;
+    int64_t ls_ruled;          /* iterations VERDICT has ruled on (the shard asks) */
+    bool *ls_bad, *ls_skip, *ls_vote; /* ls_vote: this rank's own PS gradients (its VOTE) */
     float *ls_used;
+    /* VOTE's thread: the votes of the next iteration that came before this one's were all
+     * in, per rank (0: none, else 1 + the vote) */
+    unsigned char *ls_early;
     int ls_inject_op;          /* overflow_at: the op whose gradient gets the inf; -1: none */
 
     coord_server_t *cs;
@@ -403,8 +407,19 @@ void worker_ls_inject(worker_t *w, int op, int64_t t, float *g);
 /* Iteration t's gradients g (n floats, as every node has them) are in: an inf or a NaN among
  * them skips the step. */
 void worker_ls_note(worker_t *w, int64_t t, const float *g, int64_t n);
-/* VERDICT(t): every gradient of t is noted; the ruling, and the scale moves. */
+/* This rank's own gradients g of iteration t, as it pushes them to the shards: an inf or a
+ * NaN at the wire precision goes into its VOTE. */
+void worker_ls_note_own(worker_t *w, int64_t t, const float *g, int64_t n);
+/* VOTE(t): this rank's vote to every other rank, and theirs of t received (a vote from an
+ * unknown rank, for an iteration not in flight, a second one or a malformed one is refused
+ * with a log naming the peer); a bad one makes t's verdict bad. A failure ends the job. */
+void worker_ls_vote(worker_t *w, int64_t t);
+/* VERDICT(t): every gradient of t is noted; the ruling, and the scale moves (the colocated
+ * shard, waiting for it, is told). */
 void worker_ls_verdict(worker_t *w, int64_t t);
+/* The colocated shard's question (ps_server_config_t.ready): 1 apply iteration t, 0 skip
+ * it, -1 VERDICT(t) has not ruled yet. arg: the worker. */
+int worker_shard_ready(void *arg, int64_t t);
 /* An update of iteration t: whether to take it, and *unscale = 1 / the scale t's backward
  * used (1 when not on). */
 bool worker_ls_step(worker_t *w, int64_t t, float *unscale);
