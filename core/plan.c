@@ -825,7 +825,10 @@ static void plan_print_header(const plan_t *p, FILE *f, int csv, int local, int 
     if (p->units[0].op_verdict >= 0)
         fprintf(f, "# loss scaling (fp16): every update of an iteration waits for its VERDICT, "
                    "every gradient of the iteration in and checked for inf and NaN (a step "
-                   "with one is skipped on every node)\n");
+                   "with one is skipped on every node)%s\n",
+                p->units[0].op_vote >= 0 ? "; each worker's VOTE (1 byte) goes to every other, "
+                                           "and the shards' applies wait for the verdict too"
+                                         : "");
     if (p->send_order == SEND_ORDER_LAYER)
         fprintf(f, "# send order layer: transfers cut into slices of %lld bytes; on each link "
                    "the slice of the lowest send_prio goes first\n",
