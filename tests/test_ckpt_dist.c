@@ -163,14 +163,14 @@ TEST(ckpt_dist_bf16_hybrid_resumes_bit_exact) { cd_resume_with("hybrid", 2, 1, C
 TEST(ckpt_dist_bf16_devices_hybrid_resumes_bit_exact) { cd_resume_with("hybrid", 2, 2, CD_BF16); }
 
 /* fp16 with loss scaling: the scale and the good steps before it come back. From 256 with
- * an interval of 4 this job's scale doubles at iterations 3 and 7: the checkpoint of 6 holds
+ * an interval of 4 this job's scale doubles at iterations 3 and 7 (all-reduce or hybrid): the checkpoint of 6 holds
  * 512 and 2 good steps, and the resumed run doubles at 7 only if both were kept (the
  * replicas might not show a scale that changes no bit of what they compute). */
 #define CD_FP16 "--set precision=fp16 --set wire_precision=fp16 --set loss_scale_init=256 " \
                 "--set loss_scale_growth_interval=4"
-static void cd_fp16_case(int world, int devices)
+static void cd_fp16_case(const char *scheme, int world, int devices)
 {
-    const char *out = cd_resume_with("allreduce+wfbp", world, devices, CD_FP16);
+    const char *out = cd_resume_with(scheme, world, devices, CD_FP16);
     for (int r = 0; r < world; r++) {
         char want[160];
         snprintf(want, sizeof want, "rank %d: iteration 7: 4 good steps: loss scale 512 -> 1024",
@@ -178,8 +178,11 @@ static void cd_fp16_case(int world, int devices)
         CHECK(out && strstr(out, want), "no '%s' in the resumed run:\n%s", want, out);
     }
 }
-TEST(ckpt_dist_fp16_allreduce_resumes_bit_exact) { cd_fp16_case(3, 1); }
-TEST(ckpt_dist_fp16_devices_allreduce_resumes_bit_exact) { cd_fp16_case(2, 2); }
+TEST(ckpt_dist_fp16_allreduce_resumes_bit_exact) { cd_fp16_case("allreduce+wfbp", 3, 1); }
+TEST(ckpt_dist_fp16_devices_allreduce_resumes_bit_exact) { cd_fp16_case("allreduce+wfbp", 2, 2); }
+/* the shards: their values at the checkpoint, and the applies that wait for the verdict */
+TEST(ckpt_dist_fp16_hybrid_resumes_bit_exact) { cd_fp16_case("hybrid", 2, 1); }
+TEST(ckpt_dist_fp16_devices_hybrid_resumes_bit_exact) { cd_fp16_case("hybrid", 2, 2); }
 
 /* Two devices per node: each replica's dropout state is saved (LeNet draws masks on every
  * device) and the devices wait at the checkpoint; one node (its own update) too. */
