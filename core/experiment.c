@@ -151,6 +151,7 @@ const char *experiment_keys_help(void)
            "  loss_scale_growth_interval = N  precision = fp16: good steps in a row after\n"
            "                            which the loss scale doubles (2000)\n"
            "  overflow_at = R:T         tests: an inf in rank R's gradient at iteration T\n"
+           "                            (compute = real)\n"
            "sweeps (poseidon sim and plan run every configuration; train runs one):\n"
            "  sweep_nodes = 1,2,4       node counts to run\n"
            "  sweep_gbps = 40,10        NIC bandwidths to run\n"

@@ -1,8 +1,8 @@
 /* worker_loss_scale: precision = fp16's dynamic loss scaling on one rank, as torch.amp's
  * GradScaler does it (core/plan.h, "Loss scaling"): the backward scales the loss gradient by
  * S; the syncs note an inf or NaN among the iteration's gradients as every node has them (the
- * ring's sums, the SFB factors, a node's reduced gradient); VERDICT(t) rules once they are all
- * in: the step is skipped and S halved, or taken, S doubling after growth_interval good steps
+ * ring's sums, the SFB factors, a node's reduced gradient) and, with PS units, every worker's
+ * VOTE on the gradients it pushed; VERDICT(t) rules once they are all in: the step is skipped and S halved, or taken, S doubling after growth_interval good steps
  * in a row; the updates divide by the S their backward used. */
 #include "runtime/exec/worker_state.h"
 
@@ -67,7 +67,10 @@ float worker_ls_scale(worker_t *w)
 void worker_ls_inject(worker_t *w, int op, int64_t t, float *g)
 {
     const experiment_train_t *tr = &w->job->train;
-    if (op != w->ls_inject_op || w->rank != tr->overflow_rank || t != tr->overflow_iter) return;
+    /* emulated compute's gradients are one shared buffer of zeros, never written */
+    if (op != w->ls_inject_op || w->rank != tr->overflow_rank || t != tr->overflow_iter ||
+        w->emulate)
+        return;
     g[0] = INFINITY;
     log_info("rank %d: iteration %lld: an inf put into the gradient of layer %s (overflow_at)",
              w->rank, (long long)t, worker_unit_name(w, w->plan.ops[op].unit));
