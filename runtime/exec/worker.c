@@ -580,9 +580,12 @@ static void peers_connect(worker_t *w, char ***eps)
                      comm_endpoint(w->ucomm[u]));
     /* fp16's loss-scaling votes go to every peer over the probe's socket, idle since the
      * probe */
-    if (w->plan.units[0].op_vote >= 0)
+    if (w->plan.units[0].op_vote >= 0) {
+        log_info("rank %d endpoint: loss-scaling votes %s", w->rank,
+                 comm_endpoint(w->probe_comm));
         for (int r = 0; r < w->world; r++)
             if (r != w->rank) comm_connect(w->probe_comm, r, eps[r][0]);
+    }
     for (int u = 0; u < n_units; u++) {
         sync_method_t m = w->plan.units[u].method;
         if (m == SYNC_SFB)

@@ -150,8 +150,8 @@ static void vote_take(worker_t *w, int64_t t, const comm_msg_t *m, unsigned char
     unsigned char *into = when == 0 ? got : w->ls_early;
     if (when >= 0 && into[p]) why = "second vote";
     if (why) {
-        char source[48];
-        snprintf(source, sizeof source, "loss-scale votes/rank %d", p);
+        char source[96]; /* the limit's key: each reason of each peer logged on its own */
+        snprintf(source, sizeof source, "loss-scale votes/rank %d/%s", p, why);
         reject_log(source, "rank %d: refused %s of iteration %lld from rank %d (waiting for "
                    "iteration %lld): %s", w->rank, msg_type_name(m->hdr.type),
                    (long long)m->hdr.iteration, p, (long long)t, why);
