@@ -353,8 +353,8 @@ static int parse_options(train_args_t *a, job_sets_t *s, int argc, char **argv)
 }
 
 /* The precisions the runtime cannot run yet, each refused with one line naming the key and
- * what is allowed: half arithmetic on a GPU (the CPU computes in fp32: docs/precision.md).
- * Returns 1 after printing it, else 0. */
+ * what is allowed: half arithmetic on a GPU (the CPU computes in fp32: docs/precision.md);
+ * fp16's loss scaling on one replica or under SSP. Returns 1 after printing it, else 0. */
 static int precision_refused(const train_args_t *a, const experiment_t *job)
 {
     if (job->precision != PRECISION_FP32 && a->cfg.device != COMPUTE_CPU) {
@@ -365,9 +365,17 @@ static int precision_refused(const train_args_t *a, const experiment_t *job)
                 precision_name(job->precision));
         return 1;
     }
-    if (job->precision == PRECISION_FP16) {
-        fprintf(stderr, "poseidon train: %s: expected precision = fp32 | bf16 (the runtime has "
-                        "no loss scaling yet), got precision = fp16\n", job->precision_at);
+    if (job->precision != PRECISION_FP16) return 0;
+    if (!a->dist || (job->nodes[0] < 2 && job->cluster.devices_per_node < 2)) {
+        fprintf(stderr, "poseidon train: %s: expected precision = fp32 | bf16 on one worker "
+                        "of one device (the loss scaling runs on several: --workers N or "
+                        "--devices-per-node D), got precision = fp16\n", job->precision_at);
+        return 1;
+    }
+    if (job->staleness > 0) {
+        fprintf(stderr, "poseidon train: %s: expected consistency = bsp with precision = fp16 "
+                        "(each backward scales by the verdict of the iteration before), got "
+                        "consistency = ssp:%d\n", job->precision_at, job->staleness);
         return 1;
     }
     return 0;

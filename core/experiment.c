@@ -39,6 +39,10 @@ void experiment_init(experiment_t *e)
     t->probe = PROBE_AUTO;
     t->probe_bytes = 4 << 20;
     t->keep_checkpoints = 2;
+    t->loss_scale_init = 65536;
+    t->loss_scale_growth_interval = 2000;
+    t->overflow_rank = -1;
+    t->overflow_iter = -1;
 }
 
 /* After the lines of a file (or none): the sweeps default to the base values. */
@@ -143,6 +147,12 @@ const char *experiment_keys_help(void)
            "  keep_checkpoints = K      a job's checkpoints kept, the newest (2)\n"
            "  max_restarts = N          a job that fails restarts from its newest complete\n"
            "                            checkpoint, at most N times (0)\n"
+           "  loss_scale_init = S       precision = fp16: the first loss scale, a power of\n"
+           "                            two from 1 to 2^24 (65536)\n"
+           "  loss_scale_growth_interval = N  precision = fp16: good steps in a row after\n"
+           "                            which the loss scale doubles (2000)\n"
+           "  overflow_at = R:T         tests: an inf in rank R's gradient at iteration T\n"
+           "                            (compute = real)\n"
            "sweeps (poseidon sim and plan run every configuration; train runs one):\n"
            "  sweep_nodes = 1,2,4       node counts to run\n"
            "  sweep_gbps = 40,10        NIC bandwidths to run\n"
@@ -226,6 +236,42 @@ static int cluster_open(experiment_t *e, const char *val, const char *where, cha
 }
 
 /* The training keys; 1 when key is none of them. */
+/* precision = fp16's loss scaling keys, and the overflow a test injects. 0, -1 (err), or 1:
+ * not one of them. */
+static int loss_scale_set(experiment_train_t *t, const char *key, const char *val,
+                          const char *where, char *err, size_t errlen)
+{
+    long long i;
+    double d;
+    if (!strcmp(key, "loss_scale_init")) {
+        int e;
+        /* a power of two: unscaling is exact, so only an overflow changes what trains */
+        if (kv_double(val, &d) || !(d >= 1 && d <= 16777216) || frexp(d, &e) != 0.5)
+            return kv_error(err, errlen, where,
+                            "expected loss_scale_init = a power of two from 1 to 16777216, "
+                            "got '%s'", val);
+        t->loss_scale_init = d;
+    } else if (!strcmp(key, "loss_scale_growth_interval")) {
+        if (kv_int(val, &i) || i < 1 || i > 1000000000)
+            return kv_error(err, errlen, where,
+                            "expected loss_scale_growth_interval = an integer from 1 to 1e9, "
+                            "got '%s'", val);
+        t->loss_scale_growth_interval = i;
+    } else if (!strcmp(key, "overflow_at")) {
+        long long r, it;
+        char end;
+        if (sscanf(val, "%lld:%lld%c", &r, &it, &end) != 2 || r < 0 || r > 1000000 || it < 0)
+            return kv_error(err, errlen, where,
+                            "expected overflow_at = RANK:ITERATION (integers >= 0), got '%s'",
+                            val);
+        t->overflow_rank = (int)r;
+        t->overflow_iter = it;
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
 static int train_set(experiment_train_t *t, const experiment_t *e, const char *key,
                      const char *val, const char *where, char *err, size_t errlen)
 {
@@ -315,7 +361,7 @@ static int train_set(experiment_train_t *t, const experiment_t *e, const char *k
                             "expected probe_bytes = an integer from 4 to 2^30, got '%s'", val);
         t->probe_bytes = i;
     } else {
-        return 1;
+        return loss_scale_set(t, key, val, where, err, errlen);
     }
     return 0;
 }
@@ -677,6 +723,13 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     if (t->tensor_scale != 1) fprintf(f, "tensor_scale = %d\n", t->tensor_scale);
     if (t->keep_checkpoints != 2) fprintf(f, "keep_checkpoints = %d\n", t->keep_checkpoints);
     if (t->max_restarts) fprintf(f, "max_restarts = %d\n", t->max_restarts);
+    if (e->precision == PRECISION_FP16 || t->loss_scale_init != 65536 ||
+        t->loss_scale_growth_interval != 2000)
+        fprintf(f, "loss_scale_init = %s\nloss_scale_growth_interval = %lld\n",
+                kv_format_double(t->loss_scale_init, num),
+                (long long)t->loss_scale_growth_interval);
+    if (t->overflow_rank >= 0)
+        fprintf(f, "overflow_at = %d:%lld\n", t->overflow_rank, (long long)t->overflow_iter);
     fprintf(f, "cluster = defaults\n");
     if (cluster_write(c, f, "cluster.")) return -1;
     return ferror(f) ? -1 : 0;

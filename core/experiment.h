@@ -94,6 +94,15 @@ typedef struct {
     int keep_checkpoints;      /* a job's newest checkpoints kept (>= 1) */
     int max_restarts;          /* a failed job restarts from its newest complete checkpoint
                                   at most this many times (runtime/exec/restart.h) */
+    /* precision = fp16's dynamic loss scaling (torch.amp's GradScaler): the first scale, a
+     * power of two (exact: scaling changes no bit of a gradient that neither overflows nor
+     * underflows), and the good steps in a row after which it doubles */
+    double loss_scale_init;
+    int64_t loss_scale_growth_interval;
+    /* tests of the loss scaling: an inf in rank overflow_rank's gradient at iteration
+     * overflow_iter (-1: never) */
+    int overflow_rank;
+    int64_t overflow_iter;
 } experiment_train_t;
 
 typedef struct {

@@ -6,7 +6,8 @@
 #include "check.h"
 
 static const char *const s_kind_names[OP_KIND_COUNT] = {
-    "FWD", "BWD", "PUSH", "APPLY", "PULL", "SFB", "UPDATE", "ALLREDUCE", "LREDUCE", "LBCAST"};
+    "FWD", "BWD", "PUSH", "APPLY", "PULL", "SFB", "UPDATE", "ALLREDUCE", "LREDUCE", "LBCAST",
+    "VERDICT", "VOTE"};
 
 const char *op_kind_name(op_kind_t k)
 {
@@ -59,7 +60,8 @@ static void add_dep(builder_t *b, int op, int on, dep_scope_t scope, int back)
 {
     plan_t *p = b->p;
     ASSERT(on >= 0 && on < p->n_ops, "dependency on missing op %d", on);
-    ASSERT(scope != DEP_LOCAL || p->ops[op].place == p->ops[on].place,
+    ASSERT(scope != DEP_LOCAL || p->ops[op].place == p->ops[on].place ||
+               p->ops[on].place == PLACE_WORKERS,
            "local dependency across placements (%s on %s)", op_kind_name(p->ops[op].kind),
            op_kind_name(p->ops[on].kind));
     if (p->n_deps == b->cap_deps) {
@@ -372,13 +374,66 @@ static void plan_compute_ops(builder_t *b, const model_t *m)
                             nb * range_flops(m, un->first, un->last, 0), 0);
         un->op_bwd = un->op_push = un->op_apply = un->op_pull = -1;
         un->op_sfb = un->op_update = un->op_allreduce = -1;
-        un->op_lreduce = un->op_lbcast = -1;
+        un->op_lreduce = un->op_lbcast = un->op_verdict = un->op_vote = -1;
     }
     for (int u = U - 1; u >= 0; u--) {
         plan_unit_t *un = &p->units[u];
         un->op_bwd = add_op(b, OP_BWD, u, PLACE_WORKERS, RES_COMPUTE, 0,
                             nb * range_flops(m, un->first, un->last, 1), 0);
     }
+}
+
+/* Whether unit u applies its own update on the node after an all-reduce or a local reduce
+ * (not SFB's UPDATE, a shard's APPLY, or a lone worker's update after its backward). */
+static bool unit_updates_on_node(const plan_unit_t *un)
+{
+    return un->layer >= 0 &&
+           (un->method == SYNC_ALLREDUCE || (un->method == SYNC_NONE && un->op_lreduce >= 0));
+}
+
+/* precision = fp16 on more than one replica: the node's VERDICT and, for each unit that
+ * applies its update on the node, an UPDATE of its own after it (plan.h, "Loss scaling"). */
+static void plan_verdict_ops(builder_t *b)
+{
+    plan_t *p = b->p;
+    if (p->precision != PRECISION_FP16 || (p->workers < 2 && p->cluster.devices_per_node < 2))
+        return;
+    int verdict = add_op(b, OP_VERDICT, 0, PLACE_WORKERS, RES_UPDATE, 0, 0, 0), vote = -1;
+    for (int u = 0; u < p->n_units && p->workers > 1 && vote < 0; u++)
+        if (p->units[u].ps_bytes > 0)
+            vote = add_op(b, OP_VOTE, 0, PLACE_WORKERS, RES_NET, PLAN_VOTE_BYTES, 0, 0);
+    for (int u = 0; u < p->n_units; u++) {
+        plan_unit_t *un = &p->units[u];
+        un->op_verdict = verdict;
+        un->op_vote = vote;
+        if (unit_updates_on_node(un))
+            un->op_update = add_op(b, OP_UPDATE, u, PLACE_WORKERS, RES_UPDATE, 0, 0, u);
+    }
+}
+
+/* VERDICT's deps: every gradient of the iteration on the node (plan.h, "Loss scaling"). */
+static void plan_verdict_deps(builder_t *b, int o)
+{
+    plan_t *p = b->p;
+    add_dep(b, o, p->units[0].op_bwd, DEP_LOCAL, 0);
+    for (int u = 0; u < p->n_units; u++) {
+        const plan_unit_t *un = &p->units[u];
+        if (un->op_lreduce >= 0) add_dep(b, o, un->op_lreduce, DEP_LOCAL, 0);
+        if (un->op_sfb >= 0) add_dep(b, o, un->op_sfb, DEP_RECV, 0);
+        if (un->op_allreduce >= 0) add_dep_once(b, o, un->op_allreduce, DEP_RECV, 0);
+    }
+    if (p->units[0].op_vote >= 0) add_dep(b, o, p->units[0].op_vote, DEP_RECV, 0);
+    add_dep(b, o, o, DEP_LOCAL, 1);
+}
+
+/* VOTE's deps: every gradient of the iteration on the node checked as it was pushed. */
+static void plan_vote_deps(builder_t *b, int o)
+{
+    plan_t *p = b->p;
+    add_dep(b, o, p->units[0].op_bwd, DEP_LOCAL, 0);
+    for (int u = 0; u < p->n_units; u++)
+        if (p->units[u].op_push >= 0) add_dep(b, o, p->units[u].op_push, DEP_LOCAL, 0);
+    add_dep(b, o, o, DEP_LOCAL, 1);
 }
 
 /* Each unit's sync ops (local reduce, PS, SFB, its bucket's all-reduce), then the local
@@ -420,6 +475,7 @@ static void plan_sync_ops(builder_t *b)
     }
     for (int u = 0; u < U; u++)
         if (p->units[u].bucket >= 0) p->units[u].op_allreduce = p->buckets[p->units[u].bucket].op;
+    plan_verdict_ops(b);
     for (int u = 0; u < U; u++) /* the local broadcast, after the unit's sync */
         if (p->units[u].op_lreduce >= 0)
             p->units[u].op_lbcast = add_op(b, OP_LBCAST, u, PLACE_WORKERS, RES_INTRA,
@@ -444,11 +500,15 @@ static void plan_compute_deps(builder_t *b, int o, int back)
     }
     if (op->unit == U - 1) add_dep(b, o, un->op_fwd, DEP_LOCAL, 0);
     else add_dep(b, o, p->units[op->unit + 1].op_bwd, DEP_LOCAL, 0);
+    /* fp16: the backward scales the loss by the scale the previous verdict left */
+    if (op->unit == U - 1 && un->op_verdict >= 0) add_dep(b, o, un->op_verdict, DEP_LOCAL, 1);
     /* the gradient buffer it fills was read by the syncs of iteration t - back */
     if (un->op_push >= 0) add_dep(b, o, un->op_push, DEP_LOCAL, back);
     if (un->op_sfb >= 0) add_dep(b, o, un->op_sfb, DEP_LOCAL, back);
     if (un->op_allreduce >= 0) add_dep(b, o, un->op_allreduce, DEP_LOCAL, back);
     if (un->op_lreduce >= 0) add_dep(b, o, un->op_lreduce, DEP_LOCAL, back);
+    /* fp16: the deferred update reads the gradient buffer */
+    if (un->op_update >= 0 && un->method != SYNC_SFB) add_dep(b, o, un->op_update, DEP_LOCAL, back);
 }
 
 /* Op o's dependencies (contiguous per op). */
@@ -468,6 +528,7 @@ static void plan_op_deps(builder_t *b, int o, int back)
     case OP_APPLY:
         add_dep(b, o, un->op_push, DEP_RECV, 0);
         add_dep(b, o, o, DEP_LOCAL, 1); /* a shard applies iterations in order */
+        if (un->op_verdict >= 0) add_dep(b, o, un->op_verdict, DEP_LOCAL, 0); /* fp16 */
         break;
     case OP_PULL: add_dep(b, o, un->op_apply, DEP_LOCAL, 0); break;
     case OP_SFB:
@@ -476,10 +537,19 @@ static void plan_op_deps(builder_t *b, int o, int back)
         add_dep(b, o, un->op_update, DEP_LOCAL, back);
         break;
     case OP_UPDATE:
-        add_dep(b, o, un->op_sfb, DEP_RECV, 0);
-        add_dep(b, o, un->op_bwd, DEP_LOCAL, 0);
+        if (un->method == SYNC_SFB) {
+            add_dep(b, o, un->op_sfb, DEP_RECV, 0);
+            add_dep(b, o, un->op_bwd, DEP_LOCAL, 0);
+        } else if (un->op_allreduce >= 0) {
+            add_dep(b, o, un->op_allreduce, DEP_RECV, 0);
+        } else {
+            add_dep(b, o, un->op_lreduce, DEP_LOCAL, 0);
+        }
+        if (un->op_verdict >= 0) add_dep(b, o, un->op_verdict, DEP_LOCAL, 0);
         add_dep(b, o, o, DEP_LOCAL, 1);
         break;
+    case OP_VERDICT: plan_verdict_deps(b, o); break;
+    case OP_VOTE: plan_vote_deps(b, o); break;
     /* no barrier: each step waits for its predecessor's chunk (see plan.h) */
     case OP_ALLREDUCE:
         if (un->op_lreduce < 0) {
@@ -492,7 +562,8 @@ static void plan_op_deps(builder_t *b, int o, int back)
         break;
     case OP_LREDUCE: add_dep(b, o, trigger, DEP_LOCAL, 0); break;
     case OP_LBCAST:
-        if (un->method == SYNC_NONE) add_dep(b, o, un->op_lreduce, DEP_LOCAL, 0);
+        if (un->method == SYNC_NONE && un->op_update < 0)
+            add_dep(b, o, un->op_lreduce, DEP_LOCAL, 0);
         else add_sync_deps(b, o, un, 0);
         break;
     default: ASSERT(0, "bad op kind %d", op->kind);
@@ -581,7 +652,8 @@ int plan_n_dests(const plan_t *p, int op, int node)
     switch (p->ops[op].kind) {
     case OP_PUSH: return u->n_pieces;
     case OP_PULL: return p->workers;
-    case OP_SFB: return p->workers - 1;
+    case OP_SFB:
+    case OP_VOTE: return p->workers - 1;
     case OP_ALLREDUCE: return 1;
     default: (void)node; return 0;
     }
@@ -599,6 +671,7 @@ int plan_dest(const plan_t *p, int op, int node, int i, int64_t *bytes)
         *bytes = plan_shard_bytes(p, p->ops[op].unit, node);
         return i;
     case OP_SFB: *bytes = u->sfb_peer_bytes; return i < node ? i : i + 1;
+    case OP_VOTE: *bytes = PLAN_VOTE_BYTES; return i < node ? i : i + 1;
     case OP_ALLREDUCE:
         *bytes = p->buckets[u->bucket].ar_chunk_bytes;
         return (node + 1) % p->workers;
@@ -616,7 +689,8 @@ int plan_dest_broadcast(const plan_t *p, int op, int node, int64_t *bytes, int *
         *self = 1;
         return p->workers >= 2;
     case OP_SFB: /* every node but the sender */
-        *bytes = u->sfb_peer_bytes;
+    case OP_VOTE:
+        *bytes = p->ops[op].kind == OP_SFB ? u->sfb_peer_bytes : PLAN_VOTE_BYTES;
         *self = 0;
         return p->workers >= 2;
     default: return 0;
@@ -629,7 +703,8 @@ int plan_n_sources(const plan_t *p, int op, int node)
     switch (p->ops[op].kind) {
     case OP_PUSH: return plan_has_instance(p, u->op_apply, node) ? p->workers : 0;
     case OP_PULL: return u->n_pieces;
-    case OP_SFB: return p->workers - 1;
+    case OP_SFB:
+    case OP_VOTE: return p->workers - 1;
     case OP_ALLREDUCE: return 1;
     default: return 0;
     }
@@ -747,6 +822,13 @@ static void plan_print_header(const plan_t *p, FILE *f, int csv, int local, int 
                    "uplink; each method's time counts the busier of NIC and uplink\n",
                 cost_racks(&p->cost), p->cost.nodes_per_rack, p->cost.rack_Bps * 8 / 1e9,
                 p->cost.nodes_per_rack * p->cost.bw_Bps / p->cost.rack_Bps);
+    if (p->units[0].op_verdict >= 0)
+        fprintf(f, "# loss scaling (fp16): every update of an iteration waits for its VERDICT, "
+                   "every gradient of the iteration in and checked for inf and NaN (a step "
+                   "with one is skipped on every node)%s\n",
+                p->units[0].op_vote >= 0 ? "; each worker's VOTE (1 byte) goes to every other, "
+                                           "and the shards' applies wait for the verdict too"
+                                         : "");
     if (p->send_order == SEND_ORDER_LAYER)
         fprintf(f, "# send order layer: transfers cut into slices of %lld bytes; on each link "
                    "the slice of the lowest send_prio goes first\n",

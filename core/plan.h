@@ -31,6 +31,7 @@
  *   PUSH      worker -> each shard holding the unit's blocks (its piece of the gradient)
  *   PULL      shard  -> every worker (the updated piece)
  *   SFB       worker -> every other worker (K x (M+N) sufficient factors)
+ *   VOTE      worker -> every other worker (PLAN_VOTE_BYTES: its loss-scaling verdict)
  *   ALLREDUCE worker -> next worker on the ring, in op.steps = 2(P-1) dependent steps
  *             (reduce-scatter, then all-gather) of one flow each, plan_dest()'s bytes (a
  *             chunk: ceil(tensor/P), the tensor of the op's bucket, below) per step. Step
@@ -103,13 +104,32 @@
  *   the counters of the instances that wait on it. Iterations are unrolled: instance (op, t)
  *   only waits on iterations t and t - iter_back.
  *
+ * Loss scaling (precision = fp16, torch.amp's GradScaler). The step of iteration t is taken
+ * only if no gradient of t, on any node, holds an inf or a NaN; else every node skips it and
+ * halves the loss scale. With WFBP a unit's update would otherwise follow its own sync, before
+ * the lower layers' gradients exist, so the plan defers it: one OP_VERDICT per node and
+ * iteration (unit 0, RES_UPDATE, no FLOPs) waits for every gradient of t on the node: BWD(0),
+ * each LREDUCE, each ALLREDUCE and SFB received (their sums and factors are the same on every
+ * node, so each node judges them alike without a message), and VERDICT at t-1; and every
+ * update waits for VERDICT(t): SFB's UPDATE, and an OP_UPDATE (no FLOPs) that each all-reduce
+ * unit, and each unit a node of several devices applies itself, gets for the step its ALLREDUCE
+ * or LREDUCE took before. BWD(u) then also waits for that UPDATE at t-back (it reads the
+ * gradient buffer BWD refills), and the first BWD (unit U-1) for VERDICT at t-1: the backward
+ * scales the loss by the scale the previous ruling left (fp16 runs under BSP only). A PS shard sees only its blocks of the workers' gradients, so
+ * with PS units each worker, once it has pushed every gradient of t (PUSH(u) for every PS
+ * unit), sends its own verdict to every other worker in an OP_VOTE (PLAN_VOTE_BYTES each;
+ * the shards are the workers' processes); VERDICT waits for every vote (DEP_RECV), and every
+ * APPLY(t) for its node's VERDICT(t) (DEP_LOCAL: a shard's op on its own worker's). At any
+ * other precision none of these ops or edges exists.
+ *
  * Precision. Every byte count (tensors, PS pieces, KV blocks, SFB factors, ring chunks, the
  * local steps) is at the wire precision: 2 bytes a value at bf16 or fp16, half of fp32's, so
  * the methods' costs, the hybrid choices and what the simulator moves all follow from it.
  * The arithmetic precision sets the device's peak (core/cluster.h, device_peak_flops).
  *
  * Invariants: ops[i].id == i; each op's deps are deps[dep_first .. dep_first + n_deps);
- * DEP_LOCAL only joins ops of the same placement; iter_back <= 1 + staleness.
+ * DEP_LOCAL only joins ops of the same placement, or a shard's op to a worker's op (every node
+ * runs a worker); iter_back <= 1 + staleness.
  */
 #ifndef POSEIDON_PLAN_H
 #define POSEIDON_PLAN_H
@@ -136,6 +156,10 @@ typedef enum {
     OP_LREDUCE,   /* a node's devices reduce their gradients (or gather SFB factors) over
                      the node's interconnect: only with devices_per_node > 1 */
     OP_LBCAST,    /* the node broadcasts the synced parameters to its devices */
+    OP_VERDICT,   /* precision = fp16: every gradient of the iteration is in and checked for
+                     inf and NaN; the step is taken or skipped (see "Loss scaling") */
+    OP_VOTE,      /* precision = fp16 with PS units: a worker tells every other whether its
+                     own gradients of the iteration hold an inf or a NaN */
     OP_KIND_COUNT
 } op_kind_t;
 
@@ -152,6 +176,8 @@ typedef enum { SEND_ORDER_ARRIVAL, SEND_ORDER_LAYER } send_order_t;
 /* a slice leaves without a copy (COMM_ZEROCOPY_MIN_BYTES), so a sender sees when it is out */
 #define PLAN_SLICE_BYTES_MIN 65536
 #define PLAN_SLICE_BYTES_MAX (1 << 30)
+/* A loss-scaling vote's payload: one byte (runtime/transport/msg.h, MSG_LS_VOTE) */
+#define PLAN_VOTE_BYTES 1
 
 /* "arrival" | "layer"; parse: 0, or -1 for any other text. */
 const char *send_order_name(send_order_t s);
@@ -201,6 +227,8 @@ typedef struct {
     int op_fwd, op_bwd, op_push, op_apply, op_pull, op_sfb, op_update;
     int op_allreduce;     /* the OP_ALLREDUCE of the unit's bucket, shared by its members */
     int op_lreduce, op_lbcast; /* devices_per_node > 1: the local steps (else -1) */
+    int op_verdict;       /* precision = fp16: the node's OP_VERDICT, shared by every unit */
+    int op_vote;          /* precision = fp16 with PS units: the node's OP_VOTE (else -1) */
     int64_t lreduce_bytes, lbcast_bytes; /* what they move over the interconnect */
 } plan_unit_t;                /* op_*: -1 when the unit has no such op */
 

@@ -85,8 +85,8 @@ static const char *cd_want(int world, int a, int b)
 /* A job of T = 10 iterations straight, against one that checkpoints every 3 iterations and
  * stops at 8 (the checkpoint of 6 is its newest), resumed to 10 (checkpointing at 9); every
  * node runs `devices` device threads, and each replica's parameters are compared. extra:
- * more options of the job ("" for none). */
-static void cd_resume_with(const char *scheme, int world, int devices, const char *extra)
+ * more options of the job ("" for none). Returns what the resumed run printed. */
+static const char *cd_resume_with(const char *scheme, int world, int devices, const char *extra)
 {
     const char *d = test_tmpdir();
     static char out[CD_OUT];
@@ -135,6 +135,7 @@ static void cd_resume_with(const char *scheme, int world, int devices, const cha
     /* the two newest checkpoints stay, nothing else (no .tmp) */
     CHECK(!strcmp(cd_listing(ck), cd_want(world, 6, 9)), "%s: after the resumed run: %s", scheme,
           cd_listing(ck));
+    return out;
 }
 
 static void cd_resume_devices(const char *scheme, int world, int devices)
@@ -160,6 +161,28 @@ TEST(ckpt_dist_bf16_sfb_resumes_bit_exact) { cd_resume_with("sfb+wfbp", 2, 1, CD
 TEST(ckpt_dist_bf16_allreduce_resumes_bit_exact) { cd_resume_with("allreduce+wfbp", 3, 1, CD_BF16); }
 TEST(ckpt_dist_bf16_hybrid_resumes_bit_exact) { cd_resume_with("hybrid", 2, 1, CD_BF16); }
 TEST(ckpt_dist_bf16_devices_hybrid_resumes_bit_exact) { cd_resume_with("hybrid", 2, 2, CD_BF16); }
+
+/* fp16 with loss scaling: the scale and the good steps before it come back. From 256 with
+ * an interval of 4 this job's scale doubles at iterations 3 and 7 (all-reduce or hybrid): the checkpoint of 6 holds
+ * 512 and 2 good steps, and the resumed run doubles at 7 only if both were kept (the
+ * replicas might not show a scale that changes no bit of what they compute). */
+#define CD_FP16 "--set precision=fp16 --set wire_precision=fp16 --set loss_scale_init=256 " \
+                "--set loss_scale_growth_interval=4"
+static void cd_fp16_case(const char *scheme, int world, int devices)
+{
+    const char *out = cd_resume_with(scheme, world, devices, CD_FP16);
+    for (int r = 0; r < world; r++) {
+        char want[160];
+        snprintf(want, sizeof want, "rank %d: iteration 7: 4 good steps: loss scale 512 -> 1024",
+                 r);
+        CHECK(out && strstr(out, want), "no '%s' in the resumed run:\n%s", want, out);
+    }
+}
+TEST(ckpt_dist_fp16_allreduce_resumes_bit_exact) { cd_fp16_case("allreduce+wfbp", 3, 1); }
+TEST(ckpt_dist_fp16_devices_allreduce_resumes_bit_exact) { cd_fp16_case("allreduce+wfbp", 2, 2); }
+/* the shards: their values at the checkpoint, and the applies that wait for the verdict */
+TEST(ckpt_dist_fp16_hybrid_resumes_bit_exact) { cd_fp16_case("hybrid", 2, 1); }
+TEST(ckpt_dist_fp16_devices_hybrid_resumes_bit_exact) { cd_fp16_case("hybrid", 2, 2); }
 
 /* Two devices per node: each replica's dropout state is saved (LeNet draws masks on every
  * device) and the devices wait at the checkpoint; one node (its own update) too. */

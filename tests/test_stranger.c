@@ -158,6 +158,77 @@ TEST(job_refuses_strangers)
     keyring_destroy(&k);
 }
 
+/* Under fp16 the probe's socket takes every worker's loss-scaling votes. A stranger of an
+ * --insecure job (which may speak as any rank) sends rank 0 votes in rank 0's own name, bad
+ * ones for every iteration, and rank 1 votes in rank 0's name for iterations far ahead, of
+ * two bytes, and of a byte that is neither 0 nor 1: each is refused with a log, no step is
+ * skipped, and the job ends with the parameters of the same job undisturbed. */
+TEST(job_refuses_a_strangers_loss_scaling_votes)
+{
+    const char *tmp = test_tmpdir(), *bin = test_build_dir();
+    char out[4096], log[700], cmd[4096];
+#define VOTE_JOB JOB_FLAGS " --insecure --set precision=fp16 --set wire_precision=fp16 " \
+                           "--set loss_scale_init=64"
+    int rc = test_run(out, sizeof out, "%s/poseidon " VOTE_JOB " --params-out %s/calm", bin,
+                      tmp);
+    REQUIRE(rc == 0, "the undisturbed job failed (%d): %s", rc, out);
+    snprintf(log, sizeof log, "%s/voted.log", tmp);
+    snprintf(cmd, sizeof cmd, "exec %s/poseidon " VOTE_JOB " --params-out %s/voted >%s 2>&1",
+             bin, tmp, log);
+    pid_t job = fork();
+    REQUIRE(job >= 0);
+    if (job == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int v0 = 0, v1 = 0;
+    for (int i = 0; i < 600 && !(v0 && v1); i++) {
+        v0 = port_after(log, "rank 0 endpoint: loss-scaling votes");
+        v1 = port_after(log, "rank 1 endpoint: loss-scaling votes");
+        usleep(20000);
+    }
+    if (!(v0 && v1)) kill(job, SIGKILL);
+    REQUIRE(v0 && v1, "no vote endpoints in the job's log");
+    void *to0 = stranger_socket(v0, NULL, NULL), *to1 = stranger_socket(v1, NULL, NULL);
+    /* 40 rounds, 20 ms apart, so that the iterations in flight meanwhile get some */
+    static const unsigned char bad = 1, two[2] = {0, 0}, seven = 7;
+    for (int round = 0; round < 40; round++) {
+        for (int t = 0; t < 80; t++) {
+            msg_header_t h = {.type = MSG_LS_VOTE, .sender = 0, .layer = -1, .iteration = t};
+            send_msg(to0, h, &bad, 1);
+            h.iteration = 1000 + t;
+            send_msg(to1, h, &bad, 1);
+            h.iteration = t;
+            send_msg(to1, h, two, 2);
+            send_msg(to1, h, &seven, 1);
+        }
+        usleep(20000);
+    }
+    int st = 0;
+    CHECK(waitpid(job, &st, WNOHANG) == 0, "the job ended before the stranger was done");
+    REQUIRE(waitpid(job, &st, 0) == job);
+    char tail[4096];
+    test_run(tail, sizeof tail, "tail -5 %s", log);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the job failed: %s", tail);
+    static const char *const why[] = {"not from another rank of the job",
+                                      "iteration not in flight", "malformed"};
+    for (int i = 0; i < 3; i++) {
+        test_run(out, sizeof out, "grep -c 'refused LS_VOTE.*%s' %s", why[i], log);
+        CHECK(atoi(out) >= 1, "no vote refused as '%s': %s", why[i], tail);
+    }
+    test_run(out, sizeof out, "grep -c 'step skipped' %s", log);
+    CHECK(atoi(out) == 0, "a stranger's vote skipped a step");
+    for (int r = 0; r < 2; r++) {
+        char a[700], b[700];
+        snprintf(a, sizeof a, "%s/calm.%d", tmp, r);
+        snprintf(b, sizeof b, "%s/voted.%d", tmp, r);
+        CHECK(files_equal(a, b), "rank %d's parameters differ from the undisturbed job's", r);
+    }
+    zmq_close(to0);
+    zmq_close(to1);
+#undef VOTE_JOB
+}
+
 /* The pid after "pid " on the first line of path that holds marker, or 0. */
 static int pid_after(const char *path, const char *marker)
 {

@@ -64,6 +64,7 @@ struct nnet {
     float *wext;             /* conv scratch: W|b or dW|db, O x (K+1) */
     int64_t wext_count;
     bool train, frozen, input_grad;
+    float loss_scale;        /* the losses' output gradient times it (nnet_set_loss_scale) */
 };
 
 static float *dev_floats(nnet_t *n, int64_t count) { return compute_alloc_floats(n->c, count); }
@@ -263,6 +264,7 @@ nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char 
     if (model_check(m, batch, &label_count, err, errlen) || device_check(m, c, err, errlen))
         return NULL;
     nnet_t *n = xcalloc(1, sizeof *n);
+    n->loss_scale = 1.0f;
     n->m = m;
     n->label_count = label_count;
     n->c = c;
@@ -329,6 +331,7 @@ int *nnet_labels(nnet_t *n)
 int nnet_label_count(const nnet_t *n) { return n->label_count; }
 void nnet_set_train(nnet_t *n, bool train) { n->train = train; }
 void nnet_set_dropout_frozen(nnet_t *n, bool frozen) { n->frozen = frozen; }
+void nnet_set_loss_scale(nnet_t *n, float scale) { n->loss_scale = scale; }
 void nnet_set_input_grad(nnet_t *n, bool on)
 {
     n->input_grad = on;
@@ -582,7 +585,7 @@ static void softmax_loss_forward(nnet_t *n, const layer_t *l, lstate_t *s, const
 static void softmax_loss_backward(nnet_t *n, const layer_t *l, lstate_t *s, float *dx)
 {
     int K = (int)s->in_count, N = n->batch;
-    float scale = (float)(l->loss_weight / N);
+    float scale = (float)(l->loss_weight / N) * n->loss_scale;
     n->lo->softmax_xent_backward(n->c->ctx, N, K, s->out, n->labels_dev, scale, dx);
 }
 
@@ -957,7 +960,8 @@ void nnet_backward_layer(nnet_t *n, int li)
         if (dx) {
             int64_t tokens = (int64_t)n->batch * s->seq;
             lo->softmax_xent_backward(ctx, tokens, s->dim, s->out, n->labels_dev,
-                                      (float)(l->loss_weight / (double)tokens), dx);
+                                      (float)(l->loss_weight / (double)tokens) * n->loss_scale,
+                                      dx);
         }
         break;
     default: zoo_backward(n, l, s, x, dx); break;

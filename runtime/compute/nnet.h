@@ -68,6 +68,10 @@ void nnet_rng_state_save(const nnet_t *n, void *out);
 void nnet_rng_state_restore(nnet_t *n, const void *in);
 /* Keep reusing the last dropout masks (for gradient checks); default false. */
 void nnet_set_dropout_frozen(nnet_t *n, bool frozen);
+/* The loss layers' output gradient is multiplied by scale (default 1), and so every gradient
+ * of the backward: precision = fp16's loss scaling (a power of two changes no bit but the
+ * exponent's). */
+void nnet_set_loss_scale(nnet_t *n, float scale);
 /* Also compute the gradient with respect to the input batch (doutput(0)); default false. */
 void nnet_set_input_grad(nnet_t *n, bool on);
 

@@ -18,7 +18,7 @@
 #include "runtime/exec/checkpoint.h"
 
 #define JOB_CKPT_MAGIC "PSDNJOBC"
-#define JOB_CKPT_VERSION 2u /* 2: devices per node, a state per device */
+#define JOB_CKPT_VERSION 3u /* 2: devices per node, a state per device; 3: the loss scale */
 #define COMPLETE_FIRST_LINE "poseidon job checkpoint"
 #define KEYS_LINE "keys\n" /* opens the job's keys, after the ranks' lines */
 

@@ -39,6 +39,10 @@ typedef struct {
     /* rank 0's report accumulators since its last row */
     double loss_sum;
     int64_t loss_n, correct, report_iter0;
+    /* precision = fp16: the loss scale the backward of iteration iter uses and the good steps
+     * in a row before it (the same on every rank; unused at other precisions) */
+    double loss_scale;
+    int64_t loss_scale_good;
 } job_ckpt_header_t;
 
 /* The state of one rank: arrays of the header's sizes (n_params floats each, state_count

@@ -548,7 +548,10 @@ static void shard_start(worker_t *w, const char *bind)
                                  .on_push_arg = w,
                                  .conn_cap = conn_cap_for(w->world),
                                  .slice_bytes = (size_t)w->plan.slice_bytes,
-                                 .wire = w->plan.wire_precision};
+                                 .wire = w->plan.wire_precision,
+                                 /* fp16: an iteration's applies wait for its verdict */
+                                 .ready = worker_ls_on(w) ? worker_shard_ready : NULL,
+                                 .ready_arg = w};
         if (cfg->trace_prefix) {
             w->arrivals = xcalloc((size_t)w->world * n_units, sizeof *w->arrivals);
             for (int i = 0; i < w->world * n_units; i++) w->arrivals[i].iteration = -1;
@@ -575,6 +578,14 @@ static void peers_connect(worker_t *w, char ***eps)
             log_info("rank %d endpoint: %s of %s %s", w->rank,
                      sync_method_name(w->plan.units[u].method), worker_unit_name(w, u),
                      comm_endpoint(w->ucomm[u]));
+    /* fp16's loss-scaling votes go to every peer over the probe's socket, idle since the
+     * probe */
+    if (w->plan.units[0].op_vote >= 0) {
+        log_info("rank %d endpoint: loss-scaling votes %s", w->rank,
+                 comm_endpoint(w->probe_comm));
+        for (int r = 0; r < w->world; r++)
+            if (r != w->rank) comm_connect(w->probe_comm, r, eps[r][0]);
+    }
     for (int u = 0; u < n_units; u++) {
         sync_method_t m = w->plan.units[u].method;
         if (m == SYNC_SFB)

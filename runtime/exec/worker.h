@@ -13,8 +13,9 @@
  * no network sync in the plan, LREDUCE also applies the mean of the reduced gradient to the
  * node's parameters, as a lone worker does after its backward; emulated
  * compute: each lasts at least the interconnect's time in the plan). Every other op the plan
- * places on workers (PUSH, SFB, UPDATE, ALLREDUCE) has a thread of its own that runs the op's
- * instances in iteration order as their dependencies are met; a thread per PULL op receives
+ * places on workers (PUSH, SFB, UPDATE, ALLREDUCE; under fp16 VOTE and VERDICT) has a thread
+ * of its own that runs the op's instances in iteration order as their dependencies are met;
+ * a thread per PULL op receives
  * the updated values from the shards. The shard-side ops (APPLY, PULL's send) are the
  * colocated PS shard's thread (runtime/ps), whose update callback applies the solver to the
  * sum over nodes (divided by nodes x devices, every update's mean over the replicas). No policy lives here: which method syncs a unit, what waits for what,

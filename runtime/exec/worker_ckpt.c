@@ -247,6 +247,9 @@ int worker_resume(worker_t *w, char *msg, size_t msglen)
     w->loss_n = got.loss_n;
     w->correct = got.correct;
     w->report_iter0 = got.report_iter0;
+    w->ls_scale = (float)got.loss_scale;
+    w->ls_good = got.loss_scale_good;
+    w->ls_ruled = k;
     w->t_start = w->ckpt_last = k;
     worker_ckpt_kept(w, k);
     for (int op = 0; op < w->plan.n_ops; op++) w->done[op] = k;

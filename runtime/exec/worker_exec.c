@@ -99,6 +99,7 @@ void worker_exec_init(worker_t *w)
         }
     }
     free(cnt);
+    worker_ls_init(w);
 }
 
 static bool deps_met(const worker_t *w, int op, int64_t t)
@@ -264,8 +265,10 @@ void worker_shard_update(void *arg, float *params, const float *grad_sum, size_t
 {
     worker_t *w = arg;
     int64_t t0 = clock_now_ns();
+    float unscale; /* fp16: the shard applies only what VERDICT(t) took (worker_shard_ready) */
+    worker_ls_step(w, t, &unscale);
     sgd_range(w, (int64_t)offset, (int64_t)count, params, grad_sum, w->hist_server + offset,
-              1.0f / (float)w->replicas, t);
+              1.0f / (float)w->replicas * unscale, t);
     if (w->emulate) { /* the full-size block's apply on the cluster's server: the model's */
         const cluster_t *c = &w->plan.cluster;
         double full = (double)count * worker_value_bytes(w) * w->scale * w->plan.workers;
@@ -359,7 +362,10 @@ static void compute_op(worker_t *w, wk_device_t *dv, int op, int64_t t)
         }
         return;
     }
-    if (u == w->plan.n_units - 1) nnet_backward_begin(net);
+    if (u == w->plan.n_units - 1) {
+        nnet_set_loss_scale(net, worker_ls_scale(w)); /* fp16; else 1 */
+        nnet_backward_begin(net);
+    }
     pthread_mutex_lock(lock);
     for (int l = un->last; l >= (un->first > 1 ? un->first : 1); l--)
         nnet_backward_layer(net, l);
@@ -566,6 +572,10 @@ static void checkpoint_take(worker_t *w, int64_t k)
     h.loss_n = w->loss_n;
     h.correct = w->correct;
     h.report_iter0 = w->report_iter0;
+    pthread_mutex_lock(&w->mu); /* VERDICT(k - 1) has ruled: the scale of k's backward */
+    h.loss_scale = w->ls_scale;
+    h.loss_scale_good = w->ls_good;
+    pthread_mutex_unlock(&w->mu);
     /* the other devices wait at the top of iteration k (device_main): their nets are still */
     job_ckpt_state_t st = worker_ckpt_state(w, &h);
     for (int d = 0; d < w->devices; d++)
@@ -790,7 +800,10 @@ static void local_reduce(worker_t *w, int u, int64_t t)
             wire_round(wire, dv, kv);
         }
     }
-    if (wk_unit_updates_locally(un)) { /* one node: the mean over its devices, applied here */
+    if (wk_unit_updates_locally(un) && un->op_update >= 0) { /* fp16: its UPDATE applies */
+        worker_ls_inject(w, un->op_lreduce, t, wu->ar_slot[s]);
+        worker_ls_note(w, t, wu->ar_slot[s], wu->w_count);
+    } else if (wk_unit_updates_locally(un)) { /* one node: the mean over its devices, here */
         pthread_mutex_lock(&wu->lock);
         sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->ar_slot[s],
                   w->hist_local + wu->w_off, 1.0f / (float)w->replicas, t);
@@ -879,6 +892,8 @@ static int64_t sync_push(syncer_t *sy, int64_t t, int s)
 {
     wk_unit_t *wu = sy->wu;
     progress(sy->w, sy->op, t, "PS push of layer %s to the shards", sy->name);
+    worker_ls_inject(sy->w, sy->op, t, wu->gslot[s]); /* fp16: its VOTE says what it sends */
+    worker_ls_note_own(sy->w, t, wu->gslot[s], wu->ps_count);
     if (ps_client_push(sy->pc, t, sy->layer, (uint64_t)wu->ps_off, (uint64_t)wu->ps_count,
                        wu->gslot[s]) ||
         ps_client_wait_sent(sy->pc))
@@ -899,6 +914,8 @@ static int64_t sync_sfb(syncer_t *sy, int64_t t, int s)
                         wu->v_slot[s], (size_t)wu->k, (size_t)wu->m, (size_t)wu->n,
                         stash_factors, &sa, sy->arrived_ns, sy->to))
         coord_client_fail(w->cl, "SFB of layer %s timed out after %d ms", sy->name, sy->to);
+    /* every rank's factors, rounded as every rank has them */
+    worker_ls_note(w, t, wu->stash[s], (int64_t)w->world * wu->k * (wu->m + wu->n));
     /* the arrival of each peer's factors here: node = that peer, peer = this
      * rank; the merge ends the peer's own SFB row at the last of them */
     for (int r = 0; r < w->world; r++)
@@ -915,6 +932,8 @@ static void sync_update(syncer_t *sy, int64_t t, int s)
     worker_t *w = sy->w;
     wk_unit_t *wu = sy->wu;
     progress(w, sy->op, t, "UPDATE of layer %s (rebuild from factors)", sy->name);
+    float unscale;
+    if (!worker_ls_step(w, t, &unscale)) return; /* fp16: the step is skipped */
     pthread_mutex_lock(&w->update_mu);
     int64_t t0 = clock_now_ns();
     size_t per = (size_t)wu->k * (size_t)(wu->m + wu->n);
@@ -933,7 +952,8 @@ static void sync_update(syncer_t *sy, int64_t t, int s)
      * devices x batch x tokens: the ranks' dy and x are stacked (stash_factors), so one
      * GEMM with world x k rows */
     int rows = w->world * wu->k;
-    compute_sgemm(uc, true, false, wu->m, wu->n, rows, 1.0f / (float)w->replicas, stash, wu->m,
+    compute_sgemm(uc, true, false, wu->m, wu->n, rows, 1.0f / (float)w->replicas * unscale,
+                  stash, wu->m,
                   stash + (size_t)rows * wu->m, wu->n, 0.0f, gsum, wu->n);
     if (w->ustash) /* waits for the GEMMs */
         compute_download(uc, wu->gsum, w->ugsum, (size_t)wu->m * wu->n * 4);
@@ -945,6 +965,22 @@ static void sync_update(syncer_t *sy, int64_t t, int s)
                                                   * cluster's device: the model's UPDATE */
         clock_sleep_until_ns(t0 + llround(sy->po->flops / w->times.update_flops * 1e9));
     pthread_mutex_unlock(&w->update_mu);
+}
+
+/* UPDATE of iteration t of a unit that applies its own update on the node (fp16, core/plan.h
+ * "Loss scaling"): its all-reduced or locally reduced gradient in slot s, unless the step is
+ * skipped. */
+static void sync_update_node(syncer_t *sy, int64_t t, int s)
+{
+    worker_t *w = sy->w;
+    wk_unit_t *wu = sy->wu;
+    progress(w, sy->op, t, "UPDATE of layer %s", sy->name);
+    float unscale;
+    if (!worker_ls_step(w, t, &unscale)) return;
+    pthread_mutex_lock(&wu->lock);
+    sgd_range(w, wu->w_off, wu->w_count, w->params + wu->w_off, wu->ar_slot[s],
+              w->hist_local + wu->w_off, 1.0f / (float)w->replicas * unscale, t);
+    pthread_mutex_unlock(&wu->lock);
 }
 
 /* ALLREDUCE of iteration t: one ring over the bucket's slot s, then each member's update as
@@ -959,10 +995,13 @@ static int64_t sync_allreduce(syncer_t *sy, int64_t t, int s)
     /* scaled tensors: chunks S times smaller, so that a step sends as many messages */
     size_t chunk = (size_t)worker_scaled_floats(w, worker_value_bytes(w) *
                                                        (int64_t)ALLREDUCE_CHUNK_FLOATS_DEFAULT);
+    worker_ls_inject(w, sy->op, t, wb->slot[s]);
     if (allreduce_sum_at(w->ucomm[sy->u], w->plan.wire_precision, t, sy->layer, wb->slot[s],
                          (size_t)wb->count, chunk, sy->to))
         coord_client_fail(w->cl, "all-reduce of layer %s (bucket of %d layers) timed out after "
                           "%d ms", sy->name, pb->n_units, sy->to);
+    worker_ls_note(w, t, wb->slot[s], wb->count);
+    if (sy->un->op_update >= 0) return sy->po->bytes; /* fp16: each member's UPDATE applies */
     for (int v = pb->first; v <= pb->last; v++) {
         if (w->plan.units[v].bucket != sy->un->bucket) continue;
         wk_unit_t *wv = &w->units[v];
@@ -1006,7 +1045,12 @@ static int64_t sync_instance(syncer_t *sy, int64_t t, int64_t *t0)
     switch (sy->po->kind) {
     case OP_PUSH: return sync_push(sy, t, s);
     case OP_SFB: return sync_sfb(sy, t, s);
-    case OP_UPDATE: sync_update(sy, t, s); return 0;
+    case OP_UPDATE:
+        if (sy->un->method == SYNC_SFB) sync_update(sy, t, s);
+        else sync_update_node(sy, t, s);
+        return 0;
+    case OP_VERDICT: worker_ls_verdict(sy->w, t); return 0;
+    case OP_VOTE: worker_ls_vote(sy->w, t); return sy->po->bytes * (sy->w->world - 1);
     case OP_ALLREDUCE: return sync_allreduce(sy, t, s);
     case OP_LREDUCE:
     case OP_LBCAST: return sync_local(sy, t, s, t0);
@@ -1180,6 +1224,7 @@ void worker_exec_fini(worker_t *w)
     free(w->dev_ran);
     free(w->dev_t0_ns);
     free(w->dev_emu_end_ns);
+    worker_ls_fini(w);
     w->dev_emu_end_ns = NULL;
     w->dev_ran = NULL;
     w->dev_t0_ns = NULL;

@@ -173,6 +173,21 @@ struct worker {
      * for the others. */
     int *op_efd;
     pthread_mutex_t update_mu; /* RES_UPDATE: one at a time per node */
+    /* precision = fp16's loss scaling (core/plan.h, "Loss scaling"), under mu: the scale the
+     * next backward multiplies the loss gradient by and the good steps since it last changed;
+     * per slot (iteration t at t % n_slots): an inf or NaN seen among t's gradients so far,
+     * and VERDICT(t)'s ruling, the scale t's backward used (its updates divide by it) and
+     * whether the step is skipped. Every node sees the same sums and factors, so every node
+     * rules alike. */
+    float ls_scale;
+    int64_t ls_good;
+    int64_t ls_ruled;          /* iterations VERDICT has ruled on (the shard asks) */
+    bool *ls_bad, *ls_skip, *ls_vote; /* ls_vote: this rank's own PS gradients (its VOTE) */
+    float *ls_used;
+    /* VOTE's thread: the votes of the next iteration that came before this one's were all
+     * in, per rank (0: none, else 1 + the vote) */
+    unsigned char *ls_early;
+    int ls_inject_op;          /* overflow_at: the op whose gradient gets the inf; -1: none */
 
     coord_server_t *cs;
     coord_client_t *cl;
@@ -369,6 +384,40 @@ int64_t worker_scaled_ps_floats(const worker_t *w, int64_t bytes);
  * (layer_w, layer_b), and the parameter entries rebuilt on them. */
 void worker_scale_layers(worker_t *w);
 
+
+/* ---- precision = fp16's loss scaling (runtime/exec/worker_loss_scale.c) ---- */
+
+/* The scale at job.train.loss_scale_init, the rulings' slots, the op that overflow_at
+ * injects into (the plan is built); fini frees them. */
+void worker_ls_init(worker_t *w);
+void worker_ls_fini(worker_t *w);
+/* Whether the plan scales the loss (it has a VERDICT: precision = fp16). */
+bool worker_ls_on(const worker_t *w);
+/* The scale the next backward multiplies the loss gradient by (1 when not on). Under BSP the
+ * backward of t runs after every update of t - 1, so after VERDICT(t - 1): every node reads
+ * the same. */
+float worker_ls_scale(worker_t *w);
+/* overflow_at: an inf into g[0] when (op, t) is the sync the key names on this rank. */
+void worker_ls_inject(worker_t *w, int op, int64_t t, float *g);
+/* Iteration t's gradients g (n floats, as every node has them) are in: an inf or a NaN among
+ * them skips the step. */
+void worker_ls_note(worker_t *w, int64_t t, const float *g, int64_t n);
+/* This rank's own gradients g of iteration t, as it pushes them to the shards: an inf or a
+ * NaN at the wire precision goes into its VOTE. */
+void worker_ls_note_own(worker_t *w, int64_t t, const float *g, int64_t n);
+/* VOTE(t): this rank's vote to every other rank, and theirs of t received (a vote from an
+ * unknown rank, for an iteration not in flight, a second one or a malformed one is refused
+ * with a log naming the peer); a bad one makes t's verdict bad. A failure ends the job. */
+void worker_ls_vote(worker_t *w, int64_t t);
+/* VERDICT(t): every gradient of t is noted; the ruling, and the scale moves (the colocated
+ * shard, waiting for it, is told). */
+void worker_ls_verdict(worker_t *w, int64_t t);
+/* The colocated shard's question (ps_server_config_t.ready): 1 apply iteration t, 0 skip
+ * it, -1 VERDICT(t) has not ruled yet. arg: the worker. */
+int worker_shard_ready(void *arg, int64_t t);
+/* An update of iteration t: whether to take it, and *unscale = 1 / the scale t's backward
+ * used (1 when not on). */
+bool worker_ls_step(worker_t *w, int64_t t, float *unscale);
 
 /* ---- the executor (runtime/exec/worker_exec.c) ---- */
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
 
 #include "core/check.h"
 #include "core/cost.h"
@@ -119,6 +121,7 @@ struct ps_server {
     atomic_llong trace_zero_ns; /* 0: answers carry no stamp */
     sendq_t *sq;                /* cfg.slice_bytes > 0: the answers' queue (the thread's) */
     slice_asm_t *sa;            /* sliced pushes coming in (the thread's) */
+    int kick_fd;                /* an eventfd: ps_server_kick, a ruling came */
 };
 
 static sblock_t *server_block(ps_server_t *s, uint64_t offset)
@@ -225,6 +228,64 @@ static float *held_sum_decoded(ps_server_t *s, const sblock_t *k, comm_msg_t *he
     return acc;
 }
 
+/* The held pushes of iteration `version` (slot sl) summed, in rank order, and closed: the
+ * sum (count floats) in *acc; *first: the rank whose payload holds it (-1: malloc'ed). */
+static float *held_sum(ps_server_t *s, sblock_t *k, int sl, int *first)
+{
+    comm_msg_t *held = &k->held[(size_t)sl * s->cfg.world];
+    const unsigned char *in = &k->pushed[(size_t)sl * s->cfg.world];
+    *first = -1;
+    if (wire_encoded(s->cfg.wire)) return held_sum_decoded(s, k, held, in);
+    float *acc = NULL;
+    for (int r = 0; r < s->cfg.world; r++) {
+        if (!in[r]) continue;
+        if (*first < 0) {
+            *first = r;
+            acc = comm_msg_data_writable(&held[r]);
+            continue;
+        }
+        const float *g = comm_msg_data(&held[r]);
+        for (uint32_t i = 0; i < k->b->count; i++) acc[i] += g[i];
+        comm_msg_close(&held[r]);
+    }
+    return acc;
+}
+
+/* Applies every complete iteration of block k, in order, that its ruling allows (cfg.ready:
+ * taken, or skipped with the values unchanged; one not ruled on yet waits for
+ * ps_server_kick), then answers the pulls it can. */
+static void apply_ready(ps_server_t *s, sblock_t *k)
+{
+    int slots = s->cfg.staleness + 1;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        int sl = (int)(k->version % slots);
+        if (k->n_push[sl] < s->cfg.n_workers) break;
+        int take = s->cfg.ready ? s->cfg.ready(s->cfg.ready_arg, k->version) : 1;
+        if (take < 0) break;
+        int first;
+        float *acc = held_sum(s, k, sl, &first);
+        if (take) {
+            buf_own(&k->values);
+            s->cfg.update(s->cfg.update_arg, comm_buf_data(k->values), acc, k->b->count,
+                          k->b->offset, k->version);
+            if (k->wire) {
+                buf_own(&k->wire);
+                half_encode(s->cfg.wire, comm_buf_data(k->wire), comm_buf_data(k->values),
+                            k->b->count);
+            }
+        }
+        if (first >= 0) comm_msg_close(&k->held[(size_t)sl * s->cfg.world + first]);
+        else free(acc);
+        memset(&k->pushed[(size_t)sl * s->cfg.world], 0, (size_t)s->cfg.world);
+        k->n_push[sl] = 0;
+        k->version++;
+    }
+    pthread_cond_broadcast(&s->applied);
+    pthread_mutex_unlock(&s->lock);
+    serve_pulls(s, k);
+}
+
 /* recv_ns: when comm_recv returned m (clock_now_ns clock). */
 static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
 {
@@ -255,47 +316,28 @@ static void server_handle(ps_server_t *s, comm_msg_t *m, int64_t recv_ns)
         s->cfg.on_push(s->cfg.on_push_arg, m->peer, k->b->offset, t, recv_ns);
     comm_msg_move(&k->held[(size_t)slot * s->cfg.world + m->peer], m);
     k->n_push[slot]++;
-    pthread_mutex_lock(&s->lock);
-    for (;;) { /* apply every complete iteration, in order */
-        int sl = (int)(k->version % slots);
-        if (k->n_push[sl] < s->cfg.n_workers) break;
-        comm_msg_t *held = &k->held[(size_t)sl * s->cfg.world];
-        const unsigned char *in = &k->pushed[(size_t)sl * s->cfg.world];
-        float *acc = NULL;
-        int first = -1;
-        if (wire_encoded(s->cfg.wire)) {
-            acc = held_sum_decoded(s, k, held, in);
-        } else {
-            for (int r = 0; r < s->cfg.world; r++) {
-                if (!in[r]) continue;
-                if (first < 0) {
-                    first = r;
-                    acc = comm_msg_data_writable(&held[r]);
-                    continue;
-                }
-                const float *g = comm_msg_data(&held[r]);
-                for (uint32_t i = 0; i < k->b->count; i++) acc[i] += g[i];
-                comm_msg_close(&held[r]);
-            }
-        }
-        const float *a = acc;
-        buf_own(&k->values);
-        s->cfg.update(s->cfg.update_arg, comm_buf_data(k->values), a, k->b->count,
-                      k->b->offset, k->version);
-        if (k->wire) {
-            buf_own(&k->wire);
-            half_encode(s->cfg.wire, comm_buf_data(k->wire), comm_buf_data(k->values),
-                        k->b->count);
-        }
-        if (first >= 0) comm_msg_close(&held[first]);
-        else free(acc);
-        memset(&k->pushed[(size_t)sl * s->cfg.world], 0, (size_t)s->cfg.world);
-        k->n_push[sl] = 0;
-        k->version++;
+    apply_ready(s, k);
+}
+
+/* Every block's complete iterations that waited for their ruling (ps_server_kick). */
+static void apply_all_ready(ps_server_t *s)
+{
+    for (int i = 0; i < s->n; i++) apply_ready(s, &s->blk[i]);
+}
+
+/* comm_recv, but rulings come too (ps_server_kick): each applies what waited for it, and a
+ * wait ends at a message or a ruling. */
+static int server_recv_or_kick(ps_server_t *s, comm_msg_t *m, int timeout_ms)
+{
+    for (int waited = 0;; waited = 1) {
+        uint64_t n;
+        if (read(s->kick_fd, &n, sizeof n) == (ssize_t)sizeof n) apply_all_ready(s);
+        else if (errno != EAGAIN) die("eventfd read: %s", strerror(errno));
+        int rc = comm_recv(s->comm, NULL, m, 0); /* one kept, or one on the sockets */
+        if (rc != 0 || waited) return rc;
+        rc = comm_wait_in(s->comm, s->kick_fd, timeout_ms);
+        if (rc <= 0) return rc;
     }
-    pthread_cond_broadcast(&s->applied);
-    pthread_mutex_unlock(&s->lock);
-    serve_pulls(s, k);
 }
 
 static void *server_main(void *arg)
@@ -306,7 +348,8 @@ static void *server_main(void *arg)
     while (!atomic_load(&s->stop)) {
         comm_msg_t m;
         /* ZeroMQ's release of a slice wakes no one: with answers queued, look again soon */
-        int rc = comm_recv(s->comm, NULL, &m, busy ? 1 : 50);
+        int rc = s->cfg.ready ? server_recv_or_kick(s, &m, busy ? 1 : 50)
+                              : comm_recv(s->comm, NULL, &m, busy ? 1 : 50);
         if (rc < 0) break;
         if (rc == 1 && m.hdr.type == MSG_SLICE) {
             comm_msg_t whole;
@@ -340,6 +383,8 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
     if (cfg->slice_bytes) s->sq = sendq_new(cfg->slice_bytes, 5000, answer_done, s);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->applied, NULL);
+    if ((s->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+        die("eventfd: %s", strerror(errno));
     const ps_layout_t *l = cfg->layout;
     for (int b = 0; b < l->n_blocks; b++) s->n += l->blocks[b].shard == cfg->shard;
     s->blk = xcalloc((size_t)s->n + 1, sizeof *s->blk);
@@ -373,6 +418,7 @@ void ps_server_destroy(ps_server_t **sp)
     sendq_destroy(&s->sq);
     slice_asm_destroy(&s->sa);
     comm_destroy(&s->comm);
+    close(s->kick_fd);
     for (int i = 0; i < s->n; i++) {
         sblock_t *k = &s->blk[i];
         while (k->pulls) {
@@ -445,4 +491,11 @@ int ps_server_snapshot(ps_server_t *s, int64_t version, float *arena, int timeou
                (size_t)s->blk[i].b->count * sizeof(float));
     pthread_mutex_unlock(&s->lock);
     return rc;
+}
+
+void ps_server_kick(ps_server_t *s)
+{
+    uint64_t one = 1;
+    if (write(s->kick_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        die("eventfd write: %s", strerror(errno));
 }

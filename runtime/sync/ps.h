@@ -97,6 +97,12 @@ typedef struct {
                                   lowest first, in slices of this (runtime/transport/sendq.h);
                                   0: each as soon as it is ready */
     precision_t wire;          /* what pushes and pulls carry (fp32 when 0) */
+    /* precision = fp16's loss scaling (core/plan.h): whether iteration t, all its pushes in,
+     * is applied (1), skipped with the values unchanged (0; its version still counts), or
+     * not ruled on yet (-1: it waits, and ps_server_kick says when to ask again). Called on
+     * the shard's thread. NULL: every iteration is applied. */
+    int (*ready)(void *arg, int64_t t);
+    void *ready_arg;
 } ps_server_config_t;
 
 typedef struct ps_server ps_server_t;
@@ -112,6 +118,9 @@ void ps_server_copy_values(ps_server_t *s, float *arena);
  * caller quiesced the job: no rank pushes for iteration `version` before the snapshot is
  * taken. 0, or -1 after timeout_ms, or (logged) if a block is already past version. */
 int ps_server_snapshot(ps_server_t *s, int64_t version, float *arena, int timeout_ms);
+/* A ruling came: the shard asks cfg.ready again for the iterations waiting on it.
+ * Thread-safe. */
+void ps_server_kick(ps_server_t *s);
 /* Messages it rejected (bad, duplicate, out of the staleness bound). */
 uint64_t ps_server_n_rejected(ps_server_t *s);
 /* From now on every answer to a pull carries stamp_ns = clock_now_ns() - zero_ns (>= 1):

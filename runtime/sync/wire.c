@@ -40,3 +40,16 @@ void wire_round(precision_t p, float *x, size_t n)
     else if (p == PRECISION_FP16)
         for (size_t i = 0; i < n; i++) x[i] = half_fp16_to_f32(half_fp16_from_f32(x[i]));
 }
+
+bool wire_overflows(precision_t p, const float *x, size_t n)
+{
+    /* v * 0 is 0 for a finite v and NaN for an inf or a NaN, which the sum keeps */
+    float acc = 0.0f;
+    if (p == PRECISION_BF16)
+        for (size_t i = 0; i < n; i++) acc += half_bf16_to_f32(half_bf16_from_f32(x[i])) * 0.0f;
+    else if (p == PRECISION_FP16)
+        for (size_t i = 0; i < n; i++) acc += half_fp16_to_f32(half_fp16_from_f32(x[i])) * 0.0f;
+    else
+        for (size_t i = 0; i < n; i++) acc += x[i] * 0.0f;
+    return acc != 0.0f;
+}

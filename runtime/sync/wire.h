@@ -29,4 +29,8 @@ void wire_add_rounded(precision_t p, float *dst, const float *src, size_t n);
  * own copy holds the same values as the receivers, bit for bit. */
 void wire_round(precision_t p, float *x, size_t n);
 
+/* Whether any of the n values of x is an inf or a NaN as p carries it (fp16: also every
+ * value that rounds past its largest, 65504): what fp16's loss scaling skips a step for. */
+bool wire_overflows(precision_t p, const float *x, size_t n);
+
 #endif

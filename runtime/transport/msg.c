@@ -80,6 +80,7 @@ const char *msg_type_name(int type)
     case MSG_SFB_V: return "SFB_V";
     case MSG_AR_REDUCE: return "AR_REDUCE";
     case MSG_AR_GATHER: return "AR_GATHER";
+    case MSG_LS_VOTE: return "LS_VOTE";
     case MSG_TEST: return "TEST";
     case MSG_SLICE: return "SLICE";
     default: return "?";

@@ -61,6 +61,8 @@ typedef enum {
     MSG_SFB_V,        /* payload: V (K x N) floats */
     MSG_AR_REDUCE,    /* payload: floats of a reduce-scatter chunk; shard = ring step */
     MSG_AR_GATHER,    /* payload: floats of an all-gather chunk; shard = ring step */
+    MSG_LS_VOTE,      /* payload: 1 byte, 1 if the sender's gradients of the iteration hold an
+                         inf or a NaN, else 0 (precision = fp16's loss scaling) */
     MSG_TEST = 40,    /* payload: anything (tests, bandwidth probes) */
     MSG_SLICE,        /* payload: a slice header and a piece of a larger message
                          (runtime/transport/slice.h); the other fields are the message's */
