@@ -816,7 +816,7 @@ void nnet_forward_layer(nnet_t *n, int li)
     case LAYER_GELU: lo->gelu_forward(ctx, total, l->gelu_tanh, x, s->out); break;
     case LAYER_TANH: lo->tanh_forward(ctx, total, x, s->out); break;
     case LAYER_WINATTN: winattn_forward(n->c, l, n->batch, x, s->w, s->b, s->aux, s->out); break;
-    case LAYER_PATCHMERGE: patchmerge_forward(l, n->batch, s->dim, x, s->out); break;
+    case LAYER_PATCHMERGE: patchmerge_forward(n->c, l, n->batch, s->dim, x, s->out); break;
     case LAYER_ATTENTION:
         seq_attention_forward(n->c, x, input_out(n, l, 1), input_out(n, l, 2), n->batch, s->seq,
                               s->dim, l->heads, l->causal, s->aux, s->out);
@@ -946,7 +946,7 @@ void nnet_backward_layer(nnet_t *n, int li)
         winattn_backward(n->c, l, n->batch, s->w, s->b, s->aux, s->dout, s->dw, s->db, dx);
         break;
     case LAYER_PATCHMERGE:
-        if (dx) patchmerge_backward(l, n->batch, s->dim, s->dout, dx);
+        if (dx) patchmerge_backward(n->c, l, n->batch, s->dim, s->dout, dx);
         break;
     case LAYER_ATTENTION:
         seq_attention_backward(n->c, x, input_out(n, l, 1), input_out(n, l, 2), s->aux, s->dout,
