@@ -242,25 +242,11 @@ static void staging_init(nnet_t *n)
     n->staged = true;
 }
 
-/* The Swin layers (window_attn.h) run on the host backend only. */
-static int device_check(const model_t *m, const compute_t *c, char *err, size_t errlen)
-{
-    if (compute_is_host(c)) return 0;
-    for (int i = 0; i < m->n_layers; i++) {
-        const layer_t *l = &m->layers[i];
-        if (l->type != LAYER_WINATTN && l->type != LAYER_PATCHMERGE) continue;
-        snprintf(err, errlen, "%s:%d: layer '%s' (%s) runs on the CPU backend only", m->path,
-                 l->src_line, l->name, layer_type_name(l->type));
-        return -1;
-    }
-    return 0;
-}
-
 nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char *err,
                  size_t errlen)
 {
     int label_count;
-    if (model_check(m, batch, &label_count, err, errlen) || device_check(m, c, err, errlen))
+    if (model_check(m, batch, &label_count, err, errlen))
         return NULL;
     nnet_t *n = xcalloc(1, sizeof *n);
     n->m = m;
