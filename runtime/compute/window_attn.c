@@ -2,17 +2,18 @@
  * (Swin Transformer, Liu et al. 2021): the plane is padded with zeros on the bottom and
  * right to whole windows, rolled up and left by the shift (an axis whose padded side is
  * no longer than a window is not shifted), cut into windows of N = window^2 positions
- * (kernels_window.h); per
- * window and head P = softmax(Q K^T / sqrt(dh) + B + M) with B the relative position bias
- * gathered from the table and M -100 between positions of different regions of the rolled
- * plane (shifted windows only), O = P V; the output projection, rolled back, cropped.
+ * (kernels_window.h); per window and head P = softmax(Q K^T / sqrt(dh) + B + M) with B the
+ * relative position bias gathered from the table and M -100 between positions of different
+ * regions of the rolled plane (shifted windows only), O = P V; the output projection,
+ * rolled back, cropped.
  *
  * This file sequences the layer, the same on every backend: the projections are GEMMs
  * (compute_sgemm) over all the windows' positions at once; the rest (the partition and its
  * reverse, the attention of the small windows, N = 49 in Swin-T) are the backend's layer
  * operations (compute.h), so the CPU and a GPU run the same algorithm on their own buffers.
  * A padded position takes part in the attention (its Q, K, V are the biases), as in
- * PyTorch, and its output is dropped. */
+ * PyTorch, and its output is dropped. The scratch of a pass (one sample's projected windows
+ * and gradients) is the backend's memory, taken and given back per call. */
 #include "runtime/compute/window_attn.h"
 
 #include <stdbool.h>
