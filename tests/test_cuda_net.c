@@ -197,42 +197,50 @@ static const gpu_case_t s_cases[] = {
          "to_image img h=6 w=6\nscale ls\nadd res in=ls,prod\n"
          "pool gap op=avg global=1\nfc out out=5\nsoftmax_loss loss\n",
      3},
+    /* the Swin layers: winattn shifted (a 5x6 plane padded to windows, the mask's regions on
+     * both axes) and not, with 1, 2 and 4 heads, with and without biases, a plane smaller
+     * than its window; patchmerge of odd sides */
+    {"input data shape=4x5x6\nto_seq s\n"
+         "winattn a h=5 w=6 window=3 shift=1 heads=2 bias=1\n"
+         "winattn b h=5 w=6 window=3 shift=0 heads=4 bias=0\n"
+         "patchmerge m h=5 w=6\n"
+         "winattn c h=3 w=3 window=2 shift=1 heads=2 bias=1\n"
+         "winattn d h=3 w=3 window=4 shift=1 heads=1 bias=0\n"
+         "to_image img h=3 w=3\npool gap op=avg global=1\nfc out out=3\nsoftmax_loss loss\n",
+     2},
+    /* a small Swin: patch embedding, blocks of (shifted) window attention and MLP with
+     * residuals and layer norms, patch merging, a stage at half the resolution */
+    {"input data shape=3x8x8\nconv embed out=8 kernel=2 stride=2\nto_seq s\nlayernorm n0\n"
+         "winattn w1 h=4 w=4 window=2 shift=0 heads=2\nadd r1 in=w1,n0\n"
+         "layernorm n1\nlinear up out=16\ngelu g\nlinear down out=8\nadd r2 in=down,r1\n"
+         "layernorm n2\nwinattn w2 h=4 w=4 window=2 shift=1 heads=2\nadd r3 in=w2,r2\n"
+         "patchmerge m h=4 w=4\nlayernorm n3\nlinear red out=16\n"
+         "winattn w3 h=2 w=2 window=2 shift=0 heads=4\nadd r4 in=w3,red\nlayernorm n4\n"
+         "to_image img h=2 w=2\npool gap op=avg global=1\nfc head out=5\nsoftmax_loss loss\n",
+     3},
 };
 
-TEST(test_cuda_net_conv_pool_lrn_dropout_fc)
+/* Case i of s_cases on the GPU against the CPU. */
+static void run_case(size_t i)
 {
     compute_t *g = gpu_or_skip();
-    CHECK(run_both(NULL, s_cases[0].text, s_cases[0].batch, g) == 0);
+    CHECK(run_both(NULL, s_cases[i].text, s_cases[i].batch, g) == 0, "case %zu", i);
     compute_destroy(&g);
 }
 
-TEST(test_cuda_net_inception_residual_bn)
-{
-    compute_t *g = gpu_or_skip();
-    CHECK(run_both(NULL, s_cases[1].text, s_cases[1].batch, g) == 0);
-    compute_destroy(&g);
-}
+TEST(test_cuda_net_conv_pool_lrn_dropout_fc) { run_case(0); }
 
-TEST(test_cuda_net_vit_block)
-{
-    compute_t *g = gpu_or_skip();
-    CHECK(run_both(NULL, s_cases[2].text, s_cases[2].batch, g) == 0);
-    compute_destroy(&g);
-}
+TEST(test_cuda_net_inception_residual_bn) { run_case(1); }
 
-TEST(test_cuda_net_decoder)
-{
-    compute_t *g = gpu_or_skip();
-    CHECK(run_both(NULL, s_cases[3].text, s_cases[3].batch, g) == 0);
-    compute_destroy(&g);
-}
+TEST(test_cuda_net_vit_block) { run_case(2); }
 
-TEST(test_cuda_net_zoo_layers)
-{
-    compute_t *g = gpu_or_skip();
-    CHECK(run_both(NULL, s_cases[4].text, s_cases[4].batch, g) == 0);
-    compute_destroy(&g);
-}
+TEST(test_cuda_net_decoder) { run_case(3); }
+
+TEST(test_cuda_net_zoo_layers) { run_case(4); }
+
+TEST(test_cuda_net_swin_layers) { run_case(5); }
+
+TEST(test_cuda_net_swin_network) { run_case(6); }
 
 /* LeNet as shipped */
 TEST(test_cuda_net_lenet_file)

@@ -954,7 +954,7 @@ TEST(test_layers_winattn_patchmerge_match_pytorch)
     layer_t l = {.image_h = 3, .image_w = 5}; /* (1,3,5,4) to (1,2,3,16) */
     float *x = read_floats(f, 3 * 5 * 4), *y = read_floats(f, 2 * 3 * 16), out[96];
     REQUIRE(x && y, "short patch merge");
-    patchmerge_forward(&l, 1, 4, x, out);
+    patchmerge_forward(c, &l, 1, 4, x, out);
     CHECK(compare_floats("patchmerge", out, y, 96) == 0, "patchmerge differs from PyTorch");
     free(x), free(y);
     compute_destroy(&c);

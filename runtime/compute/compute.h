@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "runtime/compute/kernels_elementwise.h"
+#include "runtime/compute/kernels_window.h"
 
 typedef enum { COMPUTE_CPU, COMPUTE_CUDA } compute_kind_t;
 
@@ -196,6 +197,28 @@ typedef struct {
      * channel j*groups + g of y (with add, y +=); its inverse swaps groups and per_group */
     void (*shuffle_channels)(void *ctx, int batch, int groups, int per_group, int64_t p,
                              const float *x, float *y, bool add);
+    /* y[j] += the sum over r < rows of x[r*stride + j], j < m, added to y in row order */
+    void (*sum_rows_add)(void *ctx, int64_t rows, int64_t m, const float *x, int64_t stride,
+                         float *y);
+    /* The Swin layers' steps besides their GEMMs (window_attn.c sequences them; g:
+     * kernels_window.h). One sample: xw (P, D) = the windows of x (H*W, D), padding zeros. */
+    void (*win_partition)(void *ctx, const ke_swin_t *g, const float *x, float *xw);
+    /* the windows back: x[src(t)] = yw[t] (with add, +=) for every position t that is not
+     * padding */
+    void (*win_reverse)(void *ctx, const ke_swin_t *g, const float *yw, float *x, bool add);
+    /* per window and head, from qkv (P, 3D: Q, K, V): p (nw, heads, N, N) = the softmax of
+     * Q K^T / sqrt(dh) + the table's bias + the shift's mask; o (P, D) = p V */
+    void (*win_attn_forward)(void *ctx, const ke_swin_t *g, const float *qkv,
+                             const float *table, float *p, float *o);
+    /* its backward from do_ (P, D): dqkv (P, 3D) overwritten, dtable added to */
+    void (*win_attn_backward)(void *ctx, const ke_swin_t *g, const float *qkv, const float *p,
+                              const float *do_, float *dqkv, float *dtable);
+    /* patchmerge of (batch, h*w, dim): y (batch, ceil(h/2)*ceil(w/2), 4 dim) = each 2x2
+     * block's four positions side by side (kernels_window.h's order), padding zeros */
+    void (*patch_merge)(void *ctx, int batch, int h, int w, int dim, const float *x, float *y);
+    /* dx += dy put back in place (the padding's gradient dropped) */
+    void (*patch_merge_grad)(void *ctx, int batch, int h, int w, int dim, const float *dy,
+                             float *dx);
 } compute_layer_ops_t;
 
 typedef struct {

@@ -570,6 +570,170 @@ static void cpu_shuffle_channels(void *ctx, int batch, int groups, int per_group
             }
 }
 
+static void cpu_sum_rows_add(void *ctx, int64_t rows, int64_t m, const float *x,
+                             int64_t stride, float *y)
+{
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++) vec_add(y, x + r * stride, m);
+}
+
+/* ---- the Swin layers (kernels_window.h) ---------------------------------------------------- */
+
+static void cpu_win_partition(void *ctx, const ke_swin_t *g, const float *x, float *xw)
+{
+    (void)ctx;
+    size_t row = (size_t)g->D * sizeof *xw;
+    for (int64_t t = 0; t < g->P; t++) {
+        int64_t s = ke_swin_src(g, t);
+        if (s >= 0) memcpy(xw + t * g->D, x + s * g->D, row);
+        else memset(xw + t * g->D, 0, row);
+    }
+}
+
+static void cpu_win_reverse(void *ctx, const ke_swin_t *g, const float *yw, float *x, bool add)
+{
+    (void)ctx;
+    int D = g->D;
+    for (int64_t t = 0; t < g->P; t++) {
+        int64_t s = ke_swin_src(g, t);
+        if (s < 0) continue;
+        if (add)
+            for (int k = 0; k < D; k++) x[s * D + k] += yw[t * D + k];
+        else memcpy(x + s * D, yw + t * D, (size_t)D * sizeof *x);
+    }
+}
+
+/* The region labels of window wi's positions (kernels_window.h) into lab (N). */
+static void window_labels(const ke_swin_t *g, int wi, int *lab)
+{
+    for (int i = 0; i < g->N; i++) lab[i] = ke_swin_label(g, (int64_t)wi * g->N + i);
+}
+
+static void cpu_win_attn_forward(void *ctx, const ke_swin_t *g, const float *qkv,
+                                 const float *table, float *pr, float *o)
+{
+    (void)ctx;
+    int N = g->N, D = g->D, dh = g->dh;
+    bool masked = g->sh || g->sw;
+    float scale = (float)(1.0 / sqrt((double)dh));
+    int *lab = xmalloc((size_t)N * sizeof *lab);
+    for (int wi = 0; wi < g->nw; wi++) {
+        window_labels(g, wi, lab);
+        for (int h = 0; h < g->heads; h++) {
+            float *p = pr + ((int64_t)wi * g->heads + h) * N * N;
+            const float *base = qkv + (int64_t)wi * N * 3 * D + h * dh;
+            for (int i = 0; i < N; i++) {
+                const float *q = base + (int64_t)i * 3 * D;
+                float *pi = p + (int64_t)i * N;
+                for (int j = 0; j < N; j++) {
+                    const float *k = base + (int64_t)j * 3 * D + D;
+                    float s = 0;
+                    for (int e = 0; e < dh; e++) s += q[e] * k[e];
+                    s = s * scale + table[(int64_t)ke_swin_rel(g, i, j) * g->heads + h];
+                    if (masked && lab[i] != lab[j]) s -= 100.0f;
+                    pi[j] = s;
+                }
+                ke_swin_softmax_row(pi, N);
+                float *oi = o + ((int64_t)wi * N + i) * D + h * dh;
+                memset(oi, 0, (size_t)dh * sizeof *oi);
+                for (int j = 0; j < N; j++) {
+                    const float *v = base + (int64_t)j * 3 * D + 2 * D;
+                    for (int e = 0; e < dh; e++) oi[e] += pi[j] * v[e];
+                }
+            }
+        }
+    }
+    free(lab);
+}
+
+/* One row i of one window and head: dV += P^T dO, then through the softmax (ds: a row of N)
+ * into dQ, dK and the table. */
+static void win_attn_row_backward(const ke_swin_t *g, int i, int h, const float *pi,
+                                  const float *base, const float *doi, float *dbase,
+                                  float *dtable, float *ds)
+{
+    int N = g->N, D = g->D, dh = g->dh;
+    float scale = (float)(1.0 / sqrt((double)dh));
+    for (int j = 0; j < N; j++) {
+        const float *v = base + (int64_t)j * 3 * D + 2 * D;
+        float *dv = dbase + (int64_t)j * 3 * D + 2 * D, dp = 0;
+        for (int e = 0; e < dh; e++) {
+            dp += doi[e] * v[e];
+            dv[e] += pi[j] * doi[e];
+        }
+        ds[j] = dp;
+    }
+    ke_swin_dsoftmax_row(pi, ds, N);
+    const float *q = base + (int64_t)i * 3 * D;
+    float *dq = dbase + (int64_t)i * 3 * D;
+    for (int j = 0; j < N; j++) {
+        float dsj = ds[j];
+        dtable[(int64_t)ke_swin_rel(g, i, j) * g->heads + h] += dsj;
+        const float *k = base + (int64_t)j * 3 * D + D;
+        float *dk = dbase + (int64_t)j * 3 * D + D;
+        for (int e = 0; e < dh; e++) {
+            dq[e] += scale * dsj * k[e];
+            dk[e] += scale * dsj * q[e];
+        }
+    }
+}
+
+static void cpu_win_attn_backward(void *ctx, const ke_swin_t *g, const float *qkv,
+                                  const float *pr, const float *dO, float *dqkv, float *dtable)
+{
+    (void)ctx;
+    int N = g->N, D = g->D, dh = g->dh;
+    memset(dqkv, 0, (size_t)(g->P * 3 * D) * sizeof *dqkv);
+    float *ds = xmalloc((size_t)N * sizeof *ds);
+    for (int wi = 0; wi < g->nw; wi++)
+        for (int h = 0; h < g->heads; h++) {
+            const float *p = pr + ((int64_t)wi * g->heads + h) * N * N;
+            int64_t off = (int64_t)wi * N * 3 * D + h * dh;
+            for (int i = 0; i < N; i++)
+                win_attn_row_backward(g, i, h, p + (int64_t)i * N, qkv + off,
+                                      dO + ((int64_t)wi * N + i) * D + h * dh, dqkv + off,
+                                      dtable, ds);
+        }
+    free(ds);
+}
+
+/* Forward: y = the merged x (padding zeros). Backward: dx += dy put back in place (the
+ * padding's gradient dropped). The same walk over the merged parts. */
+static void patch_merge_walk(int batch, int H, int W, int dim, bool backward, const float *from,
+                             float *to)
+{
+    int H2 = (H + 1) / 2, W2 = (W + 1) / 2;
+    for (int bi = 0; bi < batch; bi++)
+        for (int y2 = 0; y2 < H2; y2++)
+            for (int x2 = 0; x2 < W2; x2++)
+                for (int k = 0; k < 4; k++) {
+                    int y = 2 * y2 + ke_patch_dy(k), x = 2 * x2 + ke_patch_dx(k);
+                    int64_t part = (((int64_t)bi * H2 + y2) * W2 + x2) * 4 * dim + k * dim;
+                    int64_t pos = (((int64_t)bi * H + y) * W + x) * dim;
+                    bool inside = y < H && x < W;
+                    if (backward && inside)
+                        for (int e = 0; e < dim; e++) to[pos + e] += from[part + e];
+                    else if (!backward && inside)
+                        memcpy(to + part, from + pos, (size_t)dim * sizeof *to);
+                    else if (!backward)
+                        memset(to + part, 0, (size_t)dim * sizeof *to);
+                }
+}
+
+static void cpu_patch_merge(void *ctx, int batch, int h, int w, int dim, const float *x,
+                            float *y)
+{
+    (void)ctx;
+    patch_merge_walk(batch, h, w, dim, false, x, y);
+}
+
+static void cpu_patch_merge_grad(void *ctx, int batch, int h, int w, int dim, const float *dy,
+                                 float *dx)
+{
+    (void)ctx;
+    patch_merge_walk(batch, h, w, dim, true, dy, dx);
+}
+
 const compute_layer_ops_t compute_cpu_layer_ops = {
     .fill = cpu_fill,
     .copy_rows = cpu_copy_rows,
@@ -606,4 +770,11 @@ const compute_layer_ops_t compute_cpu_layer_ops = {
     .mul_rows = cpu_mul_rows,
     .mul_rows_grad = cpu_mul_rows_grad,
     .shuffle_channels = cpu_shuffle_channels,
+    .sum_rows_add = cpu_sum_rows_add,
+    .win_partition = cpu_win_partition,
+    .win_reverse = cpu_win_reverse,
+    .win_attn_forward = cpu_win_attn_forward,
+    .win_attn_backward = cpu_win_attn_backward,
+    .patch_merge = cpu_patch_merge,
+    .patch_merge_grad = cpu_patch_merge_grad,
 };

@@ -1,5 +1,6 @@
 /* compute_cuda.h: what the CUDA backend's two translation units share (compute_cuda.cu: BLAS,
- * memory, errors; compute_cuda_layers.cu: the layer kernels). Included by .cu files only.
+ * memory, errors; compute_cuda_layers.cu: the layer kernels; compute_cuda_window.cu: the Swin
+ * layers' kernels). Included by .cu files only.
  *
  * Every CUDA runtime call goes through CUDA_CHECK and every cuBLAS call through CUBLAS_CHECK:
  * on failure they print file:line, the library's message and a hint, then exit 1. Every
@@ -83,6 +84,21 @@ void *cuda_scratch(cuda_ctx_t *c, size_t bytes);
 /* cudaMalloc that names the batch as the remedy when the device is full. */
 void *cuda_alloc_or_die(size_t bytes);
 
+/* The Swin layers' operations (compute_cuda_window.cu), for compute_cuda_layers.cu's table. */
+extern "C" {
+void cu_sum_rows_add(void *ctx, int64_t rows, int64_t m, const float *x, int64_t stride,
+                     float *y);
+void cu_win_partition(void *ctx, const ke_swin_t *g, const float *x, float *xw);
+void cu_win_reverse(void *ctx, const ke_swin_t *g, const float *yw, float *x, bool add);
+void cu_win_attn_forward(void *ctx, const ke_swin_t *g, const float *qkv, const float *table,
+                         float *p, float *o);
+void cu_win_attn_backward(void *ctx, const ke_swin_t *g, const float *qkv, const float *p,
+                          const float *dO, float *dqkv, float *dtable);
+void cu_patch_merge(void *ctx, int batch, int h, int w, int dim, const float *x, float *y);
+void cu_patch_merge_grad(void *ctx, int batch, int h, int w, int dim, const float *dy,
+                         float *dx);
+}
+
 static const int s_threads = 256;
 
 static inline unsigned int blocks_for(int64_t n)
@@ -95,5 +111,16 @@ static inline unsigned int blocks_for(int64_t n)
 #define GRID_STRIDE(i, n)                                                                  \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
          i += (int64_t)blockDim.x * gridDim.x)
+
+/* The layer operations' launch: kernel over n elements (none for n <= 0) on the stream of
+ * the context `ctx` in scope, checked. */
+#define CTX ((cuda_ctx_t *)ctx)
+#define LAUNCH(kernel, n, ...)                                                             \
+    do {                                                                                   \
+        if ((n) > 0) {                                                                     \
+            kernel<<<blocks_for(n), s_threads, 0, CTX->stream>>>(__VA_ARGS__);             \
+            LAUNCH_CHECK();                                                                \
+        }                                                                                  \
+    } while (0)
 
 #endif

@@ -14,15 +14,6 @@
 #include "runtime/compute/compute_cuda.h"
 #include "runtime/compute/kernels_elementwise.h"
 
-#define CTX ((cuda_ctx_t *)ctx)
-#define LAUNCH(kernel, n, ...)                                                             \
-    do {                                                                                   \
-        if ((n) > 0) {                                                                     \
-            kernel<<<blocks_for(n), s_threads, 0, CTX->stream>>>(__VA_ARGS__);             \
-            LAUNCH_CHECK();                                                                \
-        }                                                                                  \
-    } while (0)
-
 /* ---- data movement and biases ------------------------------------------------------------ */
 
 __global__ void k_fill(int64_t n, float v, float *x)
@@ -693,4 +684,11 @@ extern "C" const compute_layer_ops_t compute_cuda_layer_ops = {
     cu_mul_rows,
     cu_mul_rows_grad,
     cu_shuffle_channels,
+    cu_sum_rows_add,
+    cu_win_partition,
+    cu_win_reverse,
+    cu_win_attn_forward,
+    cu_win_attn_backward,
+    cu_patch_merge,
+    cu_patch_merge_grad,
 };

@@ -243,25 +243,11 @@ static void staging_init(nnet_t *n)
     n->staged = true;
 }
 
-/* The Swin layers (window_attn.h) run on the host backend only. */
-static int device_check(const model_t *m, const compute_t *c, char *err, size_t errlen)
-{
-    if (compute_is_host(c)) return 0;
-    for (int i = 0; i < m->n_layers; i++) {
-        const layer_t *l = &m->layers[i];
-        if (l->type != LAYER_WINATTN && l->type != LAYER_PATCHMERGE) continue;
-        snprintf(err, errlen, "%s:%d: layer '%s' (%s) runs on the CPU backend only", m->path,
-                 l->src_line, l->name, layer_type_name(l->type));
-        return -1;
-    }
-    return 0;
-}
-
 nnet_t *nnet_new(const model_t *m, int batch, compute_t *c, uint64_t seed, char *err,
                  size_t errlen)
 {
     int label_count;
-    if (model_check(m, batch, &label_count, err, errlen) || device_check(m, c, err, errlen))
+    if (model_check(m, batch, &label_count, err, errlen))
         return NULL;
     nnet_t *n = xcalloc(1, sizeof *n);
     n->loss_scale = 1.0f;
@@ -819,7 +805,7 @@ void nnet_forward_layer(nnet_t *n, int li)
     case LAYER_GELU: lo->gelu_forward(ctx, total, l->gelu_tanh, x, s->out); break;
     case LAYER_TANH: lo->tanh_forward(ctx, total, x, s->out); break;
     case LAYER_WINATTN: winattn_forward(n->c, l, n->batch, x, s->w, s->b, s->aux, s->out); break;
-    case LAYER_PATCHMERGE: patchmerge_forward(l, n->batch, s->dim, x, s->out); break;
+    case LAYER_PATCHMERGE: patchmerge_forward(n->c, l, n->batch, s->dim, x, s->out); break;
     case LAYER_ATTENTION:
         seq_attention_forward(n->c, x, input_out(n, l, 1), input_out(n, l, 2), n->batch, s->seq,
                               s->dim, l->heads, l->causal, s->aux, s->out);
@@ -949,7 +935,7 @@ void nnet_backward_layer(nnet_t *n, int li)
         winattn_backward(n->c, l, n->batch, s->w, s->b, s->aux, s->dout, s->dw, s->db, dx);
         break;
     case LAYER_PATCHMERGE:
-        if (dx) patchmerge_backward(l, n->batch, s->dim, s->dout, dx);
+        if (dx) patchmerge_backward(n->c, l, n->batch, s->dim, s->dout, dx);
         break;
     case LAYER_ATTENTION:
         seq_attention_backward(n->c, x, input_out(n, l, 1), input_out(n, l, 2), s->aux, s->dout,

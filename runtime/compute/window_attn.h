@@ -1,5 +1,5 @@
 /* window_attn: the layers of Swin Transformers (winattn, patchmerge; models/README.md) for
- * runtime/compute/nnet.c, on the host backend only (nnet refuses them on a device).
+ * runtime/compute/nnet.c, on every backend: the buffers are the backend's (compute.h).
  *
  * Layout: a batch of B planes of h x w positions of D features is B x (h*w) x D, row-major,
  * as every sequence (seq_layers.h); a position (y, x) is row y*w + x. winattn's parameters:
@@ -27,8 +27,10 @@ void winattn_forward(compute_t *c, const layer_t *l, int batch, const float *x, 
 void winattn_backward(compute_t *c, const layer_t *l, int batch, const float *w, const float *b,
                       const float *aux, const float *dout, float *dw, float *db, float *dx);
 
-void patchmerge_forward(const layer_t *l, int batch, int dim, const float *x, float *out);
+void patchmerge_forward(compute_t *c, const layer_t *l, int batch, int dim, const float *x,
+                        float *out);
 /* dx += the gradient of the input */
-void patchmerge_backward(const layer_t *l, int batch, int dim, const float *dout, float *dx);
+void patchmerge_backward(compute_t *c, const layer_t *l, int batch, int dim, const float *dout,
+                         float *dx);
 
 #endif
