@@ -43,9 +43,9 @@
 #                       the host's cores, from the simulator's prediction of the row: the
 #                       plan's units times the nodes times the host's CPU seconds per unit
 #                       and rank (VALIDATE_HOST_S_PER_UNIT, default 0.002: threads, wake-ups
-#                       and messages, whatever the bytes), plus the
-#                       bytes all nodes send per iteration times the host's CPU seconds per
-#                       MB moved (VALIDATE_HOST_S_PER_MB, default 0.004 with --transport
+#                       and messages, whatever the bytes), plus the bytes all nodes send per
+#                       iteration / S times the host's CPU seconds per MB moved times
+#                       (1 + S / 4) (VALIDATE_HOST_S_PER_MB, default 0.004 with --transport
 #                       fabric, 0.009 with curve: a 12-node GoogLeNet ps+wfbp run at K = 20
 #                       spent 3.6 ms of CPU per MB sent over the trusted fabric and 8.5 ms
 #                       encrypted; 12- and 16-node PS runs 7.3-9.3 ms encrypted, all-reduce
@@ -60,7 +60,7 @@
 #                       VALIDATE_MEM_GB (default: half of this host's memory), at about
 #                       VALIDATE_RANK_PARAM_COPIES (default 6) times the model's fp32
 #                       parameters per rank at S = 1, plus 60 MB, and, up to
-#                       VALIDATE_MAX_TENSOR_SCALE (default 16), that makes the host's CPU for
+#                       VALIDATE_MAX_TENSOR_SCALE (default 8), that makes the host's CPU for
 #                       the bytes at most a quarter of its CPU per unit (a larger S then
 #                       hardly lowers K); with --dilation auto, K is then chosen on the
 #                       bytes / S that the host really moves
@@ -191,27 +191,31 @@ fabric) transport_flag=--trusted-fabric host_s_per_mb=${VALIDATE_HOST_S_PER_MB:-
 curve) transport_flag="" host_s_per_mb=${VALIDATE_HOST_S_PER_MB:-0.009} ;;
 *) echo "validate: --transport must be fabric or curve" >&2; exit 2 ;;
 esac
-# The host's CPU per iteration of a row, seconds: host_s_per_mb for every MB that the ranks
-# really move (the simulator's MB per node / S, times the nodes), and host_s_per_unit for
-# every plan unit (layer or group) of every rank, whatever its bytes: its ops' threads, wake-
-# ups, messages and their packets through the emulated links. GoogLeNet (58 units) on 32
-# nodes at S = 16, where the bytes are a small part, spent 3.2 s per iteration under
-# allreduce+wfbp at K = 40 and 5.0-6.2 s under ps+wfbp at K = 15: 1.5-2.6 ms per unit and rank.
+# The host's CPU per iteration of a row, seconds: host_s_per_mb x (1 + S / 4) for every MB
+# that the ranks really move (the simulator's MB per node / S, times the nodes), and
+# host_s_per_unit for every plan unit (layer or group) of every rank, whatever its bytes: its
+# ops' threads, wake-ups, messages and their packets through the emulated links. GoogLeNet
+# (58 units) on 32 nodes at S = 16, where the bytes are a small part, spent 3.2 s per
+# iteration under allreduce+wfbp at K = 40 and 5.0-6.2 s under ps+wfbp at K = 15: 1.5-2.6 ms
+# per unit and rank. A MB costs more on slower links (each connection's share of a link S x K
+# times slower than the cluster's, so TCP sends it in smaller pieces): 3.6-5.6 ms at S = 1
+# (GoogLeNet and Inception-V3, 16 and 32 nodes), 3-20 ms at S = 8-16 (published_real.sh's
+# rows at 8-32 nodes, after the part per unit), hence the factor.
 host_s_per_unit=${VALIDATE_HOST_S_PER_UNIT:-0.002}
 row_cpu_s() { # row_cpu_s MB_PER_NODE NODES S UNITS
     awk -v mb="$1" -v n="$2" -v S="$3" -v u="$4" -v c="$host_s_per_mb" -v f="$host_s_per_unit" \
-        'BEGIN { printf "%.4f\n", n * (mb / S * c + u * f) }'
+        'BEGIN { printf "%.4f\n", n * (mb / S * c * (1 + S / 4) + u * f) }'
 }
 # auto_scale PARAM_MB NODES MB_PER_NODE UNITS: --tensor-scale auto, a power of 2: at least
 # what keeps all ranks' memory under VALIDATE_MEM_GB, and, up to VALIDATE_MAX_TENSOR_SCALE
-# (default 16, the largest checked: docs/validation.md), enough that the host's CPU for the
-# bytes is at most a quarter of its CPU per unit - past that a larger S hardly lowers K
+# (default 8: past it a MB's cost grows about as fast as S shrinks the MBs, row_cpu_s),
+# enough that the host's CPU for the bytes is at most a quarter of its CPU per unit
 auto_scale() {
     awk -v p="$1" -v n="$2" -v mb="$3" -v u="$4" -v c="${VALIDATE_RANK_PARAM_COPIES:-6}" \
         -v g="${VALIDATE_MEM_GB:-$(awk '/^MemTotal:/ { print $2 / 2 / 1e6 }' /proc/meminfo)}" \
-        -v cm="$host_s_per_mb" -v f="$host_s_per_unit" -v hi="${VALIDATE_MAX_TENSOR_SCALE:-16}" 'BEGIN {
+        -v cm="$host_s_per_mb" -v f="$host_s_per_unit" -v hi="${VALIDATE_MAX_TENSOR_SCALE:-8}" 'BEGIN {
         s = 1; while (s < 4096 && n * (60 + c * p / s) > g * 1000) s *= 2
-        while (s < hi && mb / s * cm > u * f / 4) s *= 2
+        while (s < hi && mb / s * cm * (1 + s / 4) > u * f / 4) s *= 2
         print s }'
 }
 # auto_dilation CPU_S PREDICTED_S: --dilation auto, the smallest K that keeps the row's CPU
