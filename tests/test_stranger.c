@@ -79,6 +79,35 @@ static int files_equal(const char *a, const char *b)
     return test_run(out, sizeof out, "cmp -s '%s' '%s'", a, b) == 0;
 }
 
+/* Runs `sh -c cmd` (a job that writes its log) in the background; its pid. */
+static pid_t job_spawn(const char *cmd)
+{
+    pid_t job = fork();
+    REQUIRE(job >= 0);
+    if (job == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return job;
+}
+
+/* job_spawn, then up to 12 s for the log to name a port after each of the n strings of
+ * `after` (ports[i]); the job is killed, and the test stops, if one never shows. */
+static pid_t job_start(const char *cmd, const char *log, int n, const char *const *after,
+                       int *ports)
+{
+    pid_t job = job_spawn(cmd);
+    int found = 0;
+    for (int i = 0; i < 600 && found < n; i++) {
+        found = 0;
+        for (int k = 0; k < n; k++) found += (ports[k] = port_after(log, after[k])) != 0;
+        usleep(20000);
+    }
+    if (found < n) kill(job, SIGKILL);
+    REQUIRE(found == n, "no endpoints in the job's log %s", log);
+    return job;
+}
+
 TEST(job_refuses_strangers)
 {
     const char *tmp = test_tmpdir(), *bin = test_build_dir();
@@ -96,21 +125,11 @@ TEST(job_refuses_strangers)
     snprintf(log, sizeof log, "%s/attacked.log", tmp);
     snprintf(cmd, sizeof cmd, "exec %s/poseidon " JOB_FLAGS " --keys %s --params-out %s/attacked >%s 2>&1",
              bin, keys, tmp, log);
-    pid_t job = fork();
-    REQUIRE(job >= 0);
-    if (job == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    int shard0 = 0, shard1 = 0, coord_port = 0;
-    for (int i = 0; i < 600 && !(shard0 && shard1 && coord_port); i++) {
-        shard0 = port_after(log, "rank 0 endpoint: PS shard");
-        shard1 = port_after(log, "rank 1 endpoint: PS shard");
-        coord_port = port_after(log, "rank 0 of 2");
-        usleep(20000);
-    }
-    if (!(shard0 && shard1 && coord_port)) kill(job, SIGKILL);
-    REQUIRE(shard0 && shard1 && coord_port, "no endpoints in the job's log");
+    static const char *const after[3] = {"rank 0 endpoint: PS shard",
+                                         "rank 1 endpoint: PS shard", "rank 0 of 2"};
+    int ports[3];
+    pid_t job = job_start(cmd, log, 3, after, ports);
+    int shard0 = ports[0], shard1 = ports[1], coord_port = ports[2];
 
     keyring_t *own = keyring_generate(1, err, sizeof err);
     REQUIRE(own);
@@ -175,20 +194,11 @@ TEST(job_refuses_a_strangers_loss_scaling_votes)
     snprintf(log, sizeof log, "%s/voted.log", tmp);
     snprintf(cmd, sizeof cmd, "exec %s/poseidon " VOTE_JOB " --params-out %s/voted >%s 2>&1",
              bin, tmp, log);
-    pid_t job = fork();
-    REQUIRE(job >= 0);
-    if (job == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    int v0 = 0, v1 = 0;
-    for (int i = 0; i < 600 && !(v0 && v1); i++) {
-        v0 = port_after(log, "rank 0 endpoint: loss-scaling votes");
-        v1 = port_after(log, "rank 1 endpoint: loss-scaling votes");
-        usleep(20000);
-    }
-    if (!(v0 && v1)) kill(job, SIGKILL);
-    REQUIRE(v0 && v1, "no vote endpoints in the job's log");
+    static const char *const after[2] = {"rank 0 endpoint: loss-scaling votes",
+                                         "rank 1 endpoint: loss-scaling votes"};
+    int ports[2];
+    pid_t job = job_start(cmd, log, 2, after, ports);
+    int v0 = ports[0], v1 = ports[1];
     void *to0 = stranger_socket(v0, NULL, NULL), *to1 = stranger_socket(v1, NULL, NULL);
     /* 40 rounds, 20 ms apart, so that the iterations in flight meanwhile get some */
     static const unsigned char bad = 1, two[2] = {0, 0}, seven = 7;
@@ -287,12 +297,7 @@ TEST(job_caps_a_strangers_connections)
     snprintf(log, sizeof log, "%s/flooded.log", tmp);
     snprintf(cmd, sizeof cmd, "exec %s/poseidon " FLOOD_FLAGS " --params-out %s/flooded >%s 2>&1",
              bin, tmp, log);
-    pid_t job = fork();
-    REQUIRE(job >= 0);
-    if (job == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
+    pid_t job = job_spawn(cmd);
     /* rank 0's pid and ports, once it trains (its first row: every connection of the job
      * is made) */
     int shard0 = 0, coord_port = 0, rank0 = 0, trains = 0;
@@ -384,20 +389,10 @@ TEST(insecure_job_warns_and_rate_limits_its_refusals)
     snprintf(log, sizeof log, "%s/insecure.log", tmp);
     snprintf(cmd, sizeof cmd, "exec %s/poseidon " JOB_FLAGS " --insecure --iterations 200 "
              "--model models/mlp.net >%s 2>&1", bin, log);
-    pid_t job = fork();
-    REQUIRE(job >= 0);
-    if (job == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    int shard0 = 0, coord_port = 0;
-    for (int i = 0; i < 600 && !(shard0 && coord_port); i++) {
-        shard0 = port_after(log, "rank 0 endpoint: PS shard");
-        coord_port = port_after(log, "rank 0 of 2");
-        usleep(20000);
-    }
-    if (!(shard0 && coord_port)) kill(job, SIGKILL);
-    REQUIRE(shard0 && coord_port, "no endpoints in the job's log");
+    static const char *const after[2] = {"rank 0 endpoint: PS shard", "rank 0 of 2"};
+    int ports[2];
+    pid_t job = job_start(cmd, log, 2, after, ports);
+    int shard0 = ports[0], coord_port = ports[1];
     void *shard = stranger_socket(shard0, NULL, NULL), *coord = stranger_socket(coord_port, NULL, NULL);
     float junk[4] = {0};
     enum { N = 300 };
