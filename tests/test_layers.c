@@ -884,6 +884,50 @@ TEST(test_layers_net_fc_factors)
     model_fini(&m);
 }
 
+/* An SFB layer's weight gradient left out (nnet_set_weight_grad): its dw keeps what it held,
+ * and every other gradient (its bias's, the layers' below through dx) is the same, bit for
+ * bit, as with it computed. */
+TEST(test_layers_net_weight_grad_off_changes_nothing_else)
+{
+    const char *text = "input data shape=1x6x6\nconv c1 out=3 kernel=3 pad=1\nrelu r1\n"
+                       "fc f1 out=5\nrelu r2\nfc f2 out=4\nsoftmax_loss loss\n";
+    char err[256];
+    model_t m;
+    REQUIRE(model_parse(&m, "f.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    int f1 = model_find(&m, "f1");
+    float *grads[2];
+    int64_t count = 0;
+    for (int off = 0; off < 2; off++) {
+        nnet_t *n = nnet_new(&m, 3, c, 1, err, sizeof err);
+        REQUIRE(n, "%s", err);
+        rng_t *rng = rng_new(1, 1);
+        arena_t *a = nnet_arena(n);
+        for (int64_t i = 0; i < a->count; i++) a->params[i] = (float)rng_gaussian(rng, 0.3);
+        for (int64_t i = 0; i < 36 * 3; i++) nnet_input(n)[i] = (float)rng_uniform(rng);
+        for (int b = 0; b < 3; b++) nnet_labels(n)[b] = b;
+        for (int64_t i = 0; i < a->count; i++) a->grads[i] = 7.0f; /* the sentinel */
+        if (off) nnet_set_weight_grad(n, f1, false);
+        nnet_forward(n);
+        nnet_backward(n);
+        count = a->count;
+        grads[off] = malloc((size_t)count * sizeof(float));
+        memcpy(grads[off], a->grads, (size_t)count * sizeof(float));
+        int64_t w0 = a->layer_offset[f1], w1 = w0 + m.layers[f1].weights;
+        for (int64_t i = w0; i < w1; i++) {
+            CHECK(grads[off][i] != 7.0f || off); /* computed when on */
+            if (off) grads[0][i] = grads[1][i] = 7.0f; /* then compare the rest */
+        }
+        rng_destroy(&rng);
+        nnet_destroy(&n);
+    }
+    for (int64_t i = 0; i < count; i++) CHECK(memcmp(&grads[0][i], &grads[1][i], 4) == 0);
+    free(grads[0]);
+    free(grads[1]);
+    compute_destroy(&c);
+    model_fini(&m);
+}
+
 /* ---- Swin's layers against PyTorch ---------------------------------------------------- */
 
 /* n floats of the next line of f (one line per tensor); NULL on a short line */

@@ -148,20 +148,7 @@ static void cpu_sgd_update(void *ctx, int64_t n, float lr, float momentum, float
                            float *w, const float *g, float *h)
 {
     (void)ctx;
-    /* the same arithmetic as the scalar loop below, four lanes at a time */
-    const vec_f4 mom = {momentum, momentum, momentum, momentum}, rate = {lr, lr, lr, lr};
-    const vec_f4 wd = {weight_decay, weight_decay, weight_decay, weight_decay};
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        vec_f4 wv = vec_load(w + i);
-        vec_f4 hv = mom * vec_load(h + i) + rate * (vec_load(g + i) + wd * wv);
-        vec_store(h + i, hv);
-        vec_store(w + i, wv - hv);
-    }
-    for (; i < n; i++) {
-        h[i] = momentum * h[i] + lr * (g[i] + weight_decay * w[i]);
-        w[i] -= h[i];
-    }
+    vec_sgd_momentum(w, g, h, n, 1.0f, lr, momentum, weight_decay);
 }
 
 /* ---- staging and events: the CPU computes synchronously, so a copy is done when the call

@@ -34,6 +34,7 @@ typedef struct {
     float *aux2;             /* layernorm: invstd per token */
     int seq, dim;            /* sequence layers: positions and features of inputs[0] */
     bool add_dw;             /* embed read by a tied linear: its backward adds to dw */
+    bool no_dw;              /* FC or linear: dw left alone (nnet_set_weight_grad) */
     float *mean, *invstd;    /* bn: per channel, of the last training batch */
     float *run_mean, *run_var; /* bn: into arena state */
     double loss;             /* softmax_loss */
@@ -318,6 +319,14 @@ int nnet_label_count(const nnet_t *n) { return n->label_count; }
 void nnet_set_train(nnet_t *n, bool train) { n->train = train; }
 void nnet_set_dropout_frozen(nnet_t *n, bool frozen) { n->frozen = frozen; }
 void nnet_set_loss_scale(nnet_t *n, float scale) { n->loss_scale = scale; }
+void nnet_set_weight_grad(nnet_t *n, int l, bool on)
+{
+    const layer_t *ly = &n->m->layers[l];
+    ASSERT((ly->type == LAYER_FC || ly->type == LAYER_LINEAR) && !ly->tied,
+           "layer '%s': only an untied FC or linear layer can leave its weight gradient out",
+           ly->name);
+    n->ls[l].no_dw = !on;
+}
 void nnet_set_input_grad(nnet_t *n, bool on)
 {
     n->input_grad = on;
@@ -491,7 +500,8 @@ static void fc_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x)
 static void fc_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
 {
     int N = n->batch, M = l->out, K = (int)s->in_count;
-    compute_sgemm(n->c, true, false, M, K, N, 1.0f, s->dout, M, x, K, 0.0f, s->dw, K);
+    if (!s->no_dw)
+        compute_sgemm(n->c, true, false, M, K, N, 1.0f, s->dout, M, x, K, 0.0f, s->dw, K);
     if (s->db) n->lo->sum_rows(n->c->ctx, N, M, s->dout, M, s->db);
     if (dx) compute_sgemm(n->c, false, false, N, K, M, 1.0f, s->dout, M, s->w, K, 1.0f, dx, K);
 }
@@ -589,7 +599,8 @@ static void linear_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float
 static void linear_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float *x, float *dx)
 {
     int N = n->batch * s->seq, M = l->out, K = s->dim;
-    compute_sgemm(n->c, true, false, M, K, N, 1.0f, s->dout, M, x, K, 0.0f, s->dw, K);
+    if (!s->no_dw)
+        compute_sgemm(n->c, true, false, M, K, N, 1.0f, s->dout, M, x, K, 0.0f, s->dw, K);
     if (s->db) n->lo->sum_rows(n->c->ctx, N, M, s->dout, M, s->db);
     if (dx) compute_sgemm(n->c, false, false, N, K, M, 1.0f, s->dout, M, s->w, K, 1.0f, dx, K);
 }

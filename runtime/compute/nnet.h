@@ -72,6 +72,10 @@ void nnet_set_dropout_frozen(nnet_t *n, bool frozen);
  * of the backward: precision = fp16's loss scaling (a power of two changes no bit but the
  * exponent's). */
 void nnet_set_loss_scale(nnet_t *n, float scale);
+/* Whether FC or linear layer l computes its weight gradient (default true). An SFB layer's is
+ * rebuilt from its factors (nnet_fc_factors), so the backward need not form it: off, dw is
+ * left as it was; the bias gradient and dx are computed as ever. */
+void nnet_set_weight_grad(nnet_t *n, int l, bool on);
 /* Also compute the gradient with respect to the input batch (doutput(0)); default false. */
 void nnet_set_input_grad(nnet_t *n, bool on);
 

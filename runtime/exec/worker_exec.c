@@ -21,6 +21,7 @@
 #include "runtime/exec/job_checkpoint.h"
 #include "runtime/sync/sfb.h"
 #include "runtime/sync/wire.h"
+#include "runtime/compute/vec.h"
 #include "runtime/exec/train.h"
 #include "runtime/transport/clock.h"
 #include "runtime/transport/comm_mux.h"
@@ -242,11 +243,8 @@ static void sgd_range(const worker_t *w, int64_t off, int64_t count, float *p, c
         int64_t b = en->offset + en->count < off + count ? en->offset + en->count : off + count;
         if (a >= b) continue;
         float wd = en->is_bias ? 0.0f : (float)sc->weight_decay;
-        for (int64_t i = a - off; i < b - off; i++) {
-            float gi = g[i] * scale;
-            h[i] = mom * h[i] + lr * (gi + wd * p[i]);
-            p[i] -= h[i];
-        }
+        int64_t i = a - off;
+        vec_sgd_momentum(p + i, g + i, h + i, b - a, scale, lr, mom, wd);
     }
 }
 
