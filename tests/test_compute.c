@@ -7,7 +7,7 @@
 
 #include "core/rng.h"
 #include "runtime/compute/compute.h"
-#include "runtime/compute/vec.h"
+#include "core/vec.h"
 #include "test.h"
 
 static float *rnd(rng_t *r, int64_t n)

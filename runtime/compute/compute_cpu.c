@@ -1,6 +1,6 @@
 /* compute_cpu: the CPU backend on OpenBLAS. "Device" memory is host memory (64-byte aligned
  * for the vector units); sgemm/saxpy/sscal go to cblas; the convolution kernels are in
- * conv_cpu.c; the SGD update is a loop on runtime/compute/vec.h's short vectors.
+ * conv_cpu.c; the SGD update is a loop on core/vec.h's short vectors.
  *
  * Threads: OpenBLAS keeps one global pool. compute_cpu_ctx_new() sets its size once:
  * OPENBLAS_NUM_THREADS from the environment if set (OpenBLAS itself read it), else the
@@ -15,7 +15,7 @@
 #include "core/check.h"
 #include "runtime/compute/compute.h"
 #include "runtime/compute/conv_cpu.h"
-#include "runtime/compute/vec.h"
+#include "core/vec.h"
 
 
 typedef struct {

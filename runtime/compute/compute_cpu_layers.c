@@ -2,7 +2,7 @@
  * arrays. Each element is computed by the shared bodies of kernels_elementwise.h; the loops
  * around them keep the order that makes the inner loop contiguous (pooling and LRN walk a
  * plane at a time, batch norm a channel at a time). ReLU, dropout and the adds run on
- * runtime/compute/vec.h's short vectors, whose results equal the scalar bodies bit for bit (tests:
+ * core/vec.h's short vectors, whose results equal the scalar bodies bit for bit (tests:
  * test_kernels_*).
  */
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "core/check.h"
 #include "runtime/compute/compute.h"
 #include "runtime/compute/kernels_elementwise.h"
-#include "runtime/compute/vec.h"
+#include "core/vec.h"
 
 static void cpu_fill(void *ctx, int64_t n, float v, float *x)
 {

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "runtime/compute/vec.h"
+#include "core/vec.h"
 
 void conv_cpu_scratch_fini(conv_cpu_scratch_t *s)
 {

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "runtime/compute/vec.h"
+#include "core/vec.h"
 
 enum { TILES_PER_CHUNK = 256 };
 

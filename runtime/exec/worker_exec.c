@@ -21,7 +21,7 @@
 #include "runtime/exec/job_checkpoint.h"
 #include "runtime/sync/sfb.h"
 #include "runtime/sync/wire.h"
-#include "runtime/compute/vec.h"
+#include "core/vec.h"
 #include "runtime/exec/train.h"
 #include "runtime/transport/clock.h"
 #include "runtime/transport/comm_mux.h"

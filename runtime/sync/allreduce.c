@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
+#include "core/vec.h"
 #include "core/log.h"
 #include "runtime/sync/wire.h"
 
@@ -73,7 +74,7 @@ static int recv_seg(comm_t *c, precision_t wire, int type, int step, int64_t it,
         else if (wire_encoded(wire))
             half_decode(wire, dst, src, n);
         else if (add)
-            for (size_t i = 0; i < n; i++) dst[i] += src[i];
+            vec_add(dst, src, (int64_t)n);
         else if (n) memcpy(dst, src, n * sizeof(float));
         got += n;
         comm_msg_close(&g);

@@ -14,6 +14,7 @@
 #include "core/cost.h"
 #include "core/half.h"
 #include "core/log.h"
+#include "core/vec.h"
 #include "runtime/transport/comm.h"
 #include "runtime/transport/reject_log.h"
 #include "runtime/transport/clock.h"
@@ -245,7 +246,7 @@ static float *held_sum(ps_server_t *s, sblock_t *k, int sl, int *first)
             continue;
         }
         const float *g = comm_msg_data(&held[r]);
-        for (uint32_t i = 0; i < k->b->count; i++) acc[i] += g[i];
+        vec_add(acc, g, k->b->count);
         comm_msg_close(&held[r]);
     }
     return acc;

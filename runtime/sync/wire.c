@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
+#include "core/vec.h"
 
 void *wire_pack(precision_t p, const float *src, size_t n)
 {
@@ -20,7 +21,7 @@ void wire_add(precision_t p, float *dst, const void *src, size_t n)
     else if (p == PRECISION_FP16)
         for (size_t i = 0; i < n; i++) dst[i] += half_fp16_to_f32(h[i]);
     else
-        for (size_t i = 0; i < n; i++) dst[i] += ((const float *)src)[i];
+        vec_add(dst, src, (int64_t)n);
 }
 
 void wire_add_rounded(precision_t p, float *dst, const float *src, size_t n)
@@ -30,7 +31,7 @@ void wire_add_rounded(precision_t p, float *dst, const float *src, size_t n)
     else if (p == PRECISION_FP16)
         for (size_t i = 0; i < n; i++) dst[i] += half_fp16_to_f32(half_fp16_from_f32(src[i]));
     else
-        for (size_t i = 0; i < n; i++) dst[i] += src[i];
+        vec_add(dst, src, (int64_t)n);
 }
 
 void wire_round(precision_t p, float *x, size_t n)

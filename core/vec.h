@@ -1,4 +1,5 @@
-/* vec: short-vector helpers for the CPU backend's and the layers' element-wise loops.
+/* vec: short-vector helpers for the CPU backend's and the layers' element-wise loops, and for
+ * the sums of the PS shards, the ring and the SGD of the distributed updates.
  *
  * Why: the build is -O2, at which GCC 12 only vectorises loops whose trip count it knows, and
  * ReLU written as `x > 0 ? x : 0` compiles to a branch that mispredicts half the time on
