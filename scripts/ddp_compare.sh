@@ -11,7 +11,8 @@
 # on 2 of the 4 shards. REPS rounds (default 3), each running every configuration once in turn,
 # so a busy machine weighs on all alike; the median images/s of each, over the iterations
 # after the first fifth. Prints the table (images/s and the ratio to DDP), writes
-# out/bench/ddp_compare.csv (net,config,rep,images_per_s) and out/bench/ddp_compare.md.
+# out/bench/ddp_compare.csv (net,config,rep,images_per_s,cpu_ms_per_iteration: a poseidon
+# rank's CPU per steady iteration, the mean over the ranks) and out/bench/ddp_compare.md.
 # Needs root (namespaces) and PyTorch (python3-torch: make bench installs it); exits 77 (skip)
 # without namespaces.
 set -u
@@ -47,7 +48,7 @@ NET
 "$build/poseidon" keygen --ranks "$nodes" -o "$tmp/keys" >/dev/null || fail "keygen"
 flag=""
 [ "$transport" = fabric ] && flag=--trusted-fabric
-echo "net,config,rep,images_per_s" >"$csv"
+echo "net,config,rep,images_per_s,cpu_ms_per_iteration" >"$csv"
 
 net_file() { [ "$1" = mlp-wide ] && echo "$tmp/mlp-wide.net" || echo "models/$1.net"; }
 # iterations per network (the first fifth is the warm-up): about 20-60 s a run here
@@ -76,13 +77,25 @@ run_one() {
         END { if (s && t1 > t0) printf "%.1f\n", (i1 - i0) * b * n / (t1 - t0) }' "$dir/run.csv" 2>/dev/null
 }
 
+# cpu_ms DIR: a rank's CPU ms per steady iteration, the mean over the ranks' logs (poseidon
+# logs "steady_cpu_s S ... iterations I"); with the ranks sharing the host's cores, it says
+# whether a row was bound by them (ranks x cpu_ms against cores x the iteration's ms)
+cpu_ms() {
+    cat "$1"/rank*.log 2>/dev/null | awk '/steady_cpu_s/ {
+        for (i = 1; i < NF; i++) { if ($i == "steady_cpu_s") c = $(i + 1); if ($i == "iterations") it = $(i + 1) }
+        if (it > 0) { sum += c / it * 1000; n++ } }
+        END { if (n) printf "%.1f", sum / n }'
+}
+
 for net in $nets; do
     for rep in $(seq "$reps"); do
         for cfg in ddp $schemes; do
             ips=$(run_one "$net" "$cfg" "$tmp/$net-$cfg-$rep")
             [ -n "$ips" ] || { tail -3 "$tmp/$net-$cfg-$rep"/rank0.log >&2; fail "$net $cfg: no result"; }
-            echo "$net,$cfg,$rep,$ips" >>"$csv"
-            echo "ddp_compare: $net $cfg round $rep: $ips images/s"
+            cpu=""
+            [ "$cfg" = ddp ] || cpu=$(cpu_ms "$tmp/$net-$cfg-$rep")
+            echo "$net,$cfg,$rep,$ips,$cpu" >>"$csv"
+            echo "ddp_compare: $net $cfg round $rep: $ips images/s${cpu:+, $cpu ms of CPU per iteration and rank}"
         done
     done
 done
