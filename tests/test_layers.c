@@ -971,13 +971,14 @@ static void winattn_case(FILE *f, compute_t *c)
     REQUIRE(wt && b && x && y, "short case %dx%d", h, w);
     float *aux = malloc((size_t)winattn_aux_count(l) * sizeof *aux);
     float *out = malloc((size_t)S * sizeof *out);
-    winattn_forward(c, l, 1, x, wt, b, aux, out);
+    float *scratch = malloc((size_t)winattn_scratch_count(l) * sizeof *scratch);
+    winattn_forward(c, l, 1, x, wt, b, aux, scratch, out);
     char what[64];
     snprintf(what, sizeof what, "winattn %dx%d window %d shift %d", h, w, win, shift);
     CHECK(compare_floats(what, out, y, S) == 0, "%s differs from PyTorch", what);
     out[S / 2] += 1e-3f;
     CHECK(compare_floats("corrupted on purpose", out, y, S) == 1, "a corrupted value passed");
-    free(wt), free(b), free(x), free(y), free(aux), free(out);
+    free(wt), free(b), free(x), free(y), free(aux), free(out), free(scratch);
     model_fini(&m);
 }
 

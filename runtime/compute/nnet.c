@@ -215,6 +215,7 @@ static void layer_state_typed(nnet_t *n, int i, uint64_t seed)
         break;
     case LAYER_WINATTN:
         s->aux = dev_floats(n, winattn_aux_count(l) * batch);
+        if (winattn_scratch_count(l) > n->col_count) n->col_count = winattn_scratch_count(l);
         break;
     case LAYER_ATTENTION: {
         int64_t ss = (int64_t)s->seq * s->seq;
@@ -815,7 +816,9 @@ void nnet_forward_layer(nnet_t *n, int li)
         break;
     case LAYER_GELU: lo->gelu_forward(ctx, total, l->gelu_tanh, x, s->out); break;
     case LAYER_TANH: lo->tanh_forward(ctx, total, x, s->out); break;
-    case LAYER_WINATTN: winattn_forward(n->c, l, n->batch, x, s->w, s->b, s->aux, s->out); break;
+    case LAYER_WINATTN:
+        winattn_forward(n->c, l, n->batch, x, s->w, s->b, s->aux, n->col, s->out);
+        break;
     case LAYER_PATCHMERGE: patchmerge_forward(n->c, l, n->batch, s->dim, x, s->out); break;
     case LAYER_ATTENTION:
         seq_attention_forward(n->c, x, input_out(n, l, 1), input_out(n, l, 2), n->batch, s->seq,
@@ -943,7 +946,8 @@ void nnet_backward_layer(nnet_t *n, int li)
         if (dx) lo->tanh_backward(ctx, total, s->out, s->dout, dx);
         break;
     case LAYER_WINATTN:
-        winattn_backward(n->c, l, n->batch, s->w, s->b, s->aux, s->dout, s->dw, s->db, dx);
+        winattn_backward(n->c, l, n->batch, s->w, s->b, s->aux, s->dout, n->col, s->dw, s->db,
+                         dx);
         break;
     case LAYER_PATCHMERGE:
         if (dx) patchmerge_backward(n->c, l, n->batch, s->dim, s->dout, dx);

@@ -13,7 +13,7 @@
  * operations (compute.h), so the CPU and a GPU run the same algorithm on their own buffers.
  * A padded position takes part in the attention (its Q, K, V are the biases), as in
  * PyTorch, and its output is dropped. The scratch of a pass (one sample's projected windows
- * and gradients) is the backend's memory, taken and given back per call. */
+ * and gradients) is the caller's, in the backend's memory (winattn_scratch_count). */
 #include "runtime/compute/window_attn.h"
 
 #include <stdbool.h>
@@ -39,15 +39,23 @@ int64_t winattn_aux_count(const layer_t *l)
     return g.P * 5 * g.D + (int64_t)g.nw * g.heads * g.N * g.N;
 }
 
+/* the backward's dY, dO, dQKV and dXw (P x D, P x D, P x 3D, P x D); the forward's Y (P x D)
+ * fits in it */
+int64_t winattn_scratch_count(const layer_t *l)
+{
+    ke_swin_t g = geom_of(l);
+    return 6 * g.P * g.D;
+}
+
 void winattn_forward(compute_t *c, const layer_t *l, int batch, const float *x, const float *w,
-                     const float *b, float *aux, float *out)
+                     const float *b, float *aux, float *scratch, float *out)
 {
     const compute_layer_ops_t *L = c->layers;
     ke_swin_t g = geom_of(l);
     int D = g.D;
     int64_t S = (int64_t)g.H * g.W, per = winattn_aux_count(l);
     const float *wproj = w + (int64_t)3 * D * D, *table = wproj + (int64_t)D * D;
-    float *y = compute_alloc_floats(c, g.P * D);
+    float *y = scratch;
     for (int bi = 0; bi < batch; bi++) {
         float *xw = aux + bi * per, *qkv = xw + g.P * D, *o = qkv + g.P * 3 * D;
         float *pr = o + g.P * D;
@@ -59,11 +67,11 @@ void winattn_forward(compute_t *c, const layer_t *l, int batch, const float *x, 
         if (b) L->add_rows(c->ctx, g.P, D, y, D, b + 3 * D, 0);
         L->win_reverse(c->ctx, &g, y, out + bi * S * D, false);
     }
-    compute_release(c, y);
 }
 
 void winattn_backward(compute_t *c, const layer_t *l, int batch, const float *w, const float *b,
-                      const float *aux, const float *dout, float *dw, float *db, float *dx)
+                      const float *aux, const float *dout, float *scratch, float *dw, float *db,
+                      float *dx)
 {
     const compute_layer_ops_t *L = c->layers;
     ke_swin_t g = geom_of(l);
@@ -74,7 +82,7 @@ void winattn_backward(compute_t *c, const layer_t *l, int batch, const float *w,
     c->ops->zero(c->ctx, dw, (size_t)l->weights * sizeof *dw);
     if (b) c->ops->zero(c->ctx, db, (size_t)l->biases * sizeof *db);
     /* scratch: dY and dXw (P x D each), dO (P x D), dQKV (P x 3D) */
-    float *dyw = compute_alloc_floats(c, 6 * PD);
+    float *dyw = scratch;
     float *dO = dyw + PD, *dqkv = dO + PD, *dxw = dqkv + 3 * PD;
     for (int bi = 0; bi < batch; bi++) {
         const float *xw = aux + bi * per, *qkv = xw + PD, *o = qkv + 3 * PD, *pr = o + PD;
@@ -89,7 +97,6 @@ void winattn_backward(compute_t *c, const layer_t *l, int batch, const float *w,
         compute_sgemm(c, false, false, (int)g.P, D, 3 * D, 1.0f, dqkv, 3 * D, w, D, 0.0f, dxw, D);
         L->win_reverse(c->ctx, &g, dxw, dx + bi * S * D, true);
     }
-    compute_release(c, dyw);
 }
 
 void patchmerge_forward(compute_t *c, const layer_t *l, int batch, int dim, const float *x,

@@ -18,14 +18,18 @@
 
 /* Floats per sample winattn keeps from its forward for its backward. */
 int64_t winattn_aux_count(const layer_t *l);
+/* Floats of the backend's memory a pass needs as scratch (the caller's, reused across passes:
+ * an allocation per pass would cost a GPU a synchronisation each). */
+int64_t winattn_scratch_count(const layer_t *l);
 
 /* out = the layer of x (B x h*w x D); w, b its parameters (b NULL without biases); aux as
- * winattn_aux_count() says, per sample. */
+ * winattn_aux_count() says, per sample; scratch as winattn_scratch_count() says. */
 void winattn_forward(compute_t *c, const layer_t *l, int batch, const float *x, const float *w,
-                     const float *b, float *aux, float *out);
+                     const float *b, float *aux, float *scratch, float *out);
 /* dw, db = parameter gradients; dx += input gradient (dx may be NULL). */
 void winattn_backward(compute_t *c, const layer_t *l, int batch, const float *w, const float *b,
-                      const float *aux, const float *dout, float *dw, float *db, float *dx);
+                      const float *aux, const float *dout, float *scratch, float *dw, float *db,
+                      float *dx);
 
 void patchmerge_forward(compute_t *c, const layer_t *l, int batch, int dim, const float *x,
                         float *out);
