@@ -353,18 +353,11 @@ static int parse_options(train_args_t *a, job_sets_t *s, int argc, char **argv)
 }
 
 /* The precisions the runtime cannot run yet, each refused with one line naming the key and
- * what is allowed: half arithmetic on a GPU (the CPU computes in fp32: docs/precision.md);
- * fp16's loss scaling on one replica or under SSP. Returns 1 after printing it, else 0. */
+ * what is allowed: fp16's loss scaling on one replica or under SSP. (bf16 and fp16 compute
+ * their products in half on a GPU, in fp32 on the CPU: docs/precision.md.) Returns 1 after
+ * printing it, else 0. */
 static int precision_refused(const train_args_t *a, const experiment_t *job)
 {
-    if (job->precision != PRECISION_FP32 && a->cfg.device != COMPUTE_CPU) {
-        fprintf(stderr, "poseidon train: %s: expected precision = fp32 with --device %s (half "
-                        "arithmetic runs on the CPU only so far; wire_precision = bf16 works "
-                        "on any device), got precision = %s\n",
-                job->precision_at, compute_kind_name(a->cfg.device),
-                precision_name(job->precision));
-        return 1;
-    }
     if (job->precision != PRECISION_FP16) return 0;
     if (!a->dist || (job->nodes[0] < 2 && job->cluster.devices_per_node < 2)) {
         fprintf(stderr, "poseidon train: %s: expected precision = fp32 | bf16 on one worker "

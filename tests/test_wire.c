@@ -280,7 +280,6 @@ TEST(wire_train_refuses_what_the_runtime_cannot_run)
             "expected consistency = bsp with precision = fp16");
     refused("--set precision=fp16 --scheme hybrid --workers 1",
             "expected precision = fp32 | bf16 on one worker of one device");
-    refused("--set precision=bf16 --device cuda", "expected precision = fp32 with --device cuda");
     refused("--set precision=bf16 --set wire_precision=fp16",
             "expected wire_precision = fp32 | bf16 with precision = bf16");
 }

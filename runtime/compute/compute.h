@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/precision.h"
 #include "runtime/compute/kernels_elementwise.h"
 #include "runtime/compute/kernels_window.h"
 
@@ -85,6 +86,10 @@ typedef struct {
     /* the calling thread's calls go to this backend's device (CUDA keeps the current device
      * per thread): a thread that computes on a GPU it did not create calls this first */
     void (*bind_thread)(void *ctx);
+    /* the precision the matrix products (sgemm) read their operands at from now on: fp32
+     * (the default), or bf16 / fp16 (rounded to nearest even, fp32 accumulation and output:
+     * a GPU's tensor cores); the CPU backend computes in fp32 whatever it is told */
+    void (*set_gemm_precision)(void *ctx, precision_t p);
     /* Last, so that the CUDA backend's positional initialiser (C++) leaves them NULL: */
     /* Optional (NULL: the caller uses im2col and GEMM): y (batch, o, k->oh, k->ow) = the
      * convolution of x (batch, c, k->h, k->w) with w (o, c/groups, k->kh, k->kw), plus b[o]
@@ -265,6 +270,10 @@ static inline float *compute_alloc_floats(compute_t *c, int64_t n)
     return (float *)c->ops->alloc(c->ctx, (size_t)n * sizeof(float));
 }
 static inline void compute_release(compute_t *c, void *p) { c->ops->release(c->ctx, p); }
+static inline void compute_set_gemm_precision(compute_t *c, precision_t p)
+{
+    c->ops->set_gemm_precision(c->ctx, p);
+}
 static inline void compute_sgemm(compute_t *c, bool ta, bool tb, int m, int n, int k,
                                  float alpha, const float *a, int lda, const float *b, int ldb,
                                  float beta, float *cm, int ldc)

@@ -206,6 +206,14 @@ static void cpu_copy_async(void *ctx, void *dst, const void *src, size_t bytes,
 
 static void cpu_nothing(void *ctx) { (void)ctx; }
 
+/* The CPU has no half arithmetic worth its conversions: precision = bf16 or fp16 computes in
+ * fp32 here (docs/precision.md), the wire and the plan being the parts that change. */
+static void cpu_gemm_in_fp32(void *ctx, precision_t p)
+{
+    (void)ctx;
+    (void)p;
+}
+
 const compute_ops_t compute_cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -236,4 +244,5 @@ const compute_ops_t compute_cpu_ops = {
     .upload_async = cpu_copy_async,
     .order_after_copies_out = cpu_nothing,
     .bind_thread = cpu_nothing,
+    .set_gemm_precision = cpu_gemm_in_fp32,
 };

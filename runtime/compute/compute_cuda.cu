@@ -93,6 +93,8 @@ static void cu_destroy(void *ctx)
     cuda_device_scope on(c->device);
     CUBLAS_CHECK(cublasDestroy(c->blas));
     if (c->scratch) CUDA_CHECK(cudaFree(c->scratch));
+    if (c->half_a) CUDA_CHECK(cudaFree(c->half_a));
+    if (c->half_b) CUDA_CHECK(cudaFree(c->half_b));
     if (c->host_rows) CUDA_CHECK(cudaFreeHost(c->host_rows));
     CUDA_CHECK(cudaStreamSynchronize(c->copy_out));
     CUDA_CHECK(cudaStreamSynchronize(c->copy_in));
@@ -127,6 +129,8 @@ void *cuda_scratch(cuda_ctx_t *c, size_t bytes)
 {
     if (bytes > c->scratch_bytes) {
         if (c->scratch) CUDA_CHECK(cudaFree(c->scratch));
+    if (c->half_a) CUDA_CHECK(cudaFree(c->half_a));
+    if (c->half_b) CUDA_CHECK(cudaFree(c->half_b));
         c->scratch = cuda_alloc_or_die(bytes);
         c->scratch_bytes = bytes;
     }
@@ -301,6 +305,11 @@ static void cu_order_after_copies_out(void *ctx)
     if (c->out_any) CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->out_last, 0));
 }
 
+static void cu_set_gemm_precision(void *ctx, precision_t p)
+{
+    ((cuda_ctx_t *)ctx)->gemm_precision = p;
+}
+
 static void cu_bind_thread(void *ctx)
 {
     cuda_ctx_t *c = (cuda_ctx_t *)ctx;
@@ -313,6 +322,10 @@ static void cu_sgemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alp
 {
     cuda_ctx_t *cc = (cuda_ctx_t *)ctx;
     if (m == 0 || n == 0) return;
+    if (cc->gemm_precision != PRECISION_FP32 && k > 0) {
+        cuda_gemm_half(cc, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
     CUBLAS_CHECK(cublasSgemm(cc->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                              ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda,
                              &beta, c, ldc));
@@ -435,5 +448,5 @@ extern "C" const compute_ops_t compute_cuda_ops = {
     cu_zero,     cu_sync,    cu_sgemm, cu_saxpy,   cu_sscal,     cu_im2col,   cu_col2im,
     cu_sgd_update, cu_host_alloc, cu_host_release, cu_event_new, cu_event_destroy,
     cu_event_record, cu_event_wait, cu_event_elapsed_ns, cu_download_async, cu_upload_async,
-    cu_order_after_copies_out, cu_bind_thread,
+    cu_order_after_copies_out, cu_bind_thread, cu_set_gemm_precision,
 };

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 extern "C" {
+#include "core/precision.h"
 #include "runtime/compute/compute.h"
 }
 
@@ -77,7 +78,16 @@ typedef struct {
     size_t scratch_bytes;
     double *host_rows;       /* pinned: per-row losses brought back */
     size_t host_rows_bytes;
+    precision_t gemm_precision; /* the products' operands (compute_cuda_half.cu): fp32 default */
+    void *half_a, *half_b;   /* their rounded operands, grown on demand */
+    size_t half_a_bytes, half_b_bytes;
 } cuda_ctx_t;
+
+/* C = alpha op(A) op(B) + beta C as cu_sgemm, with A and B rounded to c->gemm_precision (bf16
+ * or fp16) on the tensor cores, fp32 accumulation and output (compute_cuda_half.cu). */
+void cuda_gemm_half(cuda_ctx_t *c, bool ta, bool tb, int m, int n, int k, float alpha,
+                    const float *a, int lda, const float *b, int ldb, float beta, float *cm,
+                    int ldc);
 
 /* Scratch of at least bytes on the device (the previous contents are lost). */
 void *cuda_scratch(cuda_ctx_t *c, size_t bytes);

@@ -99,6 +99,7 @@ static int one_build(one_t *o)
                 err);
         return -1;
     }
+    compute_set_gemm_precision(o->compute, j->precision); /* half products on a GPU */
     o->net = nnet_new(&o->model, j->batch, o->compute, j->seed, err, sizeof err);
     if (!o->net) {
         fprintf(stderr, "poseidon train: %s\n", err);

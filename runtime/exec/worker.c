@@ -291,6 +291,9 @@ static int devices_setup(worker_t *w, char *err, size_t errlen)
             free(why);
             return -1;
         }
+        /* precision = bf16 | fp16: the products in half on a GPU (the CPU stays fp32); the
+         * SFB update's rebuild below is a sum, kept in fp32 */
+        compute_set_gemm_precision(dv->compute, job->precision);
         if (!(dv->net = nnet_new(&w->model, job->batch, dv->compute, seed, err, errlen)))
             return -1;
         /* identical initial values on every replica: the same seed */
