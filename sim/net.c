@@ -1272,17 +1272,14 @@ static void level_begin(net_t *n, double share)
 /* Where the computation starts: level k of the chain, with every level below it as it was.
  * Every entity that froze below k is still there, unchanged (a change since starts at or
  * above its level), so what those entities take of each resource (used, and base - cnt) is
- * what the level logged; the rest of cnt is the current base. k = 0: from scratch. */
-static void start_at_level(net_t *n, int64_t k)
+ * what the level logged; the rest of cnt is the current base. k = 0: from scratch. Returns
+ * the count of touched resources with a finite share, placed in heap[0..) (not yet a heap):
+ * one pass over the touched resources sets each one's terms and reads its share. */
+static int64_t start_at_level(net_t *n, int64_t k)
 {
     int nt = n->ntouched, C = 2 * n->racks;
     for (int64_t L = k; L < n->nlv; L++) n->lv_tag[L] = -1;
     if (k == 0) {
-        for (int a = 0; a < nt; a++) {
-            int r = n->touched[a];
-            n->cnt[r] = n->base[r];
-            n->used[r] = 0;
-        }
         for (int c = 0; c < C; c++) {
             n->mu[c] = n->mu_base[c];
             n->fm[c] = 0;
@@ -1296,14 +1293,12 @@ static void start_at_level(net_t *n, int64_t k)
         n->nhist = 0;
     } else {
         /* a resource no level from k on changed ended the last computation as it stood at k;
-         * the others as first logged at or above k (the log is in level order) */
-        for (int a = 0; a < nt; a++) {
-            int r = n->touched[a];
-            n->cnt[r] = n->base[r] - n->dfin[r];
-        }
+         * the others as first logged at or above k (the log is in level order). Its deficit
+         * goes through dfin, which the computation's end sets again for every touched
+         * resource. */
         while (n->nhist > 0 && n->hist[n->nhist - 1].lv >= k) {
             struct hist h = n->hist[--n->nhist];
-            n->cnt[h.r] = n->base[h.r] - h.def;
+            n->dfin[h.r] = h.def;
             n->used[h.r] = h.used;
         }
         for (int c = 0; c < C; c++) {
@@ -1315,10 +1310,19 @@ static void start_at_level(net_t *n, int64_t k)
         n->left = n->live - n->lv_frozen[k];
     }
     n->nlv = k;
+    int64_t hn = 0;
     for (int a = 0; a < nt; a++) {
         int r = n->touched[a];
+        if (k == 0) {
+            n->cnt[r] = n->base[r];
+            n->used[r] = 0;
+        } else {
+            n->cnt[r] = n->base[r] - n->dfin[r];
+        }
         n->lcnt[r] = n->list[r].len;
         n->ovhead[r] = -1;
+        double sh = share_of(n, r);
+        if (sh < INFINITY) n->heap[hn++] = (rheap_t){sh, r};
     }
     n->nml = 0;
     for (int64_t a = 0; a < n->multis.len; a++) {
@@ -1326,6 +1330,7 @@ static void start_at_level(net_t *n, int64_t k)
         if (m.other != LIST_DEAD && !is_frozen(n, m.slot)) n->ml[n->nml++] = m.slot;
     }
     n->nov = 0;
+    return hn;
 }
 
 /* ---- Ring steps ----
@@ -1455,17 +1460,11 @@ void net_recompute(net_t *n, int64_t now)
      * saturate no sooner; an arrival may lower any level (redo 0). */
     int64_t k = n->redo < n->nlv && !n->from_scratch ? n->redo : 0;
     n->restarts += k > 0;
-    start_at_level(n, k);
-    n->redo = INT64_MAX;
-    int nt = n->ntouched;
-
     /* Progressive filling: the resource with the smallest fair share freezes its flows at
      * that share. Shares only grow as flows freeze, so stale heap entries are re-pushed. */
-    int64_t hn = 0;
-    for (int k = 0; k < nt; k++) {
-        double s = share_of(n, n->touched[k]);
-        if (s < INFINITY) n->heap[hn++] = (rheap_t){s, n->touched[k]};
-    }
+    int64_t hn = start_at_level(n, k);
+    n->redo = INT64_MAX;
+    int nt = n->ntouched;
     heap_build(n, hn);
     int core = core_res(n);
     for (int c = 0; c < 2 * n->racks; c++) {
