@@ -178,4 +178,12 @@ int64_t net_restarts(const net_t *n);
  * the computations that keep the levels no change can alter (default). */
 void net_set_from_scratch(net_t *n, int on);
 
+/* Test aid: do the level at which the last computation ended in full, as every other level
+ * (on = 0), as a reference for the level done fast where it is taken to be the computation's
+ * last (default): there no load it would change is read again, so it only freezes and notes
+ * its entities, and where it is not the last it is undone and done in full (net.c, struct
+ * net's `fast`). net_fast_tops: the levels done fast that were the last. */
+void net_set_fast_top(net_t *n, int on);
+int64_t net_fast_tops(const net_t *n);
+
 #endif
