@@ -219,6 +219,7 @@ struct net {
      * crosses each NIC side and rack link once and the core N times, so it is a global term
      * of every resource's share, frozen at the first level (below, "Ring steps"). */
     int64_t ring_cnt; /* ring steps not frozen in this computation */
+    double ring_used; /* what the frozen ones take of each NIC side and rack link */
     /* The last level of a computation (its top) freezes every entity left, and what it
      * changes of the terms (cnt, used, the global ones) is read by no later level and by no
      * later computation (each starts at or below it, from the logs and dfin, which hold the
@@ -232,7 +233,6 @@ struct net {
     int no_fast_top;  /* net_set_fast_top(n, 0) */
     int64_t fast_tops; /* levels done fast that were the top */
     int64_t *ml_save; /* ml before a fast level, [ent_cap] */
-    double ring_used; /* what the frozen ones take of each NIC side and rack link */
 };
 
 static int leaf_side(const ent_t *e) { return hub_sends(e) ? 1 : 0; }
@@ -1197,7 +1197,7 @@ static int split_multi(net_t *n, int64_t i, int nl, double x, int rest_rises)
  * or most of its flows are in the level) its flows at the other special resources of its
  * leaf side leave it as one fan, still rising, and the multi freezes. Done fast (n->fast),
  * it stops at the first entity that shows the level is not the top and returns 0, with the
- * entities it froze marked with the level's tag and nothing noted (level_redo undoes it);
+ * entities it froze marked with the level's tag and nothing noted (freeze_top undoes it);
  * returns 1 otherwise. */
 static int freeze_level(net_t *n, int nl, double x)
 {

@@ -12,6 +12,8 @@
  * resource that saturated below it, so without it those levels stand, bit for bit; a flow
  * that starts may lower any level (the computation starts from scratch). Most events end
  * flows, so most computations redo only the levels above the lowest one that changed.
+ * The last level of a computation only freezes and notes its entities: no later level and
+ * no later computation reads the loads it would change (each starts at or below it).
  *
  * Three kinds of entity carry flows:
  *   a single flow  src -> dst (net_add);
