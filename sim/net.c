@@ -220,6 +220,19 @@ struct net {
      * of every resource's share, frozen at the first level (below, "Ring steps"). */
     int64_t ring_cnt; /* ring steps not frozen in this computation */
     double ring_used; /* what the frozen ones take of each NIC side and rack link */
+    /* The last level of a computation (its top) freezes every entity left, and what it
+     * changes of the terms (cnt, used, the global ones) is read by no later level and by no
+     * later computation (each starts at or below it, from the logs and dfin, which hold the
+     * terms as they were before it). A level taken to be the top (the level at which the
+     * last computation ended) is first done "fast": entities frozen and noted, no term
+     * changed or logged; if it is not the top after all (an entity stays unfrozen, or one
+     * would have to be split), it is undone and done in full. */
+    int fast;        /* the current level is being done fast */
+    int fast_failed; /* ... and turned out not to be the top */
+    int64_t last_top; /* the top level of the last computation; -1: none */
+    int no_fast_top;  /* net_set_fast_top(n, 0) */
+    int64_t fast_tops; /* levels done fast that were the top */
+    int64_t *ml_save; /* ml before a fast level, [ent_cap] */
 };
 
 static int leaf_side(const ent_t *e) { return hub_sends(e) ? 1 : 0; }
@@ -284,6 +297,7 @@ net_t *net_new_racks(int nodes, double nic_Bps, double core_Bps, int nodes_per_r
     n->core_Bps = core_Bps > 0 ? core_Bps : 0;
     n->next_ns = INT64_MAX;
     n->redo = 0;
+    n->last_top = -1;
     n->racks = 1;
     n->rack_size = nodes;
     if (nodes_per_rack > 0 && nodes_per_rack < nodes) {
@@ -387,6 +401,7 @@ void net_destroy(net_t **np)
     free(n->exin);
     free(n->exin_at);
     free(n->noted);
+    free(n->ml_save);
     free(n->mark2);
     free(n->leafbuf);
     free(n->heap);
@@ -600,6 +615,7 @@ static void grow_ent_scratch(net_t *n)
     n->exin = xrealloc(n->exin, (size_t)n->ent_cap * sizeof *n->exin);
     n->exin_at = xrealloc(n->exin_at, (size_t)n->ent_cap * sizeof *n->exin_at);
     n->noted = xrealloc(n->noted, (size_t)n->ent_cap * sizeof *n->noted);
+    n->ml_save = xrealloc(n->ml_save, (size_t)n->ent_cap * sizeof *n->ml_save);
 }
 
 /* A slot for a new entity (its fields are the caller's to fill). */
@@ -733,6 +749,8 @@ int64_t net_active(const net_t *n) { return n->live + n->nring; }
 int64_t net_recomputes(const net_t *n) { return n->recomputes; }
 int64_t net_restarts(const net_t *n) { return n->restarts; }
 void net_set_from_scratch(net_t *n, int on) { n->from_scratch = on != 0; }
+void net_set_fast_top(net_t *n, int on) { n->no_fast_top = on == 0; }
+int64_t net_fast_tops(const net_t *n) { return n->fast_tops; }
 
 static void heap_push(net_t *n, int64_t *hn, double share, int r)
 {
@@ -883,6 +901,7 @@ static void freeze(net_t *n, int64_t i, double x)
     mark_frozen(n, i);
     n->left--;
     note_level(n, i);
+    if (n->fast) return; /* the top: no term is read again */
     if (n->racks > 1) freeze_links(n, e, x);
     if (is_single(e)) {
         hist(n, e->src);
@@ -941,12 +960,13 @@ static inline int whole_in_level(const net_t *n, const ent_t *e)
  * the flows of it that the level holds). The same updates as freeze() in the same order, with
  * r's own terms kept in registers: every single flow of the list updates them, a chain
  * through memory otherwise. The list is read by index: a split made on the way may move it.
- * `core` (whether the core is a resource) is a constant of each copy (freeze_list), so the
- * loop over the list carries no test of it. */
+ * `core` (whether the core is a resource) and `fast` (the level is done fast: entities frozen
+ * and noted, no term changed; it stops where fast_failed is set) are constants of each copy
+ * (freeze_list), so the loop over the list carries no test of them. */
 static inline __attribute__((always_inline)) void freeze_list_as(net_t *n, int r, double x,
-                                                                 const int core)
+                                                                 const int core, const int fast)
 {
-    hist(n, r);
+    if (!fast) hist(n, r);
     double ur = n->used[r];
     const rlist_t *L = &n->list[r];
     /* the arrays in locals: the stores through cnt and used would otherwise make the
@@ -965,12 +985,12 @@ static inline __attribute__((always_inline)) void freeze_list_as(net_t *n, int r
         int64_t t = fz[j];
         if (lv_tag[t & LV_MASK] == t) continue; /* frozen (is_frozen) */
         if (l.other < 0) {
-            used[r] = ur;
-            cnt[r] = cr0 - (nn - mark);
+            if (!fast) used[r] = ur, cnt[r] = cr0 - (nn - mark);
             inline_frozen += nn - mark;
             n->nnoted = nn;
             if (l.other == LIST_FAN_LEAF) fan_level(n, j, x);
             else freeze(n, j, x);
+            if (fast && n->fast_failed) return; /* the level is undone */
             /* a split may have grown the entity arrays and moved the list */
             fz = n->fz, noted = n->noted, nn = n->nnoted, v = L->v;
             mark = nn;
@@ -980,6 +1000,7 @@ static inline __attribute__((always_inline)) void freeze_list_as(net_t *n, int r
         }
         fz[j] = tag; /* mark_frozen */
         noted[nn++] = j; /* note_level */
+        if (fast) continue;
         int other = l.other;
         if (hstamp[other] != tag) hist(n, other);
         ur += x;
@@ -991,15 +1012,15 @@ static inline __attribute__((always_inline)) void freeze_list_as(net_t *n, int r
         }
     }
     n->nnoted = nn;
-    used[r] = ur;
-    cnt[r] = cr0 - (nn - mark);
+    if (!fast) used[r] = ur, cnt[r] = cr0 - (nn - mark);
     n->left -= inline_frozen + (nn - mark);
 }
 
 static void freeze_list(net_t *n, int r, double x)
 {
-    if (n->core_Bps > 0) freeze_list_as(n, r, x, 1);
-    else freeze_list_as(n, r, x, 0);
+    if (n->fast) freeze_list_as(n, r, x, 0, 1);
+    else if (n->core_Bps > 0) freeze_list_as(n, r, x, 1, 0);
+    else freeze_list_as(n, r, x, 0, 0);
 }
 
 /* List entity j at resource r for the rest of this computation. */
@@ -1108,6 +1129,7 @@ static void fan_level(net_t *n, int64_t j, double x)
     for (int a = 0; a < e->nset; a++)
         if (n->in_level[off + e->set[a]]) n->leafbuf[k++] = e->set[a];
     if (k == e->nset) freeze(n, j, x);
+    else if (n->fast) n->fast_failed = 1; /* part of it keeps rising: not the top */
     else if (k > 0) freeze(n, split_off(n, j, n->leafbuf, k, 0), x);
 }
 
@@ -1137,12 +1159,47 @@ static void level_exclusions(net_t *n, int nl)
     }
 }
 
+/* Multi i meets the level partly (freeze_level): split it. rest_rises: its flows at the
+ * special resources outside the level leave it as one fan, still rising, and the multi
+ * freezes; else its flows at the level's resources leave it as one fan, frozen, and the
+ * multi keeps rising. Returns whether the multi froze. */
+static int split_multi(net_t *n, int64_t i, int nl, double x, int rest_rises)
+{
+    const ent_t *g = &n->f[i];
+    int N = n->nodes, S = n->rack_size, off = leaf_side(g) * N, hub = hub_node(g);
+    int q = scope_of(n, g), lo = off + q * S, hi = lo + S, m = 0;
+    /* the leaf-side resources it does not cross */
+    n->mark2[off + hub] = 1;
+    for (int e = 0; e < g->nset; e++) n->mark2[off + g->set[e]] = 1;
+    if (rest_rises) {
+        for (int t = 0; t < n->ntouched; t++) {
+            int r = n->touched[t];
+            if (r >= lo && r < hi && !n->in_level[r] && !n->mark2[r]) n->leafbuf[m++] = r - off;
+        }
+        qsort(n->leafbuf, (size_t)m, sizeof *n->leafbuf, cmp_int); /* a fixed order */
+    } else {
+        for (int t = 0; t < nl; t++) {
+            int r = n->level[t];
+            if (r >= lo && r < hi && !n->mark2[r]) n->leafbuf[m++] = r - off;
+        }
+    }
+    n->mark2[off + hub] = 0;
+    for (int e = 0; e < g->nset; e++) n->mark2[off + g->set[e]] = 0;
+    ASSERT(m > 0, "multi at node %d: nothing to split", hub);
+    int64_t j = split_off(n, i, n->leafbuf, m, rest_rises);
+    freeze(n, rest_rises ? i : j, x);
+    return rest_rises;
+}
+
 /* Freeze every flow crossing a resource of the level (level[0..nl)) at x. A multi that also
  * crosses leaf-side resources outside the level keeps those flows rising: either its flows
  * into the level's resources leave it as one fan, frozen, or (when its plain flows freeze,
  * or most of its flows are in the level) its flows at the other special resources of its
- * leaf side leave it as one fan, still rising, and the multi freezes. */
-static void freeze_level(net_t *n, int nl, double x)
+ * leaf side leave it as one fan, still rising, and the multi freezes. Done fast (n->fast),
+ * it stops at the first entity that shows the level is not the top and returns 0, with the
+ * entities it froze marked with the level's tag and nothing noted (freeze_top undoes it);
+ * returns 1 otherwise. */
+static int freeze_level(net_t *n, int nl, double x)
 {
     int N = n->nodes, K = 2 * N + n->links, core = core_res(n), S = n->rack_size;
     n->levels++;
@@ -1163,11 +1220,13 @@ static void freeze_level(net_t *n, int nl, double x)
         int r = n->level[k];
         if (r >= K) continue;
         freeze_list(n, r, x);
+        if (n->fast_failed) goto out;
         for (int64_t a = n->ovhead[r]; a >= 0; a = n->ov[a].next) {
             int64_t j = n->ov[a].j;
             if (is_frozen(n, j)) continue;
             if (is_fan(&n->f[j])) fan_level(n, j, x);
             else freeze(n, j, x);
+            if (n->fast_failed) goto out;
         }
     }
     /* a multi's excluded resources in the level (a split made in this computation only
@@ -1192,52 +1251,33 @@ static void freeze_level(net_t *n, int nl, double x)
         int64_t crossed_in = level_side[cls] - (hub_in && n->in_level[off + hub]) - exin;
         if (crossed_in == 0 && !(plain_cross && plain_in)) {
             n->ml[w++] = i; /* untouched by this level */
+            if (n->fast) {
+                n->fast_failed = 1; /* it keeps rising: not the top */
+                goto out;
+            }
             continue;
         }
         if (n->whole || (crossed_in == crossed && (plain_in || !plain_cross))) {
             freeze(n, i, x); /* all its flows saturate here, or it moves as one */
             continue;
         }
-        /* the leaf-side resources it does not cross */
-        n->mark2[off + hub] = 1;
-        for (int e = 0; e < g->nset; e++) n->mark2[off + g->set[e]] = 1;
-        int m = 0, rest_rises = plain_in || (!plain_cross && 2 * crossed_in >= crossed);
-        if (rest_rises) {
-            /* its flows at special resources outside the level keep rising, as one fan;
-             * the multi freezes with the rest */
-            int lo = off + q * S, hi = lo + S;
-            for (int t = 0; t < n->ntouched; t++) {
-                int r = n->touched[t];
-                if (r >= lo && r < hi && !n->in_level[r] && !n->mark2[r])
-                    n->leafbuf[m++] = r - off;
-            }
-            qsort(n->leafbuf, (size_t)m, sizeof *n->leafbuf, cmp_int); /* a fixed order */
-        } else {
-            /* its flows at the level's resources freeze, as one fan; the rest keeps rising */
-            int lo = off + q * S, hi = lo + S;
-            for (int t = 0; t < nl; t++) {
-                int r = n->level[t];
-                if (r >= lo && r < hi && !n->mark2[r]) n->leafbuf[m++] = r - off;
-            }
+        if (n->fast) {
+            n->fast_failed = 1; /* it splits: not the top */
+            goto out;
         }
-        n->mark2[off + hub] = 0;
-        for (int e = 0; e < g->nset; e++) n->mark2[off + g->set[e]] = 0;
-        ASSERT(m > 0, "multi at node %d: nothing to split", hub);
-        int64_t j = split_off(n, i, n->leafbuf, m, rest_rises);
-        if (rest_rises) {
-            freeze(n, i, x);
-        } else {
-            freeze(n, j, x);
-            n->ml[w++] = i;
-        }
+        int rest_rises = plain_in || (!plain_cross && 2 * crossed_in >= crossed);
+        if (!split_multi(n, i, nl, x, rest_rises)) n->ml[w++] = i;
     }
     n->nml = w;
-    rates_note_many(n->rt, n->noted, n->nnoted, n->cur_lv);
+    if (n->fast && n->left > 0) n->fast_failed = 1; /* an entity keeps rising */
+out:
+    if (!n->fast_failed) rates_note_many(n->rt, n->noted, n->nnoted, n->cur_lv);
     n->nnoted = 0;
     for (int k = 0; k < nl; k++) {
         n->in_level[n->level[k]] = 0;
         if (n->level[k] < 2 * N) level_side[side_class(n, n->level[k])] = 0;
     }
+    return !n->fast_failed;
 }
 
 /* Level L of the chain starts: a new epoch, and the global terms as they stand. */
@@ -1272,17 +1312,14 @@ static void level_begin(net_t *n, double share)
 /* Where the computation starts: level k of the chain, with every level below it as it was.
  * Every entity that froze below k is still there, unchanged (a change since starts at or
  * above its level), so what those entities take of each resource (used, and base - cnt) is
- * what the level logged; the rest of cnt is the current base. k = 0: from scratch. */
-static void start_at_level(net_t *n, int64_t k)
+ * what the level logged; the rest of cnt is the current base. k = 0: from scratch. Returns
+ * the count of touched resources with a finite share, placed in heap[0..) (not yet a heap):
+ * one pass over the touched resources sets each one's terms and reads its share. */
+static int64_t start_at_level(net_t *n, int64_t k)
 {
     int nt = n->ntouched, C = 2 * n->racks;
     for (int64_t L = k; L < n->nlv; L++) n->lv_tag[L] = -1;
     if (k == 0) {
-        for (int a = 0; a < nt; a++) {
-            int r = n->touched[a];
-            n->cnt[r] = n->base[r];
-            n->used[r] = 0;
-        }
         for (int c = 0; c < C; c++) {
             n->mu[c] = n->mu_base[c];
             n->fm[c] = 0;
@@ -1296,14 +1333,12 @@ static void start_at_level(net_t *n, int64_t k)
         n->nhist = 0;
     } else {
         /* a resource no level from k on changed ended the last computation as it stood at k;
-         * the others as first logged at or above k (the log is in level order) */
-        for (int a = 0; a < nt; a++) {
-            int r = n->touched[a];
-            n->cnt[r] = n->base[r] - n->dfin[r];
-        }
+         * the others as first logged at or above k (the log is in level order). Its deficit
+         * goes through dfin, which the computation's end sets again for every touched
+         * resource. */
         while (n->nhist > 0 && n->hist[n->nhist - 1].lv >= k) {
             struct hist h = n->hist[--n->nhist];
-            n->cnt[h.r] = n->base[h.r] - h.def;
+            n->dfin[h.r] = h.def;
             n->used[h.r] = h.used;
         }
         for (int c = 0; c < C; c++) {
@@ -1315,10 +1350,19 @@ static void start_at_level(net_t *n, int64_t k)
         n->left = n->live - n->lv_frozen[k];
     }
     n->nlv = k;
+    int64_t hn = 0;
     for (int a = 0; a < nt; a++) {
         int r = n->touched[a];
+        if (k == 0) {
+            n->cnt[r] = n->base[r];
+            n->used[r] = 0;
+        } else {
+            n->cnt[r] = n->base[r] - n->dfin[r];
+        }
         n->lcnt[r] = n->list[r].len;
         n->ovhead[r] = -1;
+        double sh = share_of(n, r);
+        if (sh < INFINITY) n->heap[hn++] = (rheap_t){sh, r};
     }
     n->nml = 0;
     for (int64_t a = 0; a < n->multis.len; a++) {
@@ -1326,6 +1370,7 @@ static void start_at_level(net_t *n, int64_t k)
         if (m.other != LIST_DEAD && !is_frozen(n, m.slot)) n->ml[n->nml++] = m.slot;
     }
     n->nov = 0;
+    return hn;
 }
 
 /* ---- Ring steps ----
@@ -1432,6 +1477,30 @@ static void rings_freeze(net_t *n, double x)
     n->ring_cnt = 0;
 }
 
+/* The current level, taken to be the computation's top: done fast (see struct net's
+ * `fast`), and where it is not the top, undone and done in full. Undoing it: the level
+ * begins again (a new tag, so the entities the fast pass froze read unfrozen), with the
+ * count of unfrozen entities and the unfrozen multis as they were; the fast pass changed
+ * no term, split nothing and noted nothing. */
+static void freeze_top(net_t *n, int nl, double x)
+{
+    int64_t left = n->left, nml = n->nml;
+    memcpy(n->ml_save, n->ml, (size_t)nml * sizeof *n->ml);
+    n->fast = 1;
+    n->fast_failed = 0;
+    int top = freeze_level(n, nl, x);
+    n->fast = 0;
+    n->fast_failed = 0;
+    n->fast_tops += top;
+    if (top) return;
+    n->left = left;
+    n->nml = nml;
+    memcpy(n->ml, n->ml_save, (size_t)nml * sizeof *n->ml);
+    n->nlv = n->cur_lv;
+    level_begin(n, x);
+    freeze_level(n, nl, x);
+}
+
 void net_recompute(net_t *n, int64_t now)
 {
     advance(n, now);
@@ -1455,17 +1524,11 @@ void net_recompute(net_t *n, int64_t now)
      * saturate no sooner; an arrival may lower any level (redo 0). */
     int64_t k = n->redo < n->nlv && !n->from_scratch ? n->redo : 0;
     n->restarts += k > 0;
-    start_at_level(n, k);
-    n->redo = INT64_MAX;
-    int nt = n->ntouched;
-
     /* Progressive filling: the resource with the smallest fair share freezes its flows at
      * that share. Shares only grow as flows freeze, so stale heap entries are re-pushed. */
-    int64_t hn = 0;
-    for (int k = 0; k < nt; k++) {
-        double s = share_of(n, n->touched[k]);
-        if (s < INFINITY) n->heap[hn++] = (rheap_t){s, n->touched[k]};
-    }
+    int64_t hn = start_at_level(n, k);
+    n->redo = INT64_MAX;
+    int nt = n->ntouched;
     heap_build(n, hn);
     int core = core_res(n);
     for (int c = 0; c < 2 * n->racks; c++) {
@@ -1499,8 +1562,10 @@ void net_recompute(net_t *n, int64_t now)
         }
         level_begin(n, share);
         if (n->ring_cnt > 0) rings_freeze(n, share);
-        freeze_level(n, nl, share);
+        if (n->cur_lv == n->last_top && !n->whole && !n->no_fast_top) freeze_top(n, nl, share);
+        else freeze_level(n, nl, share);
     }
+    n->last_top = n->nlv - 1;
     n->computing = 0;
     ASSERT(n->left == 0, "%lld entities got no rate", (long long)n->left);
     for (int a = 0; a < nt; a++) {

@@ -12,6 +12,8 @@
  * resource that saturated below it, so without it those levels stand, bit for bit; a flow
  * that starts may lower any level (the computation starts from scratch). Most events end
  * flows, so most computations redo only the levels above the lowest one that changed.
+ * The last level of a computation only freezes and notes its entities: no later level and
+ * no later computation reads the loads it would change (each starts at or below it).
  *
  * Three kinds of entity carry flows:
  *   a single flow  src -> dst (net_add);
@@ -177,5 +179,13 @@ int64_t net_restarts(const net_t *n);
 /* Test aid: start every rate computation from its first level (on = 1), as a reference for
  * the computations that keep the levels no change can alter (default). */
 void net_set_from_scratch(net_t *n, int on);
+
+/* Test aid: do the level at which the last computation ended in full, as every other level
+ * (on = 0), as a reference for the level done fast where it is taken to be the computation's
+ * last (default): there no load it would change is read again, so it only freezes and notes
+ * its entities, and where it is not the last it is undone and done in full (net.c, struct
+ * net's `fast`). net_fast_tops: the levels done fast that were the last. */
+void net_set_fast_top(net_t *n, int on);
+int64_t net_fast_tops(const net_t *n);
 
 #endif

@@ -128,8 +128,9 @@ TEST(net_microsecond_transfers_take_their_time)
 /* Racks and uneven NICs for a mix: nodes_per_rack 0 = one switch; uneven: every third
  * node's NIC at a rate drawn from 0.25-2x the others'; from_scratch: every computation from
  * its first level (net_set_from_scratch); rings: some of the single flows become ring steps
- * over every node (net_add_ring). Back: the hash of every finish, and how many computations
- * kept levels. */
+ * over every node (net_add_ring); full_top: the last level of every computation done in full
+ * (net_set_fast_top). Back: the hash of every finish, how many computations kept levels, and
+ * how many ended at a level done fast. */
 typedef struct {
     int nodes_per_rack;
     double rack_Bps;
@@ -138,6 +139,8 @@ typedef struct {
     uint64_t finish_hash;
     int64_t restarts;
     int rings;
+    int full_top;
+    int64_t fast_tops;
 } mix_net_t;
 
 static int64_t maxmin_mix_net(uint64_t seed, int N, int transfers, double core_Bps, int whole,
@@ -150,6 +153,7 @@ static int64_t maxmin_mix_net(uint64_t seed, int N, int transfers, double core_B
         net_set_node_nic(n, v, 1e9 * (0.25 + 1.75 * rng_uniform(r)));
     net_set_whole(n, whole);
     if (mn) net_set_from_scratch(n, mn->from_scratch);
+    if (mn) net_set_fast_top(n, !mn->full_top);
     tag_log_t l = {0};
     int *ex = calloc((size_t)N, sizeof *ex);
     int64_t at = 0;
@@ -205,7 +209,11 @@ static int64_t maxmin_mix_net(uint64_t seed, int N, int transfers, double core_B
     int64_t computations = run_out(n, l.now, on_tag, &l, &l.now, !whole);
     *last_ns = l.now;
     *split_bcasts += l.split_bcasts;
-    if (mn) mn->finish_hash = l.hash, mn->restarts = net_restarts(n);
+    if (mn) {
+        mn->finish_hash = l.hash;
+        mn->restarts = net_restarts(n);
+        mn->fast_tops = net_fast_tops(n);
+    }
     free(ex);
     net_destroy(&n);
     rng_destroy(&r);
@@ -271,7 +279,7 @@ TEST(net_random_mixes_with_racks_and_uneven_nics_are_maxmin)
     for (uint64_t seed = 201; seed <= 224; seed++) {
         int k = (int)(seed % 6), N = per_rack[k] * (k == 4 ? 24 : seed % 4 == 0 ? 12 : 6);
         mix_net_t mn = {per_rack[k], 1e9 * per_rack[k] * (0.2 + 0.3 * (double)(seed % 5)),
-                        (int)(seed % 2), 0, 0, 0, 0};
+                        (int)(seed % 2), 0, 0, 0, 0, 0, 0};
         double core = seed % 3 == 0 ? 0.3e9 * N : 0;
         total += maxmin_mix_net(seed, N, 96, core, 0, &mn, &last, &splits);
         total += maxmin_mix_net(seed, N, 48, core, 1, &mn, &last, &splits);
@@ -286,30 +294,37 @@ TEST(net_random_mixes_with_racks_and_uneven_nics_are_maxmin)
 TEST(net_kept_levels_give_the_rates_of_a_computation_from_scratch)
 {
     /* Random mixes (one switch and racks, uneven NICs, a core limit, both models), each run
-     * twice: every computation from its first level, and starting at the first level a
-     * change can alter. Every finish (instant, flows, nodes skipped) the same, to the
-     * nanosecond; the exact runs' rates checked against the reference inside. */
+     * twice: every computation from its first level and every level done in full, and
+     * starting at the first level a change can alter, with the level taken to be the last
+     * done fast (undone where it is not the last). Every finish (instant, flows, nodes
+     * skipped) the same, to the nanosecond; the exact runs' rates checked against the
+     * reference and the kept state against its rebuild after every event, inside. */
     static const int per_rack[] = {0, 4, 0, 8, 3, 0};
-    int64_t kept = 0, total = 0, last;
+    int64_t kept = 0, fast = 0, total = 0, last;
     int splits = 0;
     for (uint64_t seed = 301; seed <= 318; seed++) {
         int k = (int)(seed % 6), N = per_rack[k] ? per_rack[k] * 8 : 16 + 40 * (int)(seed % 4);
         int whole = seed % 5 == 0;
         double core = seed % 3 == 0 ? 0.3e9 * N : 0;
         mix_net_t ref = {per_rack[k], 1e9 * (per_rack[k] ? per_rack[k] : 1) * 0.4,
-                         (int)(seed % 2), 1, 0, 0, 0};
+                         (int)(seed % 2), 1, 0, 0, 0, 1, 0};
         mix_net_t got = ref;
         got.from_scratch = 0;
+        got.full_top = 0;
         total += maxmin_mix_net(seed, N, 96, core, whole, &ref, &last, &splits);
         maxmin_mix_net(seed, N, 96, core, whole, &got, &last, &splits);
         CHECK(got.finish_hash == ref.finish_hash,
               "seed %llu, N %d, whole %d: finishes differ from those computed from scratch",
               (unsigned long long)seed, N, whole);
         CHECK_EQ_I64(ref.restarts, 0);
+        CHECK_EQ_I64(ref.fast_tops, 0);
         kept += got.restarts;
+        fast += got.fast_tops;
     }
     CHECK(kept > total / 4, "only %lld of %lld computations kept levels", (long long)kept,
           (long long)total);
+    CHECK(fast > total / 4, "only %lld of %lld computations ended at a level done fast",
+          (long long)fast, (long long)total);
 }
 
 TEST(net_racks_closed_form)
@@ -478,7 +493,7 @@ TEST(net_grouped_model_keeps_ring_steps_whole_beside_other_entities)
         int k = (int)(seed % 3), N = per_rack[k] ? per_rack[k] * 6 : 40;
         double core = seed % 4 == 0 ? 0.3e9 * N : 0;
         mix_net_t ref = {per_rack[k], 1e9 * (per_rack[k] ? per_rack[k] : 1) * 0.4, 0, 1, 0, 0,
-                         1};
+                         1, 0, 0};
         mix_net_t got = ref;
         got.from_scratch = 0;
         maxmin_mix_net(seed, N, 96, core, 1, &ref, &last, &splits);
