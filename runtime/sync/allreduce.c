@@ -8,15 +8,44 @@
 #include "core/vec.h"
 #include "core/log.h"
 #include "runtime/sync/wire.h"
+#include "runtime/transport/sendq.h"
 
 /* Segment s of W: [seg_lo(s), seg_lo(s+1)). */
 static size_t seg_lo(size_t count, int w, int s) { return count * (size_t)s / (size_t)w; }
 
+/* send_seg under the send order: the segment's chunks (encoded first when the wire is)
+ * queued at once with the layer as their priority; returns once they are out. */
+static int send_seg_ordered(comm_t *c, precision_t wire, int type, int step, int64_t it,
+                            int layer, const float *buf, size_t lo, size_t hi, size_t chunk)
+{
+    int right = (comm_rank(c) + 1) % comm_n_peers(c);
+    int n_chunks = hi > lo ? (int)((hi - lo + chunk - 1) / chunk) : 1;
+    sendq_msg_t *msgs = xcalloc((size_t)n_chunks, sizeof *msgs);
+    void **packed = xcalloc((size_t)n_chunks, sizeof *packed);
+    for (int i = 0; i < n_chunks; i++) {
+        size_t o = lo + (size_t)i * chunk, n = hi - o < chunk ? hi - o : chunk;
+        msg_header_t h = {.type = (uint16_t)type, .layer = layer, .shard = (uint32_t)step,
+                          .iteration = it, .offset = o};
+        const void *data = buf + o;
+        if (wire_encoded(wire)) data = packed[i] = wire_pack(wire, buf + o, n);
+        msgs[i] = (sendq_msg_t){.peer = right, .hdr = h, .data = data,
+                                .bytes = n * (size_t)precision_bytes(wire), .priority = layer};
+    }
+    int rc = sendq_send(comm_order(c), c, msgs, n_chunks);
+    for (int i = 0; i < n_chunks; i++) free(packed[i]);
+    free(packed);
+    free(msgs);
+    return rc;
+}
+
 /* Sends segment [lo, hi) to the right neighbour in chunks: the floats themselves at fp32
- * (without a copy when tr is given), else encoded at the wire precision (a copy). */
+ * (without a copy when tr is given), else encoded at the wire precision (a copy). Under the
+ * comm's send order (comm_set_order) the chunks go by layer with every other unit's
+ * traffic (send_seg_ordered). */
 static int send_seg(comm_t *c, precision_t wire, int type, int step, int64_t it, int layer,
                     const float *buf, size_t lo, size_t hi, size_t chunk, comm_tracker_t *tr)
 {
+    if (comm_order(c)) return send_seg_ordered(c, wire, type, step, it, layer, buf, lo, hi, chunk);
     int right = (comm_rank(c) + 1) % comm_n_peers(c);
     for (size_t o = lo; o < hi || o == lo; o += chunk) {
         size_t n = hi - o < chunk ? hi - o : chunk;

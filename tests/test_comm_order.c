@@ -1,0 +1,266 @@
+/* Send order across comms (comm_set_order, a shared sendq; send_order = layer): SFB's and
+ * the ring's units each have a comm of their own, so a rank's messages to one peer travel on
+ * several connections; the shared queue orders them by layer all the same. A message of a
+ * lower layer queued later overtakes a long one of a higher layer queued earlier (and with
+ * equal priorities it does not: the check can fail), the receiving comm puts the slices back
+ * together and refuses a bad one, and SFB and the ring give bit for bit the sums they give
+ * in arrival order. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/sync/allreduce.h"
+#include "runtime/sync/sfb.h"
+#include "runtime/transport/clock.h"
+#include "runtime/transport/sendq.h"
+#include "runtime/transport/slice.h"
+#include "test.h"
+
+/* A free loopback endpoint, for a comm to bind later. */
+static void free_endpoint(char *ep, size_t cap)
+{
+    comm_t *probe = comm_new("so", 0, 2, "tcp://127.0.0.1:*", 2000);
+    REQUIRE(probe);
+    snprintf(ep, cap, "%s", comm_endpoint(probe));
+    comm_destroy(&probe);
+}
+
+typedef struct {
+    sendq_t *q;
+    comm_t *c;
+    sendq_msg_t m;
+    int rc;
+} sender_t;
+
+static void *send_thread(void *p)
+{
+    sender_t *s = p;
+    s->rc = sendq_send(s->q, s->c, &s->m, 1);
+    return NULL;
+}
+
+typedef struct {
+    comm_t *c;
+    comm_msg_t g;
+    int rc;
+} receiver_t;
+
+static void *recv_thread(void *p)
+{
+    receiver_t *r = p;
+    r->rc = comm_recv(r->c, NULL, &r->g, 10000);
+    return NULL;
+}
+
+/* Rank 1 sends a 1 MB message of type with priority prio_low on one comm, and 50 ms later
+ * a 4 MB one with priority prio_high on another, both to rank 0, whose two comms bind only
+ * once both are queued (so the first one's window cannot move before the second is in).
+ * Returns whether the later message completed first; both arrive whole. */
+static bool later_first(int type, int prio_low, int prio_high)
+{
+    char ep[2][256];
+    free_endpoint(ep[0], sizeof ep[0]);
+    free_endpoint(ep[1], sizeof ep[1]);
+    sendq_t *q = sendq_new_shared(64 * 1024, 5000);
+    comm_t *tx[2];
+    for (int i = 0; i < 2; i++) {
+        tx[i] = comm_new(i ? "u1" : "u0", 1, 2, NULL, 5000);
+        REQUIRE(tx[i] && comm_connect(tx[i], 0, ep[i]) == 0);
+        comm_set_order(tx[i], q);
+    }
+    size_t n_low = (1u << 20) / sizeof(float), n_high = (4u << 20) / sizeof(float);
+    float *low = malloc(n_low * sizeof *low), *high = malloc(n_high * sizeof *high);
+    for (size_t i = 0; i < n_low; i++) low[i] = (float)i;
+    for (size_t i = 0; i < n_high; i++) high[i] = -(float)i;
+    sender_t s[2] = {
+        {q, tx[0], {.peer = 0, .hdr = {.type = (uint16_t)type, .layer = prio_low, .offset = 7},
+                    .data = low, .bytes = n_low * sizeof *low, .priority = prio_low}, -1},
+        {q, tx[1], {.peer = 0, .hdr = {.type = (uint16_t)type, .layer = prio_high, .offset = 9},
+                    .data = high, .bytes = n_high * sizeof *high, .priority = prio_high}, -1},
+    };
+    pthread_t ts[2], tr[2];
+    pthread_create(&ts[0], NULL, send_thread, &s[0]);
+    clock_sleep_until_ns(clock_now_ns() + 50000000);
+    pthread_create(&ts[1], NULL, send_thread, &s[1]);
+    clock_sleep_until_ns(clock_now_ns() + 20000000);
+    receiver_t r[2];
+    sendq_t *rq = sendq_new_shared(64 * 1024, 5000); /* rank 0's: its comms take slices */
+    for (int i = 0; i < 2; i++) {
+        r[i] = (receiver_t){.c = comm_new(i ? "u1" : "u0", 0, 2, ep[i], 5000), .rc = -1};
+        REQUIRE(r[i].c, "could not bind %s again", ep[i]);
+        comm_set_order(r[i].c, rq);
+        pthread_create(&tr[i], NULL, recv_thread, &r[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(ts[i], NULL);
+        pthread_join(tr[i], NULL);
+        CHECK_EQ_I64(s[i].rc, 0);
+        REQUIRE(r[i].rc == 1, "rank 0 got nothing on comm %d", i);
+        CHECK(r[i].g.hdr.type == type && r[i].g.peer == 1 && r[i].g.hdr.offset == (i ? 9u : 7u),
+              "comm %d: type %d from %d offset %llu", i, r[i].g.hdr.type, r[i].g.peer,
+              (unsigned long long)r[i].g.hdr.offset);
+    }
+    CHECK(comm_msg_bytes(&r[0].g) == n_low * sizeof *low &&
+          !memcmp(comm_msg_data(&r[0].g), low, n_low * sizeof *low), "low payload");
+    CHECK(comm_msg_bytes(&r[1].g) == n_high * sizeof *high &&
+          !memcmp(comm_msg_data(&r[1].g), high, n_high * sizeof *high), "high payload");
+    bool first = r[1].g.recv_ns < r[0].g.recv_ns;
+    for (int i = 0; i < 2; i++) {
+        comm_msg_close(&r[i].g);
+        comm_destroy(&r[i].c);
+        comm_destroy(&tx[i]);
+    }
+    sendq_destroy(&q);
+    sendq_destroy(&rq);
+    free(low);
+    free(high);
+    return first;
+}
+
+TEST(comm_order_sfb_lower_layer_overtakes_on_another_comm)
+{
+    CHECK(later_first(MSG_SFB_U, 5, 1), "layer 1's factor waited for layer 5's");
+    /* the order off (equal priorities: queue order): the earlier message goes first */
+    CHECK(!later_first(MSG_SFB_U, 3, 3), "queue order did not hold");
+}
+
+TEST(comm_order_ring_lower_layer_overtakes_on_another_comm)
+{
+    CHECK(later_first(MSG_AR_REDUCE, 5, 1), "layer 1's chunk waited for layer 5's");
+    CHECK(!later_first(MSG_AR_REDUCE, 3, 3), "queue order did not hold");
+}
+
+/* A slice that continues nothing, and one with a bad crc, are refused (counted as bad,
+ * logged naming the rank) and the good sliced message after them comes through whole. */
+TEST(comm_order_refuses_a_bad_slice_and_keeps_going)
+{
+    comm_t *rx = comm_new("so", 0, 2, "tcp://127.0.0.1:*", 2000);
+    comm_t *tx = comm_new("so", 1, 2, NULL, 2000);
+    REQUIRE(rx && tx && comm_connect(tx, 0, comm_endpoint(rx)) == 0);
+    sendq_t *q = sendq_new_shared(64 * 1024, 2000);
+    comm_set_order(rx, q);
+    unsigned char buf[SLICE_HEADER_BYTES + 64];
+    memset(buf, 0x5a, sizeof buf);
+    msg_header_t h = {.type = MSG_SLICE, .layer = 4};
+    slice_encode(&(slice_info_t){MSG_SFB_U, 7, 64, 32}, buf); /* continues nothing */
+    REQUIRE(comm_send(tx, 0, h, buf, sizeof buf, NULL) == 0);
+    buf[28] ^= 0xff; /* bad crc */
+    REQUIRE(comm_send(tx, 0, h, buf, sizeof buf, NULL) == 0);
+    for (int at = 0; at < 128; at += 64) {
+        slice_encode(&(slice_info_t){MSG_SFB_V, 8, 128, (uint64_t)at}, buf);
+        REQUIRE(comm_send(tx, 0, h, buf, sizeof buf, NULL) == 0);
+    }
+    comm_msg_t g;
+    REQUIRE(comm_recv(rx, NULL, &g, 5000) == 1);
+    CHECK(g.hdr.type == MSG_SFB_V && comm_msg_bytes(&g) == 128 && g.peer == 1,
+          "type %d, %zu bytes", g.hdr.type, comm_msg_bytes(&g));
+    comm_msg_close(&g);
+    CHECK_EQ_I64(comm_recv(rx, NULL, &g, 200), 0);
+    CHECK_EQ_I64(comm_n_bad(rx), 2);
+    sendq_destroy(&q);
+    comm_destroy(&tx);
+    comm_destroy(&rx);
+}
+
+/* ---------------------------------------------------------------- exact sums */
+
+enum { W = 3, M = 300, N = 200, K = 64 };
+
+typedef struct {
+    comm_t *c;
+    float *u, *v, *grad; /* (M, N) */
+    float *buf;          /* the ring's */
+    size_t count;
+    int rc;
+} rank_arg_t;
+
+static void rebuild(void *arg, int rank, const float *u, const float *v, size_t k, size_t m,
+                    size_t n)
+{
+    (void)rank;
+    rank_arg_t *a = arg;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++)
+            for (size_t b = 0; b < k; b++) a->grad[i * n + j] += u[b * m + i] * v[b * n + j];
+}
+
+static void *sfb_rank(void *p)
+{
+    rank_arg_t *a = p;
+    a->rc = sfb_exchange(a->c, 1, 2, a->u, a->v, K, M, N, rebuild, a, NULL, 10000);
+    return NULL;
+}
+
+static void *ring_rank(void *p)
+{
+    rank_arg_t *a = p;
+    a->rc = allreduce_sum(a->c, 1, 2, a->buf, a->count, 50000, 10000);
+    return NULL;
+}
+
+/* W ranks as threads, every comm connected to every other, under a shared queue per rank
+ * (ordered) or none; runs fn on each. Random-ish non-integer values: the sums round, so
+ * equal results mean the same terms in the same order. */
+static void run_ranks(bool ordered, void *(*fn)(void *), rank_arg_t a[W])
+{
+    comm_t *c[W];
+    sendq_t *q[W] = {0};
+    for (int r = 0; r < W; r++) c[r] = comm_new("so", r, W, "tcp://127.0.0.1:*", 10000);
+    for (int r = 0; r < W; r++) {
+        for (int p = 0; p < W; p++)
+            if (p != r) REQUIRE(comm_connect(c[r], p, comm_endpoint(c[p])) == 0);
+        if (ordered) q[r] = sendq_new_shared(64 * 1024, 10000);
+        comm_set_order(c[r], q[r]);
+    }
+    pthread_t th[W];
+    for (int r = 0; r < W; r++) {
+        a[r].c = c[r];
+        pthread_create(&th[r], NULL, fn, &a[r]);
+    }
+    for (int r = 0; r < W; r++) {
+        pthread_join(th[r], NULL);
+        CHECK_EQ_I64(a[r].rc, 0);
+        comm_destroy(&c[r]);
+        sendq_destroy(&q[r]);
+    }
+}
+
+static float value(size_t i, int r, int salt)
+{
+    return (float)(((i * 2654435761u + (size_t)r * 97 + (size_t)salt) % 10007) / 9973.0 - 0.5);
+}
+
+TEST(comm_order_sfb_and_ring_sums_bit_identical_to_arrival)
+{
+    rank_arg_t a[2][W];
+    for (int o = 0; o < 2; o++)
+        for (int r = 0; r < W; r++) {
+            a[o][r] = (rank_arg_t){.u = malloc(K * M * sizeof(float)),
+                                   .v = malloc(K * N * sizeof(float)),
+                                   .grad = calloc(M * N, sizeof(float))};
+            for (size_t i = 0; i < K * M; i++) a[o][r].u[i] = value(i, r, 1);
+            for (size_t i = 0; i < K * N; i++) a[o][r].v[i] = value(i, r, 2);
+        }
+    run_ranks(false, sfb_rank, a[0]);
+    run_ranks(true, sfb_rank, a[1]);
+    CHECK(a[0][0].grad[0] != 0 && a[0][0].grad[M * N - 1] != 0, "no sum");
+    for (int r = 0; r < W; r++)
+        CHECK(!memcmp(a[1][r].grad, a[0][0].grad, M * N * sizeof(float)),
+              "rank %d's SFB sum under layer differs from arrival's", r);
+    for (int o = 0; o < 2; o++)
+        for (int r = 0; r < W; r++) free(a[o][r].u), free(a[o][r].v), free(a[o][r].grad);
+    /* the ring: several chunks per segment, each of several slices */
+    size_t count = 1000003;
+    for (int o = 0; o < 2; o++)
+        for (int r = 0; r < W; r++) {
+            a[o][r] = (rank_arg_t){.buf = malloc(count * sizeof(float)), .count = count};
+            for (size_t i = 0; i < count; i++) a[o][r].buf[i] = value(i, r, 3);
+        }
+    run_ranks(false, ring_rank, a[0]);
+    run_ranks(true, ring_rank, a[1]);
+    for (int r = 0; r < W; r++)
+        CHECK(!memcmp(a[1][r].buf, a[0][0].buf, count * sizeof(float)),
+              "rank %d's ring sum under layer differs from arrival's", r);
+    for (int o = 0; o < 2; o++)
+        for (int r = 0; r < W; r++) free(a[o][r].buf);
+}
