@@ -4,8 +4,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <time.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/check.h"
 #include "core/log.h"
