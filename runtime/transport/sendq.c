@@ -200,23 +200,18 @@ int sendq_pump(sendq_t *q, comm_t *c)
 
 /* ---------------------------------------------------------------- shared */
 
-typedef struct {
-    int left; /* messages not yet done */
-    int rc;
-} waiter_t;
-
-static void waiter_done(void *arg, const sendq_msg_t *m, int rc)
+static void ticket_done(void *arg, const sendq_msg_t *m, int rc)
 {
     sendq_t *q = arg;
-    waiter_t *w = m->owner;
-    w->left--;
-    if (rc) w->rc = -1;
+    sendq_ticket_t *t = m->owner;
+    t->left--;
+    if (rc) t->rc = -1;
     pthread_cond_broadcast(&q->moved);
 }
 
 sendq_t *sendq_new_shared(size_t slice_bytes, int stall_ms)
 {
-    sendq_t *q = sendq_new(slice_bytes, stall_ms, waiter_done, NULL);
+    sendq_t *q = sendq_new(slice_bytes, stall_ms, ticket_done, NULL);
     q->arg = q;
     q->shared = true;
     pthread_mutex_init(&q->lock, NULL);
@@ -240,20 +235,57 @@ static void wait_moved(sendq_t *q)
     ASSERT(e == 0 || e == ETIMEDOUT, "send queue wait: error %d", e);
 }
 
-int sendq_send(sendq_t *q, comm_t *c, const sendq_msg_t *msgs, int n)
+void sendq_post(sendq_t *q, comm_t *c, const sendq_msg_t *msgs, int n, sendq_ticket_t *t)
 {
-    ASSERT(q->shared, "sendq_send on a queue of one thread");
-    waiter_t w = {.left = n, .rc = 0};
+    ASSERT(q->shared, "sendq_post on a queue of one thread");
     pthread_mutex_lock(&q->lock);
+    t->left += n;
     for (int i = 0; i < n; i++) {
         sendq_msg_t m = msgs[i];
-        m.rid = NULL, m.rid_len = 0, m.owner = &w, m.comm = c;
+        m.rid = NULL, m.rid_len = 0, m.owner = t, m.comm = c;
         sendq_push(q, &m);
     }
-    while (w.left > 0) {
+    sendq_pump(q, c);
+    pthread_mutex_unlock(&q->lock);
+}
+
+int sendq_progress(sendq_t *q, comm_t *c, const sendq_ticket_t *t)
+{
+    pthread_mutex_lock(&q->lock);
+    if (t->left > 0) sendq_pump(q, c);
+    int busy = t->left > 0;
+    pthread_mutex_unlock(&q->lock);
+    return busy;
+}
+
+int sendq_wait(sendq_t *q, comm_t *c, sendq_ticket_t *t)
+{
+    pthread_mutex_lock(&q->lock);
+    while (t->left > 0) {
         sendq_pump(q, c);
-        if (w.left > 0) wait_moved(q);
+        if (t->left > 0) wait_moved(q);
     }
     pthread_mutex_unlock(&q->lock);
-    return w.rc;
+    return t->rc;
+}
+
+int sendq_recv(sendq_t *q, comm_t *c, const sendq_ticket_t *t, const comm_match_t *m,
+               comm_msg_t *out, int timeout_ms)
+{
+    if (!q) return comm_recv(c, m, out, timeout_ms);
+    int64_t end_ns = clock_now_ns() + (int64_t)timeout_ms * 1000000;
+    for (;;) {
+        int busy = sendq_progress(q, c, t);
+        int64_t left_ms = (end_ns - clock_now_ns()) / 1000000;
+        if (left_ms < 0) left_ms = 0;
+        int rc = comm_recv(c, m, out, busy && left_ms > 1 ? 1 : (int)left_ms);
+        if (rc != 0 || left_ms == 0) return rc;
+    }
+}
+
+int sendq_send(sendq_t *q, comm_t *c, const sendq_msg_t *msgs, int n)
+{
+    sendq_ticket_t t = {0, 0};
+    sendq_post(q, c, msgs, n, &t);
+    return sendq_wait(q, c, &t);
 }
