@@ -130,8 +130,21 @@ TEST(comm_order_ring_lower_layer_overtakes_on_another_comm)
     CHECK(!later_first(MSG_AR_REDUCE, 3, 3), "queue order did not hold");
 }
 
-/* A slice that continues nothing, and one with a bad crc, are refused (counted as bad,
- * logged naming the rank) and the good sliced message after them comes through whole. */
+/* Sends rank 0 a slice of layer 4 as a peer would: slice header si (its crc flipped when
+ * bad_crc) and a piece of 48 bytes. */
+static void send_slice(comm_t *tx, slice_info_t si, bool bad_crc)
+{
+    unsigned char buf[SLICE_HEADER_BYTES + 48];
+    memset(buf, 0x5a, sizeof buf);
+    slice_encode(&si, buf);
+    if (bad_crc) buf[SLICE_HEADER_BYTES - 1] ^= 0xff;
+    REQUIRE(comm_send(tx, 0, (msg_header_t){.type = MSG_SLICE, .layer = 4}, buf, sizeof buf,
+                      NULL) == 0);
+}
+
+/* Through a comm that takes slices: a slice that continues nothing, one with a bad crc and
+ * one beyond its message are refused (counted as bad, logged naming the rank), and the good
+ * sliced message after them comes through whole. */
 TEST(comm_order_refuses_a_bad_slice_and_keeps_going)
 {
     comm_t *rx = comm_new("so", 0, 2, "tcp://127.0.0.1:*", 2000);
@@ -139,24 +152,18 @@ TEST(comm_order_refuses_a_bad_slice_and_keeps_going)
     REQUIRE(rx && tx && comm_connect(tx, 0, comm_endpoint(rx)) == 0);
     sendq_t *q = sendq_new_shared(64 * 1024, 2000);
     comm_set_order(rx, q);
-    unsigned char buf[SLICE_HEADER_BYTES + 64];
-    memset(buf, 0x5a, sizeof buf);
-    msg_header_t h = {.type = MSG_SLICE, .layer = 4};
-    slice_encode(&(slice_info_t){MSG_SFB_U, 7, 64, 32}, buf); /* continues nothing */
-    REQUIRE(comm_send(tx, 0, h, buf, sizeof buf, NULL) == 0);
-    buf[28] ^= 0xff; /* bad crc */
-    REQUIRE(comm_send(tx, 0, h, buf, sizeof buf, NULL) == 0);
-    for (int at = 0; at < 128; at += 64) {
-        slice_encode(&(slice_info_t){MSG_SFB_V, 8, 128, (uint64_t)at}, buf);
-        REQUIRE(comm_send(tx, 0, h, buf, sizeof buf, NULL) == 0);
-    }
+    send_slice(tx, (slice_info_t){MSG_SFB_U, 7, 96, 48}, false);
+    send_slice(tx, (slice_info_t){MSG_SFB_U, 7, 96, 0}, true);
+    send_slice(tx, (slice_info_t){MSG_SFB_U, 9, 40, 0}, false);
+    for (uint64_t at = 0; at < 144; at += 48)
+        send_slice(tx, (slice_info_t){MSG_SFB_V, 8, 144, at}, false);
     comm_msg_t g;
     REQUIRE(comm_recv(rx, NULL, &g, 5000) == 1);
-    CHECK(g.hdr.type == MSG_SFB_V && comm_msg_bytes(&g) == 128 && g.peer == 1,
-          "type %d, %zu bytes", g.hdr.type, comm_msg_bytes(&g));
+    CHECK(g.hdr.type == MSG_SFB_V && g.hdr.layer == 4 && comm_msg_bytes(&g) == 144 &&
+              g.peer == 1, "type %d, %zu bytes", g.hdr.type, comm_msg_bytes(&g));
     comm_msg_close(&g);
     CHECK_EQ_I64(comm_recv(rx, NULL, &g, 200), 0);
-    CHECK_EQ_I64(comm_n_bad(rx), 2);
+    CHECK_EQ_I64(comm_n_bad(rx), 3);
     sendq_destroy(&q);
     comm_destroy(&tx);
     comm_destroy(&rx);
