@@ -6,6 +6,7 @@
  * together and refuses a bad one, and SFB and the ring give bit for bit the sums they give
  * in arrival order. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,26 +17,31 @@
 #include "runtime/transport/slice.h"
 #include "test.h"
 
-/* A free loopback endpoint, for a comm to bind later. */
-static void free_endpoint(char *ep, size_t cap)
+/* An endpoint nobody has bound yet, for a comm to bind later: a local socket of its own
+ * (a TCP port found free by binding it would still be served for a moment by the socket
+ * that found it, which ZeroMQ closes in the background). */
+static void free_endpoint(char *ep, size_t cap, int i)
 {
-    comm_t *probe = comm_new("so", 0, 2, "tcp://127.0.0.1:*", 2000);
-    REQUIRE(probe);
-    snprintf(ep, cap, "%s", comm_endpoint(probe));
-    comm_destroy(&probe);
+    static int n;
+    snprintf(ep, cap, "ipc://%s/so-%d-%d", test_tmpdir(), n++, i);
 }
 
+/* A thread of rank 1 that queues its message, says so, and waits for it to leave. */
 typedef struct {
     sendq_t *q;
     comm_t *c;
     sendq_msg_t m;
+    atomic_int queued;
     int rc;
 } sender_t;
 
 static void *send_thread(void *p)
 {
     sender_t *s = p;
-    s->rc = sendq_send(s->q, s->c, &s->m, 1);
+    sendq_ticket_t t = {0, 0};
+    sendq_post(s->q, s->c, &s->m, 1, &t);
+    atomic_store(&s->queued, 1);
+    s->rc = sendq_wait(s->q, s->c, &t);
     return NULL;
 }
 
@@ -52,15 +58,16 @@ static void *recv_thread(void *p)
     return NULL;
 }
 
-/* Rank 1 sends a 1 MB message of type with priority prio_low on one comm, and 50 ms later
- * a 4 MB one with priority prio_high on another, both to rank 0, whose two comms bind only
- * once both are queued (so the first one's window cannot move before the second is in).
- * Returns whether the later message completed first; both arrive whole. */
+/* A thread of rank 1 queues a 1 MB message of type with priority prio_low on one comm, and
+ * then the main thread a 4 MB one with priority prio_high on another, both to rank 0, whose
+ * two comms bind only once both are queued (so the first one's window cannot move before
+ * the second is in). Returns whether the later message completed first; both arrive
+ * whole. */
 static bool later_first(int type, int prio_low, int prio_high)
 {
     char ep[2][256];
-    free_endpoint(ep[0], sizeof ep[0]);
-    free_endpoint(ep[1], sizeof ep[1]);
+    free_endpoint(ep[0], sizeof ep[0], 0);
+    free_endpoint(ep[1], sizeof ep[1], 1);
     sendq_t *q = sendq_new_shared(64 * 1024, 5000);
     comm_t *tx[2];
     for (int i = 0; i < 2; i++) {
@@ -72,17 +79,20 @@ static bool later_first(int type, int prio_low, int prio_high)
     float *low = malloc(n_low * sizeof *low), *high = malloc(n_high * sizeof *high);
     for (size_t i = 0; i < n_low; i++) low[i] = (float)i;
     for (size_t i = 0; i < n_high; i++) high[i] = -(float)i;
-    sender_t s[2] = {
-        {q, tx[0], {.peer = 0, .hdr = {.type = (uint16_t)type, .layer = prio_low, .offset = 7},
-                    .data = low, .bytes = n_low * sizeof *low, .priority = prio_low}, -1},
-        {q, tx[1], {.peer = 0, .hdr = {.type = (uint16_t)type, .layer = prio_high, .offset = 9},
-                    .data = high, .bytes = n_high * sizeof *high, .priority = prio_high}, -1},
-    };
-    pthread_t ts[2], tr[2];
-    pthread_create(&ts[0], NULL, send_thread, &s[0]);
-    clock_sleep_until_ns(clock_now_ns() + 50000000);
-    pthread_create(&ts[1], NULL, send_thread, &s[1]);
-    clock_sleep_until_ns(clock_now_ns() + 20000000);
+    sender_t s = {q, tx[0], {.peer = 0, .hdr = {.type = (uint16_t)type, .layer = prio_low,
+                                                 .offset = 7},
+                             .data = low, .bytes = n_low * sizeof *low, .priority = prio_low},
+                  0, -1};
+    pthread_t ts, tr[2];
+    pthread_create(&ts, NULL, send_thread, &s);
+    while (!atomic_load(&s.queued)) clock_sleep_until_ns(clock_now_ns() + 1000000);
+    sendq_ticket_t t_high = {0, 0};
+    sendq_post(q, tx[1],
+               &(sendq_msg_t){.peer = 0, .hdr = {.type = (uint16_t)type, .layer = prio_high,
+                                                 .offset = 9},
+                              .data = high, .bytes = n_high * sizeof *high,
+                              .priority = prio_high},
+               1, &t_high);
     receiver_t r[2];
     sendq_t *rq = sendq_new_shared(64 * 1024, 5000); /* rank 0's: its comms take slices */
     for (int i = 0; i < 2; i++) {
@@ -91,10 +101,11 @@ static bool later_first(int type, int prio_low, int prio_high)
         comm_set_order(r[i].c, rq);
         pthread_create(&tr[i], NULL, recv_thread, &r[i]);
     }
+    CHECK_EQ_I64(sendq_wait(q, tx[1], &t_high), 0);
+    pthread_join(ts, NULL);
+    CHECK_EQ_I64(s.rc, 0);
     for (int i = 0; i < 2; i++) {
-        pthread_join(ts[i], NULL);
         pthread_join(tr[i], NULL);
-        CHECK_EQ_I64(s[i].rc, 0);
         REQUIRE(r[i].rc == 1, "rank 0 got nothing on comm %d", i);
         CHECK(r[i].g.hdr.type == type && r[i].g.peer == 1 && r[i].g.hdr.offset == (i ? 9u : 7u),
               "comm %d: type %d from %d offset %llu", i, r[i].g.hdr.type, r[i].g.peer,
@@ -178,6 +189,7 @@ typedef struct {
     float *u, *v, *grad; /* (M, N) */
     float *buf;          /* the ring's */
     size_t count;
+    precision_t wire;
     int rc;
 } rank_arg_t;
 
@@ -194,14 +206,14 @@ static void rebuild(void *arg, int rank, const float *u, const float *v, size_t 
 static void *sfb_rank(void *p)
 {
     rank_arg_t *a = p;
-    a->rc = sfb_exchange(a->c, 1, 2, a->u, a->v, K, M, N, rebuild, a, NULL, 10000);
+    a->rc = sfb_exchange_at(a->c, a->wire, 1, 2, a->u, a->v, K, M, N, rebuild, a, NULL, 10000);
     return NULL;
 }
 
 static void *ring_rank(void *p)
 {
     rank_arg_t *a = p;
-    a->rc = allreduce_sum(a->c, 1, 2, a->buf, a->count, 50000, 10000);
+    a->rc = allreduce_sum_at(a->c, a->wire, 1, 2, a->buf, a->count, 50000, 10000);
     return NULL;
 }
 
@@ -237,14 +249,15 @@ static float value(size_t i, int r, int salt)
     return (float)(((i * 2654435761u + (size_t)r * 97 + (size_t)salt) % 10007) / 9973.0 - 0.5);
 }
 
-TEST(comm_order_sfb_and_ring_sums_bit_identical_to_arrival)
+/* At wire precision wire (the ordered sends then queue encoded copies). */
+static void sums_bit_identical(precision_t wire)
 {
     rank_arg_t a[2][W];
     for (int o = 0; o < 2; o++)
         for (int r = 0; r < W; r++) {
             a[o][r] = (rank_arg_t){.u = malloc(K * M * sizeof(float)),
                                    .v = malloc(K * N * sizeof(float)),
-                                   .grad = calloc(M * N, sizeof(float))};
+                                   .grad = calloc(M * N, sizeof(float)), .wire = wire};
             for (size_t i = 0; i < K * M; i++) a[o][r].u[i] = value(i, r, 1);
             for (size_t i = 0; i < K * N; i++) a[o][r].v[i] = value(i, r, 2);
         }
@@ -253,21 +266,28 @@ TEST(comm_order_sfb_and_ring_sums_bit_identical_to_arrival)
     CHECK(a[0][0].grad[0] != 0 && a[0][0].grad[M * N - 1] != 0, "no sum");
     for (int r = 0; r < W; r++)
         CHECK(!memcmp(a[1][r].grad, a[0][0].grad, M * N * sizeof(float)),
-              "rank %d's SFB sum under layer differs from arrival's", r);
+              "wire %d: rank %d's SFB sum under layer differs from arrival's", wire, r);
     for (int o = 0; o < 2; o++)
         for (int r = 0; r < W; r++) free(a[o][r].u), free(a[o][r].v), free(a[o][r].grad);
     /* the ring: several chunks per segment, each of several slices */
     size_t count = 1000003;
     for (int o = 0; o < 2; o++)
         for (int r = 0; r < W; r++) {
-            a[o][r] = (rank_arg_t){.buf = malloc(count * sizeof(float)), .count = count};
+            a[o][r] = (rank_arg_t){.buf = malloc(count * sizeof(float)), .count = count,
+                                   .wire = wire};
             for (size_t i = 0; i < count; i++) a[o][r].buf[i] = value(i, r, 3);
         }
     run_ranks(false, ring_rank, a[0]);
     run_ranks(true, ring_rank, a[1]);
     for (int r = 0; r < W; r++)
         CHECK(!memcmp(a[1][r].buf, a[0][0].buf, count * sizeof(float)),
-              "rank %d's ring sum under layer differs from arrival's", r);
+              "wire %d: rank %d's ring sum under layer differs from arrival's", wire, r);
     for (int o = 0; o < 2; o++)
         for (int r = 0; r < W; r++) free(a[o][r].buf);
+}
+
+TEST(comm_order_sfb_and_ring_sums_bit_identical_to_arrival)
+{
+    sums_bit_identical(PRECISION_FP32);
+    sums_bit_identical(PRECISION_BF16);
 }
