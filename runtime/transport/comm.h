@@ -128,7 +128,7 @@ void comm_set_send_buffer(int bytes);
 /* Send order across comms (send_order = layer, core/plan.h): q, a shared send queue
  * (runtime/transport/sendq.h, sendq_new_shared), is the one that orders this comm's sends
  * with those of the process's other comms; the sync modules send through it
- * (sendq_send). The comm only keeps it, and from now on puts the sliced messages that
+ * (sendq_send, sendq_post). The comm only keeps it, and from now on puts the sliced messages that
  * arrive back together (runtime/transport/slice.h) before any receive sees them, refusing
  * a bad slice with a logged line naming its sender (counted in comm_n_bad). Call it from
  * the comm's thread before its first receive. comm_order: q, NULL by default. */

@@ -2,8 +2,9 @@
 # send_order = layer trains exactly what arrival order trains: 2 local ranks of an MLP under
 # ps+wfbp (64 KiB slices of 256 KiB blocks), sfb+wfbp (fc1's 100 KB factor V sliced) and
 # allreduce+wfbp (the ring's chunks sliced), its tensors sent by layer, print the same loss
-# and accuracy rows as in arrival order; the job written by the run keeps the order and the
-# slice, and plans as the run did.
+# and accuracy rows and end with the same parameters, bit for bit on every rank, as in
+# arrival order; the job written by the run keeps the order and the slice, and plans as the
+# run did.
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,13 +28,17 @@ for scheme in sfb+wfbp allreduce+wfbp ps+wfbp; do # ps+wfbp last: its logs are r
     for order in arrival layer; do
         timeout 120 "$bin" train "$tmp/job.exp" --set scheme=$scheme --set send_order=$order \
             --set slice_bytes=65536 --no-eval --timeout-ms 20000 --job-out "$tmp/$order.exp" \
-            >"$tmp/$order.log" 2>&1 ||
+            --params-out "$tmp/$order.params" >"$tmp/$order.log" 2>&1 ||
             { tail -5 "$tmp/$order.log"; fail "$scheme with send_order = $order exited non-zero"; }
         grep -E '^[0-9.]+,[0-9]+,' "$tmp/$order.log" | cut -d, -f1-4 >"$tmp/$order.rows"
         [ -s "$tmp/$order.rows" ] || fail "no training rows of $scheme with send_order = $order"
         ! grep -q "refused a slice" "$tmp/$order.log" || fail "$scheme: a slice was refused"
     done
     diff "$tmp/arrival.rows" "$tmp/layer.rows" || fail "$scheme: send_order = layer trained differently"
+    for f in arrival.params.0 layer.params.0 layer.params.1; do
+        cmp -s "$tmp/arrival.params.1" "$tmp/$f" ||
+            fail "$scheme: $f differs from rank 1's parameters in arrival order"
+    done
 done
 grep -q "^send_order = layer$" "$tmp/layer.exp" && grep -q "^slice_bytes = 65536$" "$tmp/layer.exp" ||
     fail "the written job lost the send order"
