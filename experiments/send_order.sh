@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# send_order.sh [options]: one PS configuration run for real in arrival order and by layer
+# send_order.sh [options]: one configuration (ps+wfbp by default; sfb+wfbp, allreduce+wfbp or
+# any other scheme with --scheme) run for real in arrival order and by layer
 # (the experiment key send_order, docs/runtime.md "Send order"), each against its
 # simulation: per run, the simulator's time per iteration, the measured one (as
 # experiments/validate.sh measures it: (end of iteration T-1 - end of W-1) / (T - W) from the

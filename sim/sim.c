@@ -114,8 +114,9 @@ typedef struct {
     int64_t ring_steps;    /* lockstep steps delivered */
     uint64_t ring_events;  /* per-node deliveries a lockstep step's one delivery stands for,
                               counted as events as they would be one by one */
-    sendorder_t *order;    /* send_order = layer: PS pushes and pulls per connection, by
-                              priority, in slices (sim/sendorder.h); NULL: arrival */
+    sendorder_t *order;    /* send_order = layer: PS pushes and pulls, SFB broadcasts and
+                              ring steps per connection, by priority, in slices
+                              (sim/sendorder.h); NULL: arrival */
     int *kick;             /* connections (src, dst pairs) that may start a slice at the end
                               of this instant, when every message ready now is queued */
     int64_t n_kick, cap_kick;
@@ -263,11 +264,13 @@ static void flow_start(sim_t *s, int op, int src, int dst, int64_t bytes, int t)
     s->pend[s->n_pend++] = (pflow_t){t, op, src, dst, bytes};
 }
 
-/* Whether op's flows go through the send order's connections: the PS pushes and pulls,
- * which the runtime sends by layer (runtime/transport/sendq.h). */
+/* Whether op's flows go through the send order's connections: the PS pushes and pulls, the
+ * SFB broadcasts and the ring's steps, which the runtime sends by layer
+ * (runtime/transport/sendq.h). */
 static int ordered(const sim_t *s, int op)
 {
-    return s->order && (s->p->ops[op].kind == OP_PUSH || s->p->ops[op].kind == OP_PULL);
+    op_kind_t k = s->p->ops[op].kind;
+    return s->order && (k == OP_PUSH || k == OP_PULL || k == OP_SFB || k == OP_ALLREDUCE);
 }
 
 static void kick(sim_t *s, int src, int dst)
@@ -311,7 +314,9 @@ static void step_try(sim_t *s, int op, int node, int t)
         s->ar_t0[ri] = s->now, s->ar_k0[ri] = k, s->ar_n0[ri] = 0;
     s->ar_n0[ri]++;
     s->ar_issued[i]++;
-    flow_start(s, op, node, d, bytes, t);
+    if (!ordered(s, op)) flow_start(s, op, node, d, bytes, t);
+    else if (sendorder_push(s->order, node, d, op, t, s->p->ops[op].priority, bytes))
+        kick(s, node, d);
 }
 
 /* Instance (op, node, t) of a stepped op completes once its own steps are delivered and the
@@ -410,8 +415,9 @@ static void ring_unlock(sim_t *s, int op, int t)
 static void rings_lock(sim_t *s)
 {
     int N = s->nodes, any = 0;
-    /* a step that the network would take as flows is not worth a lockstep */
-    if (s->o->ring_flows || !net_ring_whole(s->net)) return;
+    /* a step that the network would take as flows is not worth a lockstep; under the send
+     * order a step goes in slices, one connection's at a time */
+    if (s->o->ring_flows || !net_ring_whole(s->net) || s->order) return;
     for (int64_t i = 0; i < s->n_pend; i++) {
         const pflow_t *f = &s->pend[i];
         if (s->ar_of_op[f->op] < 0) continue;

@@ -192,7 +192,7 @@ TEST(comm_mux_failed_send_fails_its_port_only)
  * second completed. */
 static void recv_two(comm_t *srv, int layers[2], comm_msg_t whole[2], int *first_slices_before)
 {
-    slice_asm_t *sa = slice_asm_new();
+    slice_asm_t *sa = slice_asm_new(comm_max_payload());
     int n = 0;
     *first_slices_before = 0;
     while (n < 2) {
@@ -283,8 +283,8 @@ static void slice_msg(comm_msg_t *g, int peer, msg_header_t h, slice_info_t s, s
  * refused slice drops the message it claimed to continue. */
 TEST(comm_mux_slice_reassembly_refuses_corrupt_slices)
 {
-    slice_asm_t *sa = slice_asm_new();
     comm_set_max_payload(1 << 20); /* a job's largest message */
+    slice_asm_t *sa = slice_asm_new(comm_max_payload());
     msg_header_t h = {.type = MSG_SLICE, .layer = 3, .offset = 16, .iteration = 2};
     comm_msg_t g, w;
     char why[160];

@@ -928,10 +928,22 @@ TEST(sim_grouped_model_keeps_rings_in_step_beside_ps)
  * PS with WFBP on 2 nodes, the one shard on node 0, NICs of one byte per ns, 7 us latency,
  * FWD 1 us and BWD 2 us per unit: node 1 pushes unit 1 at 4 us and unit 0 at 6 us on one
  * connection, and node 0 answers on the other. Makespan of `iterations`. */
+static int64_t run_two_layer(const char *net, scheme_base_t scheme, send_order_t order,
+                             int iterations, int64_t bytes[2]);
+
 static int64_t run_two_layer_ps(send_order_t order, int iterations)
 {
     static const char *net = "input data shape=1024x1x1\nfc f1 out=256 bias=0\n"
                              "fc f2 out=256 bias=0\nsoftmax_loss loss\n";
+    int64_t bytes[2];
+    return run_two_layer(net, SCHEME_PS, order, iterations, bytes);
+}
+
+/* The two-layer run of net under scheme with WFBP (as run_two_layer_ps; SFB's updates take
+ * no time); bytes: each unit's flow bytes (a PS push, an SFB message, a ring step). */
+static int64_t run_two_layer(const char *net, scheme_base_t scheme, send_order_t order,
+                             int iterations, int64_t bytes[2])
+{
     model_t m;
     char err[512];
     REQUIRE(model_parse(&m, "two.net", net, strlen(net), err, sizeof err) == 0, "%s", err);
@@ -942,12 +954,18 @@ static int64_t run_two_layer_ps(send_order_t order, int iterations)
     c.nic_Bps = 1e9;
     c.lat_ns = 7000;
     plan_t p;
-    plan_opts_t po = {.scheme = {SCHEME_PS, true}, .batch = 32, .send_order = order,
+    plan_opts_t po = {.scheme = {scheme, true}, .batch = 32, .send_order = order,
                       .slice_bytes = 65536};
     REQUIRE(plan_build_opts(&p, &m, &c, &po, err, sizeof err) == 0, "%s", err);
     REQUIRE(p.n_units == 2, "units %d", p.n_units);
+    for (int u = 0; u < 2; u++) {
+        const plan_unit_t *un = &p.units[u];
+        int op = un->op_push >= 0 ? un->op_push : un->op_sfb >= 0 ? un->op_sfb : un->op_allreduce;
+        REQUIRE(op >= 0 && p.ops[op].priority == u, "unit %d: op %d", u, op);
+        plan_dest(&p, op, 1, 0, &bytes[u]);
+    }
     int64_t fwd[2] = {1000, 1000}, bwd[2] = {2000, 2000};
-    unit_times_t tm = {2, fwd, bwd, 1e12};
+    unit_times_t tm = {2, fwd, bwd, scheme == SCHEME_SFB ? 1e30 : 1e12};
     sim_opts_t o = {.iterations = iterations, .seed = 1};
     sim_result_t r;
     sim_run(&p, &tm, &o, &r);
@@ -976,4 +994,54 @@ TEST(sim_send_order_layer_two_layer_ps_by_hand)
     /* iteration 1: FWD(1) waits for unit 1's values, then the same pattern from its BWD */
     int64_t next = pull0_end + B + L + 1000 + 2000;
     CHECK_EQ_I64(run_two_layer_ps(SEND_ORDER_LAYER, 2), next + S + A + L + A + B + L);
+}
+
+/* SFB, f1 1024 -> 256 and f2 256 -> 1024 (unit 0 and 1), batch 32: each node sends each
+ * peer K (M + N) floats per unit, a = b = 32 x 1280 x 4 bytes, unit 1's at 4 us and unit 0's
+ * at 6 us, both nodes alike on their own connections. */
+TEST(sim_send_order_layer_two_layer_sfb_by_hand)
+{
+    static const char *net = "input data shape=1024x1x1\nfc f1 out=256 bias=0\n"
+                             "fc f2 out=1024 bias=0\nsoftmax_loss loss\n";
+    const int64_t S = 65536, L = 7000;
+    int64_t by[2];
+    int64_t arrival = run_two_layer(net, SCHEME_SFB, SEND_ORDER_ARRIVAL, 1, by);
+    const int64_t a = by[0], b = by[1];
+    CHECK(a == 32 * 1280 * 4 && b == a, "factor bytes %lld, %lld", (long long)a, (long long)b);
+    /* arrival: the link is busy from 4 us until all a + b bytes are out, unit 0 last */
+    const int64_t E = 4000 + a + b + L;
+    CHECK_EQ_I64(arrival, E);
+    /* layer: unit 1's first slice, then all of unit 0 (in at 4 us + S + a), then the rest
+     * of unit 1: the last byte leaves when it did */
+    CHECK_EQ_I64(run_two_layer(net, SCHEME_SFB, SEND_ORDER_LAYER, 1, by), E);
+    /* but iteration 1's FWD(0) runs while unit 1's factors still travel (S + 1000 < b),
+     * so it sends its factors 1 us earlier; the same pattern follows */
+    CHECK(4000 + S + a + L + 1000 < E, "FWD(0) of iteration 1 not ahead of unit 1");
+    CHECK_EQ_I64(run_two_layer(net, SCHEME_SFB, SEND_ORDER_ARRIVAL, 2, by), 2 * E);
+    CHECK_EQ_I64(run_two_layer(net, SCHEME_SFB, SEND_ORDER_LAYER, 2, by), 2 * E - 1000);
+}
+
+/* The ring of the two-layer model of run_two_layer_ps, one bucket per unit: on 2 nodes
+ * each unit's ring is a reduce step and a gather step of half its tensor each (cA = A / 2 =
+ * 8 slices, cB = B / 2 = 2 slices), node v sending to the other node, both alike. */
+TEST(sim_send_order_layer_two_layer_ring_by_hand)
+{
+    static const char *net = "input data shape=1024x1x1\nfc f1 out=256 bias=0\n"
+                             "fc f2 out=256 bias=0\nsoftmax_loss loss\n";
+    const int64_t S = 65536, L = 7000, cA = (1 << 20) / 2, cB = (1 << 18) / 2;
+    int64_t by[2];
+    int64_t arrival = run_two_layer(net, SCHEME_ALLREDUCE, SEND_ORDER_ARRIVAL, 1, by);
+    CHECK(by[0] == cA && by[1] == cB, "step bytes %lld, %lld", (long long)by[0],
+          (long long)by[1]);
+    /* arrival: unit 1's reduce step alone from 4 us, shared with unit 0's from 6 us, in at
+     * 2 cB + 2 us; its gather step starts a latency later and shares the link again; the
+     * link stays busy until unit 0's reduce step is out at 4 us + cA + 2 cB, and unit 0's
+     * gather step waits a latency for it: */
+    CHECK_EQ_I64(arrival, 4000 + 2 * cA + 2 * cB + 2 * L);
+    /* layer: unit 1's first slice, unit 0's reduce step (in at 4 us + S + cA, a latency
+     * before its gather step is queued), unit 1's second slice, unit 0's gather step, unit
+     * 1's gather step: the link never waits for a latency */
+    CHECK(cB == 2 * S && L < S, "the pattern below needs these");
+    CHECK_EQ_I64(run_two_layer(net, SCHEME_ALLREDUCE, SEND_ORDER_LAYER, 1, by),
+                 4000 + 2 * cA + 2 * cB + L);
 }

@@ -604,6 +604,11 @@ static void peers_connect(worker_t *w, char ***eps)
             comm_connect(w->ucomm[u], right, eps[right][1 + u]);
         }
     }
+    /* send_order = layer: SFB's and the rings' sends by layer across the units' sockets */
+    if (w->plan.send_order == SEND_ORDER_LAYER) {
+        w->sync_sq = sendq_new_shared((size_t)w->plan.slice_bytes, w->cfg->timeout_ms);
+        for (int u = 0; u < n_units; u++) comm_set_order(w->ucomm[u], w->sync_sq);
+    }
 }
 
 /* The rank's trace, and rank 0's report table: the CSV (a resumed job's continued from its
@@ -770,6 +775,7 @@ void worker_destroy(worker_t **wp)
     if (w->ucomm)
         for (int u = 0; u < n_units_of(&w->model); u++) comm_destroy(&w->ucomm[u]);
     free(w->ucomm);
+    sendq_destroy(&w->sync_sq);
     comm_destroy(&w->probe_comm);
     coord_server_destroy(&w->cs);
     if (w->csv) fclose(w->csv);

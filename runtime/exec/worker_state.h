@@ -193,6 +193,7 @@ struct worker {
     coord_client_t *cl;
     comm_t *probe_comm;
     comm_t **ucomm;
+    struct sendq *sync_sq;     /* send_order = layer: orders every ucomm's sends (sendq.h) */
     ps_layout_t layout;
     ps_server_t *ps;
     char **ps_eps;

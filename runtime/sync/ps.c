@@ -380,7 +380,7 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
     ps_server_t *s = xcalloc(1, sizeof *s);
     s->cfg = *cfg;
     s->comm = c;
-    s->sa = slice_asm_new();
+    s->sa = slice_asm_new(comm_max_payload());
     if (cfg->slice_bytes) s->sq = sendq_new(cfg->slice_bytes, 5000, answer_done, s);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->applied, NULL);

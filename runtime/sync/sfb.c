@@ -6,6 +6,7 @@
 #include "core/half.h"
 #include "core/log.h"
 #include "runtime/sync/wire.h"
+#include "runtime/transport/sendq.h"
 
 static int recv_factor(comm_t *c, int type, int peer, int64_t it, int layer, size_t cols,
                        size_t vbytes, comm_msg_t *g, int timeout_ms)
@@ -36,6 +37,41 @@ int sfb_exchange(comm_t *c, int64_t iteration, int layer, const float *u, const 
                            arrived_ns, timeout_ms);
 }
 
+/* Sends U (ub bytes) and V (vb bytes) to every peer: as they come, without a copy (tr), or
+ * under the comm's send order (comm_set_order) by layer with every other unit's traffic,
+ * returning once they are out. 0, or -1 (logged). */
+static int send_factors(comm_t *c, int64_t iteration, int layer, const void *u, size_t ub,
+                        const void *v, size_t vb, comm_tracker_t *tr)
+{
+    int w = comm_n_peers(c), r = comm_rank(c), n = 0;
+    sendq_msg_t msgs[2 * w];
+    for (int p = 0; p < w; p++) {
+        if (p == r) continue;
+        msg_header_t h = {.type = MSG_SFB_U, .layer = layer, .iteration = iteration,
+                          .shard = (uint32_t)p};
+        if (comm_order(c)) {
+            msgs[n++] = (sendq_msg_t){.peer = p, .hdr = h, .data = u, .bytes = ub,
+                                      .priority = layer};
+            h.type = MSG_SFB_V;
+            msgs[n++] = (sendq_msg_t){.peer = p, .hdr = h, .data = v, .bytes = vb,
+                                      .priority = layer};
+            continue;
+        }
+        int rc = comm_send(c, p, h, u, ub, tr);
+        h.type = MSG_SFB_V;
+        if (!rc) rc = comm_send(c, p, h, v, vb, tr);
+        if (rc) {
+            log_error("sfb: rank %d could not send factors to rank %d", r, p);
+            return -1;
+        }
+    }
+    if (n && sendq_send(comm_order(c), c, msgs, n)) {
+        log_error("sfb: rank %d could not send the factors of layer %d", r, layer);
+        return -1;
+    }
+    return 0;
+}
+
 /* A factor as fn sees it: the floats of the message at fp32, else decoded into *tmp
  * (malloc'ed, the caller frees it). */
 static const float *factor_values(precision_t wire, const void *data, size_t n, float **tmp)
@@ -58,16 +94,7 @@ int sfb_exchange_at(comm_t *c, precision_t wire, int64_t iteration, int layer, c
      * rebuilt from the same rounded values: every replica sums the same terms */
     void *su = wire_encoded(wire) ? wire_pack(wire, u, k * m) : (void *)u;
     void *sv = wire_encoded(wire) ? wire_pack(wire, v, k * n) : (void *)v;
-    int rc = 0;
-    for (int p = 0; p < w && !rc; p++) {
-        if (p == r) continue;
-        msg_header_t h = {.type = MSG_SFB_U, .layer = layer, .iteration = iteration,
-                          .shard = (uint32_t)p};
-        if (comm_send(c, p, h, su, k * m * vb, &tr) != 0) rc = -1;
-        h.type = MSG_SFB_V;
-        if (!rc && comm_send(c, p, h, sv, k * n * vb, &tr) != 0) rc = -1;
-        if (rc) log_error("sfb: rank %d could not send factors to rank %d", r, p);
-    }
+    int rc = send_factors(c, iteration, layer, su, k * m * vb, sv, k * n * vb, &tr);
     for (int p = 0; p < w && !rc; p++) {
         float *tu = NULL, *tv = NULL;
         if (p == r) {

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "runtime/transport/conn_cap.h"
 #include "runtime/transport/reject_log.h"
+#include "runtime/transport/slice.h"
 #include "runtime/transport/fabric_auth.h"
 #include "runtime/transport/link_watch.h"
 #include "runtime/transport/zap.h"
@@ -54,6 +55,8 @@ struct comm {
     int n_monitors;
     conn_cap_t *cap;    /* the ROUTER's monitor: its connections per host, its closes */
     uint64_t n_bad, bytes_sent, bytes_received;
+    struct sendq *order; /* comm_set_order: kept for the senders, never called here */
+    slice_asm_t *sa;     /* comm_set_order: sliced messages coming in */
 };
 
 static void *s_ctx;
@@ -383,6 +386,7 @@ void comm_destroy(comm_t **cp)
     if (!cp || !*cp) return;
     comm_t *c = *cp;
     stash_clear(c);
+    slice_asm_destroy(&c->sa);
     for (int i = 0; i < c->n_monitors; i++) zmq_close(c->monitors[i]);
     link_watch_destroy(&c->links);
     free(c->monitors);
@@ -394,6 +398,14 @@ void comm_destroy(comm_t **cp)
     free(c);
     *cp = NULL;
 }
+
+void comm_set_order(comm_t *c, struct sendq *q)
+{
+    c->order = q;
+    if (q && !c->sa) c->sa = slice_asm_new(s_max_payload);
+}
+
+struct sendq *comm_order(const comm_t *c) { return c->order; }
 
 const char *comm_endpoint(const comm_t *c) { return c->endpoint; }
 int comm_rank(const comm_t *c) { return c->rank; }
@@ -886,6 +898,26 @@ static int stash_take(comm_t *c, const comm_match_t *m, comm_msg_t *out)
     return 0;
 }
 
+/* With slices taken (comm_set_order), a slice of a message goes into the reassembly: 1 with
+ * g the whole message once its last piece is in, else 0 (kept, or refused and logged with
+ * the peer). Any other message: 1, untouched. */
+static int unslice(comm_t *c, comm_msg_t *g)
+{
+    if (g->hdr.type != MSG_SLICE || !c->sa) return 1;
+    comm_msg_t whole;
+    char why[160];
+    int peer = g->peer;
+    int rc = slice_asm_take(c->sa, g, &whole, why, sizeof why);
+    if (rc < 0) {
+        c->n_bad++;
+        log_error("comm %s rank %d: refused a slice from rank %d: %s", c->name, c->rank, peer,
+                  why);
+    }
+    if (rc != 1) return 0;
+    comm_msg_move(g, &whole);
+    return 1;
+}
+
 /* Polls the comm's sockets (and fd, when >= 0) until a message matching m arrives (1, out
  * filled; out NULL: every message is kept), fd is readable (2), or timeout_ms passes (0).
  * Messages not returned go to the stash with their arrival time. -1 on an error (logged). */
@@ -938,7 +970,7 @@ static int poll_in(comm_t *c, const comm_match_t *m, int fd, comm_msg_t *out, in
                     return -1;
                 }
                 if (r == 2) break;
-                if (r == 0) continue;
+                if (r == 0 || !unslice(c, &g)) continue;
                 if (out && comm_match_ok(m, &g)) {
                     *out = g;
                     return 1;

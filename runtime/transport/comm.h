@@ -125,6 +125,17 @@ size_t comm_max_payload(void);
  * (runtime/transport/sendq.h) bounds it. */
 void comm_set_send_buffer(int bytes);
 
+/* Send order across comms (send_order = layer, core/plan.h): q, a shared send queue
+ * (runtime/transport/sendq.h, sendq_new_shared), is the one that orders this comm's sends
+ * with those of the process's other comms; the sync modules send through it
+ * (sendq_send, sendq_post). The comm only keeps it, and from now on puts the sliced messages that
+ * arrive back together (runtime/transport/slice.h) before any receive sees them, refusing
+ * a bad slice with a logged line naming its sender (counted in comm_n_bad). Call it from
+ * the comm's thread before its first receive. comm_order: q, NULL by default. */
+struct sendq;
+void comm_set_order(comm_t *c, struct sendq *q);
+struct sendq *comm_order(const comm_t *c);
+
 /* A comm for `rank` talking to peers 0..n_peers-1. bind: an endpoint for the inbound ROUTER
  * ("tcp://127.0.0.1:*" picks a free port, "ipc:///tmp/x"), or NULL for none. name: the
  * channel in the routing id (<= 15 chars). send_timeout_ms bounds every send and the linger

@@ -220,7 +220,7 @@ comm_mux_t *comm_mux_new(const char *name, int rank, int n_peers, const char *co
             return NULL;
         }
     m->send_timeout_ms = send_timeout_ms;
-    m->sa = slice_asm_new();
+    m->sa = slice_asm_new(comm_max_payload());
     m->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     ASSERT(m->wake_fd >= 0, "eventfd: %s", strerror(errno));
     pthread_mutex_init(&m->lock, NULL);

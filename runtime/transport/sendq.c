@@ -1,8 +1,11 @@
 #include "runtime/transport/sendq.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -35,6 +38,9 @@ struct sendq {
     sendq_done_fn done;
     void *arg;
     conn_t *conns;
+    bool shared;           /* sendq_new_shared: the fields below */
+    pthread_mutex_t lock;  /* everything above */
+    pthread_cond_t moved;  /* a message finished: another thread's may lead now */
 };
 
 sendq_t *sendq_new(size_t slice_bytes, int stall_ms, sendq_done_fn done, void *arg)
@@ -71,6 +77,10 @@ void sendq_destroy(sendq_t **qp)
         while (k->head) finish_head(q, k, -1);
         conn_forget_held(k);
         free(k);
+    }
+    if (q->shared) {
+        pthread_mutex_destroy(&q->lock);
+        pthread_cond_destroy(&q->moved);
     }
     free(q);
     *qp = NULL;
@@ -122,6 +132,7 @@ static int send_next(sendq_t *q, comm_t *c, conn_t *k)
 {
     item_t *it = k->head;
     const sendq_msg_t *m = &it->m;
+    if (m->comm) c = m->comm;
     if (m->bytes == 0)
         return m->rid_len ? comm_send_rid(c, m->rid, m->rid_len, m->hdr, NULL, 0)
                           : comm_send(c, m->peer, m->hdr, NULL, 0, NULL);
@@ -167,16 +178,114 @@ static void reap(sendq_t *q, conn_t *k)
     conn_forget_held(k);
 }
 
+/* Whether c may send k's head: its own queue's, or in a shared queue its own message. */
+static bool may_send(const conn_t *k, const comm_t *c)
+{
+    return k->head && (!k->head->m.comm || k->head->m.comm == c);
+}
+
 int sendq_pump(sendq_t *q, comm_t *c)
 {
     int busy = 0;
     for (conn_t *k = q->conns; k; k = k->next) {
         reap(q, k);
-        while (k->head && k->n_held < SENDQ_WINDOW) {
+        while (may_send(k, c) && k->n_held < SENDQ_WINDOW) {
             if (send_next(q, c, k) != 0) finish_head(q, k, -1);
             else if (k->head->sent == k->head->m.bytes) finish_head(q, k, 0);
         }
         busy |= k->head != NULL || k->n_held > 0;
     }
     return busy;
+}
+
+/* ---------------------------------------------------------------- shared */
+
+static void ticket_done(void *arg, const sendq_msg_t *m, int rc)
+{
+    sendq_t *q = arg;
+    sendq_ticket_t *t = m->owner;
+    t->left--;
+    if (rc) t->rc = -1;
+    pthread_cond_broadcast(&q->moved);
+}
+
+sendq_t *sendq_new_shared(size_t slice_bytes, int stall_ms)
+{
+    sendq_t *q = sendq_new(slice_bytes, stall_ms, ticket_done, NULL);
+    q->arg = q;
+    q->shared = true;
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&q->moved, &ca);
+    pthread_condattr_destroy(&ca);
+    return q;
+}
+
+/* Waits until a message finishes or a millisecond passes: ZeroMQ's release of a slice
+ * wakes no one, so the window is looked at again that often (as comm_mux's thread does). */
+static void wait_moved(sendq_t *q)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 1000000;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    int e = pthread_cond_timedwait(&q->moved, &q->lock, &ts);
+    ASSERT(e == 0 || e == ETIMEDOUT, "send queue wait: error %d", e);
+}
+
+void sendq_post(sendq_t *q, comm_t *c, const sendq_msg_t *msgs, int n, sendq_ticket_t *t)
+{
+    ASSERT(q->shared, "sendq_post on a queue of one thread");
+    pthread_mutex_lock(&q->lock);
+    t->left += n;
+    for (int i = 0; i < n; i++) {
+        sendq_msg_t m = msgs[i];
+        m.rid = NULL, m.rid_len = 0, m.owner = t, m.comm = c;
+        sendq_push(q, &m);
+    }
+    sendq_pump(q, c);
+    pthread_mutex_unlock(&q->lock);
+}
+
+int sendq_progress(sendq_t *q, comm_t *c, const sendq_ticket_t *t)
+{
+    pthread_mutex_lock(&q->lock);
+    if (t->left > 0) sendq_pump(q, c);
+    int busy = t->left > 0;
+    pthread_mutex_unlock(&q->lock);
+    return busy;
+}
+
+int sendq_wait(sendq_t *q, comm_t *c, sendq_ticket_t *t)
+{
+    pthread_mutex_lock(&q->lock);
+    while (t->left > 0) {
+        sendq_pump(q, c);
+        if (t->left > 0) wait_moved(q);
+    }
+    pthread_mutex_unlock(&q->lock);
+    return t->rc;
+}
+
+int sendq_recv(sendq_t *q, comm_t *c, const sendq_ticket_t *t, const comm_match_t *m,
+               comm_msg_t *out, int timeout_ms)
+{
+    if (!q) return comm_recv(c, m, out, timeout_ms);
+    int64_t end_ns = clock_now_ns() + (int64_t)timeout_ms * 1000000;
+    for (;;) {
+        int busy = sendq_progress(q, c, t);
+        int64_t left_ms = (end_ns - clock_now_ns()) / 1000000;
+        if (left_ms < 0) left_ms = 0;
+        int rc = comm_recv(c, m, out, busy && left_ms > 1 ? 1 : (int)left_ms);
+        if (rc != 0 || left_ms == 0) return rc;
+    }
+}
+
+int sendq_send(sendq_t *q, comm_t *c, const sendq_msg_t *msgs, int n)
+{
+    sendq_ticket_t t = {0, 0};
+    sendq_post(q, c, msgs, n, &t);
+    return sendq_wait(q, c, &t);
 }

@@ -20,6 +20,14 @@
  * been handed to ZeroMQ, copied: the caller may then reuse the data), with rc 0, or -1 when
  * the comm refused a send or the connection's window did not move for stall_ms (the peer
  * is gone or stuck): then the message's remaining slices are dropped.
+ *
+ * Shared (sendq_new_shared): one queue for the comms of several threads, each of which
+ * has its own connection to a peer over the same link (SFB's and the ring's comm per
+ * unit), so that the order holds per peer across those connections: a connection here is
+ * the peer, the window is the peer's, and a thread hands ZeroMQ only the slices of its own
+ * messages, on its own comm (a comm belongs to one thread), when they lead the peer's
+ * queue, which it does while it waits in sendq_send, sendq_recv or sendq_wait (so a thread
+ * with messages queued must come back within a millisecond or so). Under the queue's lock.
  */
 #ifndef POSEIDON_SENDQ_H
 #define POSEIDON_SENDQ_H
@@ -48,6 +56,7 @@ typedef struct {
     size_t bytes;
     int priority;               /* smaller goes first; ties in the order pushed */
     void *owner;                /* handed back to done */
+    comm_t *comm;               /* shared queues: the sender's comm (set by sendq_send) */
 } sendq_msg_t;
 
 /* Called once per message, on the queue's thread: rc 0 sent, -1 failed. */
@@ -62,6 +71,34 @@ sendq_t *sendq_new(size_t slice_bytes, int stall_ms, sendq_done_fn done, void *a
 void sendq_destroy(sendq_t **qp);
 
 void sendq_push(sendq_t *q, const sendq_msg_t *m);
+
+/* A queue shared by threads (above), cutting at slice_bytes. Destroy it after the last
+ * sendq_send or sendq_wait has returned. */
+sendq_t *sendq_new_shared(size_t slice_bytes, int stall_ms);
+/* Sends the n messages (peer, hdr, data, bytes, priority; rid and owner unused) through
+ * the shared queue q on c, in q's order among every thread's: returns once each one's last
+ * byte is in ZeroMQ's hands (data may then be reused), 0, or -1 when one of them failed
+ * (the comm refused it, or its peer's window did not move for stall_ms). */
+int sendq_send(sendq_t *q, comm_t *c, const sendq_msg_t *msgs, int n);
+
+/* sendq_send in three parts, for a thread with other work while its messages wait (the
+ * ring receives a step while it sends one): sendq_post queues them (their data read until
+ * the ticket's wait returns), counted in the ticket (zeroed before the first post);
+ * sendq_progress hands ZeroMQ what of the thread's messages may go now, without waiting,
+ * and returns 1 while some of t's are not out (call it again within a millisecond or so:
+ * only this thread sends them); sendq_wait waits for all of t's, 0 or -1 as sendq_send. */
+typedef struct {
+    int left; /* messages not yet out */
+    int rc;   /* -1 once one failed */
+} sendq_ticket_t;
+void sendq_post(sendq_t *q, comm_t *c, const sendq_msg_t *msgs, int n, sendq_ticket_t *t);
+int sendq_progress(sendq_t *q, comm_t *c, const sendq_ticket_t *t);
+int sendq_wait(sendq_t *q, comm_t *c, sendq_ticket_t *t);
+/* comm_recv on c (1, 0 or -1 as it) that meanwhile keeps handing ZeroMQ t's messages
+ * (sendq_progress); q NULL: comm_recv itself. */
+int sendq_recv(sendq_t *q, comm_t *c, const sendq_ticket_t *t, const comm_match_t *m,
+               comm_msg_t *out, int timeout_ms);
+
 /* Hands c what the windows allow. Returns 1 while a message is queued or a slice is in
  * ZeroMQ's hands (call again soon: ZeroMQ's release wakes no one), 0 when all is out. */
 int sendq_pump(sendq_t *q, comm_t *c);

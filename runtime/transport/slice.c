@@ -71,9 +71,31 @@ typedef struct part {
 
 struct slice_asm {
     part_t *open;
+    size_t max_total; /* the largest whole message taken */
 };
 
-slice_asm_t *slice_asm_new(void) { return xcalloc(1, sizeof(slice_asm_t)); }
+slice_asm_t *slice_asm_new(size_t max_total)
+{
+    slice_asm_t *a = xcalloc(1, sizeof *a);
+    a->max_total = max_total;
+    return a;
+}
+
+/* g's payload, read through ZeroMQ: comm.c keeps its sliced messages here, so this module
+ * calls nothing of comm's. */
+static size_t g_bytes(const comm_msg_t *g)
+{
+    return g->has_payload ? zmq_msg_size((zmq_msg_t *)&g->payload) : 0;
+}
+static const unsigned char *g_data(const comm_msg_t *g)
+{
+    return g->has_payload ? zmq_msg_data((zmq_msg_t *)&g->payload) : NULL;
+}
+static void g_close(comm_msg_t *g)
+{
+    if (g->has_payload) zmq_msg_close(&g->payload);
+    g->has_payload = 0;
+}
 
 static void part_free(part_t *p)
 {
@@ -125,16 +147,17 @@ static bool continues(const part_t *p, const comm_msg_t *g, const slice_info_t *
 }
 
 /* Checks slice g on its own; its piece in *piece, *piece_bytes. 0 or -1 (why). */
-static int slice_check(comm_msg_t *g, slice_info_t *s, const unsigned char **piece,
-                       size_t *piece_bytes, char *why, size_t why_len)
+static int slice_check(const slice_asm_t *a, comm_msg_t *g, slice_info_t *s,
+                       const unsigned char **piece, size_t *piece_bytes, char *why,
+                       size_t why_len)
 {
-    size_t n = comm_msg_bytes(g);
-    if (slice_decode(comm_msg_data(g), n, s, why, why_len)) return -1;
+    size_t n = g_bytes(g);
+    if (slice_decode(g_data(g), n, s, why, why_len)) return -1;
     if (s->type == MSG_SLICE || !strcmp(msg_type_name(s->type), "?"))
         FAIL("slice of a message of type %u", s->type);
-    if (s->total == 0 || s->total > comm_max_payload()) /* what a whole one could carry */
+    if (s->total == 0 || s->total > a->max_total) /* what a whole one could carry */
         FAIL("slice of a message of %llu bytes", (unsigned long long)s->total);
-    *piece = (const unsigned char *)comm_msg_data(g) + SLICE_HEADER_BYTES;
+    *piece = g_data(g) + SLICE_HEADER_BYTES;
     *piece_bytes = n - SLICE_HEADER_BYTES;
     if (*piece_bytes == 0) FAIL("empty slice");
     if (s->at > s->total || *piece_bytes > s->total - s->at)
@@ -150,7 +173,7 @@ int slice_asm_take(slice_asm_t *a, comm_msg_t *g, comm_msg_t *whole, char *why, 
     size_t piece_bytes;
     int rc = -1, n_open;
     part_t *p = NULL;
-    if (slice_check(g, &s, &piece, &piece_bytes, why, why_len)) goto out;
+    if (slice_check(a, g, &s, &piece, &piece_bytes, why, why_len)) goto out;
     p = unlink_part(a, g, s.seq, &n_open);
     if (s.at == 0 && p) {
         snprintf(why, why_len, "slice opens message %u again", s.seq);
@@ -189,6 +212,6 @@ int slice_asm_take(slice_asm_t *a, comm_msg_t *g, comm_msg_t *whole, char *why, 
     rc = 1;
 out:
     if (p) part_free(p); /* completed, or the message a refused slice claimed to continue */
-    comm_msg_close(g);
+    g_close(g);
     return rc;
 }

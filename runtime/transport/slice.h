@@ -20,7 +20,7 @@
  * interleave.
  *
  * Invariant of the reassembly: a slice is taken only if its header decodes, its type is a
- * known one other than MSG_SLICE, 0 < total <= comm_max_payload(), its piece is not empty
+ * known one other than MSG_SLICE, 0 < total <= max_total (slice_asm_new), its piece is not empty
  * and ends within total, and it continues exactly where its message stands (a first piece
  * at 0 opens a message; any other continues an open message of that connection and seq
  * with the same header). Anything else is refused, with the reason, and the message it
@@ -52,9 +52,11 @@ void slice_encode(const slice_info_t *s, unsigned char out[SLICE_HEADER_BYTES]);
 /* 0 and *s filled, or -1 with the reason in why: too short, bad magic or crc. */
 int slice_decode(const void *buf, size_t bytes, slice_info_t *s, char *why, size_t why_len);
 
-/* The messages being put back together, per connection (peer and routing id). */
+/* The messages being put back together, per connection (peer and routing id): whole
+ * messages of at most max_total payload bytes (comm_max_payload()). It calls nothing of
+ * comm's (comm.c keeps one for the comms that take slices, comm_set_order). */
 typedef struct slice_asm slice_asm_t;
-slice_asm_t *slice_asm_new(void);
+slice_asm_t *slice_asm_new(size_t max_total);
 void slice_asm_destroy(slice_asm_t **ap);
 
 /* Takes the MSG_SLICE message g (closes it). Returns 1 when it completed a message: whole

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # send_order = layer trains exactly what arrival order trains: 2 local ranks of an MLP under
-# ps+wfbp, its tensors sliced (64 KiB slices of 256 KiB blocks) and sent by layer, print the
-# same loss and accuracy rows as in arrival order; the job written by the run keeps the
-# order and the slice, and plans as the run did.
+# ps+wfbp (64 KiB slices of 256 KiB blocks), sfb+wfbp (fc1's 100 KB factor V sliced),
+# allreduce+wfbp (the ring's chunks sliced) and hybrid3 (fc1 and fc2 by SFB, fc3 by a ring,
+# in one queue), its tensors sent by layer, print the same loss
+# and accuracy rows and end with the same parameters, bit for bit on every rank, as in
+# arrival order; the job written by the run keeps the order and the slice, and plans as the
+# run did.
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,21 +18,29 @@ cat >"$tmp/job.exp" <<EXP
 model = $root/models/mlp.net
 cluster = $root/experiments/clusters/emu-veth.cluster
 scheme = ps+wfbp
-batch = 8
+batch = 32
 iterations = 4
 kv_block_mb = 0.25
 data = synthetic
 synthetic_n = 512
 probe = no
 EXP
-for order in arrival layer; do
-    timeout 120 "$bin" train "$tmp/job.exp" --set send_order=$order --set slice_bytes=65536 \
-        --no-eval --timeout-ms 20000 --job-out "$tmp/$order.exp" >"$tmp/$order.log" 2>&1 ||
-        { tail -5 "$tmp/$order.log"; fail "train with send_order = $order exited non-zero"; }
-    grep -E '^[0-9.]+,[0-9]+,' "$tmp/$order.log" | cut -d, -f1-4 >"$tmp/$order.rows"
-    [ -s "$tmp/$order.rows" ] || fail "no training rows with send_order = $order"
+for scheme in sfb+wfbp allreduce+wfbp hybrid3 ps+wfbp; do # ps+wfbp last: its logs are read below
+    for order in arrival layer; do
+        timeout 120 "$bin" train "$tmp/job.exp" --set scheme=$scheme --set send_order=$order \
+            --set slice_bytes=65536 --no-eval --timeout-ms 20000 --job-out "$tmp/$order.exp" \
+            --params-out "$tmp/$order.params" >"$tmp/$order.log" 2>&1 ||
+            { tail -5 "$tmp/$order.log"; fail "$scheme with send_order = $order exited non-zero"; }
+        grep -E '^[0-9.]+,[0-9]+,' "$tmp/$order.log" | cut -d, -f1-4 >"$tmp/$order.rows"
+        [ -s "$tmp/$order.rows" ] || fail "no training rows of $scheme with send_order = $order"
+        ! grep -q "refused a slice" "$tmp/$order.log" || fail "$scheme: a slice was refused"
+    done
+    diff "$tmp/arrival.rows" "$tmp/layer.rows" || fail "$scheme: send_order = layer trained differently"
+    for f in arrival.params.0 layer.params.0 layer.params.1; do
+        cmp -s "$tmp/arrival.params.1" "$tmp/$f" ||
+            fail "$scheme: $f differs from rank 1's parameters in arrival order"
+    done
 done
-diff "$tmp/arrival.rows" "$tmp/layer.rows" || fail "send_order = layer trained differently"
 grep -q "^send_order = layer$" "$tmp/layer.exp" && grep -q "^slice_bytes = 65536$" "$tmp/layer.exp" ||
     fail "the written job lost the send order"
 ! grep -q "^send_order" "$tmp/arrival.exp" || fail "an arrival job names its order"
