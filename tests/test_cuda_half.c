@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "runtime/compute/compute.h"
 #include "test.h"
+#include "tests/gpu_fixture.h"
 
 /* op(X) element (i, j) of a row-major X with leading dimension ld, transposed or not */
 static float at(const float *x, bool t, int ld, int i, int j) { return t ? x[j * ld + i] : x[i * ld + j]; }
@@ -80,15 +81,6 @@ static const shape_t s_shapes[] = {
     {37, 45, 130, false, false}, {37, 45, 130, true, false},
     {37, 45, 130, false, true},  {64, 16, 256, true, true},
 };
-
-static compute_t *gpu_or_skip(void)
-{
-    char why[512];
-    if (!compute_available(COMPUTE_CUDA, why, sizeof why)) SKIP("cuda backend: %s", why);
-    compute_t *g = compute_new(COMPUTE_CUDA, 0, why, sizeof why);
-    REQUIRE(g, "%s", why);
-    return g;
-}
 
 TEST(test_cuda_half_gemm_rounds_operands_and_sums_in_fp32)
 {

@@ -17,6 +17,7 @@
 #include "runtime/compute/nnet.h"
 #include "runtime/compute/solver.h"
 #include "test.h"
+#include "tests/gpu_fixture.h"
 
 static const double s_atol = 1e-4, s_rtol = 1e-3;
 static bool s_corrupt; /* the harness's own test corrupts one GPU weight */
@@ -136,15 +137,6 @@ static int run_both(const char *path, const char *text, int batch, compute_t *gp
     int bad = run_model(&m, batch, gpu);
     model_fini(&m);
     return bad;
-}
-
-static compute_t *gpu_or_skip(void)
-{
-    char why[512];
-    if (!compute_available(COMPUTE_CUDA, why, sizeof why)) SKIP("cuda backend: %s", why);
-    compute_t *g = compute_new(COMPUTE_CUDA, 0, why, sizeof why);
-    REQUIRE(g, "%s", why);
-    return g;
 }
 
 typedef struct {

@@ -844,27 +844,37 @@ TEST(test_layers_dropout_rate_and_seed)
     model_fini(&m);
 }
 
-/* Whole-network backward on a DAG (fan-out into two branches) against finite differences of
- * the float forward in double accumulation: checks that gradients accumulate across
- * consumers and that per-layer BWD ranges tile the arena. */
-TEST(test_layers_net_fc_factors)
+/* A small conv + two FC net (batch 3) with random parameters, input and labels, ready for a
+ * pass: the SFB tests' net. */
+static const char *s_fc_net = "input data shape=1x6x6\nconv c1 out=3 kernel=3 pad=1\nrelu r1\n"
+                              "fc f1 out=5\nrelu r2\nfc f2 out=4\nsoftmax_loss loss\n";
+
+static nnet_t *fc_net_new(const model_t *m, compute_t *c)
 {
-    const char *text = "input data shape=1x6x6\nconv c1 out=3 kernel=3 pad=1\nrelu r1\n"
-                       "fc f1 out=5\nrelu r2\nfc f2 out=4\nsoftmax_loss loss\n";
     char err[256];
-    model_t m;
-    REQUIRE(model_parse(&m, "f.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
-    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
-    nnet_t *n = nnet_new(&m, 3, c, 1, err, sizeof err);
+    nnet_t *n = nnet_new(m, 3, c, 1, err, sizeof err);
     REQUIRE(n, "%s", err);
     rng_t *rng = rng_new(1, 1);
     arena_t *a = nnet_arena(n);
     for (int64_t i = 0; i < a->count; i++) a->params[i] = (float)rng_gaussian(rng, 0.3);
     for (int64_t i = 0; i < 36 * 3; i++) nnet_input(n)[i] = (float)rng_uniform(rng);
     for (int b = 0; b < 3; b++) nnet_labels(n)[b] = b;
+    rng_destroy(&rng);
+    return n;
+}
+
+/* SFB's factors: an FC layer's weight gradient is dy^T x of what nnet_fc_factors returns */
+TEST(test_layers_net_fc_factors)
+{
+    char err[256];
+    model_t m;
+    REQUIRE(model_parse(&m, "f.net", s_fc_net, strlen(s_fc_net), err, sizeof err) == 0, "%s",
+            err);
+    compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    nnet_t *n = fc_net_new(&m, c);
+    arena_t *a = nnet_arena(n);
     nnet_forward(n);
     nnet_backward(n);
-    /* SFB: the FC weight gradient is dy^T x */
     int f2 = model_find(&m, "f2");
     const float *x, *dy;
     int in, out;
@@ -878,7 +888,6 @@ TEST(test_layers_net_fc_factors)
             for (int b = 0; b < 3; b++) s += (double)dy[b * out + i] * x[b * in + j];
             CHECK_NEAR(dw[i * in + j], s, 1e-6, 1e-5);
         }
-    rng_destroy(&rng);
     nnet_destroy(&n);
     compute_destroy(&c);
     model_fini(&m);
@@ -889,23 +898,17 @@ TEST(test_layers_net_fc_factors)
  * bit, as with it computed. */
 TEST(test_layers_net_weight_grad_off_changes_nothing_else)
 {
-    const char *text = "input data shape=1x6x6\nconv c1 out=3 kernel=3 pad=1\nrelu r1\n"
-                       "fc f1 out=5\nrelu r2\nfc f2 out=4\nsoftmax_loss loss\n";
     char err[256];
     model_t m;
-    REQUIRE(model_parse(&m, "f.net", text, strlen(text), err, sizeof err) == 0, "%s", err);
+    REQUIRE(model_parse(&m, "f.net", s_fc_net, strlen(s_fc_net), err, sizeof err) == 0, "%s",
+            err);
     compute_t *c = compute_new(COMPUTE_CPU, 1, err, sizeof err);
     int f1 = model_find(&m, "f1");
     float *grads[2];
     int64_t count = 0;
     for (int off = 0; off < 2; off++) {
-        nnet_t *n = nnet_new(&m, 3, c, 1, err, sizeof err);
-        REQUIRE(n, "%s", err);
-        rng_t *rng = rng_new(1, 1);
+        nnet_t *n = fc_net_new(&m, c);
         arena_t *a = nnet_arena(n);
-        for (int64_t i = 0; i < a->count; i++) a->params[i] = (float)rng_gaussian(rng, 0.3);
-        for (int64_t i = 0; i < 36 * 3; i++) nnet_input(n)[i] = (float)rng_uniform(rng);
-        for (int b = 0; b < 3; b++) nnet_labels(n)[b] = b;
         for (int64_t i = 0; i < a->count; i++) a->grads[i] = 7.0f; /* the sentinel */
         if (off) nnet_set_weight_grad(n, f1, false);
         nnet_forward(n);
@@ -918,7 +921,6 @@ TEST(test_layers_net_weight_grad_off_changes_nothing_else)
             CHECK(grads[off][i] != 7.0f || off); /* computed when on */
             if (off) grads[0][i] = grads[1][i] = 7.0f; /* then compare the rest */
         }
-        rng_destroy(&rng);
         nnet_destroy(&n);
     }
     for (int64_t i = 0; i < count; i++) CHECK(memcmp(&grads[0][i], &grads[1][i], 4) == 0);
