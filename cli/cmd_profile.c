@@ -33,12 +33,15 @@ static void profile_usage(FILE *f)
             "  --threads T    BLAS threads (default 1; 0: all CPUs; OPENBLAS_NUM_THREADS, if set,\n"
             "                 wins)\n"
             "  --device D     cpu (default) or cuda\n"
+            "  --precision P  fp32 (default), or on a GPU bf16 | fp16: the matrix products on the\n"
+            "                 tensor cores (fp32 sums); the file says it, and the simulator\n"
+            "                 uses it for jobs of that precision\n"
             "  --seed S       synthetic data and initialisation (default 1)\n");
 }
 
 int cmd_profile(int argc, char **argv)
 {
-    const char *model_path = NULL, *out_path = NULL, *device = "cpu";
+    const char *model_path = NULL, *out_path = NULL, *device = "cpu", *precision = "fp32";
     /* One BLAS thread unless asked: on a machine whose cores are shared (other jobs, or the
      * workers of an emulated cluster), a second OpenBLAS thread waits for a core and spins
      * meanwhile; measured on the 2-core dev machine under load, MLP fc1 forward at batch 64
@@ -51,6 +54,7 @@ int cmd_profile(int argc, char **argv)
         {"repeats", required_argument, NULL, 'r'}, {"warmup", required_argument, NULL, 'w'},
         {"threads", required_argument, NULL, 't'}, {"seed", required_argument, NULL, 's'},
         {"detail", no_argument, NULL, 'D'},        {"help", no_argument, NULL, 'h'},
+        {"precision", required_argument, NULL, 'p'},
         {0}};
     flag_parser_t p;
     flag_begin(&p, "profile", argc, argv, "h", opts);
@@ -63,6 +67,7 @@ int cmd_profile(int argc, char **argv)
         case 'm': model_path = v; break;
         case 'o': out_path = v; break;
         case 'd': device = v; break;
+        case 'p': precision = v; break;
         case 'b': rc = flag_int32("profile", a, v, 1, 1 << 30, &batch); break;
         case 'r': rc = flag_int32("profile", a, v, 1, 1 << 30, &repeats); break;
         case 'w': rc = flag_int32("profile", a, v, 0, 1 << 30, &warmup); break;
@@ -86,6 +91,17 @@ int cmd_profile(int argc, char **argv)
         fprintf(stderr, "poseidon profile: --device is cpu or cuda, not '%s'\n", device);
         return 2;
     }
+    precision_t prec;
+    if (precision_parse(precision, &prec)) {
+        fprintf(stderr, "poseidon profile: --precision is fp32, bf16 or fp16, not '%s'\n",
+                precision);
+        return 2;
+    }
+    if (prec != PRECISION_FP32 && kind != COMPUTE_CUDA) {
+        fprintf(stderr, "poseidon profile: --precision %s needs --device cuda (the CPU computes "
+                        "in fp32: its profile is the fp32 one)\n", precision);
+        return 2;
+    }
     char err[1024];
     model_t m;
     if (model_load(&m, model_path, err, sizeof err)) {
@@ -99,6 +115,7 @@ int cmd_profile(int argc, char **argv)
         fprintf(stderr, "poseidon profile: --device %s: %s\n", device, err);
         goto out;
     }
+    compute_set_gemm_precision(c, prec);
     if (profile_run(&m, batch, warmup, repeats, c, (uint64_t)seed, rows, err, sizeof err)) {
         fprintf(stderr, "poseidon profile: %s\n", err);
         goto out;
@@ -108,7 +125,7 @@ int cmd_profile(int argc, char **argv)
         fprintf(stderr, "poseidon profile: %s: cannot create: %s\n", out_path, strerror(errno));
         goto out;
     }
-    profile_write_csv(f, &m, batch, rows, detail);
+    profile_write_csv(f, &m, batch, rows, prec, detail);
     rc = (f == stdout ? fflush(f) : fclose(f)) ? 1 : 0;
 out:
     compute_destroy(&c);

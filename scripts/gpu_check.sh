@@ -6,7 +6,9 @@
 #   3. profiles AlexNet, VGG19, VGG19-22K, GoogLeNet, Inception-V3 and ResNet-152 at batch 32
 #      on the GPU -> models/profiles/<gpu>-b32/<model>.csv (the simulator's format, --detail);
 #   4. trains LeNet on Fashion-MNIST for one epoch on the GPU and on the CPU
-#      -> OUTDIR/lenet-{cuda,cpu}.csv (skipped when the data set is absent);
+#      -> OUTDIR/lenet-{cuda,cpu}.csv (skipped when the data set is absent); then half
+#      precision: VGG19 and ResNet-152 profiled at bf16, LeNet at fp32 / bf16 / fp16 (2
+#      workers, loss scaling) on synthetic data -> OUTDIR/half-*.csv;
 #   5. times one training step of AlexNet (batch 128), VGG19 and ResNet-152 (batch 32): the sum
 #      of poseidon's per-layer medians, and PyTorch's step (fp32, CUDA events, median after
 #      warm-up) when python3 has torch and torchvision -> OUTDIR/step_times.csv;
@@ -90,6 +92,35 @@ if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
     done
 else
     say "SKIP lenet: no Fashion-MNIST in /usr/share/datasets/fashion-mnist"
+fi
+
+# 4b. half precision on the tensor cores: VGG19 and ResNet-152 profiled at bf16 (batch 32,
+#     beside the fp32 profiles of step 3), and LeNet trained on synthetic data at fp32, bf16
+#     and, on 2 workers, fp16 with loss scaling -> OUTDIR/half-*.csv
+for m in vgg19 resnet-152; do
+    if build/poseidon profile --device cuda --precision bf16 --model "models/$m.net" --batch 32 \
+           --repeats 10 --warmup 3 --out "$pdir/$m-bf16.csv" 2> "$out/profile-$m-bf16.log"; then
+        say "bf16 profile $m: $(awk -F, 'NR > 2 {f += $3; b += $4} END {printf "%.3f ms a step", (f + b) / 1e6}' "$pdir/$m-bf16.csv")"
+    else
+        say "FAIL bf16 profile $m: $(tail -1 "$out/profile-$m-bf16.log")"
+    fi
+done
+for p in fp32 bf16; do
+    if build/poseidon train --model models/lenet.net --device cuda --data synthetic --batch 64 \
+           --iterations 320 --set precision=$p --csv "$out/half-$p.csv" --job-out none \
+           > "$out/half-$p.log" 2>&1; then
+        say "lenet cuda precision $p: $(tail -1 "$out/half-$p.csv")"
+    else
+        say "FAIL lenet cuda precision $p: $(tail -1 "$out/half-$p.log")"
+    fi
+done
+if timeout 180 build/poseidon train --workers 2 --device cuda --model models/lenet.net \
+       --data synthetic --batch 32 --iterations 200 --report-every 50 --no-eval --insecure \
+       --set precision=fp16 --set wire_precision=fp16 --csv "$out/half-fp16-2w.csv" \
+       --job-out none > "$out/half-fp16-2w.log" 2>&1; then
+    say "lenet 2 cuda workers fp16: $(tail -1 "$out/half-fp16-2w.csv")"
+else
+    say "FAIL lenet 2 cuda workers fp16: $(grep -v '^\[rank' "$out/half-fp16-2w.log" | tail -1)"
 fi
 
 # 5. one training step: poseidon (sum of the per-layer medians) and PyTorch

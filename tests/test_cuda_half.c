@@ -16,7 +16,10 @@
 #include "tests/gpu_fixture.h"
 
 /* op(X) element (i, j) of a row-major X with leading dimension ld, transposed or not */
-static float at(const float *x, bool t, int ld, int i, int j) { return t ? x[j * ld + i] : x[i * ld + j]; }
+static float at(const float *x, bool t, int ld, int i, int j)
+{
+    return t ? x[j * ld + i] : x[i * ld + j];
+}
 
 static float rounded(precision_t p, float x)
 {

@@ -40,7 +40,7 @@ TEST(test_profile_csv_reads_back_in_simulator)
     int fd = mkstemp(path);
     REQUIRE(fd >= 0, "mkstemp failed");
     FILE *f = fdopen(fd, "w");
-    profile_write_csv(f, &m, batch, rows, false);
+    profile_write_csv(f, &m, batch, rows, PRECISION_FP32, false);
     fclose(f);
 
     /* one node of one device at the profile's batch: unit times are the profile's sums */
@@ -153,4 +153,51 @@ TEST(profile_cuda_times_every_layer_with_events)
     free(rows);
     compute_destroy(&c);
     model_fini(&m);
+}
+
+/* A profile measured at a half precision says so on its first line, and the simulator reads
+ * it as what it is: at face value for a job of that precision. `poseidon profile` refuses a
+ * half precision on the CPU (which computes in fp32) in one line. */
+TEST(profile_at_bf16_says_so_and_reads_back_at_face_value)
+{
+    char err[512];
+    model_t m;
+    REQUIRE(model_parse(&m, "tiny.net", s_net, strlen(s_net), err, sizeof err) == 0, "%s", err);
+    profile_row_t *rows = calloc((size_t)m.n_layers, sizeof *rows);
+    int64_t want = 0;
+    for (int l = 1; l < m.n_layers; l++) rows[l].fwd_ns = 1000 * l, want += 1000 * l;
+    char path[600];
+    snprintf(path, sizeof path, "%s/bf16.csv", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    profile_write_csv(f, &m, 4, rows, PRECISION_BF16, false);
+    fclose(f);
+    char first[64] = "";
+    f = fopen(path, "r");
+    REQUIRE(f && fgets(first, sizeof first, f));
+    fclose(f);
+    CHECK(strcmp(first, "# precision = bf16\n") == 0, "first line '%s'", first);
+    cluster_t cl;
+    cluster_init(&cl);
+    cl.nodes = 1;
+    plan_t p;
+    REQUIRE(plan_build(&p, &m, &cl, (scheme_t){SCHEME_PS, true}, 0, 4, 0, err, sizeof err) == 0,
+            "%s", err);
+    p.precision = PRECISION_BF16;
+    unit_times_t t;
+    REQUIRE(unit_times_profile(&t, &p, path, err, sizeof err) == 0, "%s", err);
+    int64_t fwd = 0;
+    for (int u = 0; u < t.n_units; u++) fwd += t.fwd_ns[u];
+    CHECK(fwd == want, "%lld ns, not %lld", (long long)fwd, (long long)want);
+    unit_times_fini(&t);
+    plan_fini(&p);
+    free(rows);
+    model_fini(&m);
+    char out[2048];
+    int rc = test_run(out, sizeof out, "%s/poseidon profile --model models/lenet.net --batch 2 "
+                      "--precision bf16 2>&1 | grep -v '^#'", test_build_dir());
+    (void)rc;
+    CHECK(strstr(out, "--precision bf16 needs --device cuda") &&
+              strchr(out, '\n') == strrchr(out, '\n'),
+          "%s", out);
 }

@@ -15,7 +15,10 @@
 #include "runtime/compute/compute_cuda.h"
 
 template <typename T> __device__ T to_half(float x);
-template <> __device__ __nv_bfloat16 to_half<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __nv_bfloat16 to_half<__nv_bfloat16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
 template <> __device__ __half to_half<__half>(float x) { return __float2half_rn(x); }
 
 /* y[i] = x[i] rounded, over the span of a matrix with its leading dimension */

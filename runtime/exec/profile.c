@@ -202,8 +202,9 @@ int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t 
 }
 
 void profile_write_csv(FILE *out, const model_t *m, int batch, const profile_row_t *rows,
-                       bool detail)
+                       precision_t prec, bool detail)
 {
+    if (prec != PRECISION_FP32) fprintf(out, "# precision = %s\n", precision_name(prec));
     fprintf(out, "layer,batch,fwd_ns,bwd_ns%s\n",
             detail ? ",type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns" : "");
     for (int l = 1; l < m->n_layers; l++) {

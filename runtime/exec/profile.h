@@ -30,10 +30,11 @@ int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t 
                 uint64_t seed, profile_row_t *rows, char *err, size_t errlen);
 
 /* CSV: header "layer,batch,fwd_ns,bwd_ns", one row per layer but the input, as the one
- * reader (core/unit_times.c) reads it. With detail, five more columns follow:
+ * reader (core/unit_times.c) reads it; measured at a half precision (prec), a first line
+ * "# precision = bf16" (or fp16) says so. With detail, five more columns follow:
  * type,params,fwd_flops,gemm_fwd_ns,gemm_bwd_ns (FLOPs for the whole batch), for people and
  * benchmarks; the reader skips them. */
 void profile_write_csv(FILE *f, const model_t *m, int batch, const profile_row_t *rows,
-                       bool detail);
+                       precision_t prec, bool detail);
 
 #endif
