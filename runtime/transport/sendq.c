@@ -350,3 +350,13 @@ void sendq_drop(sendq_t *q, comm_t *c)
     pthread_cond_broadcast(&q->moved);
     pthread_mutex_unlock(&q->lock);
 }
+
+int sendq_n_queued(sendq_t *q)
+{
+    if (q->shared) pthread_mutex_lock(&q->lock);
+    int n = 0;
+    for (const conn_t *k = q->conns; k; k = k->next)
+        for (const item_t *it = k->head; it; it = it->next) n++;
+    if (q->shared) pthread_mutex_unlock(&q->lock);
+    return n;
+}

@@ -114,6 +114,9 @@ void sendq_push_from(sendq_t *q, comm_t *c, const sendq_msg_t *m, sendq_done_fn 
  * destroyed, once c's thread has stopped. */
 void sendq_drop(sendq_t *q, comm_t *c);
 
+/* Messages queued, not yet wholly in ZeroMQ's hands (any thread's). */
+int sendq_n_queued(sendq_t *q);
+
 /* Hands c what the windows allow. Returns 1 while a message is queued or a slice is in
  * ZeroMQ's hands (call again soon: ZeroMQ's release wakes no one), 0 when all is out; a
  * shared queue's: 1 while one of c's messages is queued. */
