@@ -59,6 +59,19 @@ static void *recv_thread(void *p)
     return NULL;
 }
 
+/* Rank 0's two comms, named names[i] and bound on ep[i], each received on by a thread of
+ * its own; they put slices back together through rq. */
+static void receivers_start(receiver_t r[2], pthread_t tr[2], const char *const names[2],
+                            char ep[2][256], sendq_t *rq)
+{
+    for (int i = 0; i < 2; i++) {
+        r[i] = (receiver_t){.c = comm_new(names[i], 0, 2, ep[i], 5000), .rc = -1};
+        REQUIRE(r[i].c, "could not bind %s again", ep[i]);
+        comm_set_order(r[i].c, rq);
+        pthread_create(&tr[i], NULL, recv_thread, &r[i]);
+    }
+}
+
 /* A thread of rank 1 queues a 1 MB message of type with priority prio_low on one comm, and
  * then the main thread a 4 MB one with priority prio_high on another, both to rank 0, whose
  * two comms bind only once both are queued (so the first one's window cannot move before
@@ -96,12 +109,7 @@ static bool later_first(int type, int prio_low, int prio_high)
                1, &t_high);
     receiver_t r[2];
     sendq_t *rq = sendq_new_shared(64 * 1024, 5000); /* rank 0's: its comms take slices */
-    for (int i = 0; i < 2; i++) {
-        r[i] = (receiver_t){.c = comm_new(i ? "u1" : "u0", 0, 2, ep[i], 5000), .rc = -1};
-        REQUIRE(r[i].c, "could not bind %s again", ep[i]);
-        comm_set_order(r[i].c, rq);
-        pthread_create(&tr[i], NULL, recv_thread, &r[i]);
-    }
+    receivers_start(r, tr, (const char *const[]){"u0", "u1"}, ep, rq);
     CHECK_EQ_I64(sendq_wait(q, tx[1], &t_high), 0);
     pthread_join(ts, NULL);
     CHECK_EQ_I64(s.rc, 0);
@@ -178,12 +186,7 @@ static bool factor_before_push(int push_layer, int sfb_layer)
     receiver_t r[2];
     pthread_t tr[2];
     sendq_t *rq = sendq_new_shared(64 * 1024, 5000); /* rank 0's: its comms take slices */
-    for (int i = 0; i < 2; i++) {
-        r[i] = (receiver_t){.c = comm_new(i ? "u0" : "mx", 0, 2, ep[i], 5000), .rc = -1};
-        REQUIRE(r[i].c, "could not bind %s again", ep[i]);
-        comm_set_order(r[i].c, rq);
-        pthread_create(&tr[i], NULL, recv_thread, &r[i]);
-    }
+    receivers_start(r, tr, (const char *const[]){"mx", "u0"}, ep, rq);
     CHECK_EQ_I64(sendq_wait(q, tx, &t), 0);
     for (int i = 0; i < 2; i++) {
         pthread_join(tr[i], NULL);
