@@ -4,7 +4,7 @@
  * lower layer queued later overtakes a long one of a higher layer queued earlier (and with
  * equal priorities it does not: the check can fail), the receiving comm puts the slices back
  * together and refuses a bad one, and SFB and the ring give bit for bit the sums they give
- * in arrival order. */
+ * in arrival order. The PS mux's pushes share that order too (comm_mux_set_order). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include "runtime/sync/allreduce.h"
 #include "runtime/sync/sfb.h"
 #include "runtime/transport/clock.h"
+#include "runtime/transport/comm_mux.h"
 #include "runtime/transport/sendq.h"
 #include "runtime/transport/slice.h"
 #include "test.h"
@@ -58,6 +59,19 @@ static void *recv_thread(void *p)
     return NULL;
 }
 
+/* Rank 0's two comms, named names[i] and bound on ep[i], each received on by a thread of
+ * its own; they put slices back together through rq. */
+static void receivers_start(receiver_t r[2], pthread_t tr[2], const char *const names[2],
+                            char ep[2][256], sendq_t *rq)
+{
+    for (int i = 0; i < 2; i++) {
+        r[i] = (receiver_t){.c = comm_new(names[i], 0, 2, ep[i], 5000), .rc = -1};
+        REQUIRE(r[i].c, "could not bind %s again", ep[i]);
+        comm_set_order(r[i].c, rq);
+        pthread_create(&tr[i], NULL, recv_thread, &r[i]);
+    }
+}
+
 /* A thread of rank 1 queues a 1 MB message of type with priority prio_low on one comm, and
  * then the main thread a 4 MB one with priority prio_high on another, both to rank 0, whose
  * two comms bind only once both are queued (so the first one's window cannot move before
@@ -95,12 +109,7 @@ static bool later_first(int type, int prio_low, int prio_high)
                1, &t_high);
     receiver_t r[2];
     sendq_t *rq = sendq_new_shared(64 * 1024, 5000); /* rank 0's: its comms take slices */
-    for (int i = 0; i < 2; i++) {
-        r[i] = (receiver_t){.c = comm_new(i ? "u1" : "u0", 0, 2, ep[i], 5000), .rc = -1};
-        REQUIRE(r[i].c, "could not bind %s again", ep[i]);
-        comm_set_order(r[i].c, rq);
-        pthread_create(&tr[i], NULL, recv_thread, &r[i]);
-    }
+    receivers_start(r, tr, (const char *const[]){"u0", "u1"}, ep, rq);
     CHECK_EQ_I64(sendq_wait(q, tx[1], &t_high), 0);
     pthread_join(ts, NULL);
     CHECK_EQ_I64(s.rc, 0);
@@ -139,6 +148,80 @@ TEST(comm_order_ring_lower_layer_overtakes_on_another_comm)
 {
     CHECK(later_first(MSG_AR_REDUCE, 5, 1), "layer 1's chunk waited for layer 5's");
     CHECK(!later_first(MSG_AR_REDUCE, 3, 3), "queue order did not hold");
+}
+
+/* Rank 1's PS mux queues a 4 MB push of layer push_layer to rank 0's shard, then rank 1's
+ * main thread a 1 MB SFB factor of layer sfb_layer on a comm of its own, both through one
+ * shared queue; rank 0's two comms bind only once both are queued (so the push's window
+ * cannot move before the factor is in). Returns whether the factor completed first; both
+ * arrive whole. */
+static bool factor_before_push(int push_layer, int sfb_layer)
+{
+    char ep[2][256];
+    free_endpoint(ep[0], sizeof ep[0], 0);
+    free_endpoint(ep[1], sizeof ep[1], 1);
+    sendq_t *q = sendq_new_shared(64 * 1024, 5000);
+    const char *eps[2] = {ep[0], NULL};
+    comm_mux_t *mux = comm_mux_new("mx", 1, 2, eps, 5000);
+    REQUIRE(mux);
+    comm_mux_set_order(mux, q);
+    comm_mux_port_t *port = comm_mux_port_new(mux);
+    size_t n_push = (4u << 20) / sizeof(float), n_sfb = (1u << 20) / sizeof(float);
+    float *push = malloc(n_push * sizeof *push), *sfb = malloc(n_sfb * sizeof *sfb);
+    for (size_t i = 0; i < n_push; i++) push[i] = -(float)i;
+    for (size_t i = 0; i < n_sfb; i++) sfb[i] = (float)i;
+    REQUIRE(comm_mux_send(port, 0, (msg_header_t){.type = MSG_PS_PUSH, .layer = push_layer,
+                                                  .offset = 7},
+                          push, n_push * sizeof *push, NULL) == 0);
+    while (sendq_n_queued(q) < 1) clock_sleep_until_ns(clock_now_ns() + 1000000);
+    comm_t *tx = comm_new("u0", 1, 2, NULL, 5000);
+    REQUIRE(tx && comm_connect(tx, 0, ep[1]) == 0);
+    comm_set_order(tx, q);
+    sendq_ticket_t t = {0, 0};
+    sendq_post(q, tx,
+               &(sendq_msg_t){.peer = 0, .hdr = {.type = MSG_SFB_U, .layer = sfb_layer,
+                                                 .offset = 9},
+                              .data = sfb, .bytes = n_sfb * sizeof *sfb, .priority = sfb_layer},
+               1, &t);
+    receiver_t r[2];
+    pthread_t tr[2];
+    sendq_t *rq = sendq_new_shared(64 * 1024, 5000); /* rank 0's: its comms take slices */
+    receivers_start(r, tr, (const char *const[]){"mx", "u0"}, ep, rq);
+    CHECK_EQ_I64(sendq_wait(q, tx, &t), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(tr[i], NULL);
+        REQUIRE(r[i].rc == 1, "rank 0 got nothing on comm %d", i);
+    }
+    CHECK(r[0].g.hdr.type == MSG_PS_PUSH && r[0].g.peer == 1 && r[0].g.hdr.offset == 7 &&
+              comm_msg_bytes(&r[0].g) == n_push * sizeof *push &&
+              !memcmp(comm_msg_data(&r[0].g), push, n_push * sizeof *push),
+          "push: type %d from %d offset %llu", r[0].g.hdr.type, r[0].g.peer,
+          (unsigned long long)r[0].g.hdr.offset);
+    CHECK(r[1].g.hdr.type == MSG_SFB_U && r[1].g.peer == 1 && r[1].g.hdr.offset == 9 &&
+              comm_msg_bytes(&r[1].g) == n_sfb * sizeof *sfb &&
+              !memcmp(comm_msg_data(&r[1].g), sfb, n_sfb * sizeof *sfb),
+          "factor: type %d from %d offset %llu", r[1].g.hdr.type, r[1].g.peer,
+          (unsigned long long)r[1].g.hdr.offset);
+    bool first = r[1].g.recv_ns < r[0].g.recv_ns;
+    comm_mux_port_destroy(&port);
+    comm_mux_destroy(&mux);
+    for (int i = 0; i < 2; i++) {
+        comm_msg_close(&r[i].g);
+        comm_destroy(&r[i].c);
+    }
+    comm_destroy(&tx);
+    sendq_destroy(&q);
+    sendq_destroy(&rq);
+    free(push);
+    free(sfb);
+    return first;
+}
+
+TEST(comm_order_sfb_overtakes_a_ps_push_to_the_same_peer)
+{
+    CHECK(factor_before_push(5, 1), "layer 1's factor waited for layer 5's push");
+    /* the order off (equal layers: queue order): the earlier push goes first */
+    CHECK(!factor_before_push(3, 3), "queue order did not hold");
 }
 
 /* Sends rank 0 a slice of layer 4 as a peer would: slice header si (its crc flipped when

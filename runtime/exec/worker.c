@@ -545,6 +545,10 @@ static void shard_start(worker_t *w, const char *bind)
     int n_units = n_units_of(&w->model);
     /* before the PS sockets (sendq.h); arrival order keeps the system's */
     comm_set_send_buffer(w->plan.send_order == SEND_ORDER_LAYER ? SENDQ_SOCKET_BUFFER_BYTES : 0);
+    /* send_order = layer: one order per peer for everything the rank sends (the shard's
+     * answers, the PS mux's pushes and pulls, SFB's factors, the rings' chunks) */
+    if (w->plan.send_order == SEND_ORDER_LAYER)
+        w->sync_sq = sendq_new_shared((size_t)w->plan.slice_bytes, cfg->timeout_ms);
     if (w->rank < w->plan.shards) {
         ps_server_config_t pc = {.shard = w->rank, .n_workers = w->world, .world = w->world,
                                  .bind = bind, .layout = &w->layout,
@@ -556,6 +560,7 @@ static void shard_start(worker_t *w, const char *bind)
                                  .on_push_arg = w,
                                  .conn_cap = conn_cap_for(w->world),
                                  .slice_bytes = (size_t)w->plan.slice_bytes,
+                                 .order = w->sync_sq,
                                  .wire = w->plan.wire_precision,
                                  /* fp16: an iteration's applies wait for its verdict */
                                  .ready = worker_ls_on(w) ? worker_shard_ready : NULL,
@@ -604,11 +609,9 @@ static void peers_connect(worker_t *w, char ***eps)
             comm_connect(w->ucomm[u], right, eps[right][1 + u]);
         }
     }
-    /* send_order = layer: SFB's and the rings' sends by layer across the units' sockets */
-    if (w->plan.send_order == SEND_ORDER_LAYER) {
-        w->sync_sq = sendq_new_shared((size_t)w->plan.slice_bytes, w->cfg->timeout_ms);
+    /* send_order = layer: SFB's and the rings' sends in the rank's order (shard_start) */
+    if (w->sync_sq)
         for (int u = 0; u < n_units; u++) comm_set_order(w->ucomm[u], w->sync_sq);
-    }
 }
 
 /* The rank's trace, and rank 0's report table: the CSV (a resumed job's continued from its

@@ -1185,7 +1185,7 @@ void worker_exec_run(worker_t *w)
                                                 (const char *const *)w->ps_eps,
                                                 w->cfg->timeout_ms)))
                 coord_client_fail(w->cl, "cannot connect to the PS shards");
-            comm_mux_set_slices(w->ps_mux, (size_t)w->plan.slice_bytes); /* send_order */
+            if (w->sync_sq) comm_mux_set_order(w->ps_mux, w->sync_sq); /* send_order */
         }
         args[op] = (wk_arg_t){w, op};
         if (pthread_create(&th[n_threads++], NULL, sync_main, &args[op])) die("pthread_create");

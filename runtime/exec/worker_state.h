@@ -193,7 +193,8 @@ struct worker {
     coord_client_t *cl;
     comm_t *probe_comm;
     comm_t **ucomm;
-    struct sendq *sync_sq;     /* send_order = layer: orders every ucomm's sends (sendq.h) */
+    struct sendq *sync_sq;     /* send_order = layer: orders all the rank sends, per peer:
+                                * the shard, the PS mux, every ucomm (sendq.h) */
     ps_layout_t layout;
     ps_server_t *ps;
     char **ps_eps;

@@ -120,7 +120,8 @@ struct ps_server {
     atomic_int stop;
     atomic_ullong n_rejected;
     atomic_llong trace_zero_ns; /* 0: answers carry no stamp */
-    sendq_t *sq;                /* cfg.slice_bytes > 0: the answers' queue (the thread's) */
+    sendq_t *sq;                /* the answers' queue: cfg.order, else the thread's own when
+                                 * cfg.slice_bytes > 0 */
     slice_asm_t *sa;            /* sliced pushes coming in (the thread's) */
     int kick_fd;                /* an eventfd: ps_server_kick, a ruling came */
 };
@@ -147,6 +148,16 @@ static void reject(ps_server_t *s, const comm_msg_t *m, const char *why)
                (long long)m->hdr.iteration, m->hdr.layer, (unsigned long long)m->hdr.offset, why);
 }
 
+/* A queued answer has gone (or could not; in a shared queue maybe on another thread). */
+static void answer_done(void *arg, const sendq_msg_t *m, int rc)
+{
+    const ps_server_t *s = arg;
+    if (rc != 0)
+        log_warn("ps shard %d: could not answer rank %d's pull of offset %llu", s->cfg.shard,
+                 m->peer, (unsigned long long)m->hdr.offset);
+    free(m->owner);
+}
+
 static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *rid,
                    size_t rid_len, int32_t layer)
 {
@@ -162,25 +173,16 @@ static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *r
         size_t bytes = comm_buf_bytes(values);
         void *copy = xmalloc(bytes);
         memcpy(copy, comm_buf_data(values), bytes);
-        sendq_push(s->sq, &(sendq_msg_t){.peer = peer, .rid = rid, .rid_len = rid_len, .hdr = h,
-                                         .data = copy, .bytes = bytes, .priority = layer,
-                                         .owner = copy});
+        sendq_msg_t sm = {.peer = peer, .rid = rid, .rid_len = rid_len, .hdr = h,
+                          .data = copy, .bytes = bytes, .priority = layer, .owner = copy};
+        if (s->cfg.order) sendq_push_from(s->sq, s->comm, &sm, answer_done, s);
+        else sendq_push(s->sq, &sm);
         return;
     }
     int rc = comm_send_buf(s->comm, peer, rid, rid_len, h, values);
     if (rc != 0)
         log_warn("ps shard %d: could not answer rank %d's pull of offset %llu", s->cfg.shard,
                  peer, (unsigned long long)k->b->offset);
-}
-
-/* A queued answer has gone (or could not). */
-static void answer_done(void *arg, const sendq_msg_t *m, int rc)
-{
-    const ps_server_t *s = arg;
-    if (rc != 0)
-        log_warn("ps shard %d: could not answer rank %d's pull of offset %llu", s->cfg.shard,
-                 m->peer, (unsigned long long)m->hdr.offset);
-    free(m->owner);
 }
 
 static int pull_ready(const ps_server_t *s, const sblock_t *k, int64_t t)
@@ -381,7 +383,8 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
     s->cfg = *cfg;
     s->comm = c;
     s->sa = slice_asm_new(comm_max_payload());
-    if (cfg->slice_bytes) s->sq = sendq_new(cfg->slice_bytes, 5000, answer_done, s);
+    if (cfg->order) s->sq = cfg->order;
+    else if (cfg->slice_bytes) s->sq = sendq_new(cfg->slice_bytes, 5000, answer_done, s);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->applied, NULL);
     if ((s->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
@@ -416,7 +419,8 @@ void ps_server_destroy(ps_server_t **sp)
     ps_server_t *s = *sp;
     atomic_store(&s->stop, 1);
     pthread_join(s->thread, NULL);
-    sendq_destroy(&s->sq);
+    if (s->cfg.order) sendq_drop(s->cfg.order, s->comm); /* the rank's, not the shard's */
+    else sendq_destroy(&s->sq);
     slice_asm_destroy(&s->sa);
     comm_destroy(&s->comm);
     close(s->kick_fd);

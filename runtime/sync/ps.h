@@ -96,6 +96,10 @@ typedef struct {
     size_t slice_bytes;        /* send_order = layer (core/plan.h): answers go by layer, the
                                   lowest first, in slices of this (runtime/transport/sendq.h);
                                   0: each as soon as it is ready */
+    struct sendq *order;       /* send_order = layer: the rank's shared send queue
+                                  (sendq_new_shared, outliving the server), in whose order
+                                  per peer the answers go with the rank's other sends;
+                                  NULL: a queue of the shard's own (slice_bytes) */
     precision_t wire;          /* what pushes and pulls carry (fp32 when 0) */
     /* precision = fp16's loss scaling (core/plan.h): whether iteration t, all its pushes in,
      * is applied (1), skipped with the values unchanged (0; its version still counts), or

@@ -60,6 +60,7 @@ struct comm_mux {
     bool sent_any;            /* the mux thread has taken a send: slice_bytes is fixed */
     int send_timeout_ms;
     sendq_t *sq;              /* the mux thread's: made at its first sliced send */
+    sendq_t *order;           /* comm_mux_set_order: the rank's shared queue (not owned) */
     slice_asm_t *sa;          /* the mux thread's: sliced messages coming in */
 };
 
@@ -117,18 +118,20 @@ static int send_queued(comm_mux_t *m)
     size_t slice_bytes = m->slice_bytes;
     if (r) m->sent_any = true;
     pthread_mutex_unlock(&m->lock);
-    if (slice_bytes && !m->sq) m->sq = sendq_new(slice_bytes, m->send_timeout_ms, sliced_done, m);
+    if (slice_bytes && !m->sq && !m->order)
+        m->sq = sendq_new(slice_bytes, m->send_timeout_ms, sliced_done, m);
+    sendq_t *q = m->order ? m->order : m->sq;
     while (r) {
         send_req_t *next = r->next;
-        if (!m->sq) send_one(m, r);
+        sendq_msg_t sm = {.peer = r->peer, .hdr = r->hdr, .data = r->data, .bytes = r->bytes,
+                          .priority = r->hdr.layer, .owner = r};
+        if (!q) send_one(m, r);
         else if (atomic_load(&r->port->failed)) req_free(r);
-        else
-            sendq_push(m->sq, &(sendq_msg_t){.peer = r->peer, .hdr = r->hdr, .data = r->data,
-                                             .bytes = r->bytes, .priority = r->hdr.layer,
-                                             .owner = r});
+        else if (m->order) sendq_push_from(m->order, m->comm, &sm, sliced_done, m);
+        else sendq_push(m->sq, &sm);
         r = next;
     }
-    return m->sq ? sendq_pump(m->sq, m->comm) : 0;
+    return q ? sendq_pump(q, m->comm) : 0;
 }
 
 /* A sliced message's piece: 1 with g the whole message once its last piece is in, else 0
@@ -324,6 +327,14 @@ void comm_mux_set_slices(comm_mux_t *m, size_t slice_bytes)
     pthread_mutex_lock(&m->lock);
     ASSERT(!m->sent_any, "comm mux %s: slices set after its first send", m->name);
     m->slice_bytes = slice_bytes;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void comm_mux_set_order(comm_mux_t *m, sendq_t *q)
+{
+    pthread_mutex_lock(&m->lock);
+    ASSERT(!m->sent_any, "comm mux %s: send order set after its first send", m->name);
+    m->order = q;
     pthread_mutex_unlock(&m->lock);
 }
 

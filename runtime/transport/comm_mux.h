@@ -21,7 +21,9 @@
  * Send order (comm_mux_set_slices; send_order = layer in core/plan.h): the queued messages
  * go through a send queue per peer (runtime/transport/sendq.h), ordered by (the header's
  * layer, queue order): the layer the next forward pass needs first, the lowest, goes first,
- * cut into slices that overtake the rest of a message of a later layer. Either way,
+ * cut into slices that overtake the rest of a message of a later layer; or through the
+ * rank's shared send queue (comm_mux_set_order), in one order per peer with the rank's
+ * other threads' sends (the shard's answers, SFB's factors, the rings' chunks). Either way,
  * sliced messages that arrive are put back together before they reach a port.
  */
 #ifndef POSEIDON_COMM_MUX_H
@@ -42,6 +44,12 @@ void comm_mux_destroy(comm_mux_t **mp);
 /* From now on, sends go by layer in slices of slice_bytes (>= COMM_ZEROCOPY_MIN_BYTES); 0:
  * in queue order. Set before the first send. */
 void comm_mux_set_slices(comm_mux_t *m, size_t slice_bytes);
+
+/* From now on, sends go through q, a shared send queue (sendq_new_shared, which outlives
+ * the mux), by layer in q's slices, in one order per peer with every other thread's
+ * messages in q. Set before the first send. */
+struct sendq;
+void comm_mux_set_order(comm_mux_t *m, struct sendq *q);
 
 comm_mux_port_t *comm_mux_port_new(comm_mux_t *m);
 /* Waits until the port's queued sends are handed to the comm (or failed). */

@@ -14,6 +14,8 @@
 
 typedef struct item {
     sendq_msg_t m;
+    sendq_done_fn done;   /* the queue's, or the one sendq_push_from was given */
+    void *done_arg;
     unsigned char rid[32];
     uint32_t seq;         /* the slices' message number on its connection */
     size_t sent;          /* payload bytes handed to ZeroMQ */
@@ -57,8 +59,9 @@ static void finish_head(sendq_t *q, conn_t *k, int rc)
 {
     item_t *it = k->head;
     k->head = it->next;
-    q->done(q->arg, &it->m, rc);
+    it->done(it->done_arg, &it->m, rc);
     free(it);
+    if (q->shared) pthread_cond_broadcast(&q->moved); /* another thread's may lead now */
 }
 
 static void conn_forget_held(conn_t *k)
@@ -86,27 +89,32 @@ void sendq_destroy(sendq_t **qp)
     *qp = NULL;
 }
 
+/* m's connection: its peer and routing id, or in a shared queue its peer alone (the link
+ * that every thread's connections to that peer share). */
 static conn_t *conn_of(sendq_t *q, const sendq_msg_t *m)
 {
-    for (conn_t *k = q->conns; k; k = k->next)
-        if (k->peer == m->peer && k->rid_len == m->rid_len &&
-            (!m->rid_len || !memcmp(k->rid, m->rid, m->rid_len)))
-            return k;
     ASSERT(m->rid_len <= sizeof q->conns->rid, "routing id of %zu bytes", m->rid_len);
+    size_t rid_len = q->shared ? 0 : m->rid_len;
+    for (conn_t *k = q->conns; k; k = k->next)
+        if (k->peer == m->peer && k->rid_len == rid_len &&
+            (!rid_len || !memcmp(k->rid, m->rid, rid_len)))
+            return k;
     conn_t *k = xcalloc(1, sizeof *k);
     k->peer = m->peer;
-    k->rid_len = m->rid_len;
-    if (m->rid_len) memcpy(k->rid, m->rid, m->rid_len);
+    k->rid_len = rid_len;
+    if (rid_len) memcpy(k->rid, m->rid, rid_len);
     k->next = q->conns;
     q->conns = k;
     return k;
 }
 
-void sendq_push(sendq_t *q, const sendq_msg_t *m)
+static void push_item(sendq_t *q, const sendq_msg_t *m, sendq_done_fn done, void *done_arg)
 {
     conn_t *k = conn_of(q, m);
     item_t *it = xcalloc(1, sizeof *it);
     it->m = *m;
+    it->done = done;
+    it->done_arg = done_arg;
     if (m->rid_len) memcpy(it->rid, m->rid, m->rid_len);
     it->m.rid = it->rid;
     it->seq = k->next_seq++;
@@ -116,11 +124,18 @@ void sendq_push(sendq_t *q, const sendq_msg_t *m)
     *pp = it;
 }
 
-/* Hands ZeroMQ buf (bytes of payload) with header h on k's connection; keeps it while
- * ZeroMQ holds it. 0 or -1 as comm_send. */
-static int hand_over(comm_t *c, conn_t *k, msg_header_t h, comm_buf_t *buf)
+void sendq_push(sendq_t *q, const sendq_msg_t *m)
 {
-    int rc = comm_send_buf(c, k->peer, k->rid, k->rid_len, h, buf);
+    ASSERT(!q->shared, "sendq_push on a shared queue");
+    push_item(q, m, q->done, q->arg);
+}
+
+/* Hands ZeroMQ buf (bytes of payload) with header h for m's connection on c; keeps it in
+ * k's window while ZeroMQ holds it. 0 or -1 as comm_send. */
+static int hand_over(comm_t *c, conn_t *k, const sendq_msg_t *m, msg_header_t h,
+                     comm_buf_t *buf)
+{
+    int rc = comm_send_buf(c, m->peer, m->rid, m->rid_len, h, buf);
     if (rc == 0 && comm_buf_in_flight(buf)) k->held[k->n_held++] = buf;
     else comm_buf_release(&buf);
     return rc;
@@ -140,7 +155,7 @@ static int send_next(sendq_t *q, comm_t *c, conn_t *k)
         comm_buf_t *buf = comm_buf_new(m->bytes);
         memcpy(comm_buf_data(buf), m->data, m->bytes);
         it->sent = m->bytes;
-        return hand_over(c, k, m->hdr, buf);
+        return hand_over(c, k, m, m->hdr, buf);
     }
     size_t piece = m->bytes - it->sent < q->slice_bytes ? m->bytes - it->sent : q->slice_bytes;
     comm_buf_t *buf = comm_buf_new(SLICE_HEADER_BYTES + piece);
@@ -152,7 +167,7 @@ static int send_next(sendq_t *q, comm_t *c, conn_t *k)
     msg_header_t h = m->hdr;
     h.type = MSG_SLICE;
     it->sent += piece;
-    return hand_over(c, k, h, buf);
+    return hand_over(c, k, m, h, buf);
 }
 
 /* Lets go of the slices ZeroMQ has released; fails k's queue when its window has been
@@ -184,7 +199,16 @@ static bool may_send(const conn_t *k, const comm_t *c)
     return k->head && (!k->head->m.comm || k->head->m.comm == c);
 }
 
-int sendq_pump(sendq_t *q, comm_t *c)
+/* Whether c has a message in k's queue (a shared queue's: c's thread must come back). */
+static bool has_own(const conn_t *k, const comm_t *c)
+{
+    for (const item_t *it = k->head; it; it = it->next)
+        if (it->m.comm == c) return true;
+    return false;
+}
+
+/* sendq_pump with the lock held (a shared queue's). */
+static int pump_locked(sendq_t *q, comm_t *c)
 {
     int busy = 0;
     for (conn_t *k = q->conns; k; k = k->next) {
@@ -193,8 +217,17 @@ int sendq_pump(sendq_t *q, comm_t *c)
             if (send_next(q, c, k) != 0) finish_head(q, k, -1);
             else if (k->head->sent == k->head->m.bytes) finish_head(q, k, 0);
         }
-        busy |= k->head != NULL || k->n_held > 0;
+        busy |= q->shared ? has_own(k, c) : k->head != NULL || k->n_held > 0;
     }
+    return busy;
+}
+
+int sendq_pump(sendq_t *q, comm_t *c)
+{
+    if (!q->shared) return pump_locked(q, c);
+    pthread_mutex_lock(&q->lock);
+    int busy = pump_locked(q, c);
+    pthread_mutex_unlock(&q->lock);
     return busy;
 }
 
@@ -202,17 +235,15 @@ int sendq_pump(sendq_t *q, comm_t *c)
 
 static void ticket_done(void *arg, const sendq_msg_t *m, int rc)
 {
-    sendq_t *q = arg;
+    (void)arg;
     sendq_ticket_t *t = m->owner;
     t->left--;
     if (rc) t->rc = -1;
-    pthread_cond_broadcast(&q->moved);
 }
 
 sendq_t *sendq_new_shared(size_t slice_bytes, int stall_ms)
 {
     sendq_t *q = sendq_new(slice_bytes, stall_ms, ticket_done, NULL);
-    q->arg = q;
     q->shared = true;
     pthread_mutex_init(&q->lock, NULL);
     pthread_condattr_t ca;
@@ -243,16 +274,16 @@ void sendq_post(sendq_t *q, comm_t *c, const sendq_msg_t *msgs, int n, sendq_tic
     for (int i = 0; i < n; i++) {
         sendq_msg_t m = msgs[i];
         m.rid = NULL, m.rid_len = 0, m.owner = t, m.comm = c;
-        sendq_push(q, &m);
+        push_item(q, &m, ticket_done, NULL);
     }
-    sendq_pump(q, c);
+    pump_locked(q, c);
     pthread_mutex_unlock(&q->lock);
 }
 
 int sendq_progress(sendq_t *q, comm_t *c, const sendq_ticket_t *t)
 {
     pthread_mutex_lock(&q->lock);
-    if (t->left > 0) sendq_pump(q, c);
+    if (t->left > 0) pump_locked(q, c);
     int busy = t->left > 0;
     pthread_mutex_unlock(&q->lock);
     return busy;
@@ -262,7 +293,7 @@ int sendq_wait(sendq_t *q, comm_t *c, sendq_ticket_t *t)
 {
     pthread_mutex_lock(&q->lock);
     while (t->left > 0) {
-        sendq_pump(q, c);
+        pump_locked(q, c);
         if (t->left > 0) wait_moved(q);
     }
     pthread_mutex_unlock(&q->lock);
@@ -288,4 +319,44 @@ int sendq_send(sendq_t *q, comm_t *c, const sendq_msg_t *msgs, int n)
     sendq_ticket_t t = {0, 0};
     sendq_post(q, c, msgs, n, &t);
     return sendq_wait(q, c, &t);
+}
+
+void sendq_push_from(sendq_t *q, comm_t *c, const sendq_msg_t *m, sendq_done_fn done,
+                     void *arg)
+{
+    ASSERT(q->shared, "sendq_push_from on a queue of one thread");
+    sendq_msg_t own = *m;
+    own.comm = c;
+    pthread_mutex_lock(&q->lock);
+    push_item(q, &own, done, arg);
+    pthread_mutex_unlock(&q->lock);
+}
+
+void sendq_drop(sendq_t *q, comm_t *c)
+{
+    ASSERT(q->shared, "sendq_drop on a queue of one thread");
+    pthread_mutex_lock(&q->lock);
+    for (conn_t *k = q->conns; k; k = k->next)
+        for (item_t **pp = &k->head; *pp;) {
+            item_t *it = *pp;
+            if (it->m.comm != c) {
+                pp = &it->next;
+                continue;
+            }
+            *pp = it->next;
+            it->done(it->done_arg, &it->m, -1);
+            free(it);
+        }
+    pthread_cond_broadcast(&q->moved);
+    pthread_mutex_unlock(&q->lock);
+}
+
+int sendq_n_queued(sendq_t *q)
+{
+    if (q->shared) pthread_mutex_lock(&q->lock);
+    int n = 0;
+    for (const conn_t *k = q->conns; k; k = k->next)
+        for (const item_t *it = k->head; it; it = it->next) n++;
+    if (q->shared) pthread_mutex_unlock(&q->lock);
+    return n;
 }

@@ -22,12 +22,14 @@
  * is gone or stuck): then the message's remaining slices are dropped.
  *
  * Shared (sendq_new_shared): one queue for the comms of several threads, each of which
- * has its own connection to a peer over the same link (SFB's and the ring's comm per
- * unit), so that the order holds per peer across those connections: a connection here is
- * the peer, the window is the peer's, and a thread hands ZeroMQ only the slices of its own
- * messages, on its own comm (a comm belongs to one thread), when they lead the peer's
- * queue, which it does while it waits in sendq_send, sendq_recv or sendq_wait (so a thread
- * with messages queued must come back within a millisecond or so). Under the queue's lock.
+ * has its own connection to a peer over the same link (a rank's PS mux, its PS shard's
+ * answers, SFB's and the ring's comm per unit), so that the order holds per peer across
+ * those connections: a connection here is the peer (whatever the routing id), the window
+ * is the peer's (SENDQ_WINDOW slices of all its threads together), and a thread hands
+ * ZeroMQ only the slices of its own messages, on its own comm (a comm belongs to one
+ * thread), when they lead the peer's queue, which it does while it waits in sendq_send,
+ * sendq_recv or sendq_wait, or in its own loop's sendq_pump (so a thread with messages
+ * queued must come back within a millisecond or so). Under the queue's lock.
  */
 #ifndef POSEIDON_SENDQ_H
 #define POSEIDON_SENDQ_H
@@ -59,7 +61,8 @@ typedef struct {
     comm_t *comm;               /* shared queues: the sender's comm (set by sendq_send) */
 } sendq_msg_t;
 
-/* Called once per message, on the queue's thread: rc 0 sent, -1 failed. */
+/* Called once per message, on the queue's thread (shared queues: sendq_push_from): rc 0
+ * sent, -1 failed. */
 typedef void (*sendq_done_fn)(void *arg, const sendq_msg_t *m, int rc);
 
 typedef struct sendq sendq_t;
@@ -70,6 +73,7 @@ sendq_t *sendq_new(size_t slice_bytes, int stall_ms, sendq_done_fn done, void *a
 /* Every message still queued is done with -1. */
 void sendq_destroy(sendq_t **qp);
 
+/* A queue of one thread (shared ones: sendq_post, sendq_push_from). */
 void sendq_push(sendq_t *q, const sendq_msg_t *m);
 
 /* A queue shared by threads (above), cutting at slice_bytes. Destroy it after the last
@@ -99,8 +103,23 @@ int sendq_wait(sendq_t *q, comm_t *c, sendq_ticket_t *t);
 int sendq_recv(sendq_t *q, comm_t *c, const sendq_ticket_t *t, const comm_match_t *m,
                comm_msg_t *out, int timeout_ms);
 
+/* A shared queue, from a thread with a loop of its own (the PS mux's, the shard's): queues
+ * m (peer, rid, hdr, data, bytes, priority, owner) to go on c, handed to ZeroMQ by c's
+ * thread's sendq_pump; done(arg, m, rc) is called once, with q's lock held (it must not
+ * use q), on the thread that finishes m: c's, or another one's when m's peer's window
+ * stalls (so done must be safe from any thread). */
+void sendq_push_from(sendq_t *q, comm_t *c, const sendq_msg_t *m, sendq_done_fn done,
+                     void *arg);
+/* A shared queue: c's messages still queued fail (done -1); call it before c is
+ * destroyed, once c's thread has stopped. */
+void sendq_drop(sendq_t *q, comm_t *c);
+
+/* Messages queued, not yet wholly in ZeroMQ's hands (any thread's). */
+int sendq_n_queued(sendq_t *q);
+
 /* Hands c what the windows allow. Returns 1 while a message is queued or a slice is in
- * ZeroMQ's hands (call again soon: ZeroMQ's release wakes no one), 0 when all is out. */
+ * ZeroMQ's hands (call again soon: ZeroMQ's release wakes no one), 0 when all is out; a
+ * shared queue's: 1 while one of c's messages is queued. */
 int sendq_pump(sendq_t *q, comm_t *c);
 
 #endif

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # send_order = layer trains exactly what arrival order trains: 2 local ranks of an MLP under
 # ps+wfbp (64 KiB slices of 256 KiB blocks), sfb+wfbp (fc1's 100 KB factor V sliced),
-# allreduce+wfbp (the ring's chunks sliced) and hybrid3 (fc1 and fc2 by SFB, fc3 by a ring,
-# in one queue), its tensors sent by layer, print the same loss
+# allreduce+wfbp (the ring's chunks sliced), hybrid (fc1 and fc2 by SFB, fc3 by PS) and
+# hybrid3 (fc1 and fc2 by SFB, fc3 by a ring), each rank's sends in one queue per peer, its
+# tensors sent by layer, print the same loss
 # and accuracy rows and end with the same parameters, bit for bit on every rank, as in
 # arrival order; the job written by the run keeps the order and the slice, and plans as the
 # run did.
@@ -25,7 +26,7 @@ data = synthetic
 synthetic_n = 512
 probe = no
 EXP
-for scheme in sfb+wfbp allreduce+wfbp hybrid3 ps+wfbp; do # ps+wfbp last: its logs are read below
+for scheme in sfb+wfbp allreduce+wfbp hybrid hybrid3 ps+wfbp; do # ps+wfbp last: its logs are read below
     for order in arrival layer; do
         timeout 120 "$bin" train "$tmp/job.exp" --set scheme=$scheme --set send_order=$order \
             --set slice_bytes=65536 --no-eval --timeout-ms 20000 --job-out "$tmp/$order.exp" \
