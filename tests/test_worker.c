@@ -242,7 +242,9 @@ TEST(worker_time_dilation_stretches_the_host_not_the_report)
         if (strcmp(v[i].op, "FWD") || strcmp(v[i].layer, "fc1")) continue;
         fwd++;
         double ms = (v[i].t1 - v[i].t0) * 1e-6;
-        CHECK(ms >= 3.99 && ms < 6.0, "FWD fc1 of rank %d, iteration %d lasted %.3f ms of the "
+        /* undivided it would read 16 ms or more; a host wake-up late by up to 32 ms (seen at
+         * load 9 on 2 cores) still reads under 12 */
+        CHECK(ms >= 3.99 && ms < 12.0, "FWD fc1 of rank %d, iteration %d lasted %.3f ms of the "
               "cluster's time, the profile says 4", v[i].node, v[i].iteration, ms);
     }
     free(v);
