@@ -869,6 +869,25 @@ static sim_result_t run_rings(const char *scheme, int nodes, int ring_flows, int
     return r;
 }
 
+/* Runs a and b (of `what`) are the same: their times to the nanosecond, event counts and
+ * accounting. */
+static void check_same_run(const char *what, const sim_result_t *a, const sim_result_t *b)
+{
+    CHECK(a->makespan_ns == b->makespan_ns && a->iter_ns == b->iter_ns &&
+              a->events == b->events,
+          "%s: makespan %lld/%lld, iteration %lld/%lld, events %llu/%llu", what,
+          (long long)a->makespan_ns, (long long)b->makespan_ns, (long long)a->iter_ns,
+          (long long)b->iter_ns, (unsigned long long)a->events, (unsigned long long)b->events);
+    CHECK(a->compute_idle_frac == b->compute_idle_frac &&
+              a->comm_hidden_frac == b->comm_hidden_frac &&
+              a->sent_bytes_per_node == b->sent_bytes_per_node &&
+              a->recv_bytes_per_node == b->recv_bytes_per_node &&
+              a->max_sent_bytes_node == b->max_sent_bytes_node,
+          "%s: idle %.9f/%.9f hidden %.9f/%.9f sent %.0f/%.0f", what, a->compute_idle_frac,
+          b->compute_idle_frac, a->comm_hidden_frac, b->comm_hidden_frac,
+          a->sent_bytes_per_node, b->sent_bytes_per_node);
+}
+
 TEST(sim_ring_lockstep_equals_its_flows)
 {
     /* rings alone (every step one entity, one counter) and rings beside PS transfers (steps
@@ -881,17 +900,7 @@ TEST(sim_ring_lockstep_equals_its_flows)
         CHECK((k == 2 || a.ring_steps_whole > 0) && b.ring_steps_whole == 0,
               "%s: %lld and %lld steps whole", schemes[k], (long long)a.ring_steps_whole,
               (long long)b.ring_steps_whole);
-        CHECK_EQ_I64(a.makespan_ns, b.makespan_ns);
-        CHECK_EQ_I64(a.iter_ns, b.iter_ns);
-        CHECK_EQ_I64((int64_t)a.events, (int64_t)b.events);
-        CHECK(a.compute_idle_frac == b.compute_idle_frac &&
-                  a.comm_hidden_frac == b.comm_hidden_frac &&
-                  a.sent_bytes_per_node == b.sent_bytes_per_node &&
-                  a.recv_bytes_per_node == b.recv_bytes_per_node &&
-                  a.max_sent_bytes_node == b.max_sent_bytes_node,
-              "%s: idle %.9f/%.9f hidden %.9f/%.9f sent %.0f/%.0f", schemes[k],
-              a.compute_idle_frac, b.compute_idle_frac, a.comm_hidden_frac, b.comm_hidden_frac,
-              a.sent_bytes_per_node, b.sent_bytes_per_node);
+        check_same_run(schemes[k], &a, &b);
         fprintf(stderr, "%s: %lld ns per iteration, %llu events, %lld ring steps whole\n",
                 schemes[k], (long long)a.iter_ns, (unsigned long long)a.events,
                 (long long)a.ring_steps_whole);
@@ -1158,17 +1167,7 @@ TEST(sim_send_order_ring_lockstep_equals_slices)
         CHECK((k == 2 || a.ring_steps_whole > 0) && b.ring_steps_whole == 0,
               "case %zu: %lld and %lld steps whole", k, (long long)a.ring_steps_whole,
               (long long)b.ring_steps_whole);
-        CHECK_EQ_I64(a.makespan_ns, b.makespan_ns);
-        CHECK_EQ_I64(a.iter_ns, b.iter_ns);
-        CHECK_EQ_I64((int64_t)a.events, (int64_t)b.events);
-        CHECK(a.compute_idle_frac == b.compute_idle_frac &&
-                  a.comm_hidden_frac == b.comm_hidden_frac &&
-                  a.sent_bytes_per_node == b.sent_bytes_per_node &&
-                  a.recv_bytes_per_node == b.recv_bytes_per_node &&
-                  a.max_sent_bytes_node == b.max_sent_bytes_node,
-              "case %zu: idle %.9f/%.9f hidden %.9f/%.9f sent %.0f/%.0f", k,
-              a.compute_idle_frac, b.compute_idle_frac, a.comm_hidden_frac, b.comm_hidden_frac,
-              a.sent_bytes_per_node, b.sent_bytes_per_node);
+        check_same_run(cases[k].scheme, &a, &b);
         int64_t na, nb;
         char **ra = sorted_rows(pa, &na), **rb = sorted_rows(pb, &nb);
         int64_t d = rows_differ(ra, na, rb, nb);
