@@ -126,6 +126,7 @@ typedef struct {
     int olock;             /* the ring connections are alike, held as sendorder's ring queue */
     int oslice;            /* the ring queue's slice is in flight, one ring step entity */
     int okick;             /* the ring queue may start a slice at the end of this instant */
+    int64_t okick_at;      /* where in kick its connections asked for it (-1: not yet) */
     struct olocked {
         int op, t;
     } *olocked;            /* ring instances in lockstep under olock */
@@ -372,6 +373,23 @@ static void ring_issue(sim_t *s, int op, int t, int64_t bytes)
     s->ring_pend[s->n_ring_pend++] = (struct ring_pend){t, op, bytes};
 }
 
+/* a[0 .. n) in reverse order. */
+static void ints_reverse(int *a, int64_t n)
+{
+    for (int64_t i = 0, j = n - 1; i < j; i++, j--) {
+        int x = a[i];
+        a[i] = a[j], a[j] = x;
+    }
+}
+
+/* The ring queue may start its next slice at the end of this instant: as every ring
+ * connection would have asked now, slice by slice (kick). */
+static void okick(sim_t *s)
+{
+    if (!s->okick) s->okick_at = s->n_kick;
+    s->okick = 1;
+}
+
 /* Ring instance (op, t) leaves the list of those in lockstep under the send order. */
 static void olocked_drop(sim_t *s, int op, int t)
 {
@@ -401,7 +419,7 @@ static void ring_delivered(sim_t *s, int op, int t)
     s->ring_steps++;
     if (++s->ar_step[ri] < S) {
         if (!s->order) ring_issue(s, op, t, bytes);
-        else s->okick |= sendorder_ring_push(s->order, op, t, s->p->ops[op].priority, bytes);
+        else if (sendorder_ring_push(s->order, op, t, s->p->ops[op].priority, bytes)) okick(s);
         return;
     }
     if (s->order) olocked_drop(s, op, t);
@@ -541,8 +559,9 @@ static int olock_join(sim_t *s)
         s->olocked[s->n_olocked++] = (struct olocked){op, t};
     }
     sendorder_ring_join(s->order);
-    s->olock = s->okick = 1;
     s->n_kick = 0; /* every connection is empty */
+    s->olock = s->okick = 1;
+    s->okick_at = 0;
     return 1;
 }
 
@@ -562,8 +581,13 @@ static void olock_end(sim_t *s)
             touch(s, v);
             s->nflows[v] += 2;
         }
-    } else {
+    } else if (s->okick) {
+        /* where the ring queue was asked to start a slice, before later events' kicks */
+        int64_t at = s->okick_at, later = s->n_kick - at;
         for (int v = 0; v < N; v++) kick(s, v, (v + 1) % N);
+        ints_reverse(s->kick + at, later);
+        ints_reverse(s->kick + at + later, 2 * (int64_t)N);
+        ints_reverse(s->kick + at, later + 2 * (int64_t)N);
     }
     s->olock = s->oslice = s->okick = 0;
 }
@@ -610,7 +634,7 @@ static void oslice_done(sim_t *s)
     }
     rings_add(s, -1);
     s->oslice = 0;
-    s->okick = 1;
+    okick(s);
     if (sendorder_ring_slice_done(s->order, &op, &t)) {
         s->ring_events += (uint64_t)N - 1; /* a delivery per node, as slice by slice */
         evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, NET_RING, NET_RING, t);
