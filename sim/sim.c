@@ -120,6 +120,17 @@ typedef struct {
     int *kick;             /* connections (src, dst pairs) that may start a slice at the end
                               of this instant, when every message ready now is queued */
     int64_t n_kick, cap_kick;
+    /* The ring connections in lockstep under the send order (see olock_flush): */
+    char *ar_alike;        /* [ar_of_op[op]]: every node sends the same bytes to its successor */
+    int olock_ok;          /* the lockstep may be used (exact model, not ring_flows) */
+    int olock;             /* the ring connections are alike, held as sendorder's ring queue */
+    int oslice;            /* the ring queue's slice is in flight, one ring step entity */
+    int okick;             /* the ring queue may start a slice at the end of this instant */
+    int64_t okick_at;      /* where in kick its connections asked for it (-1: not yet) */
+    struct olocked {
+        int op, t;
+    } *olocked;            /* ring instances in lockstep under olock */
+    int64_t n_olocked, cap_olocked;
 } sim_t;
 
 /* A ring instance's lockstep: not yet, in it, ended (it may start again at a later step),
@@ -362,19 +373,56 @@ static void ring_issue(sim_t *s, int op, int t, int64_t bytes)
     s->ring_pend[s->n_ring_pend++] = (struct ring_pend){t, op, bytes};
 }
 
+/* a[0 .. n) in reverse order. */
+static void ints_reverse(int *a, int64_t n)
+{
+    for (int64_t i = 0, j = n - 1; i < j; i++, j--) {
+        int x = a[i];
+        a[i] = a[j], a[j] = x;
+    }
+}
+
+/* The ring queue may start its next slice at the end of this instant: as every ring
+ * connection would have asked now, slice by slice (kick). */
+static void okick(sim_t *s)
+{
+    if (!s->okick) s->okick_at = s->n_kick;
+    s->okick = 1;
+}
+
+/* Ring instance (op, t) leaves the list of those in lockstep under the send order. */
+static void olocked_drop(sim_t *s, int op, int t)
+{
+    for (int64_t i = 0; i < s->n_olocked; i++)
+        if (s->olocked[i].op == op && s->olocked[i].t == t) {
+            s->olocked[i] = s->olocked[--s->n_olocked];
+            s->ar_lock[rix(s, t, op)] = RING_ENDED;
+            return;
+        }
+    ASSERT(0, "ring instance of op %d iteration %d not in lockstep", op, t);
+}
+
 /* A lockstep step of ring instance (op, t) delivered at every node: the next step, or the
  * instance completes everywhere, in the order the per-node deliveries 0 -> 1, 1 -> 2, ..
- * would give (node v completes once v -> v+1 and v-1 -> v are in, node 0 last). */
+ * would give (node v completes once v -> v+1 and v-1 -> v are in, node 0 last). Under the
+ * send order the next step joins the ring queue (olock_flush), and where the lockstep
+ * ended while the step was on the way, each node's delivery is taken in ring order. */
 static void ring_delivered(sim_t *s, int op, int t)
 {
     int64_t ri = rix(s, t, op), bytes;
     int S = s->p->ops[op].steps, N = s->nodes;
+    if (s->order && s->ar_lock[ri] != RING_LOCKED) {
+        for (int v = 0; v < N; v++) step_deliver(s, op, v, (v + 1) % N, t);
+        return;
+    }
     plan_dest(s->p, op, 0, 0, &bytes);
     s->ring_steps++;
     if (++s->ar_step[ri] < S) {
-        ring_issue(s, op, t, bytes);
+        if (!s->order) ring_issue(s, op, t, bytes);
+        else if (sendorder_ring_push(s->order, op, t, s->p->ops[op].priority, bytes)) okick(s);
         return;
     }
+    if (s->order) olocked_drop(s, op, t);
     for (int v = 0; v < N; v++) {
         int64_t i = arx(s, t, op, v);
         s->ar_issued[i] = s->ar_got[i] = S;
@@ -391,9 +439,9 @@ static void ring_delivered(sim_t *s, int op, int t)
     }
 }
 
-/* The network split lockstep ring instance (op, t)'s step in flight into its flows: from
- * now on its nodes go step by step on their own, from the counters the lockstep held. */
-static void ring_unlock(sim_t *s, int op, int t)
+/* Lockstep ring instance (op, t) ends: every node's counters from the one the lockstep held
+ * (step ar_step issued, not delivered). */
+static void ring_counters_out(sim_t *s, int op, int t)
 {
     int64_t ri = rix(s, t, op);
     int k = s->ar_step[ri];
@@ -401,11 +449,20 @@ static void ring_unlock(sim_t *s, int op, int t)
         int64_t i = arx(s, t, op, v);
         s->ar_issued[i] = k + 1;
         s->ar_own[i] = s->ar_got[i] = k;
+    }
+    s->ar_lock[ri] = RING_ENDED;
+}
+
+/* The network split lockstep ring instance (op, t)'s step in flight into its flows: from
+ * now on its nodes go step by step on their own, from the counters the lockstep held. */
+static void ring_unlock(sim_t *s, int op, int t)
+{
+    ring_counters_out(s, op, t);
+    for (int v = 0; v < s->nodes; v++) {
         touch(s, v);
         s->nflows[v] += 2;
     }
     rings_add(s, -1);
-    s->ar_lock[ri] = RING_ENDED;
 }
 
 /* Ring instances whose every node issued the same step at this instant go into lockstep
@@ -453,6 +510,150 @@ static void rings_lock(sim_t *s)
         int64_t ri = rix(s, s->ring_pend[a].t, s->ring_pend[a].op);
         if (s->ar_lock[ri] == RING_LOCKING) s->ar_lock[ri] = RING_LOCKED;
     }
+}
+
+/* ---- Send order: the ring connections in lockstep ----
+ * Under send_order = layer each connection sends one slice at a time, its queue's first
+ * message's (sim/sendorder.h), so a ring step is N slices at a time, never one entity. But
+ * when every ring connection v -> v + 1 holds the same queue (the same ring instances, each
+ * with every node at one step, the same bytes left, in the same order), no other connection
+ * holds anything and the network is empty, every connection picks the same message at each
+ * slice boundary and its N slices share the network alike, as a lockstep ring step's flows
+ * do: the queue is held once (sendorder's ring queue), its slice is one ring step entity
+ * (net_add_ring), and its ring instances are in lockstep (ar_step). Pushes of one instant
+ * join it where every node pushed the same step of a ring (olock_join); anything else (a
+ * node ahead of the others, a transfer of another kind, the network splitting the slice)
+ * ends it (olock_end): the queue goes back to every connection, the slice in flight is N
+ * flows and the rings go on node by node, from the same state as slice by slice. */
+
+/* Ring instance (op, t) at one step on every node (its step k issued everywhere), each node
+ * sending its successor the same bytes. */
+static int ring_at_one_step(const sim_t *s, int op, int t)
+{
+    if (s->ar_of_op[op] < 0 || !s->ar_alike[s->ar_of_op[op]]) return 0;
+    int32_t k = s->ar_issued[arx(s, t, op, 0)];
+    for (int v = 1; v < s->nodes; v++)
+        if (s->ar_issued[arx(s, t, op, v)] != k) return 0;
+    return 1;
+}
+
+/* The ring connections join the ring queue when alike and every ring instance on them is at
+ * one step; returns whether they did (the lockstep is on then). */
+static int olock_join(sim_t *s)
+{
+    int n = sendorder_ring_alike(s->order), op, t;
+    if (n == 0) return 0;
+    for (int i = 0; i < n; i++) {
+        sendorder_ring_msg(s->order, i, &op, &t);
+        if (!ring_at_one_step(s, op, t)) return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        sendorder_ring_msg(s->order, i, &op, &t);
+        int64_t ri = rix(s, t, op);
+        s->ar_lock[ri] = RING_LOCKED;
+        s->ar_step[ri] = s->ar_issued[arx(s, t, op, 0)] - 1;
+        if (s->n_olocked == s->cap_olocked) {
+            s->cap_olocked = s->cap_olocked ? 2 * s->cap_olocked : 16;
+            s->olocked = xrealloc(s->olocked, (size_t)s->cap_olocked * sizeof *s->olocked);
+        }
+        s->olocked[s->n_olocked++] = (struct olocked){op, t};
+    }
+    sendorder_ring_join(s->order);
+    s->n_kick = 0; /* every connection is empty */
+    s->olock = s->okick = 1;
+    s->okick_at = 0;
+    return 1;
+}
+
+/* The lockstep ends: the ring queue goes back to every ring connection, its slice in flight
+ * (if any) is N flows, which end as the network's ring step (oslice_done) or as the flows it
+ * split it into, and its ring instances go on node by node. */
+static void olock_end(sim_t *s)
+{
+    int N = s->nodes;
+    for (int64_t i = 0; i < s->n_olocked; i++)
+        ring_counters_out(s, s->olocked[i].op, s->olocked[i].t);
+    s->n_olocked = 0;
+    sendorder_ring_split(s->order);
+    if (s->oslice) {
+        rings_add(s, -1);
+        for (int v = 0; v < N; v++) {
+            touch(s, v);
+            s->nflows[v] += 2;
+        }
+    } else if (s->okick) {
+        /* where the ring queue was asked to start a slice, before later events' kicks */
+        int64_t at = s->okick_at, later = s->n_kick - at;
+        for (int v = 0; v < N; v++) kick(s, v, (v + 1) % N);
+        ints_reverse(s->kick + at, later);
+        ints_reverse(s->kick + at + later, 2 * (int64_t)N);
+        ints_reverse(s->kick + at, later + 2 * (int64_t)N);
+    }
+    s->olock = s->oslice = s->okick = 0;
+}
+
+/* The ring queue's next slice into the network, one ring step entity. */
+static void oslice_start(sim_t *s)
+{
+    int op, t;
+    int64_t bytes;
+    if (!sendorder_ring_next(s->order, &op, &t, &bytes)) return;
+    int64_t tag = ((int64_t)t * s->n_ops + op) * s->nodes * s->nodes;
+    int whole = net_add_ring(s->net, s->now, bytes, tag);
+    ASSERT(whole, "the ring queue's slice of op %d split as it started", op);
+    rings_add(s, 1);
+    s->ring_bytes += bytes;
+    s->oslice = 1;
+}
+
+/* A slice src -> dst ended (its flow's accounting done): the message is in with its last
+ * one, and the connection may start its next. */
+static void slice_end(sim_t *s, int src, int dst)
+{
+    int op, t;
+    if (sendorder_slice_done(s->order, src, dst, &op, &t))
+        evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
+    kick(s, src, dst);
+}
+
+/* A ring step entity of the send order ended: the ring queue's slice, or where the lockstep
+ * ended while it was in flight, its N flows, in ring order. */
+static void oslice_done(sim_t *s)
+{
+    int N = s->nodes, op, t;
+    if (!s->olock) {
+        for (int v = 0; v < N; v++) {
+            int d = (v + 1) % N;
+            touch(s, v);
+            touch(s, d);
+            s->nflows[v]--;
+            s->nflows[d]--;
+            slice_end(s, v, d);
+        }
+        return;
+    }
+    rings_add(s, -1);
+    s->oslice = 0;
+    okick(s);
+    if (sendorder_ring_slice_done(s->order, &op, &t)) {
+        s->ring_events += (uint64_t)N - 1; /* a delivery per node, as slice by slice */
+        evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, NET_RING, NET_RING, t);
+    }
+}
+
+/* End of an instant under the send order, before the connections start their slices: the
+ * lockstep takes this instant's pushes, ends, or begins, and its ring queue starts its next
+ * slice. It holds only while the network carries nothing but its slice. */
+static void olock_flush(sim_t *s)
+{
+    if (!s->olock_ok) return;
+    if (s->olock && (net_active(s->net) != s->oslice || s->n_pend > 0)) olock_end(s);
+    else if (s->olock && s->n_kick > 0 && !olock_join(s)) olock_end(s);
+    else if (!s->olock && s->n_kick > 0 && s->n_pend == 0 && net_active(s->net) == 0 &&
+             net_ring_whole(s->net))
+        olock_join(s);
+    if (s->olock && s->okick && !s->oslice) oslice_start(s);
+    s->okick = 0;
 }
 
 static void ready(sim_t *s, int op, int node, int t)
@@ -714,6 +915,7 @@ static void flush_pending(sim_t *s)
         net_add_ring(s->net, s->now, g->bytes, tag);
     }
     s->n_ring_pend = 0;
+    olock_flush(s);
     kicks_start(s);
     int64_t np = s->n_pend;
     if (np == 0) return;
@@ -780,6 +982,10 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
     int64_t rest = tag / ((int64_t)s->nodes * s->nodes);
     int op = (int)(rest % s->n_ops), t = (int)(rest / s->n_ops);
     int stepped = s->ar_of_op[op] >= 0;
+    if (src == NET_RING && s->order) {
+        oslice_done(s);
+        return;
+    }
     if (src == NET_RING) {
         /* a lockstep ring step: every node's flow ended */
         rings_add(s, -1);
@@ -787,6 +993,7 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
         evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, NET_RING, NET_RING, t);
         return;
     }
+    if (s->olock) olock_end(s); /* the network split the ring queue's slice into flows */
     if (stepped && s->ar_lock[rix(s, t, op)] == RING_LOCKED) ring_unlock(s, op, t);
     if (src < 0) {
         /* a gather (or its part of a rack): its senders (all of its nodes but dst and those
@@ -829,10 +1036,8 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
     touch(s, dst);
     s->nflows[src]--;
     s->nflows[dst]--;
-    if (ordered(s, op)) { /* a slice: the message is in with its last one */
-        if (sendorder_slice_done(s->order, src, dst, &op, &t))
-            evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
-        kick(s, src, dst);
+    if (ordered(s, op)) {
+        slice_end(s, src, dst);
         return;
     }
     evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
@@ -940,6 +1145,17 @@ static void sim_setup_nodes(sim_t *s, const plan_t *p, const sim_opts_t *o)
     s->ar_t0 = xcalloc((size_t)n_rix + 1, sizeof *s->ar_t0);
     for (int64_t i = 0; i < n_rix; i++) s->ar_t0[i] = -1;
     s->ring_last = xcalloc((size_t)s->nodes, sizeof *s->ring_last);
+    s->ar_alike = xcalloc((size_t)s->n_ar + 1, 1);
+    for (int op = 0; op < s->n_ops; op++) {
+        if (s->ar_of_op[op] < 0) continue;
+        int64_t b0, b;
+        int alike = 1;
+        plan_dest(p, op, 0, 0, &b0);
+        for (int v = 0; v < s->nodes && alike; v++)
+            alike = plan_n_dests(p, op, v) == 1 && plan_dest(p, op, v, 0, &b) == (v + 1) % s->nodes &&
+                    b == b0;
+        s->ar_alike[s->ar_of_op[op]] = (char)alike;
+    }
 }
 
 /* Dependency counts of every instance; those with none start at time 0. */
@@ -1095,6 +1311,8 @@ static void sim_free(sim_t *s)
     free(s->ring_last);
     sendorder_destroy(&s->order);
     free(s->kick);
+    free(s->ar_alike);
+    free(s->olocked);
 }
 
 int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_result_t *r)
@@ -1107,6 +1325,7 @@ int sim_run(const plan_t *p, const unit_times_t *tm, const sim_opts_t *o, sim_re
     sim_setup_net_tables(s, p, tm, o);
     sim_setup_nodes(s, p, o);
     if (p->send_order == SEND_ORDER_LAYER) s->order = sendorder_new(s->nodes, p->slice_bytes);
+    s->olock_ok = s->order && !o->ring_flows && !o->whole_network;
     check_set_context(ctx_fn, s);
     sim_start(s, p);
     sim_loop(s);

@@ -13,6 +13,10 @@
  * each step one network entity (net_add_ring) and one counter for all nodes, O(steps) per
  * instance; the first transfer of another kind ends the lockstep (the network splits the
  * step in flight into its flows) and the ring goes on node by node, O(nodes x steps).
+ * Under send_order = layer (sim/sendorder.h) a connection sends one slice at a time; while
+ * every ring connection v -> v + 1 holds the same queue and nothing else is in the network,
+ * the queue is held once and each slice is one ring step entity, its rings in lockstep, the
+ * same run as slice by slice; anything else ends that lockstep.
  *
  * State is O(iterations x ops x nodes) counters; everything is passed through sim_t, so one
  * process can run several simulations. Deterministic for a given (plan, times, seed).
@@ -35,7 +39,8 @@ typedef struct {
     int whole_network;   /* broadcasts and gathers move whole (net_set_whole): faster on
                             thousands of nodes, not exactly per-flow max-min */
     int ring_flows;      /* test aid: ring steps always go node by node, flow by flow (no
-                            lockstep), as a reference for the lockstep rings */
+                            lockstep; under the send order, slice by slice), as a reference
+                            for the lockstep rings */
 } sim_opts_t;
 
 typedef struct {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/experiment.h"
+#include "core/job.h"
 #include "core/model.h"
 #include "core/plan.h"
 #include "core/rng.h"
@@ -868,6 +869,25 @@ static sim_result_t run_rings(const char *scheme, int nodes, int ring_flows, int
     return r;
 }
 
+/* Runs a and b (of `what`) are the same: their times to the nanosecond, event counts and
+ * accounting. */
+static void check_same_run(const char *what, const sim_result_t *a, const sim_result_t *b)
+{
+    CHECK(a->makespan_ns == b->makespan_ns && a->iter_ns == b->iter_ns &&
+              a->events == b->events,
+          "%s: makespan %lld/%lld, iteration %lld/%lld, events %llu/%llu", what,
+          (long long)a->makespan_ns, (long long)b->makespan_ns, (long long)a->iter_ns,
+          (long long)b->iter_ns, (unsigned long long)a->events, (unsigned long long)b->events);
+    CHECK(a->compute_idle_frac == b->compute_idle_frac &&
+              a->comm_hidden_frac == b->comm_hidden_frac &&
+              a->sent_bytes_per_node == b->sent_bytes_per_node &&
+              a->recv_bytes_per_node == b->recv_bytes_per_node &&
+              a->max_sent_bytes_node == b->max_sent_bytes_node,
+          "%s: idle %.9f/%.9f hidden %.9f/%.9f sent %.0f/%.0f", what, a->compute_idle_frac,
+          b->compute_idle_frac, a->comm_hidden_frac, b->comm_hidden_frac,
+          a->sent_bytes_per_node, b->sent_bytes_per_node);
+}
+
 TEST(sim_ring_lockstep_equals_its_flows)
 {
     /* rings alone (every step one entity, one counter) and rings beside PS transfers (steps
@@ -880,17 +900,7 @@ TEST(sim_ring_lockstep_equals_its_flows)
         CHECK((k == 2 || a.ring_steps_whole > 0) && b.ring_steps_whole == 0,
               "%s: %lld and %lld steps whole", schemes[k], (long long)a.ring_steps_whole,
               (long long)b.ring_steps_whole);
-        CHECK_EQ_I64(a.makespan_ns, b.makespan_ns);
-        CHECK_EQ_I64(a.iter_ns, b.iter_ns);
-        CHECK_EQ_I64((int64_t)a.events, (int64_t)b.events);
-        CHECK(a.compute_idle_frac == b.compute_idle_frac &&
-                  a.comm_hidden_frac == b.comm_hidden_frac &&
-                  a.sent_bytes_per_node == b.sent_bytes_per_node &&
-                  a.recv_bytes_per_node == b.recv_bytes_per_node &&
-                  a.max_sent_bytes_node == b.max_sent_bytes_node,
-              "%s: idle %.9f/%.9f hidden %.9f/%.9f sent %.0f/%.0f", schemes[k],
-              a.compute_idle_frac, b.compute_idle_frac, a.comm_hidden_frac, b.comm_hidden_frac,
-              a.sent_bytes_per_node, b.sent_bytes_per_node);
+        check_same_run(schemes[k], &a, &b);
         fprintf(stderr, "%s: %lld ns per iteration, %llu events, %lld ring steps whole\n",
                 schemes[k], (long long)a.iter_ns, (unsigned long long)a.events,
                 (long long)a.ring_steps_whole);
@@ -1044,4 +1054,140 @@ TEST(sim_send_order_layer_two_layer_ring_by_hand)
     CHECK(cB == 2 * S && L < S, "the pattern below needs these");
     CHECK_EQ_I64(run_two_layer(net, SCHEME_ALLREDUCE, SEND_ORDER_LAYER, 1, by),
                  4000 + 2 * cA + 2 * cB + L);
+}
+
+/* One run under send_order = layer of models/NET.net, 3 iterations (one warm-up), `scheme`
+ * on `nodes` nodes at `gbps`, with the cluster edits `set` (";"-separated KEY=VALUE, or
+ * NULL), the ring connections in lockstep or (ring_flows) slice by slice; its trace into
+ * PREFIX.csv, and in *steps the ring steps of its ring instances, all together. */
+static sim_result_t run_sliced(const char *net, const char *scheme, int nodes, double gbps,
+                               const char *set, int ring_flows, const char *prefix,
+                               int64_t *steps)
+{
+    experiment_t e;
+    model_t m;
+    char err[1024];
+    fixture_load_exp(&e, &m, fixture_exp_text(net, "batch = 32\niterations = 3\n"
+                                                   "send_order = layer\n"));
+    fixture_one_config(&e, nodes, gbps, scheme);
+    char edits[512];
+    snprintf(edits, sizeof edits, "%s", set ? set : "");
+    for (char *kv = strtok(edits, ";"); kv; kv = strtok(NULL, ";")) fixture_set(&e, "%s", kv);
+    cluster_t c;
+    plan_opts_t po;
+    job_config(&e, 0, NULL, &c, &po);
+    plan_t p;
+    REQUIRE(plan_build_opts(&p, &m, &c, &po, err, sizeof err) == 0, "%s", err);
+    *steps = 0;
+    for (int op = 0; op < p.n_ops; op++)
+        if (p.ops[op].steps > 1) *steps += (int64_t)e.iterations * p.ops[op].steps;
+    unit_times_t tm;
+    unit_times_device(&tm, &p);
+    trace_t *tr = trace_open(prefix, err, sizeof err);
+    REQUIRE(tr, "%s", err);
+    sim_opts_t o = {.iterations = e.iterations, .warmup = e.warmup, .seed = e.seed, .trace = tr,
+                    .ring_flows = ring_flows};
+    sim_result_t r;
+    sim_run(&p, &tm, &o, &r);
+    REQUIRE(trace_close(&tr) == 0, "trace %s not written", prefix);
+    unit_times_fini(&tm);
+    plan_fini(&p);
+    model_fini(&m);
+    return r;
+}
+
+static int cmp_line(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The rows of trace PREFIX.csv, sorted (one per op instance: node, iteration, op, layer,
+ * peer, bytes, start, end); *n of them. Free with free_rows. */
+static char **sorted_rows(const char *prefix, int64_t *n)
+{
+    char path[700], line[512];
+    snprintf(path, sizeof path, "%s.csv", prefix);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f && fgets(line, sizeof line, f), "no trace %s", path);
+    int64_t cap = 1024;
+    char **rows = xcalloc((size_t)cap, sizeof *rows);
+    for (*n = 0; fgets(line, sizeof line, f); (*n)++) {
+        if (*n == cap) rows = xrealloc(rows, (size_t)(cap *= 2) * sizeof *rows);
+        rows[*n] = xstrdup(line);
+    }
+    fclose(f);
+    qsort(rows, (size_t)*n, sizeof *rows, cmp_line);
+    return rows;
+}
+
+static void free_rows(char **rows, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) free(rows[i]);
+    free(rows);
+}
+
+/* The first row where sorted traces a (na rows) and b differ, -1 when none does. */
+static int64_t rows_differ(char **a, int64_t na, char **b, int64_t nb)
+{
+    for (int64_t i = 0; i < na && i < nb; i++)
+        if (strcmp(a[i], b[i])) return i;
+    return na == nb ? -1 : (na < nb ? na : nb);
+}
+
+TEST(sim_send_order_ring_lockstep_equals_slices)
+{
+    /* Under send_order = layer the ring connections go in lockstep while they hold the same
+     * queue (sim/sim.c, olock_flush): the same run as slice by slice, every op instance's
+     * start and end to the nanosecond, with the same accounting and event count.
+     *   rings alone (GoogLeNet allreduce+wfbp, nodes of 4 devices): every step in lockstep;
+     *   beside PS shards (hybrid3, 4 nodes of 40 GbE): pushes and pulls on the ring
+     *     connections end the lockstep, with a slice in flight and with a step on the way,
+     *     and it begins again;
+     *   racks whose uplinks are half a NIC: the network splits each ring slice. */
+    static const struct {
+        const char *scheme;
+        int nodes;
+        double gbps;
+        const char *set;
+    } cases[] = {
+        {"allreduce+wfbp", 8, 1, "cluster.devices_per_node=4;cluster.interconnect=nvlink4"},
+        {"hybrid3", 4, 40, NULL},
+        {"allreduce+wfbp", 8, 1, "cluster.nodes_per_rack=2;cluster.oversubscription=4"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char pa[600], pb[600];
+        snprintf(pa, sizeof pa, "%s/lock%zu", test_tmpdir(), k);
+        snprintf(pb, sizeof pb, "%s/slices%zu", test_tmpdir(), k);
+        int64_t steps;
+        sim_result_t a = run_sliced("googlenet", cases[k].scheme, cases[k].nodes, cases[k].gbps,
+                                    cases[k].set, 0, pa, &steps);
+        sim_result_t b = run_sliced("googlenet", cases[k].scheme, cases[k].nodes, cases[k].gbps,
+                                    cases[k].set, 1, pb, &steps);
+        /* split slices never deliver a step in lockstep */
+        CHECK((k == 2 || a.ring_steps_whole > 0) && b.ring_steps_whole == 0,
+              "case %zu: %lld and %lld steps whole", k, (long long)a.ring_steps_whole,
+              (long long)b.ring_steps_whole);
+        check_same_run(cases[k].scheme, &a, &b);
+        int64_t na, nb;
+        char **ra = sorted_rows(pa, &na), **rb = sorted_rows(pb, &nb);
+        int64_t d = rows_differ(ra, na, rb, nb);
+        CHECK(na > 0 && d < 0, "case %zu: %lld and %lld rows, row %lld differs: %s vs %s", k,
+              (long long)na, (long long)nb, (long long)d, d >= 0 && d < na ? ra[d] : "-",
+              d >= 0 && d < nb ? rb[d] : "-");
+        if (k == 0) {
+            /* rings alone: every step of every ring instance moved in lockstep */
+            CHECK_EQ_I64(a.ring_steps_whole, steps);
+            /* the comparison sees a nanosecond: move one row's end by 1 ns */
+            size_t len = strlen(rb[na / 2]);
+            char last = rb[na / 2][len - 2];
+            rb[na / 2][len - 2] = last == '9' ? '8' : (char)(last + 1);
+            CHECK(rows_differ(ra, na, rb, nb) == na / 2, "a changed end not seen");
+        }
+        fprintf(stderr, "case %zu: %s on %d nodes: %lld ns per iteration, %lld rows, %lld ring "
+                "steps whole, %llu events\n", k, cases[k].scheme, cases[k].nodes,
+                (long long)a.iter_ns, (long long)na, (long long)a.ring_steps_whole,
+                (unsigned long long)a.events);
+        free_rows(ra, na);
+        free_rows(rb, nb);
+    }
 }
