@@ -455,9 +455,9 @@ static void plan_setup(worker_t *w, const probe_result_t *pr, cluster_t *cl, pla
     ASSERT(w->plan.n_units == n_units_of(&w->model), "plan has %d units, expected %d",
            w->plan.n_units, n_units_of(&w->model));
     /* an SFB layer's gradient is rebuilt from every rank's factors: no replica forms its own */
-    for (int u = 0; u < w->plan.n_units; u++)
+    for (int u = 0; u < w->plan.n_units && !w->emulate; u++)
         if (w->plan.units[u].method == SYNC_SFB)
-            for (int d = 0; d < w->devices && !w->emulate; d++)
+            for (int d = 0; d < w->devices; d++)
                 nnet_set_weight_grad(w->dev[d].net, w->plan.units[u].layer, false);
     w->done = xcalloc((size_t)w->plan.n_ops, sizeof *w->done);
     worker_exec_init(w);
