@@ -20,7 +20,7 @@
 
 #define JOB_FLAGS                                                                           \
     "train --workers 2 --model models/lenet.net --data synthetic --synthetic-n 2048 "     \
-    "--no-eval --batch 16 --iterations 80 --scheme hybrid --no-probe --job-out none "        \
+    "--no-eval --batch 16 --iterations 160 --scheme hybrid --no-probe --job-out none "        \
     "--timeout-ms 30000 --kv-block-mb tensor"
 
 /* The number after the last `key` on the first line of path that holds marker, or 0 (no such
@@ -387,7 +387,7 @@ TEST(insecure_job_warns_and_rate_limits_its_refusals)
     const char *tmp = test_tmpdir(), *bin = test_build_dir();
     char log[700], cmd[4096], out[4096];
     snprintf(log, sizeof log, "%s/insecure.log", tmp);
-    snprintf(cmd, sizeof cmd, "exec %s/poseidon " JOB_FLAGS " --insecure --iterations 200 "
+    snprintf(cmd, sizeof cmd, "exec %s/poseidon " JOB_FLAGS " --insecure --iterations 1500 "
              "--model models/mlp.net >%s 2>&1", bin, log);
     static const char *const after[2] = {"rank 0 endpoint: PS shard", "rank 0 of 2"};
     int ports[2];
@@ -402,8 +402,17 @@ TEST(insecure_job_warns_and_rate_limits_its_refusals)
                  junk, sizeof junk);
         send_msg(coord, (msg_header_t){.type = MSG_PS_PUSH, .sender = 0}, junk, sizeof junk);
     }
-    usleep(500000);
-    int st = 0;
+    /* the job must still be running once both have logged a refusal and a while after, so
+     * that the whole flood was read; 1,500 iterations last seconds even where training is
+     * fast (200 took 0.3 s) */
+    int st = 0, seen = 0;
+    for (int i = 0; i < 200 && !seen && waitpid(job, &st, WNOHANG) == 0; i++) {
+        usleep(50000);
+        test_run(out, sizeof out, "grep -c 'ps shard 0: rejected\\|coordinator: unexpected' %s",
+                 log);
+        seen = atoi(out) >= 2;
+    }
+    usleep(300000);
     CHECK(waitpid(job, &st, WNOHANG) == 0, "the job ended before the flood was read");
     REQUIRE(waitpid(job, &st, 0) == job);
     char tail[4096];
