@@ -24,6 +24,14 @@ static void *ar_thread(void *p)
     return NULL;
 }
 
+/* One all-reduce that gives up after 2 s. */
+static void *ar_one_thread(void *p)
+{
+    ar_arg_t *a = p;
+    a->rc = allreduce_sum(a->c, 0, 3, a->buf, a->count, a->chunk, 2000);
+    return NULL;
+}
+
 /* Integer-valued floats: every partial sum is exact, so the check is equality. */
 static void ring(int w, size_t count, size_t chunk)
 {
@@ -97,4 +105,49 @@ TEST(allreduce_missing_peer_times_out)
     CHECK(clock_now_ns() - t0 < 3000000000LL);
     comm_destroy(&c0);
     comm_destroy(&c1);
+}
+
+/* The ring is pipelined: rank 2 passes on the first chunk of a segment before the rest of it
+ * has come. Rank 1 (played here) sends only that chunk of its step; the chunk's full sum must
+ * come back around from rank 0 as the all-gather's first step. A ring that waits for whole
+ * segments sends nothing on, and the wait here times out. */
+TEST(allreduce_forwards_a_chunk_before_its_segment_is_in)
+{
+    enum { W = 3, PIECE = 4096, SEG = ALLREDUCE_PIPELINE_DEPTH * PIECE, COUNT = W * SEG };
+    const size_t chunk = (size_t)PIECE * ALLREDUCE_PIPELINE_MIN_DIV;
+    comm_t *c[W];
+    for (int r = 0; r < W; r++) c[r] = comm_new("ar", r, W, "tcp://127.0.0.1:*", 5000);
+    for (int r = 0; r < W; r++) {
+        int right = (r + 1) % W;
+        REQUIRE(comm_connect(c[r], right, comm_endpoint(c[right])) == 0);
+    }
+    static float bufs[W][COUNT];
+    ar_arg_t a[W];
+    pthread_t th[W];
+    for (int r = 0; r < W; r += 2) { /* ranks 0 and 2; they time out once rank 1 stops */
+        for (int i = 0; i < COUNT; i++) bufs[r][i] = (float)(r + 1);
+        a[r] = (ar_arg_t){.c = c[r], .buf = bufs[r], .count = COUNT, .chunk = chunk, .rc = 0};
+        pthread_create(&th[r], NULL, ar_one_thread, &a[r]);
+    }
+    for (int i = 0; i < PIECE; i++) bufs[1][i] = 2.0f;
+    /* rank 1's reduce-scatter step 0 sends its own segment, 1: only its first chunk */
+    msg_header_t h = {.type = MSG_AR_REDUCE, .layer = 3, .shard = 0, .iteration = 0,
+                      .offset = SEG};
+    REQUIRE(comm_send(c[1], 2, h, bufs[1], PIECE * sizeof(float), NULL) == 0);
+    comm_match_t m = COMM_MATCH_ANY;
+    m.type = MSG_AR_GATHER;
+    m.peer = 0;
+    comm_msg_t g;
+    int got = comm_recv(c[1], &m, &g, 1500);
+    CHECK(got == 1, "the chunk did not come around before its segment was complete");
+    if (got == 1) {
+        CHECK_EQ_I64((int64_t)g.hdr.offset, SEG);
+        CHECK_EQ_I64((int64_t)comm_msg_bytes(&g), PIECE * (int64_t)sizeof(float));
+        const float *v = comm_msg_data(&g);
+        CHECK(v[0] == 6.0f && v[PIECE - 1] == 6.0f, "sum %g, %g, not 1 + 2 + 3", v[0],
+              v[PIECE - 1]);
+        comm_msg_close(&g);
+    }
+    for (int r = 0; r < W; r += 2) pthread_join(th[r], NULL);
+    for (int r = 0; r < W; r++) comm_destroy(&c[r]);
 }

@@ -95,10 +95,18 @@ static int send_seg(comm_t *c, precision_t wire, int type, int step, int64_t it,
     return 0;
 }
 
+/* Where recv_seg passes each chunk on once it holds it (the pipelined ring): as step of
+ * type to the right neighbour, after rounding it to the wire precision (round: the segment is
+ * complete here and this rank is its owner). type 0: nowhere. */
+typedef struct {
+    int type, step, round;
+} ring_fwd_t;
+
 /* Receives segment [lo, hi) of step from the left neighbour; adds (reduce, in fp32) or
- * copies, decoding from the wire precision. */
+ * copies, decoding from the wire precision; then forwards each chunk as fwd says. */
 static int recv_seg(comm_t *c, precision_t wire, int type, int step, int64_t it, int layer,
-                    float *buf, size_t lo, size_t hi, int add, ring_out_t *o, int timeout_ms)
+                    float *buf, size_t lo, size_t hi, int add, ring_fwd_t fwd, ring_out_t *o,
+                    int timeout_ms)
 {
     int left = (comm_rank(c) + comm_n_peers(c) - 1) % comm_n_peers(c);
     size_t got = 0, want = hi - lo;
@@ -136,7 +144,12 @@ static int recv_seg(comm_t *c, precision_t wire, int type, int step, int64_t it,
             vec_add(dst, src, (int64_t)n);
         else if (n) memcpy(dst, src, n * sizeof(float));
         got += n;
+        size_t at = g.hdr.offset;
         comm_msg_close(&g);
+        if (fwd.round && wire_encoded(wire)) wire_round(wire, dst, n);
+        if (fwd.type && send_seg(c, wire, fwd.type, fwd.step, it, layer, buf, at, at + n, n ? n : 1,
+                                 o))
+            return -1;
     }
     return 0;
 }
@@ -156,9 +169,43 @@ static int ring_phase(comm_t *c, precision_t wire, int type, int shift, int add,
             rc = -1;
         else
             rc = recv_seg(c, wire, type, k, iteration, layer, buf, seg_lo(count, w, s_recv),
-                          seg_lo(count, w, s_recv + 1), add, o, timeout_ms);
+                          seg_lo(count, w, s_recv + 1), add, (ring_fwd_t){0, 0, 0}, o,
+                          timeout_ms);
     }
     return rc;
+}
+
+/* The ring pipelined: a chunk goes on to the right as soon as it has arrived from the left and
+ * been added (or copied), instead of once its whole segment has, so that a link does not idle
+ * between steps. Step k sends what step k - 1 received: only step 0's segment is sent up
+ * front. The sums and their order are ring_phase's. Segments go in at least
+ * ALLREDUCE_PIPELINE_DEPTH chunks. */
+static int ring_pipelined(comm_t *c, precision_t wire, int64_t it, int layer, float *buf,
+                          size_t count, size_t chunk, ring_out_t *o, int timeout_ms)
+{
+    int w = comm_n_peers(c), r = comm_rank(c), steps = 2 * (w - 1);
+    size_t piece = (count / (size_t)w + ALLREDUCE_PIPELINE_DEPTH - 1) / ALLREDUCE_PIPELINE_DEPTH;
+    size_t least = chunk / ALLREDUCE_PIPELINE_MIN_DIV;
+    if (piece < least) piece = least;
+    if (piece > chunk) piece = chunk;
+    if (piece == 0) piece = 1;
+    if (send_seg(c, wire, MSG_AR_REDUCE, 0, it, layer, buf, seg_lo(count, w, r),
+                 seg_lo(count, w, r + 1), piece, o))
+        return -1;
+    for (int k = 0; k < steps; k++) {
+        int gather = k >= w - 1, step = gather ? k - (w - 1) : k;
+        /* reduce-scatter step k receives segment r - 1 - k, all-gather step j segment r - j */
+        int s_recv = (((gather ? r - step : r - 1 - k) % w) + w) % w;
+        ring_fwd_t fwd = {0, 0, k == w - 2};
+        if (k + 1 < steps)
+            fwd = (ring_fwd_t){k + 1 >= w - 1 ? MSG_AR_GATHER : MSG_AR_REDUCE,
+                               k + 1 >= w - 1 ? k + 1 - (w - 1) : k + 1, k == w - 2};
+        if (recv_seg(c, wire, gather ? MSG_AR_GATHER : MSG_AR_REDUCE, step, it, layer, buf,
+                     seg_lo(count, w, s_recv), seg_lo(count, w, s_recv + 1), !gather, fwd, o,
+                     timeout_ms))
+            return -1;
+    }
+    return 0;
 }
 
 int allreduce_sum(comm_t *c, int64_t iteration, int layer, float *buf, size_t count,
@@ -176,6 +223,16 @@ int allreduce_sum_at(comm_t *c, precision_t wire, int64_t iteration, int layer, 
     ASSERT(chunk_floats > 0, "chunk of 0 floats");
     ring_out_t o = {.q = comm_order(c)};
     comm_tracker_init(&o.tr);
+    if (!o.q) {
+        /* a chunk's region is overwritten only by the all-gather, which it reached only after
+         * the right neighbour had it: one wait, at the end */
+        int rc = ring_pipelined(c, wire, iteration, layer, buf, count, chunk_floats, &o,
+                                timeout_ms);
+        if (comm_tracker_wait(&o.tr, timeout_ms))
+            die("allreduce: rank %d: a sent chunk was not released within %d ms", r, timeout_ms);
+        free(o.packed);
+        return rc;
+    }
     /* reduce-scatter: after step k, segment (r - k - 1) mod w holds k + 2 contributions */
     int rc = ring_phase(c, wire, MSG_AR_REDUCE, 0, 1, iteration, layer, buf, count, chunk_floats, &o,
                         timeout_ms);

@@ -4,7 +4,9 @@
  *
  * The comm's peers must be the ranks 0..W-1 with a DEALER connected to the right neighbour
  * (rank + 1) % W and a bound ROUTER the left one reaches. Segments are sent in chunks of at
- * most chunk_floats so that one huge layer does not become one huge message. Every rank ends
+ * most chunk_floats so that one huge layer does not become one huge message; unless the comm
+ * has a send order, a chunk goes on to the right as soon as it is in (pipelined), so a link
+ * does not idle between steps while a rank waits for the rest of a segment. Every rank ends
  * with bit-identical values: each segment is summed on one rank, in ring order, and then
  * copied around. Messages carry (iteration, layer, step), so rings of different layers may
  * share a comm in order.
@@ -19,6 +21,12 @@
 #include "runtime/transport/comm.h"
 
 #define ALLREDUCE_CHUNK_FLOATS_DEFAULT (1u << 20) /* 4 MB, the PS block size */
+/* Unordered, the ring is pipelined (a chunk goes on as soon as it is in): a segment goes in
+ * at least this many chunks, each of at least chunk_floats / ALLREDUCE_PIPELINE_MIN_DIV (so
+ * that small segments do not become many small messages; scaled with the chunk) and at most
+ * chunk_floats */
+#define ALLREDUCE_PIPELINE_DEPTH 4
+#define ALLREDUCE_PIPELINE_MIN_DIV 256
 
 /* Sums buf (count floats) over all ranks of c in place. Returns 0, or -1 if a step waited
  * longer than timeout_ms (logged with the step and the neighbour). */
