@@ -249,6 +249,24 @@ int64_t cost_allreduce_bytes(int nodes, int64_t bytes)
     return (int64_t)cost_allreduce_steps(nodes) * cost_allreduce_chunk_bytes(nodes, bytes);
 }
 
+int64_t cost_allreduce_piece_bytes(const cost_params_t *p, int64_t chunk_bytes)
+{
+    int64_t vb = cost_value_bytes(p), values = (chunk_bytes + vb - 1) / vb;
+    int64_t piece = (values + COST_RING_PIPELINE_DEPTH - 1) / COST_RING_PIPELINE_DEPTH;
+    if (piece < COST_RING_PIECE_MIN_VALUES) piece = COST_RING_PIECE_MIN_VALUES;
+    if (piece > COST_RING_PIECE_MAX_VALUES) piece = COST_RING_PIECE_MAX_VALUES;
+    return piece * vb < chunk_bytes ? piece * vb : chunk_bytes;
+}
+
+int64_t cost_allreduce_step_gap_ns(const cost_params_t *p, int64_t chunk_bytes, int last)
+{
+    if (last) return p->lat_ns;
+    int64_t piece = cost_allreduce_piece_bytes(p, chunk_bytes);
+    int64_t behind = max64(xfer_ns(p, chunk_bytes), rack_ns(p, chunk_bytes)) -
+                     max64(xfer_ns(p, piece), rack_ns(p, piece));
+    return max64(0, p->lat_ns - behind);
+}
+
 cost_t cost_allreduce(const cost_params_t *p, int64_t bytes)
 {
     cost_t c = {0};
@@ -256,12 +274,13 @@ cost_t cost_allreduce(const cost_params_t *p, int64_t bytes)
     if (P == 1 || bytes <= 0) return c;
     int64_t b = cost_allreduce_bytes(P, bytes);
     c.worker_sent = c.worker_recv = c.node_sent = c.node_recv = b;
-    /* 2(P-1) dependent steps: a node forwards a chunk only after the chunk of the previous
-     * step has arrived from its predecessor, so every step pays a latency (the runtime's ring,
-     * runtime/sync/allreduce.c, as the simulator executes it) */
+    /* 2(P-1) dependent steps: a node forwards a piece of a chunk only once it has arrived
+     * from its predecessor, so a step pays what of the latency its chunk does not hide (the
+     * runtime's pipelined ring, runtime/sync/allreduce.c, as the simulator executes it) */
     int64_t chunk = cost_allreduce_chunk_bytes(P, bytes);
-    int64_t step_ns = p->lat_ns + max64(xfer_ns(p, chunk), rack_ns(p, chunk));
-    c.time_ns = cost_allreduce_steps(P) * step_ns;
+    int64_t step_ns = max64(xfer_ns(p, chunk), rack_ns(p, chunk)), S = cost_allreduce_steps(P);
+    c.time_ns = S * step_ns + (S - 1) * cost_allreduce_step_gap_ns(p, chunk, 0) +
+                cost_allreduce_step_gap_ns(p, chunk, 1);
     if (cost_racks(p) > 1) c.rack_sent = b; /* one chunk per step leaves each rack */
     return c;
 }

@@ -155,6 +155,20 @@ int64_t cost_allreduce_bytes(int nodes, int64_t bytes);
 int cost_allreduce_steps(int nodes);
 int64_t cost_allreduce_chunk_bytes(int nodes, int64_t bytes);
 
+/* The ring is pipelined (runtime/sync/allreduce.c): a step's chunk goes in pieces of
+ * ceil(chunk / COST_RING_PIPELINE_DEPTH), of COST_RING_PIECE_MIN_VALUES values at least and
+ * COST_RING_PIECE_MAX_VALUES at most, and a node passes a piece on as soon as it is in. */
+#define COST_RING_PIPELINE_DEPTH 4
+#define COST_RING_PIECE_MIN_VALUES 4096
+#define COST_RING_PIECE_MAX_VALUES (1 << 20)
+int64_t cost_allreduce_piece_bytes(const cost_params_t *p, int64_t chunk_bytes);
+
+/* What a ring step's delivery adds to its flow, from its last byte sent until the next step
+ * may go on: the latency after the last step; after another, the part of the latency that
+ * the rest of the chunk behind its first piece does not hide (a step sends its first piece
+ * once the previous step's first piece is in). */
+int64_t cost_allreduce_step_gap_ns(const cost_params_t *p, int64_t chunk_bytes, int last);
+
 /* SFB bytes one worker sends to one peer per iteration: K(M+N) values at the wire precision
  * (K: tokens of a linear layer, batch x positions). */
 int64_t cost_sfb_peer_bytes(const cost_params_t *p, int64_t k, int64_t m, int64_t n);

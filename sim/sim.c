@@ -343,6 +343,16 @@ static void step_check_done(sim_t *s, int op, int node, int t)
     complete(s, op, node, t, d, s->p->ops[op].bytes);
 }
 
+/* From step k's last byte sent until its delivery, outside the send order: the pipelined
+ * ring hides the latency behind its chunk's later pieces, but after the last step
+ * (cost_allreduce_step_gap_ns). */
+static int64_t step_gap(const sim_t *s, int op, int k)
+{
+    int64_t bytes;
+    plan_dest(s->p, op, 0, 0, &bytes);
+    return cost_allreduce_step_gap_ns(&s->p->cost, bytes, k == s->p->ops[op].steps - 1);
+}
+
 /* One step's flow src -> dst of stepped op delivered. */
 static void step_deliver(sim_t *s, int op, int src, int dst, int t)
 {
@@ -990,7 +1000,8 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
         /* a lockstep ring step: every node's flow ended */
         rings_add(s, -1);
         s->ring_events += (uint64_t)s->nodes - 1;
-        evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, NET_RING, NET_RING, t);
+        evq_push(s->q, s->now + step_gap(s, op, s->ar_step[rix(s, t, op)]), 0, EV_DELIVER, op,
+                 NET_RING, NET_RING, t);
         return;
     }
     if (s->olock) olock_end(s); /* the network split the ring queue's slice into flows */
@@ -1040,7 +1051,9 @@ static void on_finish(void *arg, int64_t tag, int src, int dst, int64_t bytes, c
         slice_end(s, src, dst);
         return;
     }
-    evq_push(s->q, s->now + s->p->cluster.lat_ns, 0, EV_DELIVER, op, src, dst, t);
+    /* a stepped op's flow is its node's step in flight: as many delivered before it */
+    int64_t gap = stepped ? step_gap(s, op, s->ar_own[arx(s, t, op, src)]) : s->p->cluster.lat_ns;
+    evq_push(s->q, s->now + gap, 0, EV_DELIVER, op, src, dst, t);
 }
 
 static void build_reverse(sim_t *s)

@@ -144,6 +144,27 @@ TEST(cost_kv_table_places_blocks_where_it_says)
     CHECK_EQ_I64(c.node_recv, 3 * 350 + 100);
 }
 
+/* The pipelined ring: a step goes on once the previous step's first piece is in, so its
+ * latency shows only where the rest of the chunk is shorter than it. */
+TEST(cost_allreduce_hides_what_latency_its_pieces_can)
+{
+    cost_params_t p = params(4, 4, 32);
+    p.lat_ns = 1000;
+    p.bw_Bps = 2e9; /* 2 bytes per ns */
+    /* chunks of 17,584 bytes: pieces of the least, 4,096 values (16,384 bytes, 8,192 ns);
+     * the other 1,200 bytes take 600 ns, so 400 ns of each latency show but the last's */
+    CHECK_EQ_I64(cost_allreduce_piece_bytes(&p, 17584), 16384);
+    CHECK_EQ_I64(cost_allreduce_step_gap_ns(&p, 17584, 0), 400);
+    CHECK_EQ_I64(cost_allreduce_step_gap_ns(&p, 17584, 1), 1000);
+    CHECK_EQ_I64(cost_allreduce(&p, 4 * 17584).time_ns, 6 * 8792 + 5 * 400 + 1000);
+    /* a quarter of a long chunk, at most 4 MB at fp32, 2 MB at bf16 */
+    CHECK_EQ_I64(cost_allreduce_piece_bytes(&p, 1 << 20), 1 << 18);
+    CHECK_EQ_I64(cost_allreduce_piece_bytes(&p, 64 << 20), 4 << 20);
+    p.wire_bytes = 2;
+    CHECK_EQ_I64(cost_allreduce_piece_bytes(&p, 64 << 20), 2 << 20);
+    CHECK_EQ_I64(cost_allreduce_step_gap_ns(&p, 1 << 20, 0), 0);
+}
+
 TEST(cost_times_are_latency_plus_bytes_over_bandwidth)
 {
     cost_params_t p = params(4, 4, 32);
@@ -156,17 +177,18 @@ TEST(cost_times_are_latency_plus_bytes_over_bandwidth)
     p.server_Bps = 1e9;
     CHECK_EQ_I64(cost_ps(&p, b, 0).time_ns, 2 * (1000 + b * 3 / 4 / 2) + 4 * (b / 4));
     p.server_Bps = 0;
-    /* ring all-reduce: 2(P-1) latencies + 2(P-1)/P of the bytes */
+    /* ring all-reduce: 2(P-1)/P of the bytes, and one latency: the ring is pipelined and
+     * 1 MB chunks (pieces of 256 KB) hide the others */
     CHECK_EQ_I64(cost_allreduce_bytes(4, b), 2 * 3 * (b / 4));
-    CHECK_EQ_I64(cost_allreduce(&p, b).time_ns, 6 * 1000 + 6 * (b / 4) / 2);
-    /* 2(P-1) steps of ceil(bytes/P), each paying a latency: 4 MB + 2 bytes on 4 nodes is
-     * 6 steps of 1 MB + 1 byte (rounded up), i.e. (1000 + 524288.5 ns rounded) each */
+    CHECK_EQ_I64(cost_allreduce(&p, b).time_ns, 1000 + 6 * (b / 4) / 2);
+    /* 2(P-1) steps of ceil(bytes/P): 4 MB + 2 bytes on 4 nodes is 6 steps of 1 MB + 1 byte
+     * (rounded up), i.e. 524288.5 ns rounded each */
     CHECK_EQ_I64(cost_allreduce_steps(4), 6);
     CHECK_EQ_I64(cost_allreduce_steps(1), 0);
     CHECK_EQ_I64(cost_allreduce_chunk_bytes(4, b + 2), b / 4 + 1);
     CHECK_EQ_I64(cost_allreduce_bytes(4, b + 2), 6 * (b / 4 + 1));
-    CHECK_EQ_I64(cost_allreduce(&p, b + 2).time_ns, 6 * (1000 + (b / 4 + 1 + 1) / 2));
-    /* latency is paid per step: a tiny tensor costs 2(P-1) latencies, not one */
+    CHECK_EQ_I64(cost_allreduce(&p, b + 2).time_ns, 1000 + 6 * ((b / 4 + 1 + 1) / 2));
+    /* a tiny tensor goes in one piece a step: every step pays its latency, 2(P-1) in all */
     CHECK_EQ_I64(cost_allreduce(&p, 16).time_ns, 6 * (1000 + 2));
     /* SFB: one latency + (P-1) K (M+N) 4 bytes, + reconstruction when a GEMM rate is given */
     CHECK_EQ_I64(cost_sfb(&p, 1000, 2048).time_ns, 1000 + 3 * 32 * 3048 * 4 / 2);

@@ -402,9 +402,9 @@ static int64_t run_closed_racks(scheme_base_t base, int nodes, int shards, int p
 TEST(sim_plan_closed_forms)
 {
     int64_t B;
-    /* ring all-reduce on 2 nodes: 2 dependent steps of B/2 each way, full duplex, each step
-     * one latency (reduce-scatter, then all-gather) */
-    CHECK_EQ_I64(run_closed(SCHEME_ALLREDUCE, 2, 0, &B), 3000 + 2 * (7000 + B / 2));
+    /* ring all-reduce on 2 nodes: 2 dependent steps of B/2 each way, full duplex
+     * (reduce-scatter, then all-gather), pipelined: one latency, after the last */
+    CHECK_EQ_I64(run_closed(SCHEME_ALLREDUCE, 2, 0, &B), 3000 + 2 * (B / 2) + 7000);
     CHECK_EQ_I64(B, 1 << 20);
     /* PS on 2 colocated nodes, even split: push B/2 each way, apply (free), pull B/2 */
     CHECK_EQ_I64(run_closed(SCHEME_PS, 2, 0, &B), 3000 + 2 * (7000 + B / 2));
@@ -431,9 +431,9 @@ TEST(sim_racks_closed_forms)
     /* uplinks as fast as the rack's 2 NICs together: the one-switch time */
     CHECK_EQ_I64(run_closed_racks(SCHEME_PS, 4, 0, 2, 16, 0, &B, &cost), 3000 + 2 * (7000 + 3 * B / 4));
     /* ring all-reduce with uplinks at half a NIC: each step's chunk of B/4 that leaves a rack
-     * takes B/2 ns; 6 steps */
+     * takes B/2 ns; 6 steps, pipelined (one latency) */
     t = run_closed_racks(SCHEME_ALLREDUCE, 4, 0, 2, 4, 0, &B, &cost);
-    CHECK_EQ_I64(t, 3000 + 6 * (7000 + B / 2));
+    CHECK_EQ_I64(t, 3000 + 6 * (B / 2) + 7000);
     CHECK_EQ_I64(cost, t - 3000);
     /* SFB, uplinks of 1 byte/ns: 4 cross-rack flows of the factors per uplink at 1/4 each,
      * 4 sf ns, then 3 rank-32 reconstructions at 1 TFLOP/s */
@@ -595,7 +595,8 @@ TEST(sim_allreduce_is_2p_minus_2_steps_of_a_chunk)
         int64_t B;
         int64_t got = run_closed(SCHEME_ALLREDUCE, P, 0, &B);
         int64_t chunk = (B + P - 1) / P; /* 1 byte per ns */
-        CHECK_EQ_I64(got, 3000 + 2 * (P - 1) * (7000 + chunk));
+        /* pipelined: the pieces behind a step's first hide its latency, but the last's */
+        CHECK_EQ_I64(got, 3000 + 2 * (P - 1) * chunk + 7000);
         cost_params_t cp = {.workers = P, .shards = P, .batch = 32, .bw_Bps = 1e9,
                             .lat_ns = 7000};
         CHECK_EQ_I64(cost_allreduce(&cp, B).time_ns, got - 3000);
@@ -1044,10 +1045,11 @@ TEST(sim_send_order_layer_two_layer_ring_by_hand)
     CHECK(by[0] == cA && by[1] == cB, "step bytes %lld, %lld", (long long)by[0],
           (long long)by[1]);
     /* arrival: unit 1's reduce step alone from 4 us, shared with unit 0's from 6 us, in at
-     * 2 cB + 2 us; its gather step starts a latency later and shares the link again; the
-     * link stays busy until unit 0's reduce step is out at 4 us + cA + 2 cB, and unit 0's
-     * gather step waits a latency for it: */
-    CHECK_EQ_I64(arrival, 4000 + 2 * cA + 2 * cB + 2 * L);
+     * 2 cB + 2 us; its gather step starts at once (pipelined: a step's later pieces hide
+     * the latency) and shares the link again; the link stays busy until unit 0's reduce
+     * step is out at 4 us + cA + 2 cB, and unit 0's gather step follows at once, its last
+     * piece in a latency after it is out: */
+    CHECK_EQ_I64(arrival, 4000 + 2 * cA + 2 * cB + L);
     /* layer: unit 1's first slice, unit 0's reduce step (in at 4 us + S + cA, a latency
      * before its gather step is queued), unit 1's second slice, unit 0's gather step, unit
      * 1's gather step: the link never waits for a latency */

@@ -17,16 +17,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/cost.h"
 #include "core/precision.h"
 #include "runtime/transport/comm.h"
 
-#define ALLREDUCE_CHUNK_FLOATS_DEFAULT (1u << 20) /* 4 MB, the PS block size */
+/* 4 MB at fp32, the PS block size */
+#define ALLREDUCE_CHUNK_FLOATS_DEFAULT ((unsigned)COST_RING_PIECE_MAX_VALUES)
 /* Unordered, the ring is pipelined (a chunk goes on as soon as it is in): a segment goes in
  * at least this many chunks, each of at least chunk_floats / ALLREDUCE_PIPELINE_MIN_DIV (so
  * that small segments do not become many small messages; scaled with the chunk) and at most
- * chunk_floats */
-#define ALLREDUCE_PIPELINE_DEPTH 4
-#define ALLREDUCE_PIPELINE_MIN_DIV 256
+ * chunk_floats; the cost model's pieces (core/cost.h) at the default chunk */
+#define ALLREDUCE_PIPELINE_DEPTH COST_RING_PIPELINE_DEPTH
+#define ALLREDUCE_PIPELINE_MIN_DIV (COST_RING_PIECE_MAX_VALUES / COST_RING_PIECE_MIN_VALUES)
 
 /* Sums buf (count floats) over all ranks of c in place. Returns 0, or -1 if a step waited
  * longer than timeout_ms (logged with the step and the neighbour). */
