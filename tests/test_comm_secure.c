@@ -179,13 +179,15 @@ static void *stranger(const char *endpoint, const char *rid, const keyring_t *ke
     return d;
 }
 
+/* Without waiting: a connection refused in its handshake ends the stranger's session (a
+ * protocol error), and a DEALER with no session left would block a send forever. */
 static void send_as(void *d, unsigned sender, const char *payload)
 {
     unsigned char w[MSG_HEADER_BYTES];
     msg_header_t h = {.type = MSG_PS_PUSH, .sender = sender, .length = strlen(payload)};
     msg_encode(&h, w);
-    zmq_send(d, w, sizeof w, ZMQ_SNDMORE);
-    zmq_send(d, payload, strlen(payload), 0);
+    if (zmq_send(d, w, sizeof w, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int)sizeof w)
+        zmq_send(d, payload, strlen(payload), ZMQ_DONTWAIT);
 }
 
 /* Rank 0 (a, bound) and rank 1 (b, connected to it) of the process's security, each way one

@@ -64,13 +64,15 @@ static void *stranger_socket(int port, const char *server_pub, const keyring_t *
     return d;
 }
 
+/* Without waiting: a handshake the job refuses ends the stranger's session (a protocol
+ * error), and a DEALER with no session left would block a send forever. */
 static void send_msg(void *d, msg_header_t h, const void *data, size_t bytes)
 {
     unsigned char w[MSG_HEADER_BYTES];
     h.length = bytes;
     msg_encode(&h, w);
-    zmq_send(d, w, sizeof w, bytes ? ZMQ_SNDMORE : 0);
-    if (bytes) zmq_send(d, data, bytes, 0);
+    int sent = zmq_send(d, w, sizeof w, ZMQ_DONTWAIT | (bytes ? ZMQ_SNDMORE : 0));
+    if (bytes && sent == (int)sizeof w) zmq_send(d, data, bytes, ZMQ_DONTWAIT);
 }
 
 static int files_equal(const char *a, const char *b)
