@@ -180,6 +180,14 @@ static int ring_phase(comm_t *c, precision_t wire, int type, int shift, int add,
  * between steps. Step k sends what step k - 1 received: only step 0's segment is sent up
  * front. The sums and their order are ring_phase's. Segments go in at least
  * ALLREDUCE_PIPELINE_DEPTH chunks. */
+/* Step k of the 2(w - 1) in one count: its message type (the reduce-scatter's, then the
+ * all-gather's) and its step within that phase. */
+static ring_fwd_t ring_step(int w, int k)
+{
+    return k < w - 1 ? (ring_fwd_t){MSG_AR_REDUCE, k, 0}
+                     : (ring_fwd_t){MSG_AR_GATHER, k - (w - 1), 0};
+}
+
 static int ring_pipelined(comm_t *c, precision_t wire, int64_t it, int layer, float *buf,
                           size_t count, size_t chunk, ring_out_t *o, int timeout_ms)
 {
@@ -193,16 +201,14 @@ static int ring_pipelined(comm_t *c, precision_t wire, int64_t it, int layer, fl
                  seg_lo(count, w, r + 1), piece, o))
         return -1;
     for (int k = 0; k < steps; k++) {
-        int gather = k >= w - 1, step = gather ? k - (w - 1) : k;
+        ring_fwd_t in = ring_step(w, k), fwd = {0, 0, 0};
+        int gather = in.type == MSG_AR_GATHER;
         /* reduce-scatter step k receives segment r - 1 - k, all-gather step j segment r - j */
-        int s_recv = (((gather ? r - step : r - 1 - k) % w) + w) % w;
-        ring_fwd_t fwd = {0, 0, k == w - 2};
-        if (k + 1 < steps)
-            fwd = (ring_fwd_t){k + 1 >= w - 1 ? MSG_AR_GATHER : MSG_AR_REDUCE,
-                               k + 1 >= w - 1 ? k + 1 - (w - 1) : k + 1, k == w - 2};
-        if (recv_seg(c, wire, gather ? MSG_AR_GATHER : MSG_AR_REDUCE, step, it, layer, buf,
-                     seg_lo(count, w, s_recv), seg_lo(count, w, s_recv + 1), !gather, fwd, o,
-                     timeout_ms))
+        int s_recv = (((gather ? r - in.step : r - 1 - k) % w) + w) % w;
+        if (k + 1 < steps) fwd = ring_step(w, k + 1);
+        fwd.round = k == w - 2; /* the reduce-scatter's last step completes the segment */
+        if (recv_seg(c, wire, in.type, in.step, it, layer, buf, seg_lo(count, w, s_recv),
+                     seg_lo(count, w, s_recv + 1), !gather, fwd, o, timeout_ms))
             return -1;
     }
     return 0;
