@@ -91,8 +91,8 @@ int cmd_plan(int argc, char **argv)
                 printf(" precision=%s wire_precision=%s", precision_name(po.precision),
                        precision_name(po.wire_precision));
             if (po.send_order != SEND_ORDER_ARRIVAL)
-                printf(" send_order=%s slice_bytes=%lld", send_order_name(po.send_order),
-                       (long long)po.slice_bytes);
+                printf(" send_order=%s slice_bytes=%lld", send_order_name(p.send_order),
+                       (long long)p.slice_bytes);
             putchar('\n');
         }
         plan_print(&p, stdout, csv);

@@ -21,7 +21,7 @@ void experiment_init(experiment_t *e)
     e->warmup = 1;
     e->seed = 1;
     e->kv_block_bytes = 4 << 20;
-    e->slice_bytes = PLAN_SLICE_BYTES_DEFAULT;
+    e->slice_bytes = 0; /* the send order's own (core/plan.h) */
     experiment_train_t *t = &e->train;
     snprintf(t->data, sizeof t->data, "fashion-mnist");
     t->synthetic_n = 1024;
@@ -100,11 +100,13 @@ const char *experiment_keys_help(void)
            "  wire_precision = P        what gradients, parameters and factors are sent as:\n"
            "                            fp32 | bf16 | fp16; fp16 needs precision = fp16 (fp32)\n"
            "  send_order = O            how transfers sharing a link go: arrival (each as it\n"
-           "                            is ready) or layer (sliced; the slice of the layer\n"
-           "                            the next forward pass needs first goes first)\n"
+           "                            is ready), layer (sliced; the slice of the layer\n"
+           "                            the next forward pass needs first goes first) or\n"
+           "                            fair (sliced; a connection's messages take turns)\n"
            "                            (arrival)\n"
-           "  slice_bytes = N           send_order = layer: the slice, bytes, a multiple of\n"
-           "                            4 from 65536 to 1073741824 (1048576)\n"
+           "  slice_bytes = N           send_order = layer or fair: the slice, bytes, a\n"
+           "                            multiple of 4 from 65536 to 1073741824 (layer\n"
+           "                            1048576, fair 65536)\n"
            "  net_model = M             simulated bandwidth sharing: exact (per-flow max-min),\n"
            "                            whole (broadcasts, gathers, ring steps move as one,\n"
            "                            faster), or\n"
@@ -373,7 +375,7 @@ static int set_send_order(experiment_t *e, const char *key, const char *val, con
     long long i;
     if (!strcmp(key, "send_order")) {
         if (send_order_parse(val, &e->send_order))
-            return kv_error(err, errlen, where, "expected send_order = arrival | layer, got '%s'",
+            return kv_error(err, errlen, where, "expected send_order = arrival | layer | fair, got '%s'",
                             val);
         return 0;
     }
@@ -697,7 +699,9 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     fprintf(f, "wire_precision = %s\n", precision_name(e->wire_precision));
     if (e->send_order != SEND_ORDER_ARRIVAL) /* absent: arrival, as every older job file */
         fprintf(f, "send_order = %s\nslice_bytes = %lld\n", send_order_name(e->send_order),
-                (long long)e->slice_bytes);
+                (long long)(e->slice_bytes                      ? e->slice_bytes
+                            : e->send_order == SEND_ORDER_FAIR ? PLAN_SLICE_BYTES_FAIR_DEFAULT
+                                                               : PLAN_SLICE_BYTES_DEFAULT));
     const experiment_train_t *t = &e->train;
     fprintf(f, "epochs = %d\n", t->epochs);
     fprintf(f, "data = %s\n", t->data);

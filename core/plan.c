@@ -15,12 +15,16 @@ const char *op_kind_name(op_kind_t k)
     return s_kind_names[k];
 }
 
-const char *send_order_name(send_order_t s) { return s == SEND_ORDER_LAYER ? "layer" : "arrival"; }
+const char *send_order_name(send_order_t s)
+{
+    return s == SEND_ORDER_LAYER ? "layer" : s == SEND_ORDER_FAIR ? "fair" : "arrival";
+}
 
 int send_order_parse(const char *text, send_order_t *out)
 {
     if (!strcmp(text, "arrival")) *out = SEND_ORDER_ARRIVAL;
     else if (!strcmp(text, "layer")) *out = SEND_ORDER_LAYER;
+    else if (!strcmp(text, "fair")) *out = SEND_ORDER_FAIR;
     else return -1;
     return 0;
 }
@@ -310,9 +314,10 @@ static void plan_setup(plan_t *p, const model_t *m, const cluster_t *c, const pl
     p->precision = o->precision;
     p->wire_precision = o->wire_precision;
     p->send_order = o->send_order;
-    p->slice_bytes = o->send_order != SEND_ORDER_LAYER ? 0
-                     : o->slice_bytes > 0               ? o->slice_bytes
-                                                        : PLAN_SLICE_BYTES_DEFAULT;
+    p->slice_bytes = o->send_order == SEND_ORDER_ARRIVAL ? 0
+                     : o->slice_bytes > 0                 ? o->slice_bytes
+                     : o->send_order == SEND_ORDER_FAIR   ? PLAN_SLICE_BYTES_FAIR_DEFAULT
+                                                          : PLAN_SLICE_BYTES_DEFAULT;
     p->model = m;
     p->cluster = *c;
     p->scheme = o->scheme;
@@ -832,6 +837,11 @@ static void plan_print_header(const plan_t *p, FILE *f, int csv, int local, int 
     if (p->send_order == SEND_ORDER_LAYER)
         fprintf(f, "# send order layer: transfers cut into slices of %lld bytes; on each link "
                    "the slice of the lowest send_prio goes first\n",
+                (long long)p->slice_bytes);
+    if (p->send_order == SEND_ORDER_FAIR)
+        fprintf(f, "# send order fair: transfers cut into slices of %lld bytes; the messages "
+                   "queued on a connection take turns, a slice each (the simulator shares "
+                   "each link among them max-min, as under arrival)\n",
                 (long long)p->slice_bytes);
     fprintf(f, "%-4s %-28s %-8s %12s %-9s %14s %10s %14s %10s %14s %10s %6s%s%s%s\n", "unit",
             "layer", "type", "params", "method", "ps_bytes/node", "ps_ms", "sfb_bytes/node",

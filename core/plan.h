@@ -170,16 +170,22 @@ typedef enum { PLACE_WORKERS, PLACE_SHARDS } op_place_t;
  * (the default). LAYER: tensors are cut into slices of plan_t.slice_bytes, and on each link
  * the slice of the op with the smallest priority (the unit the next forward pass needs
  * first: every transfer op of unit u has priority u) goes first, ahead of queued slices of
- * later units; a slice once started finishes. */
-typedef enum { SEND_ORDER_ARRIVAL, SEND_ORDER_LAYER } send_order_t;
+ * later units; a slice once started finishes. FAIR: tensors are cut into slices of
+ * plan_t.slice_bytes and the messages queued on one connection take turns, a slice each,
+ * so that none waits behind another's tail: the link shared among every message at once,
+ * the max-min sharing the simulator assumes under ARRIVAL (where a real connection sends
+ * its messages first in, first out). */
+typedef enum { SEND_ORDER_ARRIVAL, SEND_ORDER_LAYER, SEND_ORDER_FAIR } send_order_t;
 #define PLAN_SLICE_BYTES_DEFAULT (1 << 20)
+/* FAIR's default slice: the smallest that a sender can follow (below) */
+#define PLAN_SLICE_BYTES_FAIR_DEFAULT 65536
 /* a slice leaves without a copy (COMM_ZEROCOPY_MIN_BYTES), so a sender sees when it is out */
 #define PLAN_SLICE_BYTES_MIN 65536
 #define PLAN_SLICE_BYTES_MAX (1 << 30)
 /* A loss-scaling vote's payload: one byte (runtime/transport/msg.h, MSG_LS_VOTE) */
 #define PLAN_VOTE_BYTES 1
 
-/* "arrival" | "layer"; parse: 0, or -1 for any other text. */
+/* "arrival" | "layer" | "fair"; parse: 0, or -1 for any other text. */
 const char *send_order_name(send_order_t s);
 int send_order_parse(const char *text, send_order_t *out);
 typedef enum { RES_COMPUTE, RES_NET, RES_SERVER, RES_UPDATE, RES_INTRA, RES_COUNT } op_resource_t;
@@ -272,7 +278,7 @@ typedef struct {
     precision_t precision;  /* arithmetic: the device's peak of it (compute, SFB rebuilds) */
     precision_t wire_precision; /* every byte count of the plan is at it (cost.wire_bytes) */
     send_order_t send_order;    /* how transfers sharing a link are ordered (above) */
-    int64_t slice_bytes;        /* SEND_ORDER_LAYER: the slice, bytes; 0 under ARRIVAL */
+    int64_t slice_bytes;        /* LAYER and FAIR: the slice, bytes; 0 under ARRIVAL */
     int *kv_block_shard;    /* the shard of each global KV block (kv_block_bytes > 0; else
                                NULL); cost.block_shard points here */
     int n_pieces;
@@ -292,7 +298,7 @@ typedef struct {
     precision_t precision;          /* arithmetic (core/precision.h); fp32 when 0 */
     precision_t wire_precision;     /* what the exchanges send; fp32 when 0 */
     send_order_t send_order;        /* SEND_ORDER_ARRIVAL when 0 */
-    int64_t slice_bytes;            /* SEND_ORDER_LAYER: slice size; 0: the default */
+    int64_t slice_bytes;            /* LAYER and FAIR: slice size; 0: the default */
 } plan_opts_t;
 
 /* Build the plan. Returns 0, or -1 with a message in err (a model without layers). The plan

@@ -69,14 +69,19 @@
 #                       cluster is namespaces of this one host, a fabric no one else sees), so
 #                       the host spends less than half the CPU per MB that CURVE costs and K
 #                       can be smaller; curve: encrypted, as a job across machines runs
+#   --send-order O      the runs' and the simulator's send_order: arrival (default), fair or
+#                       layer. Under fair (the paper presets' default) the runtime's PS
+#                       messages on one connection take turns, a slice each, the max-min
+#                       sharing that the simulator assumes for arrival order too; in arrival
+#                       order a connection sends first in, first out, which it does not model
 #   --device-model D    emulated compute sleeps the simulator's times for device D (e.g.
 #                       titanx-maxwell, the Titan X of the papers) instead of a profile
 #                       scaled to --compute-s: the runs stand for the papers' GPUs
 #   --paper             the grid at the papers' scale: GoogLeNet, Inception-V3, ResNet-152
 #                       and VGG19 on Titan X nodes (batch 32), 8, 16 and 32 nodes, 10 and 40
 #                       GbE, ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp, the median
-#                       of 3 runs, --dilation auto, --tensor-scale auto, 10 iterations of
-#                       which the first 4 are not measured; --estimate says how long it takes
+#                       of 3 runs, --dilation auto, --tensor-scale auto, --send-order fair,
+#                       10 iterations of which the first 4 are not measured; --estimate says how long it takes
 #                       (about 14.5 hours on a 2-core host), --resume runs it in parts
 #   --paper-quick       a few rows of it: GoogLeNet and Inception-V3 on 16 and 32 nodes at
 #                       10 GbE, ps+wfbp hybrid allreduce+wfbp, one run each (about 25 min)
@@ -130,12 +135,12 @@ cd "$root"
 quick=0 models="googlenet inception-v3 lenet" nodes="2 4 8" gbps="0.5 1"
 schemes="ps ps+wfbp hybrid allreduce+wfbp" iters=8 warmup=3 batch=16 compute_s=0.3 out=out/validate
 repeat=1 queue=fair bucket_mb=4 devices_list=1 intra_gbps=32 intra_lat_us=100 dilation=1 tscale=1 racks=""
-build=build device_model="" transport=fabric extra_keys=() estimate=0 resume=0
+build=build device_model="" transport=fabric extra_keys=() estimate=0 resume=0 send_order=arrival
 paper() { # paper FULL: the papers' scale; options after it still apply
     models="googlenet inception-v3" nodes="16 32" gbps="10" schemes="ps+wfbp hybrid allreduce+wfbp"
     # PS rows settle after about 4 iterations (GoogLeNet ps+wfbp, 16 nodes: 0.164 s over
     # iterations 2-4, 0.144-0.149 s over 4-13, 0.151 s predicted)
-    device_model=titanx-maxwell batch=32 dilation=auto tscale=auto iters=10 warmup=4
+    device_model=titanx-maxwell batch=32 dilation=auto tscale=auto iters=10 warmup=4 send_order=fair
     [ "$1" = 1 ] || return 0
     models="googlenet inception-v3 resnet-152 vgg19" nodes="8 16 32" gbps="10 40" repeat=3
     schemes="ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp"
@@ -159,6 +164,7 @@ while [ $# -gt 0 ]; do
     --set) case $2 in *=*) extra_keys+=("${2%%=*} = ${2#*=}") ;;
            *) echo "validate: --set expects KEY=VALUE, got '$2'" >&2; exit 2 ;; esac ;;
     --out) out=$2 ;; --build) build=$2 ;; --device-model) device_model=$2 ;; --transport) transport=$2 ;;
+    --send-order) send_order=$2 ;;
     *) echo "validate: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     esac
     shift 2
@@ -186,6 +192,9 @@ for devices in $devices_list; do
     [ "$devices" -ge 1 ] 2>/dev/null || { echo "validate: --devices-per-node must list counts >= 1" >&2; exit 2; }
 done
 case $queue in fair|fifo) ;; *) echo "validate: --queue must be fair or fifo" >&2; exit 2 ;; esac
+case $send_order in arrival|fair|layer) ;; *) echo "validate: --send-order must be arrival, fair or layer" >&2; exit 2 ;; esac
+# the send order is a job key: --set send_order=... wins over --send-order
+case " ${extra_keys[*]-} " in *" send_order = "*) ;; *) [ "$send_order" = arrival ] || extra_keys+=("send_order = $send_order") ;; esac
 case $transport in
 fabric) transport_flag=--trusted-fabric host_s_per_mb=${VALIDATE_HOST_S_PER_MB:-0.004} ;;
 curve) transport_flag="" host_s_per_mb=${VALIDATE_HOST_S_PER_MB:-0.009} ;;

@@ -91,7 +91,7 @@ static void *worker(void *p)
     ps_client_t *c = NULL;
     if (s_slice_bytes) {
         mux = ps_client_mux_new(a->rank, NW, a->l, a->eps, 5000);
-        if (mux) comm_mux_set_slices(mux, s_slice_bytes);
+        if (mux) comm_mux_set_slices(mux, s_slice_bytes, false);
         if (mux) c = ps_client_new_on(mux, a->l, 5000);
     } else {
         c = ps_client_new(a->rank, NW, a->l, a->eps, 5000);

@@ -27,15 +27,18 @@ TEST(send_order_keys_default_read_and_refuse)
     char err[2048];
     REQUIRE(load_text(e, fixture_exp_text("lenet", ""), err, sizeof err) == 0, "%s", err);
     CHECK(e->send_order == SEND_ORDER_ARRIVAL, "default %d", e->send_order);
-    CHECK_EQ_I64(e->slice_bytes, PLAN_SLICE_BYTES_DEFAULT);
+    CHECK_EQ_I64(e->slice_bytes, 0); /* the order's own */
     REQUIRE(load_text(e, fixture_exp_text("lenet", "send_order = layer\nslice_bytes = 65536\n"),
                       err, sizeof err) == 0, "%s", err);
     CHECK(e->send_order == SEND_ORDER_LAYER, "read %d", e->send_order);
     CHECK_EQ_I64(e->slice_bytes, 65536);
+    REQUIRE(load_text(e, fixture_exp_text("lenet", "send_order = fair\n"), err, sizeof err) == 0,
+            "%s", err);
+    CHECK(e->send_order == SEND_ORDER_FAIR, "read %d", e->send_order);
     static const struct {
         const char *extra, *want;
     } bad[] = {
-        {"send_order = priority\n", "expected send_order = arrival | layer, got 'priority'"},
+        {"send_order = priority\n", "expected send_order = arrival | layer | fair, got 'priority'"},
         {"slice_bytes = 65532\n", "expected slice_bytes = a multiple of 4 from 65536 to"},
         {"slice_bytes = 65537\n", "expected slice_bytes = a multiple of 4 from 65536 to"},
         {"slice_bytes = 1MB\n", "expected slice_bytes = a multiple of 4 from 65536 to"},
@@ -75,6 +78,12 @@ TEST(send_order_plan_records_order_and_slice)
     CHECK(plan_hash(&l) != plan_hash(&a), "layer kept the arrival hash");
     for (int u = 0; u < l.n_units; u++) /* the next forward pass needs unit 0 first */
         if (l.units[u].op_push >= 0) CHECK_EQ_I64(l.ops[l.units[u].op_push].priority, u);
+    plan_t f; /* fair: its own default slice, and a hash of its own */
+    po.send_order = SEND_ORDER_FAIR;
+    REQUIRE(plan_build_opts(&f, &m, &c, &po, err, sizeof err) == 0, "%s", err);
+    CHECK_EQ_I64(f.slice_bytes, PLAN_SLICE_BYTES_FAIR_DEFAULT);
+    CHECK(plan_hash(&f) != plan_hash(&a) && plan_hash(&f) != plan_hash(&l), "fair kept a hash");
+    plan_fini(&f);
     plan_fini(&a);
     plan_fini(&bare);
     plan_fini(&l);

@@ -993,6 +993,9 @@ TEST(sim_send_order_layer_two_layer_ps_by_hand)
      * each pull follows its push's delivery on an idle link: unit 0's ends the iteration */
     int64_t push0 = 4000 + A + B;
     CHECK_EQ_I64(run_two_layer_ps(SEND_ORDER_ARRIVAL, 1), push0 + L + A + L);
+    /* fair: the runtime's turns are the max-min sharing the simulator assumes in arrival
+     * order, so it simulates as arrival does */
+    CHECK_EQ_I64(run_two_layer_ps(SEND_ORDER_FAIR, 1), push0 + L + A + L);
     /* layer: unit 1's first slice (4 us .. 4 us + S) finishes, then unit 0's 16 slices
      * overtake its other 3; unit 0's pull is out before unit 1's push is in, and unit 1's
      * pull queues behind unit 0's on the shard's connection */

@@ -544,11 +544,12 @@ static void shard_start(worker_t *w, const char *bind)
     const worker_config_t *cfg = w->cfg;
     int n_units = n_units_of(&w->model);
     /* before the PS sockets (sendq.h); arrival order keeps the system's */
-    comm_set_send_buffer(w->plan.send_order == SEND_ORDER_LAYER ? SENDQ_SOCKET_BUFFER_BYTES : 0);
+    bool queued = w->plan.send_order != SEND_ORDER_ARRIVAL;
+    comm_set_send_buffer(queued ? (int)worker_send_buffer_bytes(w) : 0);
     /* send_order = layer: one order per peer for everything the rank sends (the shard's
      * answers, the PS mux's pushes and pulls, SFB's factors, the rings' chunks) */
     if (w->plan.send_order == SEND_ORDER_LAYER)
-        w->sync_sq = sendq_new_shared((size_t)w->plan.slice_bytes, cfg->timeout_ms);
+        w->sync_sq = sendq_new_shared(worker_slice_bytes(w), cfg->timeout_ms);
     if (w->rank < w->plan.shards) {
         ps_server_config_t pc = {.shard = w->rank, .n_workers = w->world, .world = w->world,
                                  .bind = bind, .layout = &w->layout,
@@ -559,7 +560,8 @@ static void shard_start(worker_t *w, const char *bind)
                                  .on_push = cfg->trace_prefix ? worker_push_arrived : NULL,
                                  .on_push_arg = w,
                                  .conn_cap = conn_cap_for(w->world),
-                                 .slice_bytes = (size_t)w->plan.slice_bytes,
+                                 .slice_bytes = w->plan.slice_bytes ? worker_slice_bytes(w) : 0,
+                                 .turns = w->plan.send_order == SEND_ORDER_FAIR,
                                  .order = w->sync_sq,
                                  .wire = w->plan.wire_precision,
                                  /* fp16: an iteration's applies wait for its verdict */

@@ -1186,6 +1186,8 @@ void worker_exec_run(worker_t *w)
                                                 w->cfg->timeout_ms)))
                 coord_client_fail(w->cl, "cannot connect to the PS shards");
             if (w->sync_sq) comm_mux_set_order(w->ps_mux, w->sync_sq); /* send_order */
+            else if (w->plan.send_order == SEND_ORDER_FAIR)
+                comm_mux_set_slices(w->ps_mux, worker_slice_bytes(w), true);
         }
         args[op] = (wk_arg_t){w, op};
         if (pthread_create(&th[n_threads++], NULL, sync_main, &args[op])) die("pthread_create");

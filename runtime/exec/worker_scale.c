@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "core/check.h"
+#include "runtime/transport/sendq.h"
 
 int64_t worker_value_bytes(const worker_t *w) { return precision_bytes(w->plan.wire_precision); }
 
@@ -29,6 +30,20 @@ int64_t worker_scaled_floats(const worker_t *w, int64_t bytes)
     if (w->scale <= 1) return bytes / vb;
     int64_t f = (bytes / vb + w->scale - 1) / w->scale;
     return f > 0 ? f : 1;
+}
+
+/* bytes / S, a multiple of 4, at least the send queue's smallest slice */
+static size_t scaled_queue_bytes(const worker_t *w, int64_t bytes)
+{
+    int64_t b = bytes / (w->scale > 1 ? w->scale : 1) / 4 * 4;
+    return b > SENDQ_SLICE_MIN_BYTES ? (size_t)b : SENDQ_SLICE_MIN_BYTES;
+}
+
+size_t worker_slice_bytes(const worker_t *w) { return scaled_queue_bytes(w, w->plan.slice_bytes); }
+
+size_t worker_send_buffer_bytes(const worker_t *w)
+{
+    return scaled_queue_bytes(w, SENDQ_SOCKET_BUFFER_BYTES);
 }
 
 int worker_scaled_dim(const worker_t *w, int64_t x)

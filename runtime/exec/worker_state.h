@@ -378,6 +378,13 @@ int64_t worker_scaled_floats(const worker_t *w, int64_t bytes);
  * at least 1: weights m x n and factors k x (m + n) both shrink S-fold. */
 int worker_scaled_dim(const worker_t *w, int64_t x);
 
+/* What a send queue (send_order layer or fair) holds per connection, scaled as the tensors
+ * are, so that it holds the same share of a message as at full size (at least
+ * SENDQ_SLICE_MIN_BYTES): the plan's slice / S, a multiple of 4; and the sockets' send
+ * buffer, SENDQ_SOCKET_BUFFER_BYTES / S. */
+size_t worker_slice_bytes(const worker_t *w);
+size_t worker_send_buffer_bytes(const worker_t *w);
+
 /* The floats of a PS range whose plan tensor is `bytes`: its KV blocks (as many as the
  * plan's, on the same shards), each scaled (worker_scaled_floats). */
 int64_t worker_scaled_ps_floats(const worker_t *w, int64_t bytes);

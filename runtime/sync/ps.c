@@ -8,7 +8,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/eventfd.h>
 
 #include "core/check.h"
 #include "core/cost.h"
@@ -123,7 +122,9 @@ struct ps_server {
     sendq_t *sq;                /* the answers' queue: cfg.order, else the thread's own when
                                  * cfg.slice_bytes > 0 */
     slice_asm_t *sa;            /* sliced pushes coming in (the thread's) */
-    int kick_fd;                /* an eventfd: ps_server_kick, a ruling came */
+    comm_waker_t *kick;         /* ps_server_kick, a ruling came; or a slice of the shard's
+                                   own queue left (sendq_notify) */
+    int kick_fd;                /* kick's eventfd */
 };
 
 static sblock_t *server_block(ps_server_t *s, uint64_t offset)
@@ -350,9 +351,14 @@ static void *server_main(void *arg)
     pthread_setname_np(pthread_self(), "ps shard");
     while (!atomic_load(&s->stop)) {
         comm_msg_t m;
-        /* ZeroMQ's release of a slice wakes no one: with answers queued, look again soon */
-        int rc = s->cfg.ready ? server_recv_or_kick(s, &m, busy ? 1 : 50)
-                              : comm_recv(s->comm, NULL, &m, busy ? 1 : 50);
+        /* with answers queued, look again soon: a shared queue's releases wake no one, the
+         * shard's own wake it (kick) */
+        int wait_ms = !busy          ? 50
+                      : s->cfg.order ? SENDQ_SHARED_POLL_MS
+                                     : clock_host_ms(SENDQ_POLL_MS);
+        bool kicked = s->cfg.ready || (s->sq && !s->cfg.order); /* rulings, or slices out */
+        int rc = kicked ? server_recv_or_kick(s, &m, wait_ms)
+                        : comm_recv(s->comm, NULL, &m, wait_ms);
         if (rc < 0) break;
         if (rc == 1 && m.hdr.type == MSG_SLICE) {
             comm_msg_t whole;
@@ -384,11 +390,15 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
     s->comm = c;
     s->sa = slice_asm_new(comm_max_payload());
     if (cfg->order) s->sq = cfg->order;
-    else if (cfg->slice_bytes) s->sq = sendq_new(cfg->slice_bytes, 5000, answer_done, s);
+    else if (cfg->slice_bytes) {
+        s->sq = sendq_new(cfg->slice_bytes, 5000, answer_done, s);
+        if (cfg->turns) sendq_take_turns(s->sq);
+    }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->applied, NULL);
-    if ((s->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
-        die("eventfd: %s", strerror(errno));
+    if (!(s->kick = comm_waker_new())) die("ps shard %d: no eventfd", cfg->shard);
+    s->kick_fd = comm_waker_fd(s->kick);
+    if (s->sq && !cfg->order) sendq_notify(s->sq, s->kick); /* a slice out wakes it */
     const ps_layout_t *l = cfg->layout;
     for (int b = 0; b < l->n_blocks; b++) s->n += l->blocks[b].shard == cfg->shard;
     s->blk = xcalloc((size_t)s->n + 1, sizeof *s->blk);
@@ -423,7 +433,7 @@ void ps_server_destroy(ps_server_t **sp)
     else sendq_destroy(&s->sq);
     slice_asm_destroy(&s->sa);
     comm_destroy(&s->comm);
-    close(s->kick_fd);
+    comm_waker_release(&s->kick); /* its fd closes once ZeroMQ has let go of every answer */
     for (int i = 0; i < s->n; i++) {
         sblock_t *k = &s->blk[i];
         while (k->pulls) {

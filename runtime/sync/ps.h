@@ -35,6 +35,7 @@
 #define POSEIDON_PS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,6 +97,8 @@ typedef struct {
     size_t slice_bytes;        /* send_order = layer (core/plan.h): answers go by layer, the
                                   lowest first, in slices of this (runtime/transport/sendq.h);
                                   0: each as soon as it is ready */
+    bool turns;                /* send_order = fair: the answers queued for one worker take
+                                  turns, a slice each (sendq_take_turns), not layers */
     struct sendq *order;       /* send_order = layer: the rank's shared send queue
                                   (sendq_new_shared, outliving the server), in whose order
                                   per peer the answers go with the rank's other sends;

@@ -5,6 +5,7 @@
 #include <malloc.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <pthread.h>
@@ -500,6 +501,8 @@ static int send_via(comm_t *c, int peer, msg_header_t hdr, const void *data, siz
 struct comm_buf {
     atomic_int refs; /* the owner's reference plus one per message ZeroMQ has not released */
     size_t bytes;
+    bool tracked;    /* comm_buf_new_tracked: no copy at any size */
+    struct comm_waker *notify; /* comm_buf_notify: written at each release; NULL none */
 };
 #define COMM_BUF_ALIGN 64
 _Static_assert(sizeof(struct comm_buf) <= COMM_BUF_ALIGN, "comm_buf header fits its padding");
@@ -512,6 +515,15 @@ comm_buf_t *comm_buf_new(size_t bytes)
     comm_buf_t *b = p;
     atomic_init(&b->refs, 1);
     b->bytes = bytes;
+    b->tracked = false;
+    b->notify = NULL;
+    return b;
+}
+
+comm_buf_t *comm_buf_new_tracked(size_t bytes)
+{
+    comm_buf_t *b = comm_buf_new(bytes);
+    b->tracked = true;
     return b;
 }
 
@@ -525,9 +537,52 @@ int comm_buf_in_flight(const comm_buf_t *b)
     return atomic_load_explicit(&((comm_buf_t *)b)->refs, memory_order_acquire) > 1;
 }
 
+struct comm_waker {
+    atomic_int refs;
+    int fd;
+};
+
+comm_waker_t *comm_waker_new(void)
+{
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0) {
+        log_error("eventfd: %s", strerror(errno));
+        return NULL;
+    }
+    comm_waker_t *w = xmalloc(sizeof *w);
+    atomic_init(&w->refs, 1);
+    w->fd = fd;
+    return w;
+}
+
+int comm_waker_fd(const comm_waker_t *w) { return w->fd; }
+
+static void waker_unref(comm_waker_t *w)
+{
+    if (atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) > 1) return;
+    close(w->fd);
+    free(w);
+}
+
+void comm_waker_release(comm_waker_t **wp)
+{
+    if (!wp || !*wp) return;
+    waker_unref(*wp);
+    *wp = NULL;
+}
+
 static void buf_unref(comm_buf_t *b)
 {
-    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) free(b);
+    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) > 1) return;
+    if (b->notify) waker_unref(b->notify);
+    free(b);
+}
+
+void comm_buf_notify(comm_buf_t *b, comm_waker_t *w)
+{
+    if (w) atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed);
+    if (b->notify) waker_unref(b->notify);
+    b->notify = w;
 }
 
 void comm_buf_release(comm_buf_t **bp)
@@ -540,7 +595,16 @@ void comm_buf_release(comm_buf_t **bp)
 static void buf_release(void *data, void *hint)
 {
     (void)data;
-    buf_unref(hint);
+    comm_buf_t *b = hint;
+    comm_waker_t *w = b->notify;
+    /* the waker outlives b's reference (b may go with it), and the wake comes after it, so
+     * the woken thread sees the buffer released */
+    if (w) atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed);
+    buf_unref(b);
+    if (!w) return;
+    uint64_t one = 1;
+    while (write(w->fd, &one, sizeof one) < 0 && errno == EINTR) {}
+    waker_unref(w);
 }
 
 int comm_send_rid(comm_t *c, const unsigned char *rid, size_t rid_len, msg_header_t hdr,
@@ -608,7 +672,8 @@ static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const 
     }
     if (bytes) {
         zmq_msg_t m;
-        if (buf && bytes >= COMM_ZEROCOPY_MIN_BYTES) {
+        size_t zc_min = buf && buf->tracked ? COMM_BUF_TRACKED_MIN_BYTES : COMM_ZEROCOPY_MIN_BYTES;
+        if (buf && bytes >= zc_min) {
             atomic_fetch_add_explicit(&buf->refs, 1, memory_order_relaxed);
             ZMQ_CHECK(zmq_msg_init_data(&m, (void *)data, bytes, buf_release, buf),
                       "zmq_msg_init_data");

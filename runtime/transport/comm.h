@@ -54,6 +54,8 @@
 /* Payloads at least this large go without a copy when a tracker is given: below it the
  * copy is cheaper than the bookkeeping (ZeroMQ itself inlines messages under 33 bytes). */
 #define COMM_ZEROCOPY_MIN_BYTES (64 * 1024)
+/* comm_buf_new_tracked: above ZeroMQ's own inlining of small messages (33 bytes) */
+#define COMM_BUF_TRACKED_MIN_BYTES 64
 #define COMM_ANY INT32_MIN
 /* A received payload's data is aligned to this many bytes (floats and doubles may be read
  * in place); one that ZeroMQ delivers unaligned is copied once. */
@@ -177,6 +179,22 @@ int comm_send_rid(comm_t *c, const unsigned char *rid, size_t rid_len, msg_heade
  * owner's reference; the memory goes with the last one. */
 typedef struct comm_buf comm_buf_t;
 comm_buf_t *comm_buf_new(size_t bytes);
+/* A buffer that goes without a copy at any size (COMM_BUF_TRACKED_MIN_BYTES or more), so
+ * that ZeroMQ's release of it tells when its bytes have left, however small: a send
+ * queue's slices (sendq.h), whose window follows it. */
+comm_buf_t *comm_buf_new_tracked(size_t bytes);
+/* An eventfd that ZeroMQ's I/O thread writes when it releases a buffer (comm_buf_notify),
+ * so that the thread waiting for the buffer to leave wakes then instead of polling. It is
+ * reference-counted: ZeroMQ may release a buffer after its sender is gone (a closed
+ * socket's messages linger), so the fd stays open until the owner and every buffer that
+ * names it have let go. NULL (logged) when no eventfd can be made. */
+typedef struct comm_waker comm_waker_t;
+comm_waker_t *comm_waker_new(void);
+int comm_waker_fd(const comm_waker_t *w);
+void comm_waker_release(comm_waker_t **wp);
+/* Each release of b by ZeroMQ from now on writes 1 to w's fd; b holds a reference to w
+ * (NULL: none). */
+void comm_buf_notify(comm_buf_t *b, comm_waker_t *w);
 void *comm_buf_data(comm_buf_t *b);
 size_t comm_buf_bytes(const comm_buf_t *b);
 int comm_buf_in_flight(const comm_buf_t *b);

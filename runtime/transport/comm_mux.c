@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,12 +50,14 @@ struct comm_mux {
     char name[16];
     comm_t *comm;             /* the mux thread's alone once it runs */
     pthread_t thread;
-    int wake_fd;              /* eventfd: a send was queued, or stop */
+    comm_waker_t *waker;      /* its eventfd: a send was queued, a slice left, or stop */
+    int wake_fd;              /* the waker's */
     pthread_mutex_t lock;     /* the queue, the ports, their inboxes */
     send_req_t *queue_head, *queue_tail;
     comm_mux_port_t *ports;
     bool stop;
     size_t slice_bytes;       /* 0: sends in queue order; else through sq (under lock) */
+    bool turns;               /* sq takes turns (sendq_take_turns), not layers */
     bool sent_any;            /* the mux thread has taken a send: slice_bytes is fixed */
     int send_timeout_ms;
     sendq_t *sq;              /* the mux thread's: made at its first sliced send */
@@ -118,8 +119,11 @@ static int send_queued(comm_mux_t *m)
     size_t slice_bytes = m->slice_bytes;
     if (r) m->sent_any = true;
     pthread_mutex_unlock(&m->lock);
-    if (slice_bytes && !m->sq && !m->order)
+    if (slice_bytes && !m->sq && !m->order) {
         m->sq = sendq_new(slice_bytes, m->send_timeout_ms, sliced_done, m);
+        sendq_notify(m->sq, m->waker); /* a slice out wakes the thread */
+        if (m->turns) sendq_take_turns(m->sq);
+    }
     sendq_t *q = m->order ? m->order : m->sq;
     while (r) {
         send_req_t *next = r->next;
@@ -198,8 +202,12 @@ static void *mux_main(void *arg)
         bool done = m->stop && !m->queue_head && !busy;
         pthread_mutex_unlock(&m->lock);
         if (done) break;
-        /* ZeroMQ's release of a slice wakes no one: with slices waiting, look again soon */
-        if (comm_wait_in(m->comm, m->wake_fd, busy ? 1 : MUX_IDLE_MS) == 2) {
+        /* with slices waiting, look again soon: a shared queue's releases wake no one, the
+         * mux's own queue's wake it */
+        int wait_ms = !busy     ? MUX_IDLE_MS
+                      : m->order ? SENDQ_SHARED_POLL_MS
+                                 : clock_host_ms(SENDQ_POLL_MS);
+        if (comm_wait_in(m->comm, m->wake_fd, wait_ms) == 2) {
             uint64_t n;
             while (read(m->wake_fd, &n, sizeof n) < 0 && errno == EINTR) {}
         }
@@ -224,8 +232,9 @@ comm_mux_t *comm_mux_new(const char *name, int rank, int n_peers, const char *co
         }
     m->send_timeout_ms = send_timeout_ms;
     m->sa = slice_asm_new(comm_max_payload());
-    m->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    ASSERT(m->wake_fd >= 0, "eventfd: %s", strerror(errno));
+    m->waker = comm_waker_new();
+    ASSERT(m->waker, "comm mux %s: no eventfd", name);
+    m->wake_fd = comm_waker_fd(m->waker);
     pthread_mutex_init(&m->lock, NULL);
     ASSERT(pthread_create(&m->thread, NULL, mux_main, m) == 0, "pthread_create");
     return m;
@@ -244,7 +253,7 @@ void comm_mux_destroy(comm_mux_t **mp)
     sendq_destroy(&m->sq);
     slice_asm_destroy(&m->sa);
     comm_destroy(&m->comm);
-    close(m->wake_fd);
+    comm_waker_release(&m->waker); /* its fd closes once ZeroMQ has let go of every slice */
     pthread_mutex_destroy(&m->lock);
     free(m);
     *mp = NULL;
@@ -322,11 +331,12 @@ int comm_mux_send(comm_mux_port_t *p, int peer, msg_header_t hdr, const void *da
     return 0;
 }
 
-void comm_mux_set_slices(comm_mux_t *m, size_t slice_bytes)
+void comm_mux_set_slices(comm_mux_t *m, size_t slice_bytes, bool turns)
 {
     pthread_mutex_lock(&m->lock);
     ASSERT(!m->sent_any, "comm mux %s: slices set after its first send", m->name);
     m->slice_bytes = slice_bytes;
+    m->turns = turns;
     pthread_mutex_unlock(&m->lock);
 }
 

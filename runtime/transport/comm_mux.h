@@ -21,13 +21,16 @@
  * Send order (comm_mux_set_slices; send_order = layer in core/plan.h): the queued messages
  * go through a send queue per peer (runtime/transport/sendq.h), ordered by (the header's
  * layer, queue order): the layer the next forward pass needs first, the lowest, goes first,
- * cut into slices that overtake the rest of a message of a later layer; or through the
+ * cut into slices that overtake the rest of a message of a later layer; or in turns, a
+ * slice of each (send_order = fair); or through the
  * rank's shared send queue (comm_mux_set_order), in one order per peer with the rank's
  * other threads' sends (the shard's answers, SFB's factors, the rings' chunks). Either way,
  * sliced messages that arrive are put back together before they reach a port.
  */
 #ifndef POSEIDON_COMM_MUX_H
 #define POSEIDON_COMM_MUX_H
+
+#include <stdbool.h>
 
 #include "runtime/transport/comm.h"
 
@@ -41,9 +44,10 @@ comm_mux_t *comm_mux_new(const char *name, int rank, int n_peers, const char *co
 /* Sends what is still queued, stops the thread, closes the comm. Every port must be gone. */
 void comm_mux_destroy(comm_mux_t **mp);
 
-/* From now on, sends go by layer in slices of slice_bytes (>= COMM_ZEROCOPY_MIN_BYTES); 0:
- * in queue order. Set before the first send. */
-void comm_mux_set_slices(comm_mux_t *m, size_t slice_bytes);
+/* From now on, sends go by layer in slices of slice_bytes (>= SENDQ_SLICE_MIN_BYTES), or
+ * with turns, a slice of each queued message in turn (send_order = fair, sendq_take_turns);
+ * slice_bytes 0: in queue order. Set before the first send. */
+void comm_mux_set_slices(comm_mux_t *m, size_t slice_bytes, bool turns);
 
 /* From now on, sends go through q, a shared send queue (sendq_new_shared, which outlives
  * the mux), by layer in q's slices, in one order per peer with every other thread's

@@ -40,6 +40,8 @@ struct sendq {
     sendq_done_fn done;
     void *arg;
     conn_t *conns;
+    bool turns;            /* sendq_take_turns: round robin by slice, priorities ignored */
+    comm_waker_t *notify;  /* sendq_notify: woken at each slice's release; NULL none */
     bool shared;           /* sendq_new_shared: the fields below */
     pthread_mutex_t lock;  /* everything above */
     pthread_cond_t moved;  /* a message finished: another thread's may lead now */
@@ -47,11 +49,23 @@ struct sendq {
 
 sendq_t *sendq_new(size_t slice_bytes, int stall_ms, sendq_done_fn done, void *arg)
 {
-    ASSERT(slice_bytes >= COMM_ZEROCOPY_MIN_BYTES, "slice of %zu bytes", slice_bytes);
+    ASSERT(slice_bytes >= SENDQ_SLICE_MIN_BYTES, "slice of %zu bytes", slice_bytes);
     sendq_t *q = xcalloc(1, sizeof *q);
     *q = (sendq_t){.slice_bytes = slice_bytes, .stall_ns = (int64_t)stall_ms * 1000000,
                    .done = done, .arg = arg};
     return q;
+}
+
+void sendq_take_turns(sendq_t *q)
+{
+    ASSERT(!q->shared && !q->conns, "send queue: turns set on a shared or used queue");
+    q->turns = true;
+}
+
+void sendq_notify(sendq_t *q, comm_waker_t *w)
+{
+    ASSERT(!q->shared, "send queue: a notification on a shared queue");
+    q->notify = w;
 }
 
 /* Drops the head of k's queue, telling its owner rc. */
@@ -119,7 +133,7 @@ static void push_item(sendq_t *q, const sendq_msg_t *m, sendq_done_fn done, void
     it->m.rid = it->rid;
     it->seq = k->next_seq++;
     item_t **pp = &k->head;
-    while (*pp && (*pp)->m.priority <= m->priority) pp = &(*pp)->next;
+    while (*pp && (q->turns || (*pp)->m.priority <= m->priority)) pp = &(*pp)->next;
     it->next = *pp;
     *pp = it;
 }
@@ -132,9 +146,10 @@ void sendq_push(sendq_t *q, const sendq_msg_t *m)
 
 /* Hands ZeroMQ buf (bytes of payload) with header h for m's connection on c; keeps it in
  * k's window while ZeroMQ holds it. 0 or -1 as comm_send. */
-static int hand_over(comm_t *c, conn_t *k, const sendq_msg_t *m, msg_header_t h,
+static int hand_over(sendq_t *q, comm_t *c, conn_t *k, const sendq_msg_t *m, msg_header_t h,
                      comm_buf_t *buf)
 {
+    if (q->notify) comm_buf_notify(buf, q->notify);
     int rc = comm_send_buf(c, m->peer, m->rid, m->rid_len, h, buf);
     if (rc == 0 && comm_buf_in_flight(buf)) k->held[k->n_held++] = buf;
     else comm_buf_release(&buf);
@@ -152,13 +167,13 @@ static int send_next(sendq_t *q, comm_t *c, conn_t *k)
         return m->rid_len ? comm_send_rid(c, m->rid, m->rid_len, m->hdr, NULL, 0)
                           : comm_send(c, m->peer, m->hdr, NULL, 0, NULL);
     if (m->bytes <= q->slice_bytes) {
-        comm_buf_t *buf = comm_buf_new(m->bytes);
+        comm_buf_t *buf = comm_buf_new_tracked(m->bytes);
         memcpy(comm_buf_data(buf), m->data, m->bytes);
         it->sent = m->bytes;
-        return hand_over(c, k, m, m->hdr, buf);
+        return hand_over(q, c, k, m, m->hdr, buf);
     }
     size_t piece = m->bytes - it->sent < q->slice_bytes ? m->bytes - it->sent : q->slice_bytes;
-    comm_buf_t *buf = comm_buf_new(SLICE_HEADER_BYTES + piece);
+    comm_buf_t *buf = comm_buf_new_tracked(SLICE_HEADER_BYTES + piece);
     unsigned char *b = comm_buf_data(buf);
     slice_encode(&(slice_info_t){.type = m->hdr.type, .seq = it->seq, .total = m->bytes,
                                  .at = it->sent},
@@ -167,7 +182,7 @@ static int send_next(sendq_t *q, comm_t *c, conn_t *k)
     msg_header_t h = m->hdr;
     h.type = MSG_SLICE;
     it->sent += piece;
-    return hand_over(c, k, m, h, buf);
+    return hand_over(q, c, k, m, h, buf);
 }
 
 /* Lets go of the slices ZeroMQ has released; fails k's queue when its window has been
@@ -207,6 +222,18 @@ static bool has_own(const conn_t *k, const comm_t *c)
     return false;
 }
 
+/* Taking turns: k's head, a slice of it just sent, goes behind the rest. */
+static void next_turn(conn_t *k)
+{
+    item_t *it = k->head;
+    if (!it->next) return;
+    k->head = it->next;
+    item_t *last = k->head;
+    while (last->next) last = last->next;
+    last->next = it;
+    it->next = NULL;
+}
+
 /* sendq_pump with the lock held (a shared queue's). */
 static int pump_locked(sendq_t *q, comm_t *c)
 {
@@ -216,6 +243,7 @@ static int pump_locked(sendq_t *q, comm_t *c)
         while (may_send(k, c) && k->n_held < SENDQ_WINDOW) {
             if (send_next(q, c, k) != 0) finish_head(q, k, -1);
             else if (k->head->sent == k->head->m.bytes) finish_head(q, k, 0);
+            else if (q->turns) next_turn(k);
         }
         busy |= q->shared ? has_own(k, c) : k->head != NULL || k->n_held > 0;
     }
@@ -254,14 +282,16 @@ sendq_t *sendq_new_shared(size_t slice_bytes, int stall_ms)
     return q;
 }
 
-/* Waits until a message finishes or a millisecond passes: ZeroMQ's release of a slice
- * wakes no one, so the window is looked at again that often (as comm_mux's thread does). */
+/* Waits until a message finishes or SENDQ_SHARED_POLL_MS pass: ZeroMQ's release of a slice
+ * wakes no one here, so the window is looked at again that often (as comm_mux's thread
+ * does with a shared queue). */
 static void wait_moved(sendq_t *q)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 1000000;
-    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    int64_t ns = ts.tv_nsec + (int64_t)SENDQ_SHARED_POLL_MS * 1000000;
+    ts.tv_sec += ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
     int e = pthread_cond_timedwait(&q->moved, &q->lock, &ts);
     ASSERT(e == 0 || e == ETIMEDOUT, "send queue wait: error %d", e);
 }

@@ -48,6 +48,20 @@
  * strict order predicts 0.63 s; with 128 KiB it measured 0.634 s (docs/validation.md, "Send
  * order"). 128 KiB still covers a link's bandwidth-delay product up to 10 Gbit/s x 100 us. */
 #define SENDQ_SOCKET_BUFFER_BYTES (128 * 1024)
+/* How often a thread with slices in ZeroMQ's hands looks at its window again, in ms: a
+ * shared queue's threads every SENDQ_SHARED_POLL_MS of the host's clock, as ZeroMQ's release
+ * of a slice wakes none of them (so a slice should take longer on the wire: 1 MiB at up to
+ * 8 Gbit/s); a queue of one thread is woken by each release (sendq_notify) and looks again
+ * after SENDQ_POLL_MS of the cluster's time only in case (clock_host_ms: K ms on the host
+ * under time dilation K: a poll of the host's millisecond by 64 threads of 32 ranks of
+ * Inception-V3 at K = 68 kept the host's cores busy). */
+#define SENDQ_SHARED_POLL_MS 1
+#define SENDQ_POLL_MS 1
+/* The smallest slice: the plan's (PLAN_SLICE_BYTES_MIN and up) divided by a tensor scale
+ * (runtime/exec/worker_scale.c), so that a slice holds the same share of a message. Every
+ * slice and every whole message goes without a copy (comm_buf_new_tracked), so the window
+ * sees when it is out at any size. */
+#define SENDQ_SLICE_MIN_BYTES 4096
 
 typedef struct {
     int peer;                   /* comm_send's peer */
@@ -67,11 +81,23 @@ typedef void (*sendq_done_fn)(void *arg, const sendq_msg_t *m, int rc);
 
 typedef struct sendq sendq_t;
 
-/* A queue cutting at slice_bytes (>= COMM_ZEROCOPY_MIN_BYTES, so that every whole slice is
- * tracked) with a window of SENDQ_WINDOW slices per connection. */
+/* A queue cutting at slice_bytes (>= SENDQ_SLICE_MIN_BYTES) with a window of SENDQ_WINDOW
+ * slices per connection. */
 sendq_t *sendq_new(size_t slice_bytes, int stall_ms, sendq_done_fn done, void *arg);
 /* Every message still queued is done with -1. */
 void sendq_destroy(sendq_t **qp);
+
+/* From now on, a queue of one thread orders by turns, not by priority (send_order = fair,
+ * core/plan.h): each connection's queued messages take turns, a slice each, in the order
+ * they were pushed, so a short message queued behind a long one goes out after one slice
+ * of it, and messages in flight together share the connection equally. Set before the
+ * first push. */
+void sendq_take_turns(sendq_t *q);
+
+/* A queue of one thread: each slice's release by ZeroMQ writes to w's eventfd, which the
+ * thread waits on (comm_buf_notify), so the thread hands over the next slice as soon as
+ * the window moves, not at its next poll. The queue does not own w. */
+void sendq_notify(sendq_t *q, comm_waker_t *w);
 
 /* A queue of one thread (shared ones: sendq_post, sendq_push_from). */
 void sendq_push(sendq_t *q, const sendq_msg_t *m);
