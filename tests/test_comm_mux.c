@@ -216,11 +216,19 @@ static void recv_two(comm_t *srv, int layers[2], comm_msg_t whole[2], int *first
     slice_asm_destroy(&sa);
 }
 
-/* A message queued later with a lower layer overtakes the queued slices of a long message
- * of a later layer; the receiver puts both back together byte for byte. Deterministic: the
- * shard binds only after both are queued, so the long message's window (two slices) cannot
- * move before the short one is in the queue. */
-TEST(comm_mux_sliced_later_high_priority_overtakes_queued_low)
+/* Two messages to a shard that binds only after both are queued, on a mux with slices of
+ * `slice` (by layer, or in turns): first n_first floats of layer 5 (offset 7), then, 50 ms
+ * later, n_second floats of second_layer (offset 9). Deterministic: the first message's
+ * window (two slices) cannot move before the second is in the queue. Checks that both
+ * arrive whole, headers and payloads byte for byte; returns the layers in the order they
+ * completed and the first's slices seen before the second completed. */
+typedef struct {
+    int layers[2];
+    int before;
+} two_sent_t;
+
+static two_sent_t send_two_then_bind(size_t slice, bool turns, size_t n_first, int second_layer,
+                                     size_t n_second)
 {
     comm_t *probe = comm_new("mx", 0, 3, "tcp://127.0.0.1:*", 2000);
     REQUIRE(probe);
@@ -230,88 +238,68 @@ TEST(comm_mux_sliced_later_high_priority_overtakes_queued_low)
     const char *eps[3] = {ep, NULL, NULL};
     comm_mux_t *mux = comm_mux_new("mx", 1, 3, eps, 5000);
     REQUIRE(mux);
-    comm_mux_set_slices(mux, 64 * 1024, false);
+    comm_mux_set_slices(mux, slice, turns);
     comm_mux_port_t *a = comm_mux_port_new(mux);
-    size_t n_low = (4u << 20) / sizeof(float), n_high = (192u << 10) / sizeof(float);
-    float *low = malloc(n_low * sizeof *low), *high = malloc(n_high * sizeof *high);
-    for (size_t i = 0; i < n_low; i++) low[i] = (float)i;
-    for (size_t i = 0; i < n_high; i++) high[i] = -(float)i;
+    size_t n[2] = {n_first, n_second};
+    float *v[2];
+    for (int k = 0; k < 2; k++) {
+        v[k] = malloc(n[k] * sizeof(float));
+        for (size_t i = 0; i < n[k]; i++) v[k][i] = k ? -(float)i : (float)i;
+    }
     REQUIRE(comm_mux_send(a, 0, (msg_header_t){.type = MSG_PS_PUSH, .layer = 5, .offset = 7},
-                          low, n_low * sizeof *low, NULL) == 0);
+                          v[0], n[0] * sizeof(float), NULL) == 0);
     clock_sleep_until_ns(clock_now_ns() + 50000000);
-    REQUIRE(comm_mux_send(a, 0, (msg_header_t){.type = MSG_PS_PUSH, .layer = 1, .offset = 9},
-                          high, n_high * sizeof *high, NULL) == 0);
+    REQUIRE(comm_mux_send(a, 0,
+                          (msg_header_t){.type = MSG_PS_PUSH, .layer = second_layer, .offset = 9},
+                          v[1], n[1] * sizeof(float), NULL) == 0);
     clock_sleep_until_ns(clock_now_ns() + 20000000);
     comm_t *srv = comm_new("mx", 0, 3, ep, 2000);
     REQUIRE(srv, "could not bind %s again", ep);
-    int layers[2], before;
+    two_sent_t out;
     comm_msg_t w[2];
-    recv_two(srv, layers, w, &before);
-    CHECK_EQ_I64(layers[0], 1);
-    CHECK_EQ_I64(layers[1], 5);
-    CHECK(before <= 2, "%d slices of the low layer went before the high one", before);
-    CHECK(w[0].hdr.type == MSG_PS_PUSH && w[0].hdr.offset == 9 && w[1].hdr.offset == 7 &&
-              w[0].peer == 1, "headers restored: type %d offsets %llu %llu", w[0].hdr.type,
-          (unsigned long long)w[0].hdr.offset, (unsigned long long)w[1].hdr.offset);
-    CHECK(comm_msg_bytes(&w[0]) == n_high * sizeof *high &&
-          !memcmp(comm_msg_data(&w[0]), high, n_high * sizeof *high), "high payload");
-    CHECK(comm_msg_bytes(&w[1]) == n_low * sizeof *low &&
-          !memcmp(comm_msg_data(&w[1]), low, n_low * sizeof *low), "low payload");
-    comm_msg_close(&w[0]);
-    comm_msg_close(&w[1]);
-    free(low);
-    free(high);
+    recv_two(srv, out.layers, w, &out.before);
+    for (int i = 0; i < 2; i++) {
+        int k = w[i].hdr.layer == 5 ? 0 : 1;
+        CHECK(w[i].hdr.type == MSG_PS_PUSH && w[i].hdr.offset == (k ? 9u : 7u) && w[i].peer == 1,
+              "headers restored: type %d offset %llu peer %d", w[i].hdr.type,
+              (unsigned long long)w[i].hdr.offset, w[i].peer);
+        CHECK(comm_msg_bytes(&w[i]) == n[k] * sizeof(float) &&
+                  !memcmp(comm_msg_data(&w[i]), v[k], n[k] * sizeof(float)),
+              "payload of the %s message", k ? "second" : "first");
+        comm_msg_close(&w[i]);
+    }
+    free(v[0]);
+    free(v[1]);
     comm_mux_port_destroy(&a);
     comm_mux_destroy(&mux);
     comm_destroy(&srv);
+    return out;
+}
+
+/* A message queued later with a lower layer overtakes the queued slices of a long message
+ * of a later layer. */
+TEST(comm_mux_sliced_later_high_priority_overtakes_queued_low)
+{
+    two_sent_t t = send_two_then_bind(64 * 1024, false, (4u << 20) / sizeof(float), 1,
+                                      (192u << 10) / sizeof(float));
+    CHECK_EQ_I64(t.layers[0], 1);
+    CHECK_EQ_I64(t.layers[1], 5);
+    CHECK(t.before <= 2, "%d slices of the low layer went before the high one", t.before);
 }
 
 /* send_order = fair: a short message queued behind a long one takes turns with it, a slice
  * each, and completes after a few of the long one's slices, though its layer is later (by
- * layer it would wait for all 64: the check can fail). Deterministic as above. slice: the
- * slice bytes; the long message is 64 of them, the short one 3. */
+ * layer it would wait for all 64: the check can fail). slice: the slice bytes; the long
+ * message is 64 of them, the short one 3. */
 static void check_turns(size_t slice)
 {
-    comm_t *probe = comm_new("mt", 0, 3, "tcp://127.0.0.1:*", 2000);
-    REQUIRE(probe);
-    char ep[256];
-    snprintf(ep, sizeof ep, "%s", comm_endpoint(probe));
-    comm_destroy(&probe);
-    const char *eps[3] = {ep, NULL, NULL};
-    comm_mux_t *mux = comm_mux_new("mt", 1, 3, eps, 5000);
-    REQUIRE(mux);
-    comm_mux_set_slices(mux, slice, true);
-    comm_mux_port_t *a = comm_mux_port_new(mux);
-    size_t n_long = 64 * slice / sizeof(float), n_short = 3 * slice / sizeof(float);
-    float *lng = malloc(n_long * sizeof *lng), *shrt = malloc(n_short * sizeof *shrt);
-    for (size_t i = 0; i < n_long; i++) lng[i] = (float)i;
-    for (size_t i = 0; i < n_short; i++) shrt[i] = -(float)i;
-    REQUIRE(comm_mux_send(a, 0, (msg_header_t){.type = MSG_PS_PUSH, .layer = 5, .offset = 7},
-                          lng, n_long * sizeof *lng, NULL) == 0);
-    clock_sleep_until_ns(clock_now_ns() + 50000000);
-    REQUIRE(comm_mux_send(a, 0, (msg_header_t){.type = MSG_PS_PUSH, .layer = 8, .offset = 9},
-                          shrt, n_short * sizeof *shrt, NULL) == 0);
-    clock_sleep_until_ns(clock_now_ns() + 20000000);
-    comm_t *srv = comm_new("mt", 0, 3, ep, 2000);
-    REQUIRE(srv, "could not bind %s again", ep);
-    int layers[2], before;
-    comm_msg_t w[2];
-    recv_two(srv, layers, w, &before);
-    CHECK_EQ_I64(layers[0], 8);
-    CHECK_EQ_I64(layers[1], 5);
+    two_sent_t t = send_two_then_bind(slice, true, 64 * slice / sizeof(float), 8,
+                                      3 * slice / sizeof(float));
+    CHECK_EQ_I64(t.layers[0], 8);
+    CHECK_EQ_I64(t.layers[1], 5);
     /* the window's two slices, then one of the long message per turn of the short one's 3 */
-    CHECK(before <= 5, "%d slices of the long message went before the short one was in", before);
-    CHECK(comm_msg_bytes(&w[0]) == n_short * sizeof *shrt &&
-          !memcmp(comm_msg_data(&w[0]), shrt, n_short * sizeof *shrt), "short payload");
-    CHECK(comm_msg_bytes(&w[1]) == n_long * sizeof *lng &&
-          !memcmp(comm_msg_data(&w[1]), lng, n_long * sizeof *lng), "long payload");
-    comm_msg_close(&w[0]);
-    comm_msg_close(&w[1]);
-    free(lng);
-    free(shrt);
-    comm_mux_port_destroy(&a);
-    comm_mux_destroy(&mux);
-    comm_destroy(&srv);
+    CHECK(t.before <= 5, "%d slices of the long message went before the short one was in",
+          t.before);
 }
 
 TEST(comm_mux_turns_let_a_short_message_past_a_long_one) { check_turns(64 * 1024); }
