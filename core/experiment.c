@@ -375,8 +375,8 @@ static int set_send_order(experiment_t *e, const char *key, const char *val, con
     long long i;
     if (!strcmp(key, "send_order")) {
         if (send_order_parse(val, &e->send_order))
-            return kv_error(err, errlen, where, "expected send_order = arrival | layer | fair, got '%s'",
-                            val);
+            return kv_error(err, errlen, where,
+                            "expected send_order = arrival | layer | fair, got '%s'", val);
         return 0;
     }
     if (kv_int(val, &i) || i < PLAN_SLICE_BYTES_MIN || i > PLAN_SLICE_BYTES_MAX || i % 4)
@@ -699,9 +699,7 @@ int experiment_write(const experiment_t *e, int config, const cluster_t *c, cons
     fprintf(f, "wire_precision = %s\n", precision_name(e->wire_precision));
     if (e->send_order != SEND_ORDER_ARRIVAL) /* absent: arrival, as every older job file */
         fprintf(f, "send_order = %s\nslice_bytes = %lld\n", send_order_name(e->send_order),
-                (long long)(e->slice_bytes                      ? e->slice_bytes
-                            : e->send_order == SEND_ORDER_FAIR ? PLAN_SLICE_BYTES_FAIR_DEFAULT
-                                                               : PLAN_SLICE_BYTES_DEFAULT));
+                (long long)send_order_slice_bytes(e->send_order, e->slice_bytes));
     const experiment_train_t *t = &e->train;
     fprintf(f, "epochs = %d\n", t->epochs);
     fprintf(f, "data = %s\n", t->data);

@@ -29,6 +29,13 @@ int send_order_parse(const char *text, send_order_t *out)
     return 0;
 }
 
+int64_t send_order_slice_bytes(send_order_t s, int64_t given)
+{
+    if (s == SEND_ORDER_ARRIVAL) return 0;
+    if (given > 0) return given;
+    return s == SEND_ORDER_FAIR ? PLAN_SLICE_BYTES_FAIR_DEFAULT : PLAN_SLICE_BYTES_DEFAULT;
+}
+
 static unsigned scheme_mask(scheme_base_t b)
 {
     switch (b) {
@@ -314,10 +321,7 @@ static void plan_setup(plan_t *p, const model_t *m, const cluster_t *c, const pl
     p->precision = o->precision;
     p->wire_precision = o->wire_precision;
     p->send_order = o->send_order;
-    p->slice_bytes = o->send_order == SEND_ORDER_ARRIVAL ? 0
-                     : o->slice_bytes > 0                 ? o->slice_bytes
-                     : o->send_order == SEND_ORDER_FAIR   ? PLAN_SLICE_BYTES_FAIR_DEFAULT
-                                                          : PLAN_SLICE_BYTES_DEFAULT;
+    p->slice_bytes = send_order_slice_bytes(o->send_order, o->slice_bytes);
     p->model = m;
     p->cluster = *c;
     p->scheme = o->scheme;

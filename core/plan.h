@@ -179,7 +179,8 @@ typedef enum { SEND_ORDER_ARRIVAL, SEND_ORDER_LAYER, SEND_ORDER_FAIR } send_orde
 #define PLAN_SLICE_BYTES_DEFAULT (1 << 20)
 /* FAIR's default slice: the smallest that a sender can follow (below) */
 #define PLAN_SLICE_BYTES_FAIR_DEFAULT 65536
-/* a slice leaves without a copy (COMM_ZEROCOPY_MIN_BYTES), so a sender sees when it is out */
+/* the plan's slices, at full size (a run under tensor_scale S sends slices S times smaller,
+ * runtime/exec/worker_scale.c) */
 #define PLAN_SLICE_BYTES_MIN 65536
 #define PLAN_SLICE_BYTES_MAX (1 << 30)
 /* A loss-scaling vote's payload: one byte (runtime/transport/msg.h, MSG_LS_VOTE) */
@@ -188,6 +189,8 @@ typedef enum { SEND_ORDER_ARRIVAL, SEND_ORDER_LAYER, SEND_ORDER_FAIR } send_orde
 /* "arrival" | "layer" | "fair"; parse: 0, or -1 for any other text. */
 const char *send_order_name(send_order_t s);
 int send_order_parse(const char *text, send_order_t *out);
+/* The slice of order s given `given` bytes (0: the order's default): 0 under ARRIVAL. */
+int64_t send_order_slice_bytes(send_order_t s, int64_t given);
 typedef enum { RES_COMPUTE, RES_NET, RES_SERVER, RES_UPDATE, RES_INTRA, RES_COUNT } op_resource_t;
 typedef enum { DEP_LOCAL, DEP_RECV, DEP_ALL } dep_scope_t;
 

@@ -124,7 +124,6 @@ struct ps_server {
     slice_asm_t *sa;            /* sliced pushes coming in (the thread's) */
     comm_waker_t *kick;         /* ps_server_kick, a ruling came; or a slice of the shard's
                                    own queue left (sendq_notify) */
-    int kick_fd;                /* kick's eventfd */
 };
 
 static sblock_t *server_block(ps_server_t *s, uint64_t offset)
@@ -335,11 +334,11 @@ static int server_recv_or_kick(ps_server_t *s, comm_msg_t *m, int timeout_ms)
 {
     for (int waited = 0;; waited = 1) {
         uint64_t n;
-        if (read(s->kick_fd, &n, sizeof n) == (ssize_t)sizeof n) apply_all_ready(s);
+        if (read(comm_waker_fd(s->kick), &n, sizeof n) == (ssize_t)sizeof n) apply_all_ready(s);
         else if (errno != EAGAIN) die("eventfd read: %s", strerror(errno));
         int rc = comm_recv(s->comm, NULL, m, 0); /* one kept, or one on the sockets */
         if (rc != 0 || waited) return rc;
-        rc = comm_wait_in(s->comm, s->kick_fd, timeout_ms);
+        rc = comm_wait_in(s->comm, comm_waker_fd(s->kick), timeout_ms);
         if (rc <= 0) return rc;
     }
 }
@@ -397,7 +396,6 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->applied, NULL);
     if (!(s->kick = comm_waker_new())) die("ps shard %d: no eventfd", cfg->shard);
-    s->kick_fd = comm_waker_fd(s->kick);
     if (s->sq && !cfg->order) sendq_notify(s->sq, s->kick); /* a slice out wakes it */
     const ps_layout_t *l = cfg->layout;
     for (int b = 0; b < l->n_blocks; b++) s->n += l->blocks[b].shard == cfg->shard;
@@ -511,6 +509,6 @@ int ps_server_snapshot(ps_server_t *s, int64_t version, float *arena, int timeou
 void ps_server_kick(ps_server_t *s)
 {
     uint64_t one = 1;
-    if (write(s->kick_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+    if (write(comm_waker_fd(s->kick), &one, sizeof one) < 0 && errno != EAGAIN)
         die("eventfd write: %s", strerror(errno));
 }

@@ -51,7 +51,6 @@ struct comm_mux {
     comm_t *comm;             /* the mux thread's alone once it runs */
     pthread_t thread;
     comm_waker_t *waker;      /* its eventfd: a send was queued, a slice left, or stop */
-    int wake_fd;              /* the waker's */
     pthread_mutex_t lock;     /* the queue, the ports, their inboxes */
     send_req_t *queue_head, *queue_tail;
     comm_mux_port_t *ports;
@@ -68,7 +67,7 @@ struct comm_mux {
 static void wake(comm_mux_t *m)
 {
     uint64_t one = 1;
-    while (write(m->wake_fd, &one, sizeof one) < 0 && errno == EINTR) {}
+    while (write(comm_waker_fd(m->waker), &one, sizeof one) < 0 && errno == EINTR) {}
 }
 
 /* ---------------------------------------------------------------- the mux thread */
@@ -207,9 +206,9 @@ static void *mux_main(void *arg)
         int wait_ms = !busy     ? MUX_IDLE_MS
                       : m->order ? SENDQ_SHARED_POLL_MS
                                  : clock_host_ms(SENDQ_POLL_MS);
-        if (comm_wait_in(m->comm, m->wake_fd, wait_ms) == 2) {
+        if (comm_wait_in(m->comm, comm_waker_fd(m->waker), wait_ms) == 2) {
             uint64_t n;
-            while (read(m->wake_fd, &n, sizeof n) < 0 && errno == EINTR) {}
+            while (read(comm_waker_fd(m->waker), &n, sizeof n) < 0 && errno == EINTR) {}
         }
     }
     return NULL;
@@ -234,7 +233,6 @@ comm_mux_t *comm_mux_new(const char *name, int rank, int n_peers, const char *co
     m->sa = slice_asm_new(comm_max_payload());
     m->waker = comm_waker_new();
     ASSERT(m->waker, "comm mux %s: no eventfd", name);
-    m->wake_fd = comm_waker_fd(m->waker);
     pthread_mutex_init(&m->lock, NULL);
     ASSERT(pthread_create(&m->thread, NULL, mux_main, m) == 0, "pthread_create");
     return m;
