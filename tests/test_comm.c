@@ -346,3 +346,57 @@ TEST(comm_reconnected_peer_takes_over_its_routing_id)
     comm_destroy(&old);
     comm_destroy(&a);
 }
+
+/* Polls f until it is true or 5 s pass. */
+#define WAIT_FOR(f)                                                                        \
+    do {                                                                                   \
+        for (int w_ = 0; w_ < 500 && !(f); w_++) usleep(10000);                            \
+    } while (0)
+
+/* A watched DEALER names its connection's close once, and counts the connection it makes
+ * again when its peer comes back on the same endpoint: a message read after the close counts
+ * as the new connection's only when the count passed the one at the close (the heartbeat's
+ * rule: an answer already on its way when the coordinator died must not undo the close). */
+TEST(comm_watched_dealer_counts_closes_and_reconnections)
+{
+    comm_t *a = comm_new_control("t", 0, 2, "tcp://127.0.0.1:*", 2000);
+    comm_t *b = comm_new_control("t", 1, 2, NULL, 2000);
+    REQUIRE(a && b);
+    char ep[300];
+    snprintf(ep, sizeof ep, "%s", comm_endpoint(a));
+    comm_watch_connections(b);
+    REQUIRE(comm_connect(b, 0, ep) == 0);
+    comm_msg_t g;
+    REQUIRE(comm_send(b, 0, (msg_header_t){.type = MSG_TEST}, "hi", 2, NULL) == 0);
+    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
+    comm_msg_close(&g);
+    uint64_t first = comm_dealer_connects(b, NULL);
+    CHECK_EQ_I64(first, 1);
+    int fds[4];
+    CHECK_EQ_I64(comm_closed_connections(b, fds, 4), 0);
+    /* an answer sent just before the peer goes: read after the close, over no new
+     * connection */
+    REQUIRE(comm_send(a, 1, (msg_header_t){.type = MSG_TEST, .layer = 7}, "ok", 2, NULL) == 0);
+    usleep(100000);
+    comm_destroy(&a);
+    int closed = 0;
+    for (int w = 0; w < 500 && !closed; w++, usleep(10000))
+        closed = comm_closed_connections(b, fds, 4);
+    CHECK_EQ_I64(closed, 1);
+    CHECK_EQ_I64(fds[0], -1);
+    uint64_t at_close = 0;
+    CHECK_EQ_I64(comm_dealer_connects(b, &at_close), first);
+    CHECK_EQ_I64(at_close, first);
+    REQUIRE(comm_recv(b, NULL, &g, 1000) == 1);
+    CHECK_EQ_I64(g.hdr.layer, 7);
+    comm_msg_close(&g);
+    CHECK(comm_dealer_connects(b, NULL) == at_close, "the old answer counted as new");
+    /* the peer back on its endpoint: the DEALER reconnects by itself */
+    a = comm_new_control("t", 0, 2, ep, 2000);
+    REQUIRE(a);
+    WAIT_FOR(comm_dealer_connects(b, NULL) > at_close);
+    CHECK_EQ_I64(comm_dealer_connects(b, NULL), first + 1);
+    CHECK_EQ_I64(comm_closed_connections(b, fds, 4), 0);
+    comm_destroy(&a);
+    comm_destroy(&b);
+}

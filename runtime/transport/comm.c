@@ -54,6 +54,9 @@ struct comm {
     link_watch_t *links; /* comm_watch_links: the DEALERs' troubles, logged */
     void **monitors;    /* PAIR sockets receiving the DEALERs' socket monitors' events */
     int n_monitors;
+    int dealer_closes;       /* DEALER closes read from the monitors, not yet taken */
+    uint64_t dealer_connects; /* DEALER connections made (reconnects too), read so far */
+    uint64_t connects_at_close; /* dealer_connects when the last close was read */
     conn_cap_t *cap;    /* the ROUTER's monitor: its connections per host, its closes */
     uint64_t n_bad, bytes_sent, bytes_received;
     struct sendq *order; /* comm_set_order: kept for the senders, never called here */
@@ -305,7 +308,8 @@ static void add_monitor(comm_t *c, void *sock)
     static atomic_int next_id;
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://comm-monitor-%d-%d", (int)getpid(), atomic_fetch_add(&next_id, 1));
-    ZMQ_CHECK(zmq_socket_monitor(sock, ep, ZMQ_EVENT_DISCONNECTED), "zmq_socket_monitor");
+    ZMQ_CHECK(zmq_socket_monitor(sock, ep, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECTED),
+              "zmq_socket_monitor");
     void *pair = zmq_socket(comm_context(), ZMQ_PAIR);
     if (!pair) zmq_check_fail(__FILE__, __LINE__, "zmq_socket(PAIR)", "fd limit?");
     ZMQ_CHECK(zmq_connect(pair, ep), "connect to a socket monitor");
@@ -352,10 +356,10 @@ uint64_t comm_connections_refused(const comm_t *c)
     return c->cap ? conn_cap_refused(c->cap) : 0;
 }
 
-int comm_closed_connections(comm_t *c, int *fds, int max)
+/* Reads every event the DEALERs' monitors hold into the counts. */
+static void read_dealer_events(comm_t *c)
 {
-    int n = c->cap ? conn_cap_closed(c->cap, fds, max) : 0;
-    for (int i = 0; i < c->n_monitors && n < max; i++) {
+    for (int i = 0; i < c->n_monitors; i++) {
         for (;;) {
             /* an event: [uint16 event, uint32 value] then the endpoint */
             unsigned char ev[6];
@@ -364,10 +368,27 @@ int comm_closed_connections(comm_t *c, int *fds, int max)
             drain_more(c->monitors[i]);
             uint16_t event;
             memcpy(&event, ev, 2);
-            if (got == 6 && event == ZMQ_EVENT_DISCONNECTED && n < max) fds[n++] = -1;
+            if (got != 6) continue;
+            if (event == ZMQ_EVENT_DISCONNECTED)
+                c->dealer_closes++, c->connects_at_close = c->dealer_connects;
+            if (event == ZMQ_EVENT_CONNECTED) c->dealer_connects++;
         }
     }
+}
+
+int comm_closed_connections(comm_t *c, int *fds, int max)
+{
+    int n = c->cap ? conn_cap_closed(c->cap, fds, max) : 0;
+    read_dealer_events(c);
+    for (; c->dealer_closes > 0 && n < max; c->dealer_closes--) fds[n++] = -1;
     return n;
+}
+
+uint64_t comm_dealer_connects(comm_t *c, uint64_t *at_last_close)
+{
+    read_dealer_events(c);
+    if (at_last_close) *at_last_close = c->connects_at_close;
+    return c->dealer_connects;
 }
 
 static void stash_clear(comm_t *c)
@@ -441,15 +462,17 @@ int comm_connect(comm_t *c, int peer, const char *endpoint)
     set_max_message(s);
     if (s_keyring && s_trusted_fabric && c->affinity == AFFINITY_DATA) fabric_client(s, c->rank, peer);
     else if (s_keyring) secure_client(s, c->rank, peer);
+    /* the monitor before the connection, so that it sees the first one made */
+    if (c->watch) add_monitor(c, s);
     if (zmq_connect(s, endpoint) != 0) {
         log_error("comm %s rank %d: cannot connect to peer %d at '%s': %s", c->name, c->rank,
                   peer, endpoint, zmq_strerror(zmq_errno()));
+        if (c->watch) zmq_close(c->monitors[--c->n_monitors]);
         zmq_close(s);
         return -1;
     }
     p->dealer = s;
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
-    if (c->watch) add_monitor(c, s);
     if (c->links) link_watch_add(c->links, comm_context(), s, peer);
     return 0;
 }

@@ -246,6 +246,10 @@ int comm_tracker_wait(comm_tracker_t *t, int timeout_ms);
  * the last call (without waiting) and returns how many. */
 void comm_watch_connections(comm_t *c);
 int comm_closed_connections(comm_t *c, int *fds, int max);
+/* The connections its watched DEALERs have made so far, reconnections included, and in
+ * *at_last_close (may be NULL) the count when the last close was read: a message received
+ * once the count has passed that came over a new connection, not the closed one. */
+uint64_t comm_dealer_connects(comm_t *c, uint64_t *at_last_close);
 
 /* The outgoing connections' troubles (a failed handshake, a drop), logged with the peer's
  * rank and endpoint (runtime/transport/link_watch.h): comm_watch_links before comm_connect;

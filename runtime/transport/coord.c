@@ -541,6 +541,7 @@ static void *client_beat(void *arg)
 {
     coord_client_t *c = arg;
     int64_t last_ack = clock_now_ns(), cut_ns = 0, last_ns = last_ack;
+    uint64_t cut_connects = 0; /* the connections made when the cut was read */
     pthread_setname_np(pthread_self(), "heartbeat");
     while (!atomic_load(&c->stop)) {
         char text[TEXT_MAX];
@@ -568,7 +569,10 @@ static void *client_beat(void *arg)
             if (cut_ns) cut_ns += gap;
             if (got != 1) continue;
             if (m.hdr.type == MSG_HEARTBEAT_ACK) {
-                last_ack = clock_now_ns(), cut_ns = 0;
+                last_ack = clock_now_ns();
+                /* an answer the closed connection delivered before it closed (read after
+                 * its close) does not undo the cut; one over a new connection does */
+                if (cut_ns && comm_dealer_connects(c->hb, NULL) > cut_connects) cut_ns = 0;
                 if (m.hdr.shard == 1) atomic_store(&c->stop_heard, 1);
                 int q = m.hdr.layer;
                 atomic_store(&c->silent_rank, q >= 0 && q < c->env.world ? q : -1);
@@ -592,7 +596,10 @@ static void *client_beat(void *arg)
             comm_msg_close(&m);
         }
         int fd;
-        if (comm_closed_connections(c->hb, &fd, 1) > 0 && !cut_ns) cut_ns = clock_now_ns();
+        if (comm_closed_connections(c->hb, &fd, 1) > 0 && !cut_ns) {
+            cut_ns = clock_now_ns();
+            comm_dealer_connects(c->hb, &cut_connects);
+        }
         if (!atomic_load(&c->stop) && cut_ns && ms_since(cut_ns) > cut_grace_ms(&c->cfg))
             coordinator_gone(c, "closed its connection %lld ms ago (its process ended, or its "
                                 "host dropped it)", (long long)ms_since(cut_ns));
