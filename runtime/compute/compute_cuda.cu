@@ -129,8 +129,6 @@ void *cuda_scratch(cuda_ctx_t *c, size_t bytes)
 {
     if (bytes > c->scratch_bytes) {
         if (c->scratch) CUDA_CHECK(cudaFree(c->scratch));
-    if (c->half_a) CUDA_CHECK(cudaFree(c->half_a));
-    if (c->half_b) CUDA_CHECK(cudaFree(c->half_b));
         c->scratch = cuda_alloc_or_die(bytes);
         c->scratch_bytes = bytes;
     }

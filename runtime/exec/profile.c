@@ -185,7 +185,7 @@ int profile_run(const model_t *m, int batch, int warmup, int repeats, compute_t 
     }
     for (int i = 0; i <= L; i++) compute_event_destroy(c, &ev[i]);
     free(ev);
-    memset(rows, 0, (size_t)L * sizeof *rows);
+    memset(rows, 0, (size_t)(L > 0 ? L : 0) * sizeof *rows);
     for (int l = 1; l < L; l++) {
         rows[l].fwd_ns = median(pt.fwd + (int64_t)l * repeats, repeats);
         rows[l].bwd_ns = median(pt.bwd + (int64_t)l * repeats, repeats);
