@@ -16,8 +16,10 @@
 #      their batches (every scheme), 2 nodes x 2 devices when the host has 2 GPUs (SKIP
 #      otherwise) -> OUTDIR/dist-tests.log; and a 2-worker AlexNet job (batch 32, synthetic
 #      data) whose images/s and per-op trace land in OUTDIR/dist-alexnet*.csv;
+#   7. imports the default ONNX exports of tests/data/onnx, profiles them on the GPU and trains
+#      each for 60 steps at fp32 and bf16 -> OUTDIR/zoo.csv;
 # and writes OUTDIR/summary.txt with each step's seconds. Exit 0 when the build and the tests
-# passed. The steps run in the order 1, 2, 6, 3, 4b, 5, 4 (what checks correctness first,
+# passed. The steps run in the order 1, 2, 6, 3, 4b, 5, 7, 4 (what checks correctness first,
 # then the figures), so that a run cut short by its machine's time keeps the tests' verdicts.
 # Meant to fit in ~8 minutes on one H100.
 set -u
@@ -173,6 +175,38 @@ EOF
     say "step $m batch $b: poseidon $ours ms, pytorch $theirs ms"
 done
 
+say "(${SECONDS}s since the start)"
+
+# 7. imported networks: the default ONNX exports committed in tests/data/onnx (torchvision's
+#    MobileNetV2, MobileNetV3-small, EfficientNet-B0, ShuffleNetV2, ConvNeXt and Swin stages,
+#    at 32x32) imported, profiled on the GPU (batch 32) and trained for 60 steps on synthetic
+#    data, at fp32 and with bf16 products -> OUTDIR/zoo.csv (first and last loss)
+echo "model,precision,profile_step_ms,first_loss,last_loss,images_per_s" > "$out/zoo.csv"
+for m in zoo_mobilenet_v2 zoo_mobilenet_v3_small zoo_efficientnet_b0 zoo_shufflenet_v2_x0_5 \
+         zoo_convnext_2stage zoo_swin_2stage; do
+    net=$out/$m.net
+    if ! build/poseidon model import "tests/data/onnx/$m.onnx" -o "$net" > "$out/zoo-$m.log" 2>&1; then
+        say "FAIL import $m: $(tail -1 "$out/zoo-$m.log")"
+        continue
+    fi
+    for p in fp32 bf16; do
+        ms=NA
+        if build/poseidon profile --device cuda --precision $p --model "$net" --batch 32 \
+               --repeats 10 --warmup 3 --out "$out/zoo-$m-$p.csv" >> "$out/zoo-$m.log" 2>&1; then
+            ms=$(awk -F, '$1 !~ /^#/ && NR > 1 {t += $3 + $4} END {printf "%.3f", t / 1e6}' "$out/zoo-$m-$p.csv")
+        fi
+        if timeout 120 build/poseidon train --model "$net" --device cuda --data synthetic --batch 32 \
+               --iterations 60 --set precision=$p --csv "$out/zoo-$m-$p-train.csv" --job-out none \
+               >> "$out/zoo-$m.log" 2>&1; then
+            awk -F, -v m=$m -v p=$p -v ms=$ms 'NR == 2 {first = $2} NR > 1 {last = $2; ips = $NF}
+                END {printf "%s,%s,%s,%s,%s,%s\n", m, p, ms, first, last, ips}' \
+                "$out/zoo-$m-$p-train.csv" >> "$out/zoo.csv"
+            say "zoo $m $p: $(tail -1 "$out/zoo.csv")"
+        else
+            say "FAIL zoo $m $p: $(tail -1 "$out/zoo-$m.log")"
+        fi
+    done
+done
 say "(${SECONDS}s since the start)"
 
 # 4. LeNet on Fashion-MNIST, one epoch, GPU then CPU
