@@ -325,3 +325,40 @@ TEST(compute_device_count_apart_agrees)
     CHECK(!strcmp(why, why_apart), "why apart: '%s', here: '%s'", why_apart, why);
     CHECK(here > 0 || why[0], "no device and no reason");
 }
+
+/* The groups' products as one call (a grouped convolution's): on the GPU one strided batched
+ * product, against the CPU's loop of single products, with every transpose */
+TEST(test_compute_cuda_sgemm_strided_matches_the_loop)
+{
+    char why[256];
+    if (!compute_available(COMPUTE_CUDA, why, sizeof why)) SKIP("cuda backend: %s", why);
+    char err[256];
+    compute_t *cpu = compute_new(COMPUTE_CPU, 1, err, sizeof err);
+    compute_t *gpu = compute_new(COMPUTE_CUDA, 0, err, sizeof err);
+    REQUIRE(cpu && gpu, "%s", err);
+    rng_t *r = rng_new(11, 0);
+    int m = 5, n = 36, k = 9, G = 7; /* depthwise-like: small products, many groups */
+    int64_t sa = m * k + 3, sb = k * n + 2, sc = m * n + 1, na = G * sa, nb = G * sb, nc = G * sc;
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        int lda = ta ? m : k, ldb = tb ? k : n;
+        float *a = rnd(r, (int)na), *b = rnd(r, (int)nb), *c = rnd(r, (int)nc);
+        float *ga = compute_alloc_floats(gpu, na), *gb = compute_alloc_floats(gpu, nb),
+              *gc = compute_alloc_floats(gpu, nc);
+        gpu->ops->upload(gpu->ctx, ga, a, (size_t)na * 4);
+        gpu->ops->upload(gpu->ctx, gb, b, (size_t)nb * 4);
+        gpu->ops->upload(gpu->ctx, gc, c, (size_t)nc * 4);
+        compute_sgemm_strided(cpu, ta, tb, m, n, k, 0.5f, a, lda, sa, b, ldb, sb, 0.25f, c, n,
+                              sc, G);
+        compute_sgemm_strided(gpu, ta, tb, m, n, k, 0.5f, ga, lda, sa, gb, ldb, sb, 0.25f, gc,
+                              n, sc, G);
+        float *back = malloc((size_t)nc * 4);
+        gpu->ops->download(gpu->ctx, back, gc, (size_t)nc * 4);
+        for (int64_t i = 0; i < nc; i++) CHECK_NEAR(back[i], c[i], 1e-4, 1e-4);
+        compute_release(gpu, ga), compute_release(gpu, gb), compute_release(gpu, gc);
+        free(a), free(b), free(c), free(back);
+    }
+    rng_destroy(&r);
+    compute_destroy(&gpu);
+    compute_destroy(&cpu);
+}

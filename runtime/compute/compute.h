@@ -105,6 +105,13 @@ typedef struct {
      * over the batch, given x and dy; false, with nothing done, for a shape it does not take. */
     bool (*conv_weight_grad)(void *ctx, const ke_window_t *k, int batch, int c, int o,
                              int groups, const float *x, const float *dy, float *dw);
+    /* Optional (NULL: count calls of sgemm, in order): count products C_i = alpha op(A_i)
+     * op(B_i) + beta C_i with X_i = X + i * stride_x, as one call (a grouped convolution's
+     * groups: one launch on a GPU instead of one per group). */
+    void (*sgemm_strided)(void *ctx, bool trans_a, bool trans_b, int m, int n, int k,
+                          float alpha, const float *a, int lda, int64_t stride_a,
+                          const float *b, int ldb, int64_t stride_b, float beta, float *c,
+                          int ldc, int64_t stride_c, int count);
 } compute_ops_t;
 
 /* The layers' operations beyond BLAS, on the backend's buffers, so that a network runs with
@@ -279,6 +286,21 @@ static inline void compute_sgemm(compute_t *c, bool ta, bool tb, int m, int n, i
                                  float beta, float *cm, int ldc)
 {
     c->ops->sgemm(c->ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, cm, ldc);
+}
+
+static inline void compute_sgemm_strided(compute_t *c, bool ta, bool tb, int m, int n, int k,
+                                         float alpha, const float *a, int lda, int64_t stride_a,
+                                         const float *b, int ldb, int64_t stride_b, float beta,
+                                         float *cm, int ldc, int64_t stride_c, int count)
+{
+    if (count > 1 && c->ops->sgemm_strided) {
+        c->ops->sgemm_strided(c->ctx, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                              stride_b, beta, cm, ldc, stride_c, count);
+        return;
+    }
+    for (int i = 0; i < count; i++)
+        c->ops->sgemm(c->ctx, ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b,
+                      ldb, beta, cm + i * stride_c, ldc);
 }
 
 static inline void *compute_host_alloc(compute_t *c, size_t bytes)

@@ -329,6 +329,26 @@ static void cu_sgemm(void *ctx, bool ta, bool tb, int m, int n, int k, float alp
                              &beta, c, ldc));
 }
 
+static void cu_sgemm_strided(void *ctx, bool ta, bool tb, int m, int n, int k, float alpha,
+                             const float *a, int lda, int64_t stride_a, const float *b, int ldb,
+                             int64_t stride_b, float beta, float *c, int ldc, int64_t stride_c,
+                             int count)
+{
+    cuda_ctx_t *cc = (cuda_ctx_t *)ctx;
+    if (m == 0 || n == 0 || count <= 0) return;
+    if (cc->gemm_precision != PRECISION_FP32 && k > 0) { /* the half path, a product a call */
+        for (int i = 0; i < count; i++)
+            cuda_gemm_half(cc, ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b,
+                           ldb, beta, c + i * stride_c, ldc);
+        return;
+    }
+    /* row-major as cu_sgemm: column-major C^T = B^T A^T, B first */
+    CUBLAS_CHECK(cublasSgemmStridedBatched(cc->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                           ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
+                                           ldb, stride_b, a, lda, stride_a, &beta, c, ldc,
+                                           stride_c, count));
+}
+
 static void cu_saxpy(void *ctx, int64_t n, float alpha, const float *x, float *y)
 {
     cuda_ctx_t *cc = (cuda_ctx_t *)ctx;
@@ -447,4 +467,6 @@ extern "C" const compute_ops_t compute_cuda_ops = {
     cu_sgd_update, cu_host_alloc, cu_host_release, cu_event_new, cu_event_destroy,
     cu_event_record, cu_event_wait, cu_event_elapsed_ns, cu_download_async, cu_upload_async,
     cu_order_after_copies_out, cu_bind_thread, cu_set_gemm_precision,
+    NULL, NULL, NULL, /* conv_forward, conv_data_grad, conv_weight_grad: im2col and GEMM */
+    cu_sgemm_strided,
 };

@@ -418,9 +418,8 @@ static void conv_forward(nnet_t *n, const layer_t *l, lstate_t *s, const float *
             conv_im2col(n, l, xb);
             col = n->col;
         }
-        for (int g = 0; g < G; g++)
-            compute_sgemm(n->c, false, false, Og, P, K, 1.0f, s->w + (int64_t)g * Og * K, K,
-                          col + (int64_t)g * K * P, P, 0.0f, yb + (int64_t)g * Og * P, P);
+        compute_sgemm_strided(n->c, false, false, Og, P, K, 1.0f, s->w, K, (int64_t)Og * K,
+                              col, P, (int64_t)K * P, 0.0f, yb, P, (int64_t)Og * P, G);
     }
     if (s->b) n->lo->bias_planes(n->c->ctx, n->batch, O, P, s->b, s->out);
 }
@@ -458,23 +457,18 @@ static void conv_backward(nnet_t *n, const layer_t *l, lstate_t *s, const float 
             compute_sgemm(n->c, false, true, O, K + 1, P, 1.0f, dyb, P, col, P, beta, n->wext,
                           K + 1);
         } else if (!dw_done) {
-            for (int g = 0; g < G; g++)
-                compute_sgemm(n->c, false, true, Og, K, P, 1.0f, dyb + (int64_t)g * Og * P, P,
-                              col + (int64_t)g * K * P, P, beta, s->dw + (int64_t)g * Og * K,
-                              K);
+            compute_sgemm_strided(n->c, false, true, Og, K, P, 1.0f, dyb, P, (int64_t)Og * P,
+                                  col, P, (int64_t)K * P, beta, s->dw, K, (int64_t)Og * K, G);
         }
         if (!dx) continue;
         float *dxb = dx + (int64_t)b * C * H * W;
         if (pw) {
-            for (int g = 0; g < G; g++)
-                compute_sgemm(n->c, true, false, K, P, Og, 1.0f, s->w + (int64_t)g * Og * K, K,
-                              dyb + (int64_t)g * Og * P, P, 1.0f, dxb + (int64_t)g * K * P, P);
+            compute_sgemm_strided(n->c, true, false, K, P, Og, 1.0f, s->w, K, (int64_t)Og * K,
+                                  dyb, P, (int64_t)Og * P, 1.0f, dxb, P, (int64_t)K * P, G);
         } else {
             /* overwrites the first G*K rows of col; the ones row stays */
-            for (int g = 0; g < G; g++)
-                compute_sgemm(n->c, true, false, K, P, Og, 1.0f, s->w + (int64_t)g * Og * K, K,
-                              dyb + (int64_t)g * Og * P, P, 0.0f, n->col + (int64_t)g * K * P,
-                              P);
+            compute_sgemm_strided(n->c, true, false, K, P, Og, 1.0f, s->w, K, (int64_t)Og * K,
+                                  dyb, P, (int64_t)Og * P, 0.0f, n->col, P, (int64_t)K * P, G);
             n->c->ops->col2im(n->c->ctx, n->col, C, H, W, l->kernel_h, l->kernel_w, l->pad_h,
                               l->pad_w, l->stride_h, l->stride_w, l->out_shape.h,
                               l->out_shape.w, dxb);
