@@ -6,7 +6,8 @@
 # mlp-wide: 784-4096-4096-10, 20 M parameters, made here), PyTorch DDP (gloo, 25 MB buckets;
 # scripts/ddp_train.py) and poseidon under each scheme of SCHEMES (default allreduce+wfbp with
 # 25 MB buckets, ps+wfbp, hybrid) with the job's keys: CURVE, or with TRANSPORT=fabric
-# --trusted-fabric. The PS tensors are split evenly over the shards (KV_BLOCK_MB, default 0;
+# --trusted-fabric, and each KEY=VALUE of SET (space-separated, e.g. SET="send_order=fair")
+# as --set KEY=VALUE. The PS tensors are split evenly over the shards (KV_BLOCK_MB, default 0;
 # 4 is Poseidon-TF's block), so PS moves the ring's bytes: with 4 MB blocks LeNet's fc1 lands
 # on 2 of the 4 shards. REPS rounds (default 3), each running every configuration once in turn,
 # so a busy machine weighs on all alike; the median images/s of each, over the iterations
@@ -48,6 +49,8 @@ NET
 "$build/poseidon" keygen --ranks "$nodes" -o "$tmp/keys" >/dev/null || fail "keygen"
 flag=""
 [ "$transport" = fabric ] && flag=--trusted-fabric
+sets=()
+for kv in ${SET:-}; do sets+=(--set "$kv"); done
 echo "net,config,rep,images_per_s,cpu_ms_per_iteration" >"$csv"
 
 net_file() { [ "$1" = mlp-wide ] && echo "$tmp/mlp-wide.net" || echo "models/$1.net"; }
@@ -69,7 +72,7 @@ run_one() {
     OPENBLAS_NUM_THREADS=1 timeout 600 experiments/emucluster.sh -n "$nodes" -r "$rate" -l "$dir" -- \
         "$build/poseidon" train --keys "$tmp/keys" $flag --model "$(net_file "$net")" \
         --scheme "$cfg" --bucket-mb 25 --kv-block-mb "$kv_block_mb" --data synthetic --batch $batch --iterations "$it" \
-        --no-eval --no-probe --job-out none --report-every "$warm" --csv "$dir/run.csv" \
+        --no-eval --no-probe --job-out none --report-every "$warm" --csv "$dir/run.csv" "${sets[@]}" \
         >/dev/null 2>&1
     # images/s over the rows after the warm-up: (iterations x batch x nodes) / seconds
     awk -F, -v w="$warm" -v b=$batch -v n="$nodes" 'NR > 1 && $2 >= w {
