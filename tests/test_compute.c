@@ -9,6 +9,7 @@
 #include "runtime/compute/compute.h"
 #include "core/vec.h"
 #include "test.h"
+#include "tests/gpu_fixture.h"
 
 static float *rnd(rng_t *r, int64_t n)
 {
@@ -330,12 +331,10 @@ TEST(compute_device_count_apart_agrees)
  * product, against the CPU's loop of single products, with every transpose */
 TEST(test_compute_cuda_sgemm_strided_matches_the_loop)
 {
-    char why[256];
-    if (!compute_available(COMPUTE_CUDA, why, sizeof why)) SKIP("cuda backend: %s", why);
+    compute_t *gpu = gpu_or_skip();
     char err[256];
     compute_t *cpu = compute_new(COMPUTE_CPU, 1, err, sizeof err);
-    compute_t *gpu = compute_new(COMPUTE_CUDA, 0, err, sizeof err);
-    REQUIRE(cpu && gpu, "%s", err);
+    REQUIRE(cpu, "%s", err);
     rng_t *r = rng_new(11, 0);
     int m = 5, n = 36, k = 9, G = 7; /* depthwise-like: small products, many groups */
     int64_t sa = m * k + 3, sb = k * n + 2, sc = m * n + 1, na = G * sa, nb = G * sb, nc = G * sc;

@@ -371,7 +371,7 @@ static void read_dealer_events(comm_t *c)
             if (got != 6) continue;
             if (event == ZMQ_EVENT_DISCONNECTED)
                 c->dealer_closes++, c->connects_at_close = c->dealer_connects;
-            if (event == ZMQ_EVENT_CONNECTED) c->dealer_connects++;
+            else if (event == ZMQ_EVENT_CONNECTED) c->dealer_connects++;
         }
     }
 }
