@@ -4,9 +4,13 @@
  * and no other. With slices (send order layer): a later message of a lower layer overtakes
  * a long one, the receiver puts the slices back together, and a malformed slice is
  * refused, never written out of bounds. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "runtime/transport/comm_mux.h"
@@ -216,6 +220,29 @@ static void recv_two(comm_t *srv, int layers[2], comm_msg_t whole[2], int *first
     slice_asm_destroy(&sa);
 }
 
+/* A free loopback port below the kernel's ephemeral range, for a shard that binds late.
+ * A DEALER connecting to a free ephemeral port retries until, now and then, the kernel picks
+ * that very port as the connection's source and TCP connects it to itself; what the mux
+ * sent on that connection is lost when it drops, and a later slice arrived without the
+ * ones before it. */
+static void late_endpoint(char *ep, size_t cap)
+{
+    for (int i = 0; i < 2000; i++) {
+        int port = 20000 + (int)((getpid() + i * 7919) % 12000);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        REQUIRE(fd >= 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        close(fd);
+        if (ok) {
+            snprintf(ep, cap, "tcp://127.0.0.1:%d", port);
+            return;
+        }
+    }
+    REQUIRE(0, "no free port in 20000-31999");
+}
+
 /* Two messages to a shard that binds only after both are queued, on a mux with slices of
  * `slice` (by layer, or in turns): first n_first floats of layer 5 (offset 7), then, 50 ms
  * later, n_second floats of second_layer (offset 9). Deterministic: the first message's
@@ -230,11 +257,8 @@ typedef struct {
 static two_sent_t send_two_then_bind(size_t slice, bool turns, size_t n_first, int second_layer,
                                      size_t n_second)
 {
-    comm_t *probe = comm_new("mx", 0, 3, "tcp://127.0.0.1:*", 2000);
-    REQUIRE(probe);
     char ep[256];
-    snprintf(ep, sizeof ep, "%s", comm_endpoint(probe));
-    comm_destroy(&probe); /* a free port, for the shard to bind later */
+    late_endpoint(ep, sizeof ep);
     const char *eps[3] = {ep, NULL, NULL};
     comm_mux_t *mux = comm_mux_new("mx", 1, 3, eps, 5000);
     REQUIRE(mux);
