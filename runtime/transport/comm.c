@@ -23,6 +23,7 @@
 #include "runtime/transport/link_watch.h"
 #include "runtime/transport/zap.h"
 #include "runtime/transport/zmq_check.h"
+#include "runtime/transport/zpoll.h"
 #include "runtime/transport/clock.h"
 
 /* Messages kept for a later matching receive. A bound guards against a peer that floods
@@ -36,6 +37,7 @@ typedef struct stash_node {
 
 typedef struct {
     void *dealer;
+    zpoll_t dz;         /* the DEALER, as poll_in waits on it */
     char endpoint[256];
     unsigned char rid[256]; /* routing id of the peer's last connection to our ROUTER */
     size_t rid_len;
@@ -46,6 +48,7 @@ struct comm {
     int rank, n_peers, send_timeout_ms;
     uint64_t affinity;  /* ZeroMQ I/O threads its sockets may use (ZMQ_AFFINITY) */
     void *router;
+    zpoll_t rz;         /* the ROUTER, as poll_in waits on it */
     char endpoint[256];
     peer_t *peers;
     stash_node_t *stash_head, *stash_tail;
@@ -70,6 +73,18 @@ static const keyring_t *s_keyring; /* set: every socket speaks CURVE */
 static bool s_trusted_fabric;      /* and set: data sockets speak PLAIN (fabric_auth.h) */
 static size_t s_max_payload = MSG_MAX_PAYLOAD_BYTES;
 static atomic_int s_send_buffer; /* SO_SNDBUF of sockets made from now on; 0: the system's */
+
+/* A send or receive on sock reads its pending commands, which can make it readable without
+ * its descriptor saying so again (zpoll.h). */
+static void touched(comm_t *c, void *sock, int peer)
+{
+    if (sock == c->router) zpoll_touch(&c->rz);
+    else if (peer >= 0 && peer < c->n_peers && c->peers[peer].dealer == sock)
+        zpoll_touch(&c->peers[peer].dz);
+    else
+        for (int i = 0; i < c->n_peers; i++)
+            if (c->peers[i].dealer == sock) zpoll_touch(&c->peers[i].dz);
+}
 
 void comm_set_keyring(const keyring_t *k)
 {
@@ -286,6 +301,7 @@ static comm_t *comm_create(const char *name, int rank, int n_peers, const char *
         size_t len = sizeof c->endpoint;
         ZMQ_CHECK(zmq_getsockopt(c->router, ZMQ_LAST_ENDPOINT, c->endpoint, &len),
                   "LAST_ENDPOINT");
+        zpoll_init(&c->rz, c->router);
     }
     return c;
 }
@@ -472,6 +488,7 @@ int comm_connect(comm_t *c, int peer, const char *endpoint)
         return -1;
     }
     p->dealer = s;
+    zpoll_init(&p->dz, s);
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
     if (c->links) link_watch_add(c->links, comm_context(), s, peer);
     return 0;
@@ -634,6 +651,7 @@ int comm_send_rid(comm_t *c, const unsigned char *rid, size_t rid_len, msg_heade
                   const void *data, size_t bytes)
 {
     ASSERT(c->router && rid_len > 0, "comm %s: send by routing id without a ROUTER", c->name);
+    zpoll_touch(&c->rz);
     if (zmq_send(c->router, rid, rid_len, ZMQ_SNDMORE) < 0) {
         log_debug("comm %s: connection unreachable: %s", c->name, zmq_strerror(zmq_errno()));
         return -1;
@@ -646,6 +664,7 @@ int comm_send_buf(comm_t *c, int peer, const unsigned char *rid, size_t rid_len,
 {
     if (!rid_len) return send_via(c, peer, hdr, comm_buf_data(buf), buf->bytes, NULL, buf);
     ASSERT(c->router, "comm %s: send by routing id without a ROUTER", c->name);
+    zpoll_touch(&c->rz);
     if (zmq_send(c->router, rid, rid_len, ZMQ_SNDMORE) < 0) {
         log_debug("comm %s: connection unreachable: %s", c->name, zmq_strerror(zmq_errno()));
         return -1;
@@ -672,6 +691,7 @@ static int send_via(comm_t *c, int peer, msg_header_t hdr, const void *data, siz
             return -1;
         }
         sock = c->router;
+        zpoll_touch(&c->rz);
         if (zmq_send(sock, p->rid, p->rid_len, ZMQ_SNDMORE) < 0) {
             log_debug("comm %s: peer %d unreachable: %s", c->name, peer,
                       zmq_strerror(zmq_errno()));
@@ -686,6 +706,7 @@ static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const 
 {
     hdr.sender = (uint32_t)c->rank;
     hdr.length = bytes;
+    touched(c, sock, peer);
     unsigned char wire[MSG_HEADER_BYTES];
     msg_encode(&hdr, wire);
     if (zmq_send(sock, wire, sizeof wire, bytes ? ZMQ_SNDMORE : 0) < 0) {
@@ -1006,77 +1027,96 @@ static int unslice(comm_t *c, comm_msg_t *g)
     return 1;
 }
 
+/* The comm's sockets, as poll_in waits on them; their count. */
+static int poll_set(comm_t *c, zpoll_t **set, int *peer)
+{
+    int n = 0;
+    if (c->router) {
+        peer[n] = -1;
+        set[n++] = &c->rz;
+    }
+    for (int i = 0; i < c->n_peers; i++)
+        if (c->peers[i].dealer) {
+            peer[n] = i;
+            set[n++] = &c->peers[i].dz;
+        }
+    return n;
+}
+
+/* Reads what z's socket holds: 1 with *out a message matching m (more may wait), 0 once it
+ * is empty, -1 on an error (logged). Other messages go to the stash; *kept says one did. */
+static int drain(comm_t *c, zpoll_t *z, int from_peer, const comm_match_t *m, comm_msg_t *out,
+                 bool *kept)
+{
+    int r = zpoll_readable(z);
+    if (r <= 0) {
+        if (r < 0) log_error("comm %s: socket state: %s", c->name, zmq_strerror(zmq_errno()));
+        return r;
+    }
+    for (;;) {
+        comm_msg_t g;
+        r = recv_one(c, z->sock, from_peer, &g);
+        if (r < 0) {
+            log_error("comm %s: receive: %s", c->name, zmq_strerror(zmq_errno()));
+            return -1;
+        }
+        if (r == 2) {
+            zpoll_drained(z);
+            return 0;
+        }
+        if (r == 0 || !unslice(c, &g)) continue;
+        if (out && comm_match_ok(m, &g)) {
+            *out = g;
+            return 1;
+        }
+        if (c->stash_n >= COMM_STASH_MAX) {
+            log_error("comm %s rank %d: %d unclaimed messages held; dropping %s from peer %d",
+                      c->name, c->rank, c->stash_n, msg_type_name(g.hdr.type), g.peer);
+            comm_msg_close(&g);
+            return -1;
+        }
+        stash_push(c, &g);
+        *kept = true;
+    }
+}
+
 /* Polls the comm's sockets (and fd, when >= 0) until a message matching m arrives (1, out
- * filled; out NULL: every message is kept), fd is readable (2), or timeout_ms passes (0).
- * Messages not returned go to the stash with their arrival time. -1 on an error (logged). */
-/* Waits for a message matching m (into out), or with out NULL for fd to be readable (2);
- * until_arrival also returns (3) once a message was kept. 0 on timeout, -1 on an error. */
+ * filled; out NULL: every message is kept), fd is readable (2), or timeout_ms passes (0);
+ * until_arrival also returns (3) once a message was kept. Messages not returned go to the
+ * stash. -1 on an error (logged). The sockets are waited on as zpoll.h says: zmq_poll's
+ * asking each of them at every call was most of a 16-rank job's CPU in its mux threads. */
 static int poll_in(comm_t *c, const comm_match_t *m, int fd, comm_msg_t *out, int timeout_ms,
                    bool until_arrival)
 {
     int64_t deadline = clock_now_ns() + (int64_t)timeout_ms * 1000000;
-    int n_items = 0;
-    zmq_pollitem_t items[2 + c->n_peers];
-    int item_peer[2 + c->n_peers];
-    if (c->router) {
-        items[n_items] = (zmq_pollitem_t){c->router, 0, ZMQ_POLLIN, 0};
-        item_peer[n_items++] = -1;
-    }
-    for (int i = 0; i < c->n_peers; i++)
-        if (c->peers[i].dealer) {
-            items[n_items] = (zmq_pollitem_t){c->peers[i].dealer, 0, ZMQ_POLLIN, 0};
-            item_peer[n_items++] = i;
-        }
-    int fd_item = -1;
-    if (fd >= 0) {
-        fd_item = n_items;
-        items[n_items] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
-        item_peer[n_items++] = -1;
-    }
+    zpoll_t *set[1 + c->n_peers];
+    int peer[1 + c->n_peers];
+    int n = poll_set(c, set, peer);
+    bool fd_ready = false;
     for (bool kept = false;;) {
+        for (int i = 0; i < n; i++) {
+            if (!set[i]->maybe) continue;
+            int r = drain(c, set[i], peer[i], m, out, &kept);
+            if (r != 0) return r;
+        }
+        if (out && stash_take(c, m, out)) return 1;
+        if (fd_ready) return 2;
+        if (until_arrival && kept) return 3;
         int64_t left_ns = deadline - clock_now_ns();
         if (left_ns < 0) left_ns = 0;
-        int rc = n_items ? zmq_poll(items, n_items, (long)((left_ns + 999999) / 1000000)) : 0;
-        if (rc < 0) {
-            if (zmq_errno() == EINTR) continue;
-            log_error("comm %s: poll: %s", c->name, zmq_strerror(zmq_errno()));
-            return -1;
-        }
-        if (rc == 0 && left_ns == 0) return 0;
-        if (rc == 0 && !n_items) {
+        if (!n && fd < 0) {
+            if (left_ns == 0) return 0;
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
             continue;
         }
-        for (int i = 0; i < n_items; i++) {
-            if (!(items[i].revents & ZMQ_POLLIN) || i == fd_item) continue;
-            for (;;) { /* empty this socket before polling again */
-                comm_msg_t g;
-                int r = recv_one(c, items[i].socket, item_peer[i], &g);
-                if (r < 0) {
-                    log_error("comm %s: receive: %s", c->name, zmq_strerror(zmq_errno()));
-                    return -1;
-                }
-                if (r == 2) break;
-                if (r == 0 || !unslice(c, &g)) continue;
-                if (out && comm_match_ok(m, &g)) {
-                    *out = g;
-                    return 1;
-                }
-                if (c->stash_n >= COMM_STASH_MAX) {
-                    log_error("comm %s rank %d: %d unclaimed messages held; dropping %s from "
-                              "peer %d", c->name, c->rank, c->stash_n,
-                              msg_type_name(g.hdr.type), g.peer);
-                    comm_msg_close(&g);
-                    return -1;
-                }
-                stash_push(c, &g);
-                kept = true;
-            }
+        int rc = zpoll_wait(set, n, fd, (int)((left_ns + 999999) / 1000000), &fd_ready);
+        if (rc < 0) {
+            if (errno == EINTR) continue;
+            log_error("comm %s: poll: %s", c->name, strerror(errno));
+            return -1;
         }
-        if (out && stash_take(c, m, out)) return 1;
-        if (fd_item >= 0 && (items[fd_item].revents & ZMQ_POLLIN)) return 2;
-        if (until_arrival && kept) return 3;
+        if (rc == 0 && left_ns == 0) return 0;
     }
 }
 

@@ -18,6 +18,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "runtime/transport/zmq_check.h"
+#include "runtime/transport/zpoll.h"
 #include "runtime/transport/reject_log.h"
 
 #define CLOSED_KEEP 1024
@@ -33,6 +34,7 @@ typedef struct {
 
 struct conn_cap {
     void *pair;               /* receives the listener's monitor events (guard thread) */
+    zpoll_t pz;               /* the pair, as the guard thread waits on it */
     char what[48];
     int listen_port;          /* the listener's TCP port; 0: not TCP */
     atomic_int per_host;
@@ -247,13 +249,17 @@ static void on_closed(conn_cap_t *w, int fd, bool disconnected)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Every event waiting on w's monitor: [uint16 event, uint32 value] then the endpoint. */
-static void drain(conn_cap_t *w)
+/* Every event waiting on w's monitor: [uint16 event, uint32 value] then the endpoint.
+ * false once ZeroMQ's context is gone. */
+static bool drain(conn_cap_t *w)
 {
     for (;;) {
         unsigned char ev[6];
         int got = zmq_recv(w->pair, ev, sizeof ev, ZMQ_DONTWAIT);
-        if (got < 0) return;
+        if (got < 0) {
+            zpoll_drained(&w->pz);
+            return zmq_errno() != ETERM;
+        }
         int more = 0;
         size_t len = sizeof more;
         while (zmq_getsockopt(w->pair, ZMQ_RCVMORE, &more, &len) == 0 && more) {
@@ -291,7 +297,7 @@ static void watch_free(conn_cap_t *w)
 static void *guard_main(void *arg)
 {
     (void)arg;
-    zmq_pollitem_t *items = NULL;
+    zpoll_t **items = NULL;
     conn_cap_t **ws = NULL;
     int room = 0;
     int64_t recheck_at = now_ms() + RECHECK_MS;
@@ -311,7 +317,7 @@ static void *guard_main(void *arg)
                 ws = xrealloc(ws, (size_t)room * sizeof *ws);
             }
             ws[n] = w;
-            items[n++] = (zmq_pollitem_t){w->pair, 0, ZMQ_POLLIN, 0};
+            items[n++] = &w->pz;
             pp = &w->next;
         }
         pthread_mutex_unlock(&s_mu);
@@ -320,9 +326,13 @@ static void *guard_main(void *arg)
             usleep(100000);
             continue;
         }
-        if (zmq_poll(items, n, 100) < 0 && zmq_errno() == ETERM) break;
-        for (int i = 0; i < n; i++)
-            if (items[i].revents & ZMQ_POLLIN) drain(ws[i]);
+        /* each monitor is asked only when its descriptor fired (zpoll.h): zmq_poll asked
+         * all of them, a rank's ~60 listeners, ten times a second */
+        bool live = true;
+        for (int i = 0; i < n && live; i++)
+            if (items[i]->maybe) live = drain(ws[i]);
+        bool unused;
+        if (!live || (zpoll_wait(items, n, -1, 100, &unused) < 0 && errno != EINTR)) break;
         if (now_ms() >= recheck_at) {
             for (int i = 0; i < n; i++) recheck(ws[i]);
             recheck_at = now_ms() + RECHECK_MS;
@@ -402,6 +412,7 @@ conn_cap_t *conn_cap_watch(void *ctx, void *listener, const char *what, int per_
     int unlimited = 0;
     ZMQ_CHECK(zmq_setsockopt(w->pair, ZMQ_RCVHWM, &unlimited, sizeof unlimited), "RCVHWM");
     ZMQ_CHECK(zmq_connect(w->pair, ep), "connect to a socket monitor");
+    zpoll_init(&w->pz, w->pair);
     pthread_mutex_lock(&s_mu); /* hands the PAIR to the guard thread (a memory barrier) */
     w->next = s_watches;
     s_watches = w;

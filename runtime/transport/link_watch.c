@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "runtime/transport/clock.h"
 #include "runtime/transport/zmq_check.h"
+#include "runtime/transport/zpoll.h"
 
 #define WATCHED_EVENTS                                                                     \
     (ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |                       \
@@ -20,6 +21,7 @@
 
 typedef struct {
     void *pair;          /* receives the socket monitor's events */
+    zpoll_t pz;          /* the pair, as link_watch_report looks at it */
     int peer;
     int64_t last_log_ns; /* 0: never logged */
     int held;            /* events since the last line */
@@ -61,7 +63,8 @@ void link_watch_add(link_watch_t *lw, void *ctx, void *sock, int peer)
     if (!pair) zmq_check_fail(__FILE__, __LINE__, "zmq_socket(PAIR)", "fd limit?");
     ZMQ_CHECK(zmq_connect(pair, ep), "connect to a socket monitor");
     lw->w = xrealloc(lw->w, (size_t)(lw->n + 1) * sizeof *lw->w);
-    lw->w[lw->n++] = (watched_t){.pair = pair, .peer = peer};
+    lw->w[lw->n] = (watched_t){.pair = pair, .peer = peer};
+    zpoll_init(&lw->w[lw->n++].pz, pair);
 }
 
 static const char *event_text(uint16_t e)
@@ -85,7 +88,10 @@ static int next_event(watched_t *w, uint16_t *event)
 {
     unsigned char ev[6];
     int got = zmq_recv(w->pair, ev, sizeof ev, ZMQ_DONTWAIT);
-    if (got < 0) return 0;
+    if (got < 0) {
+        zpoll_drained(&w->pz);
+        return 0;
+    }
     int more = 0;
     size_t len = sizeof more;
     zmq_getsockopt(w->pair, ZMQ_RCVMORE, &more, &len);
@@ -104,10 +110,16 @@ int link_watch_report(link_watch_t *lw)
 {
     int total = 0;
     int64_t now = clock_now_ns();
+    /* one poll(2) says which monitors may have events (zpoll.h), where reading each of them
+     * cost two system calls at every turn of the caller's loop */
+    zpoll_t *zs[lw->n + 1];
+    for (int i = 0; i < lw->n; i++) zs[i] = &lw->w[i].pz;
+    bool unused;
+    zpoll_wait(zs, lw->n, -1, 0, &unused);
     for (int i = 0; i < lw->n; i++) {
         watched_t *w = &lw->w[i];
         uint16_t e;
-        while (next_event(w, &e)) {
+        while (w->pz.maybe && next_event(w, &e)) {
             total++;
             w->held++;
             /* a failed handshake ends in a drop too: the handshake says why */
