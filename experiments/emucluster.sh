@@ -112,6 +112,9 @@ elif [ -n "$uplink" ]; then
     echo "emucluster: -U needs -R, the hosts per rack" >&2; exit 2
 fi
 racks=$(( per_rack > 0 ? n / per_rack : 0 ))
+mtu=${EMU_MTU:-1500}
+[[ "$mtu" =~ ^[0-9]+$ ]] && [ "$mtu" -ge 1280 ] && [ "$mtu" -le 65521 ] ||
+    { echo "emucluster: EMU_MTU must be 1280..65521, got '$mtu'" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "emucluster: needs root (network namespaces)" >&2; exit 2; }
 
 # EMU_ID (1-5 hex digits) names the run's objects, so a caller can find exactly its own.
@@ -213,10 +216,10 @@ ip link set "$br" up
 fair_queue() {
     local d=$1 i j
     echo "qdisc add dev $d parent 2:1 handle 3: htb default 10 r2q 1000"
-    echo "class add dev $d parent 3: classid 3:10 htb rate 100gbit prio 0 quantum 1514"
+    echo "class add dev $d parent 3: classid 3:10 htb rate 100gbit prio 0 quantum $((mtu + 14))"
     for i in $(seq 0 255); do
-        printf 'class add dev %s parent 3: classid 3:%x htb rate 100gbit prio 1 quantum 1514\n' \
-            "$d" $((0x100 + i))
+        printf 'class add dev %s parent 3: classid 3:%x htb rate 100gbit prio 1 quantum %d\n' \
+            "$d" $((0x100 + i)) $((mtu + 14))
     done
     echo "filter add dev $d parent 3: prio 1 protocol ip u32 match u16 0x0000 0xff80 at 2 flowid 3:10"
     echo "filter add dev $d parent 3: prio 1 protocol ip u32 match ip sport $port 0xffff flowid 3:10"
@@ -244,7 +247,7 @@ peer_queue() {
     local d=$1 peer_mask=0x00007e00 conn_mask=0x001e0000 p k
     [ "$2" = recv ] && peer_mask=0x7e000000 conn_mask=0x0000001e
     echo "qdisc add dev $d parent 2:1 handle 3: htb default 10 r2q 1000"
-    echo "class add dev $d parent 3: classid 3:10 htb rate 100gbit prio 0 quantum 1514"
+    echo "class add dev $d parent 3: classid 3:10 htb rate 100gbit prio 0 quantum $((mtu + 14))"
     echo "filter add dev $d parent 3: prio 1 protocol ip u32 match u16 0x0000 0xff80 at 2 flowid 3:10"
     echo "filter add dev $d parent 3: prio 1 protocol ip u32 match ip sport $port 0xffff flowid 3:10"
     echo "filter add dev $d parent 3: prio 1 protocol ip u32 match ip dport $port 0xffff flowid 3:10"
@@ -252,8 +255,8 @@ peer_queue() {
     for p in $(seq 0 $((n - 1))); do
         printf 'filter add dev %s parent 3: prio 2 handle %x: protocol ip u32 divisor 16\n' "$d" $((p + 2))
         for k in $(seq 0 15); do
-            printf 'class add dev %s parent 3: classid 3:%x htb rate 100gbit prio 1 quantum 1514\n' \
-                "$d" $((0x100 + 16 * p + k))
+            printf 'class add dev %s parent 3: classid 3:%x htb rate 100gbit prio 1 quantum %d\n' \
+                "$d" $((0x100 + 16 * p + k)) $((mtu + 14))
             printf 'filter add dev %s parent 3: prio 2 protocol ip u32 ht %x:%x: match u8 0 0 flowid 3:%x\n' \
                 "$d" $((p + 2)) $k $((0x100 + 16 * p + k))
         done
@@ -278,7 +281,7 @@ shape() { # shape NETNS-OR-EMPTY DEV [RATE [DELAY [SIDE]]]: RATE and DELAY defau
         # 1 Gbit/s and 2 / HZ of the rate above; the fifo holds 100 ms at the rate. With
         # tensors S times smaller the 256 KB are too (what passes at once is the same share
         # of a message), but never below two packets
-        burst=$(awk -v r="${rate%bit}" -v s="$scale" 'BEGIN { b = r / 8 / 500; f = 262144 / s; if (f < 3028) f = 3028
+        burst=$(awk -v r="${rate%bit}" -v s="$scale" -v m="$mtu" 'BEGIN { b = r / 8 / 500; f = 262144 / s; if (f < 2 * (m + 14)) f = 2 * (m + 14)
             printf "%.0f\n", (b > f ? b : f) }')
         "${pre[@]}" tc qdisc add dev "$2" $parent handle 2: tbf rate "$rate" burst "$burst" latency 100ms || return 1
         if [ "$queue" = fair ] && [ -n "$side" ]; then
@@ -295,8 +298,8 @@ for k in $(seq 0 $((racks - 1))); do
     ip link add "$rb" type bridge || die "cannot create bridge $rb"
     ip link set "$rb" up
     ip link add "$up" type veth peer name "$down" || die "cannot create veth $up"
-    ip link set "$up" master "$rb" up
-    ip link set "$down" master "$br" up
+    ip link set "$up" mtu "$mtu" master "$rb" up
+    ip link set "$down" mtu "$mtu" master "$br" up
     shape "" "$up" "$uplink" "" || die "tc on $up failed"       # rack k's uplink
     shape "" "$down" "$uplink" "" || die "tc on $down failed"   # rack k's downlink
 done
@@ -308,7 +311,8 @@ host_up() {
     ns=$(ns_of "$i") h="pv${id}h$i"
     ip netns add "$ns" || fail "cannot create namespace $ns"
     ip link add "$h" type veth peer name eth0 netns "$ns" || fail "cannot create veth $h"
-    ip link set "$h" master "$(host_bridge "$i")" up
+    ip link set "$h" mtu "$mtu" master "$(host_bridge "$i")" up
+    ip -n "$ns" link set eth0 mtu "$mtu"
     ip -n "$ns" link set lo up
     ip -n "$ns" addr add "10.$a.$b.$((i + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up

@@ -922,7 +922,6 @@ static int payload_recv(void *sock, const msg_header_t *h, comm_msg_t *out, char
  * (logged, dropped), 2 if the socket had nothing, -1 on a socket error. */
 static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
 {
-    char who[128] = "?";
     unsigned char rid[256];
     size_t rid_len = 0;
     int peer = from_peer;
@@ -930,10 +929,7 @@ static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
         int n = zmq_recv(sock, rid, sizeof rid, ZMQ_DONTWAIT);
         if (n < 0) return zmq_errno() == EAGAIN ? 2 : -1;
         rid_len = (size_t)n > sizeof rid ? sizeof rid : (size_t)n;
-        rid_print(rid, rid_len, who, sizeof who);
         peer = rid_rank(c, rid, rid_len);
-    } else {
-        snprintf(who, sizeof who, "peer %d", from_peer);
     }
     zmq_msg_t hf;
     zmq_msg_init(&hf);
@@ -942,16 +938,22 @@ static int recv_one(comm_t *c, void *sock, int from_peer, comm_msg_t *out)
         zmq_msg_close(&hf);
         return e == EAGAIN ? 2 : -1;
     }
-    /* copied now: the metadata may go with the connection once the frame is closed */
-    char addr[64] = "address unknown";
-    const char *a = zmq_msg_gets(&hf, "Peer-Address");
-    if (a) snprintf(addr, sizeof addr, "%s", a);
     int src_fd = sock == c->router ? zmq_msg_get(&hf, ZMQ_SRCFD) : -1;
     char why[160] = "";
     msg_header_t h;
     out->has_payload = 0;
     int ok = header_check(c, sock, &hf, peer, &h, why, sizeof why);
     if (ok) ok = payload_recv(sock, &h, out, why, sizeof why);
+    /* who sent a bad message, said only then (formatting it for every message showed in
+     * profiles); the address now: the metadata may go with the connection once the frame
+     * is closed */
+    char who[128] = "?", addr[64] = "address unknown";
+    if (!ok) {
+        if (sock == c->router) rid_print(rid, rid_len, who, sizeof who);
+        else snprintf(who, sizeof who, "peer %d", from_peer);
+        const char *a = zmq_msg_gets(&hf, "Peer-Address");
+        if (a) snprintf(addr, sizeof addr, "%s", a);
+    }
     zmq_msg_close(&hf);
     if (ok < 0) return -1;
     drain_more(sock);
