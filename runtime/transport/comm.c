@@ -74,16 +74,12 @@ static bool s_trusted_fabric;      /* and set: data sockets speak PLAIN (fabric_
 static size_t s_max_payload = MSG_MAX_PAYLOAD_BYTES;
 static atomic_int s_send_buffer; /* SO_SNDBUF of sockets made from now on; 0: the system's */
 
-/* A send or receive on sock reads its pending commands, which can make it readable without
- * its descriptor saying so again (zpoll.h). */
+/* A send on sock (the ROUTER, or peer's DEALER) reads its pending commands, which can make
+ * it readable without its descriptor saying so again (zpoll.h). */
 static void touched(comm_t *c, void *sock, int peer)
 {
     if (sock == c->router) zpoll_touch(&c->rz);
-    else if (peer >= 0 && peer < c->n_peers && c->peers[peer].dealer == sock)
-        zpoll_touch(&c->peers[peer].dz);
-    else
-        for (int i = 0; i < c->n_peers; i++)
-            if (c->peers[i].dealer == sock) zpoll_touch(&c->peers[i].dz);
+    else zpoll_touch(&c->peers[peer].dz);
 }
 
 void comm_set_keyring(const keyring_t *k)
