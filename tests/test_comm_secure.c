@@ -427,3 +427,69 @@ TEST(comm_link_watch_reports_a_failed_handshake)
     keyring_destroy(&other);
     keyring_destroy(&k);
 }
+
+/* A rank's own traffic to its ROUTER within the process (comm_bind_local: its PS shard):
+ * delivered as from that rank with no key, the payload copied so that the receiver may
+ * write it, the answer back on the same connection; an in-process connection naming
+ * another rank is refused, and the job's TCP connections are checked as before. */
+TEST(comm_local_endpoint_carries_only_its_own_rank)
+{
+    char err[256];
+    keyring_t *k = keyring_generate(3, err, sizeof err);
+    REQUIRE(k, "%s", err);
+    comm_set_keyring(k);
+    comm_t *a = comm_new("ps", 0, 3, "tcp://127.0.0.1:*", 2000);
+    REQUIRE(a);
+    const char *ep = comm_bind_local(a);
+    CHECK(!strncmp(ep, COMM_LOCAL_PREFIX, strlen(COMM_LOCAL_PREFIX)), "%s", ep);
+    CHECK(!strcmp(comm_bind_local(a), ep), "a second bind moved the endpoint");
+
+    comm_t *own = comm_new("mux", 0, 3, NULL, 2000);
+    REQUIRE(own && comm_connect(own, 0, ep) == 0);
+    size_t n = 256 * 1024; /* above COMM_ZEROCOPY_MIN_BYTES: would go by reference on TCP */
+    unsigned char *grad = malloc(n);
+    REQUIRE(grad);
+    memset(grad, 0x5a, n);
+    comm_tracker_t tr;
+    comm_tracker_init(&tr);
+    REQUIRE(comm_send(own, 0, (msg_header_t){.type = MSG_TEST, .layer = 3}, grad, n, &tr) == 0);
+    CHECK_EQ_I64(atomic_load(&tr.pending), 0);
+    memset(grad, 0, n); /* the sender's buffer is its own again at once */
+    comm_msg_t g;
+    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(g.peer, 0);
+    CHECK_EQ_I64(g.hdr.layer, 3);
+    CHECK_EQ_I64(comm_msg_bytes(&g), (int64_t)n);
+    const unsigned char *got = comm_msg_data(&g);
+    CHECK(got[0] == 0x5a && got[n - 1] == 0x5a, "the payload changed with the sender's buffer");
+    ((unsigned char *)comm_msg_data_writable(&g))[0] = 1; /* a shard sums into it */
+    CHECK(grad[0] == 0, "the receiver wrote into the sender's buffer");
+    comm_msg_close(&g);
+    REQUIRE(comm_send(a, 0, (msg_header_t){.type = MSG_TEST, .layer = 4}, "back", 4, NULL) == 0);
+    REQUIRE(comm_recv(own, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(g.hdr.layer, 4);
+    comm_msg_close(&g);
+
+    /* another rank's comm on the in-process endpoint: no key vouches for it */
+    comm_t *other = comm_new("mux", 1, 3, NULL, 2000);
+    REQUIRE(other && comm_connect(other, 0, ep) == 0);
+    uint64_t bad = comm_n_bad(a);
+    REQUIRE(comm_send(other, 0, (msg_header_t){.type = MSG_TEST}, "rank1?", 6, NULL) == 0);
+    CHECK(comm_recv(a, NULL, &g, 800) == 0, "a message naming rank 1 came in without its key");
+    CHECK(comm_n_bad(a) > bad, "the refused message was not counted");
+    /* rank 1 over TCP, with its key, is admitted as before */
+    comm_t *tcp = comm_new("mux", 1, 3, NULL, 2000);
+    REQUIRE(tcp && comm_connect(tcp, 0, comm_endpoint(a)) == 0);
+    REQUIRE(comm_send(tcp, 0, (msg_header_t){.type = MSG_TEST, .layer = 5}, "r1", 2, NULL) == 0);
+    REQUIRE(comm_recv(a, NULL, &g, 5000) == 1);
+    CHECK_EQ_I64(g.peer, 1);
+    CHECK_EQ_I64(g.hdr.layer, 5);
+    comm_msg_close(&g);
+
+    free(grad);
+    comm_destroy(&tcp);
+    comm_destroy(&other);
+    comm_destroy(&own);
+    comm_destroy(&a);
+    keyring_destroy(&k);
+}

@@ -579,6 +579,10 @@ static void shard_start(worker_t *w, const char *bind)
     }
     w->ps_eps = worker_allgather(w, 10, w->ps ? ps_server_endpoint(w->ps) : "-",
                                  cfg->timeout_ms);
+    if (w->ps) { /* this rank reaches its own shard within the process */
+        free(w->ps_eps[w->rank]);
+        w->ps_eps[w->rank] = xstrdup(ps_server_local_endpoint(w->ps));
+    }
 }
 
 /* Logs where this rank listens (for operators, and the test that sends garbage to them),

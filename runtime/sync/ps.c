@@ -111,6 +111,7 @@ typedef struct {
 struct ps_server {
     ps_server_config_t cfg;
     comm_t *comm;
+    const char *local_endpoint; /* comm_bind_local's: this process's clients come there */
     int n;                  /* blocks of this shard */
     sblock_t *blk;          /* sorted by offset */
     pthread_mutex_t lock;
@@ -387,6 +388,7 @@ ps_server_t *ps_server_new(const ps_server_config_t *cfg)
     ps_server_t *s = xcalloc(1, sizeof *s);
     s->cfg = *cfg;
     s->comm = c;
+    s->local_endpoint = comm_bind_local(c);
     s->sa = slice_asm_new(comm_max_payload());
     if (cfg->order) s->sq = cfg->order;
     else if (cfg->slice_bytes) {
@@ -457,6 +459,7 @@ void ps_server_destroy(ps_server_t **sp)
 }
 
 const char *ps_server_endpoint(const ps_server_t *s) { return comm_endpoint(s->comm); }
+const char *ps_server_local_endpoint(const ps_server_t *s) { return s->local_endpoint; }
 void ps_server_set_trace_zero(ps_server_t *s, int64_t zero_ns)
 {
     atomic_store(&s->trace_zero_ns, zero_ns);

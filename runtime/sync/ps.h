@@ -118,6 +118,9 @@ typedef struct ps_server ps_server_t;
 ps_server_t *ps_server_new(const ps_server_config_t *cfg);
 void ps_server_destroy(ps_server_t **sp);
 const char *ps_server_endpoint(const ps_server_t *s);
+/* The shard's endpoint for clients of its own process (comm_bind_local): the rank's pushes
+ * to and pulls from its colocated shard go there, not over TCP and CURVE. */
+const char *ps_server_local_endpoint(const ps_server_t *s);
 /* Copies this shard's block values into arena (same offsets). Thread-safe. */
 void ps_server_copy_values(ps_server_t *s, float *arena);
 /* A consistent snapshot for a checkpoint: waits until every block of the shard has applied

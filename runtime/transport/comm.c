@@ -39,6 +39,7 @@ typedef struct {
     void *dealer;
     zpoll_t dz;         /* the DEALER, as poll_in waits on it */
     char endpoint[256];
+    bool local;         /* the DEALER goes to a ROUTER of this process (inproc) */
     unsigned char rid[256]; /* routing id of the peer's last connection to our ROUTER */
     size_t rid_len;
 } peer_t;
@@ -50,6 +51,7 @@ struct comm {
     void *router;
     zpoll_t rz;         /* the ROUTER, as poll_in waits on it */
     char endpoint[256];
+    char local_endpoint[64]; /* comm_bind_local's; "" when not bound */
     peer_t *peers;
     stash_node_t *stash_head, *stash_tail;
     int stash_n;
@@ -442,6 +444,19 @@ void comm_set_order(comm_t *c, struct sendq *q)
 struct sendq *comm_order(const comm_t *c) { return c->order; }
 
 const char *comm_endpoint(const comm_t *c) { return c->endpoint; }
+
+const char *comm_bind_local(comm_t *c)
+{
+    static atomic_int next_id;
+    ASSERT(c->router, "comm %s has no ROUTER", c->name);
+    if (c->local_endpoint[0]) return c->local_endpoint;
+    char ep[sizeof c->local_endpoint];
+    snprintf(ep, sizeof ep, COMM_LOCAL_PREFIX "%s-%d-%d", c->name, c->rank,
+             atomic_fetch_add(&next_id, 1));
+    ZMQ_CHECK(zmq_bind(c->router, ep), "bind a process-local endpoint");
+    memcpy(c->local_endpoint, ep, sizeof ep);
+    return c->local_endpoint;
+}
 int comm_rank(const comm_t *c) { return c->rank; }
 int comm_n_peers(const comm_t *c) { return c->n_peers; }
 uint64_t comm_n_bad(const comm_t *c) { return c->n_bad; }
@@ -472,21 +487,26 @@ int comm_connect(comm_t *c, int peer, const char *endpoint)
         set_int(s, ZMQ_SNDBUF, atomic_load(&s_send_buffer), "SNDBUF");
     set_int(s, ZMQ_SNDTIMEO, c->send_timeout_ms, "SNDTIMEO");
     set_max_message(s);
-    if (s_keyring && s_trusted_fabric && c->affinity == AFFINITY_DATA) fabric_client(s, c->rank, peer);
-    else if (s_keyring) secure_client(s, c->rank, peer);
+    /* in-process: no handshake, and no connection events to watch */
+    bool local = !strncmp(endpoint, COMM_LOCAL_PREFIX, strlen(COMM_LOCAL_PREFIX));
+    if (s_keyring && !local) {
+        if (s_trusted_fabric && c->affinity == AFFINITY_DATA) fabric_client(s, c->rank, peer);
+        else secure_client(s, c->rank, peer);
+    }
     /* the monitor before the connection, so that it sees the first one made */
-    if (c->watch) add_monitor(c, s);
+    if (c->watch && !local) add_monitor(c, s);
     if (zmq_connect(s, endpoint) != 0) {
         log_error("comm %s rank %d: cannot connect to peer %d at '%s': %s", c->name, c->rank,
                   peer, endpoint, zmq_strerror(zmq_errno()));
-        if (c->watch) zmq_close(c->monitors[--c->n_monitors]);
+        if (c->watch && !local) zmq_close(c->monitors[--c->n_monitors]);
         zmq_close(s);
         return -1;
     }
     p->dealer = s;
+    p->local = local;
     zpoll_init(&p->dz, s);
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
-    if (c->links) link_watch_add(c->links, comm_context(), s, peer);
+    if (c->links && !local) link_watch_add(c->links, comm_context(), s, peer);
     return 0;
 }
 
@@ -697,6 +717,14 @@ static int send_via(comm_t *c, int peer, msg_header_t hdr, const void *data, siz
     return send_frames(c, sock, peer, hdr, data, bytes, tracker, buf);
 }
 
+/* Whether sock is peer's DEALER to a ROUTER of this process. A payload handed over there
+ * without a copy would be the receiver's to write (a shard sums pushes into the first one
+ * that came), and the caller's memory is not: tracked sends to it are copied. */
+static bool to_local(const comm_t *c, void *sock, int peer)
+{
+    return peer >= 0 && c->peers[peer].local && sock == c->peers[peer].dealer;
+}
+
 static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const void *data,
                        size_t bytes, comm_tracker_t *tracker, comm_buf_t *buf)
 {
@@ -717,7 +745,7 @@ static int send_frames(comm_t *c, void *sock, int peer, msg_header_t hdr, const 
             atomic_fetch_add_explicit(&buf->refs, 1, memory_order_relaxed);
             ZMQ_CHECK(zmq_msg_init_data(&m, (void *)data, bytes, buf_release, buf),
                       "zmq_msg_init_data");
-        } else if (tracker && bytes >= COMM_ZEROCOPY_MIN_BYTES) {
+        } else if (tracker && bytes >= COMM_ZEROCOPY_MIN_BYTES && !to_local(c, sock, peer)) {
             atomic_fetch_add(&tracker->pending, 1);
             ZMQ_CHECK(zmq_msg_init_data(&m, (void *)data, bytes, tracker_release, tracker),
                       "zmq_msg_init_data");
@@ -853,9 +881,17 @@ static int header_check(comm_t *c, void *sock, zmq_msg_t *hf, int peer, msg_head
         snprintf(why, whylen, "routing id is not a rank of this job");
         return 0;
     }
-    if (s_keyring && sock == c->router && authenticated != peer) {
-        snprintf(why, whylen, "the connection's key is rank %d's, its routing id says %d",
-                 authenticated, peer);
+    /* no key, and no address: a connection from within this process (comm_bind_local),
+     * which speaks only for this rank */
+    bool local = c->local_endpoint[0] && !user && peer == c->rank &&
+                 !zmq_msg_gets(hf, "Peer-Address");
+    if (s_keyring && sock == c->router && authenticated != peer && !local) {
+        if (authenticated < 0)
+            snprintf(why, whylen, "the connection holds no key, and its routing id says %d "
+                     "(an in-process connection speaks only for rank %d)", peer, c->rank);
+        else
+            snprintf(why, whylen, "the connection's key is rank %d's, its routing id says %d",
+                     authenticated, peer);
         return 0;
     }
     if (msg_decode(zmq_msg_data(hf), zmq_msg_size(hf), h, why, whylen) != 0) return 0;
