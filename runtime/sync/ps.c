@@ -156,7 +156,8 @@ static void answer_done(void *arg, const sendq_msg_t *m, int rc)
     if (rc != 0)
         log_warn("ps shard %d: could not answer rank %d's pull of offset %llu", s->cfg.shard,
                  m->peer, (unsigned long long)m->hdr.offset);
-    free(m->owner);
+    comm_buf_t *values = m->owner;
+    comm_buf_release(&values);
 }
 
 static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *rid,
@@ -170,12 +171,12 @@ static void answer(ps_server_t *s, sblock_t *k, int peer, const unsigned char *r
         h.stamp_ns = clock_now_ns() - zero;
         if (h.stamp_ns < 1) h.stamp_ns = 1;
     }
-    if (s->sq) { /* the values as they are now: they may change before the last slice */
-        size_t bytes = comm_buf_bytes(values);
-        void *copy = xmalloc(bytes);
-        memcpy(copy, comm_buf_data(values), bytes);
+    if (s->sq) { /* the values as they are now: the queue's reference keeps them in flight
+                  * until the last slice is out, so an apply meanwhile writes a copy */
+        comm_buf_t *ref = comm_buf_ref(values);
         sendq_msg_t sm = {.peer = peer, .rid = rid, .rid_len = rid_len, .hdr = h,
-                          .data = copy, .bytes = bytes, .priority = layer, .owner = copy};
+                          .data = comm_buf_data(ref), .bytes = comm_buf_bytes(ref),
+                          .priority = layer, .owner = ref};
         if (s->cfg.order) sendq_push_from(s->sq, s->comm, &sm, answer_done, s);
         else sendq_push(s->sq, &sm);
         return;

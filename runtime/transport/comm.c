@@ -641,6 +641,12 @@ void comm_buf_notify(comm_buf_t *b, comm_waker_t *w)
     b->notify = w;
 }
 
+comm_buf_t *comm_buf_ref(comm_buf_t *b)
+{
+    atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+    return b;
+}
+
 void comm_buf_release(comm_buf_t **bp)
 {
     if (!bp || !*bp) return;

@@ -209,6 +209,9 @@ void *comm_buf_data(comm_buf_t *b);
 size_t comm_buf_bytes(const comm_buf_t *b);
 int comm_buf_in_flight(const comm_buf_t *b);
 void comm_buf_release(comm_buf_t **bp);
+/* Another reference to b, dropped with comm_buf_release: while it is held b is in flight,
+ * so its owner writes a copy instead (a send queue reading b slice by slice). Returns b. */
+comm_buf_t *comm_buf_ref(comm_buf_t *b);
 
 /* Sends the whole of buf to peer as comm_send does, or, when rid_len > 0, through the ROUTER
  * to the connection rid as comm_send_rid does. Payloads of COMM_ZEROCOPY_MIN_BYTES or more
