@@ -605,6 +605,10 @@ static void peers_connect(worker_t *w, char ***eps)
         for (int r = 0; r < w->world; r++)
             if (r != w->rank) comm_connect(w->probe_comm, r, eps[r][0]);
     }
+    /* under fair only the PS sockets (the shard's, the mux's) take turns: the rings and SFB
+     * send first in, first out, and a small kernel buffer would only slow them */
+    bool fair = w->plan.send_order == SEND_ORDER_FAIR;
+    if (fair) comm_set_send_buffer(0);
     for (int u = 0; u < n_units; u++) {
         sync_method_t m = w->plan.units[u].method;
         if (m == SYNC_SFB)
@@ -615,6 +619,7 @@ static void peers_connect(worker_t *w, char ***eps)
             comm_connect(w->ucomm[u], right, eps[right][1 + u]);
         }
     }
+    if (fair) comm_set_send_buffer((int)worker_send_buffer_bytes(w));
     /* send_order = layer: SFB's and the rings' sends in the rank's order (shard_start) */
     if (w->sync_sq)
         for (int u = 0; u < n_units; u++) comm_set_order(w->ucomm[u], w->sync_sq);
