@@ -874,6 +874,13 @@ static int rid_rank(const comm_t *c, const unsigned char *rid, size_t n)
     return (int)v;
 }
 
+/* Whether hf came over the in-process connection of this comm's own rank (comm_bind_local):
+ * no key (user NULL) and no network address. Asked only of a message no key vouches for. */
+static bool from_self(const comm_t *c, zmq_msg_t *hf, const char *user, int peer)
+{
+    return c->local_endpoint[0] && !user && peer == c->rank && !zmq_msg_gets(hf, "Peer-Address");
+}
+
 /* Whether the header frame hf, received on sock from `peer` (-1: a routing id of no rank),
  * is a header that rank sent over a connection of its own: 1 with it decoded into h, or 0
  * with the reason in why. */
@@ -887,11 +894,7 @@ static int header_check(comm_t *c, void *sock, zmq_msg_t *hf, int peer, msg_head
         snprintf(why, whylen, "routing id is not a rank of this job");
         return 0;
     }
-    /* no key, and no address: a connection from within this process (comm_bind_local),
-     * which speaks only for this rank */
-    bool local = c->local_endpoint[0] && !user && peer == c->rank &&
-                 !zmq_msg_gets(hf, "Peer-Address");
-    if (s_keyring && sock == c->router && authenticated != peer && !local) {
+    if (s_keyring && sock == c->router && authenticated != peer && !from_self(c, hf, user, peer)) {
         if (authenticated < 0)
             snprintf(why, whylen, "the connection holds no key, and its routing id says %d "
                      "(an in-process connection speaks only for rank %d)", peer, c->rank);
