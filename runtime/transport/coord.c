@@ -275,19 +275,6 @@ static void report_stalls(coord_server_t *s)
  * within heartbeat_ms. */
 static int cut_grace_ms(const coord_config_t *cfg) { return 2 * cfg->heartbeat_ms + 500; }
 
-/* Notes the ranks whose heartbeat connection just closed. */
-static void note_closed(coord_server_t *s)
-{
-    int fds[64];
-    int n = comm_closed_connections(s->comm, fds, 64);
-    for (int i = 0; i < n; i++)
-        for (int q = 0; q < s->world; q++) {
-            rank_state_t *r = &s->ranks[q];
-            if (!r->bye && r->last_beat_ns && r->hb_fd == fds[i] && !r->cut_ns)
-                r->cut_ns = clock_now_ns();
-        }
-}
-
 /* How long a process may not have run (stopped, starved of CPU) before the time is not
  * counted against the ranks it could not hear meanwhile. */
 static int64_t paused_ns(const coord_config_t *cfg)
@@ -314,19 +301,39 @@ static void server_paused(coord_server_t *s, int64_t gap_ns)
     }
 }
 
-/* Every message waiting (the first waited for up to 50 ms): after a pause the ranks' beats
- * are all read before anyone is judged by the time of their last. -1 when the socket
+/* Every message waiting (the first waited for up to first_ms): after a pause the ranks'
+ * beats are all read before anyone is judged by the time of their last. -1 when the socket
  * failed. */
-static int server_drain(coord_server_t *s)
+static int server_drain(coord_server_t *s, int first_ms)
 {
     for (int i = 0; i < 100000; i++) {
         comm_msg_t m;
-        int rc = comm_recv(s->comm, NULL, &m, i == 0 ? 50 : 0);
+        int rc = comm_recv(s->comm, NULL, &m, i == 0 ? first_ms : 0);
         if (rc < 0) return -1;
         if (rc != 1) return 0;
         server_handle(s, &m);
         comm_msg_close(&m);
     }
+    return 0;
+}
+
+/* Notes the ranks whose heartbeat connection just closed. A beat that the connection
+ * delivered before it closed may still wait in the socket, and read after the cut it would
+ * undo it (a beat clears the cut: its connection was replaced), so that the rank, gone,
+ * would be judged only after dead_ms: what the socket holds is read first. ZeroMQ queues a
+ * connection's messages before it tells of its end, so they are there to read. -1 when the
+ * socket failed. */
+static int note_closed(coord_server_t *s)
+{
+    int fds[64];
+    int n = comm_closed_connections(s->comm, fds, 64);
+    if (n > 0 && server_drain(s, 0) < 0) return -1;
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < s->world; q++) {
+            rank_state_t *r = &s->ranks[q];
+            if (!r->bye && r->last_beat_ns && r->hb_fd == fds[i] && !r->cut_ns)
+                r->cut_ns = clock_now_ns();
+        }
     return 0;
 }
 
@@ -345,17 +352,17 @@ static void *server_main(void *arg)
     int64_t last_ns = clock_now_ns();
     pthread_setname_np(pthread_self(), "coordinator");
     while (!atomic_load(&s->stop) && s->n_bye < s->world) {
-        if (server_drain(s) < 0) break;
+        if (server_drain(s, 50) < 0) break;
         int64_t gap = pause_since(&last_ns, &s->cfg);
         if (gap) {
             /* ZeroMQ's I/O thread was stopped too: give it a moment to read what the
              * sockets hold, and read it, before the ranks are judged */
             usleep(100000);
             server_paused(s, gap);
-            if (server_drain(s) < 0) break;
+            if (server_drain(s, 50) < 0) break;
             pause_since(&last_ns, &s->cfg);
         }
-        note_closed(s);
+        if (note_closed(s) < 0) break;
         int dead = -1;
         const char *why = NULL;
         char buf[128];

@@ -5,7 +5,7 @@
 # which the full grid reports), the steady-state CPU and host_bound columns are filled, the
 # plot is written, and no namespace is left behind; --resume keeps the rows and runs nothing,
 # --estimate runs nothing; a grid over two devices-per-node counts gives a row and a summary
-# per count.
+# per count; experiments/paper_grid.sh --estimate names its three parts and sums them.
 # Exit 77 (skip) when not root or without network namespaces.
 set -u
 build=${1:-build}
@@ -45,6 +45,16 @@ timeout 60 experiments/validate.sh --build "$build" --out "$tmp/e" --models lene
     --schemes "ps hybrid" --iterations 4 --warmup 1 --estimate >"$tmp/elog" 2>&1 || { tail -20 "$tmp/elog"; fail "validate.sh --estimate failed"; }
 grep -q "^validate: about [0-9]* min for 4 runs" "$tmp/elog" || fail "no estimate: $(tail -3 "$tmp/elog")"
 [ ! -d "$tmp/e/runs/lenet-n2-1g-ps" ] || [ -z "$(ls "$tmp/e/runs/lenet-n2-1g-ps")" ] || fail "--estimate ran something"
+# the papers' grid in its three parts (experiments/paper_grid.sh): --estimate gives each
+# part's and their sum, and runs nothing
+timeout 120 experiments/paper_grid.sh --quick --estimate --build "$build" --out "$tmp/pg" >"$tmp/plog" 2>&1 ||
+    { tail -20 "$tmp/plog"; fail "paper_grid.sh --estimate failed"; }
+for p in main devices racks; do grep -q "^== $p: " "$tmp/plog" || fail "paper_grid: no part $p"; done
+grep -q "x 4 .*ps+wfbp" "$tmp/plog" || fail "paper_grid: no row of nodes of 4 devices"
+[ "$(grep -c "^validate: about [0-9]* min for 12 runs" "$tmp/plog")" -eq 3 ] ||
+    fail "paper_grid: expected three estimates of 12 runs: $(grep '^validate:' "$tmp/plog")"
+grep -q "^paper_grid: about [0-9]* min for the three parts" "$tmp/plog" || fail "paper_grid: no sum"
+[ ! -e "$tmp/pg/validate.csv" ] || fail "paper_grid --estimate wrote a table"
 # one grid per devices-per-node count, each summarised apart
 timeout 120 experiments/validate.sh --build "$build" --out "$tmp/d" --models lenet --nodes 2 --gbps 1 \
     --schemes ps --iterations 4 --warmup 1 --devices-per-node "1 2" >"$tmp/dlog" 2>&1 ||
