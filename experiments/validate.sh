@@ -82,7 +82,7 @@
 #                       GbE, ps ps+wfbp sfb+wfbp hybrid hybrid3 allreduce+wfbp, the median
 #                       of 3 runs, --dilation auto, --tensor-scale auto, --send-order fair,
 #                       10 iterations of which the first 4 are not measured; --estimate says how long it takes
-#                       (about 14.5 hours on a 2-core host), --resume runs it in parts
+#                       (about 27 hours, 1,647 min, on a 2-core host), --resume runs it in parts
 #   --paper-quick       a few rows of it: GoogLeNet and Inception-V3 on 16 and 32 nodes at
 #                       10 GbE, ps+wfbp hybrid allreduce+wfbp, one run each (about 25 min)
 #   --estimate          print each row's K, S and wall time, and the grid's, and run nothing
