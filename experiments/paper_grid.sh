@@ -22,11 +22,12 @@
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out=out/paper_grid build=build quick=0 pass=() extra=()
+out=out/paper_grid build=build quick=0 estimate=0 pass=() extra=()
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift ;;
-    --estimate|--resume) pass+=("$1"); shift ;;
+    --estimate) pass+=("$1"); estimate=1; shift ;;
+    --resume) pass+=("$1"); shift ;;
     --out|--build)
         [ $# -ge 2 ] || { echo "paper_grid: $1 needs a value" >&2; exit 2; }
         case $1 in --out) out=$2 ;; --build) build=$2 ;; esac
@@ -57,7 +58,7 @@ for p in $parts; do
     m=$(sed -n 's/^validate: about \([0-9]*\) min for.*/\1/p' "$log" | tail -1)
     total_min=$((total_min + ${m:-0}))
 done
-if [[ " ${pass[*]} " == *" --estimate "* ]]; then
+if [ $estimate = 1 ]; then
     echo "paper_grid: about $total_min min for the three parts (their estimates; nothing was run)"
     exit 0
 fi
@@ -68,14 +69,8 @@ echo "$header,part" > "$csv"
 for p in $parts; do
     [ -s "$out/$p/validate.csv" ] && awk -v p="$p" 'NR > 1 { print $0 "," p }' "$out/$p/validate.csv" >> "$csv"
 done
-summary() { # label, host_bound column to keep ("any": all rows)
-    awk -F, -v k="$2" 'NR > 1 && (k == "any" || $8 == k) { e = $7 < 0 ? -$7 : $7; print e }' "$csv" |
-        sort -g | awk -v l="$1" '{ v[NR] = $1 } END {
-            if (NR == 0) { printf "|error| over %s: no rows\n", l; exit }
-            med = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-            printf "|error| over %d %s: median %.1f%%, worst %.1f%%\n", NR, l, med * 100, v[NR] * 100 }'
-}
+. experiments/lib/error_summary.bash
 echo "paper_grid: wrote $csv ($(( $(wc -l < "$csv") - 1 )) rows, $(( ($(date +%s) - t0) / 60 )) min)"
-summary "rows" any
-summary "rows that are not host-bound" 0
+error_summary "$csv" "rows" any
+error_summary "$csv" "rows that are not host-bound" 0
 exit $failed

@@ -451,16 +451,8 @@ if command -v gnuplot >/dev/null && [ "$(wc -l <"$csv")" -gt 1 ]; then
     gnuplot -e "csv='$csv'; out='$out/validate'" reports/validate.gp &&
         echo "plot: $out/validate.png, $out/validate.svg"
 fi
-summary() { # summary LABEL KEEP [D]: median and worst |error| of the rows whose host_bound
-    # matches KEEP ("any": all rows), of D devices per node when given
-    awk -F, -v k="$2" -v d="${3:-}" 'NR > 1 && (k == "any" || $8 == k) && (d == "" || $9 == d) {
-        e = $7 < 0 ? -$7 : $7; print e }' "$csv" |
-        sort -g | awk -v l="$1" '
-        { v[NR] = $1 } END {
-            if (NR == 0) { printf "|error| over %s: no rows\n", l; exit 1 }
-            med = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-            printf "|error| over %d %s: median %.1f%%, worst %.1f%%\n", NR, l, med * 100, v[NR] * 100 }'
-}
+. experiments/lib/error_summary.bash
+summary() { error_summary "$csv" "$@"; } # summary LABEL KEEP [D]
 summary "configurations" any || exit 1
 summary "configurations that are not host-bound" 0
 if [ "$(echo $devices_list | wc -w)" -gt 1 ]; then # each devices-per-node grid apart
